@@ -1,0 +1,107 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/sandplane/sandplane/provider"
+)
+
+// Spec is everything a runtime needs to spawn one workload.
+type Spec struct {
+	// SandboxID identifies the sandbox; runtimes mark the workload with it.
+	SandboxID string
+	// Root is the daemon's state directory. Runtimes mark workloads with it
+	// too, so that Orphans finds only this daemon's.
+	Root string
+	// Dir is the sandbox's own directory. It survives stop and start; the
+	// native runtime writes stdout.log and stderr.log there and uses it as the
+	// working directory unless WorkDir is set.
+	Dir string
+	// Command is the argv. For docker it overrides the image's command when
+	// non-empty.
+	Command []string
+	// Image is the Docker image; unused by the native runtime.
+	Image   string
+	WorkDir string
+	User    string
+	// Env is the workload's complete environment (PORT included). Values are
+	// secret: never log them.
+	Env map[string]string
+	// Port is the host port the workload must serve on. Docker publishes the
+	// same port on 127.0.0.1.
+	Port   int
+	Labels map[string]string
+}
+
+// Handle identifies a spawned workload. It is persisted in sandbox.json, so
+// its fields must be enough to find the workload again after the daemon
+// restarts.
+type Handle struct {
+	Runtime provider.Runtime `json:"runtime"`
+	// PID and StartTime (the process start time in clock ticks since boot, from
+	// /proc/PID/stat) together prove a pid still names our child after pid
+	// reuse.
+	PID         int    `json:"pid,omitempty"`
+	StartTime   uint64 `json:"startTime,omitempty"`
+	ContainerID string `json:"containerId,omitempty"`
+}
+
+// Exit says how a workload ended.
+type Exit struct {
+	// Reason is what errorReason shows: "exited: code N", "killed: signal S",
+	// or "process gone" when the status cannot be known (a workload adopted
+	// after a daemon restart).
+	Reason string
+	// Code is the exit code when known.
+	Code *int
+}
+
+// Status is a point-in-time view of a workload.
+type Status struct {
+	Running bool
+	// Exit is set when Running is false.
+	Exit Exit
+}
+
+// Runtime spawns and controls workloads. Implementations are safe for
+// concurrent use; the manager serialises operations on one sandbox.
+type Runtime interface {
+	// Name is the runtime's name in the API.
+	Name() provider.Runtime
+
+	// Preflight checks, without side effects, that spec can run here.
+	// preflight_failed: a missing command or image, naming it.
+	// unavailable: the engine does not answer, naming the fix.
+	Preflight(ctx context.Context, spec Spec) error
+
+	// Start spawns the workload and returns as soon as it exists; readiness
+	// is the manager's business. On error nothing is left behind.
+	// preflight_failed, create_failed, unavailable.
+	Start(ctx context.Context, spec Spec) (Handle, error)
+
+	// Status reports whether the workload behind h still runs. A handle whose
+	// process or container is gone, or whose pid now names another process,
+	// is not running. unavailable.
+	Status(ctx context.Context, h Handle) (Status, error)
+
+	// Wait blocks until the workload ends and reports how, or returns ctx's
+	// error. It works for workloads adopted after a restart too.
+	Wait(ctx context.Context, h Handle) (Exit, error)
+
+	// Stop asks the workload to end (SIGTERM to the process group, or docker
+	// stop), then kills it after grace. A workload already gone is not an
+	// error. An error means the workload may still run; callers retry.
+	Stop(ctx context.Context, h Handle, grace time.Duration) error
+
+	// Remove releases everything Start created apart from Spec.Dir (the
+	// container, for docker). The workload must be stopped. Idempotent.
+	Remove(ctx context.Context, h Handle) error
+
+	// Logs returns what the workload wrote to stdout and stderr, unredacted.
+	Logs(ctx context.Context, h Handle, dir string) (stdout, stderr []byte, err error)
+
+	// Orphans returns the workloads marked with root that are not among
+	// known: leftovers of a daemon that died mid-create.
+	Orphans(ctx context.Context, root string, known []Handle) ([]Handle, error)
+}

@@ -1,0 +1,2 @@
+// Package clocktest provides Fake, a manually advanced clock.Clock for tests.
+package clocktest

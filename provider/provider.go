@@ -1,0 +1,122 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/sandplane/sandplane/local/api"
+)
+
+// The wire types are generated from openapi/controlplane.yaml; these aliases
+// are the names host servers use.
+type (
+	Sandbox        = api.SandboxInfo
+	CreateRequest  = api.CreateSandboxRequest
+	ResizeRequest  = api.ResizeRequest
+	State          = api.SandboxState
+	Runtime        = api.Runtime
+	Info           = api.Info
+	EntrypointLogs = api.EntrypointLogs
+)
+
+const (
+	StateStarting  = api.SandboxStateStarting
+	StateStarted   = api.SandboxStateStarted
+	StateStopping  = api.SandboxStateStopping
+	StateStopped   = api.SandboxStateStopped
+	StateDestroyed = api.SandboxStateDestroyed
+	StateError     = api.SandboxStateError
+
+	RuntimeNative = api.Native
+	RuntimeDocker = api.Docker
+)
+
+// ErrorReasonAutoStopped is the errorReason of a sandbox stopped for idleness.
+const ErrorReasonAutoStopped = "auto_stopped"
+
+// ListOptions narrows List.
+type ListOptions struct {
+	// Labels must all match exactly.
+	Labels map[string]string
+}
+
+// Provider runs sandboxes. Every method takes the sandbox's id or its name.
+// Implementations are safe for concurrent use. Errors carry a code (see Code);
+// the ones each method may return are listed, and any method may also return
+// unavailable (the backend cannot be reached), unauthenticated and internal.
+type Provider interface {
+	// Info identifies the backend.
+	Info(ctx context.Context) (*Info, error)
+
+	// Create starts a sandbox and returns it once it is started.
+	// invalid_argument: a malformed request. already_exists: the id or name is
+	// taken. preflight_failed: the request cannot run here (unknown snapshot,
+	// missing command or image); nothing was spawned. create_failed: the
+	// workload did not come up; everything was rolled back.
+	// resource_exhausted: no free port.
+	Create(ctx context.Context, req CreateRequest) (*Sandbox, error)
+
+	// Get returns the sandbox. not_found.
+	Get(ctx context.Context, idOrName string) (*Sandbox, error)
+
+	// List returns the sandboxes that match opts, oldest first.
+	List(ctx context.Context, opts ListOptions) ([]Sandbox, error)
+
+	// Start respawns a stopped sandbox with its preserved state and returns it
+	// started; a started sandbox is returned as it is. not_found.
+	// failed_precondition: the sandbox is mid-transition or its old workload
+	// could not be killed yet. create_failed: the workload did not come up.
+	Start(ctx context.Context, idOrName string) (*Sandbox, error)
+
+	// Stop stops the workload and keeps what Start needs. not_found.
+	// failed_precondition: the sandbox is mid-transition or already stopped
+	// (as on Daytona; see Traits.StopStoppedIsNoop).
+	Stop(ctx context.Context, idOrName string) (*Sandbox, error)
+
+	// Delete stops and removes the sandbox. Deleting a missing sandbox is not
+	// an error. failed_precondition: mid-transition.
+	Delete(ctx context.Context, idOrName string) error
+
+	// RefreshActivity resets the idle clock without changing state. not_found.
+	RefreshActivity(ctx context.Context, idOrName string) error
+
+	// SetAutoStopInterval sets the idle minutes before auto-stop; 0 disables.
+	// It does not reset the idle clock. not_found, invalid_argument (< 0).
+	SetAutoStopInterval(ctx context.Context, idOrName string, minutes int) (*Sandbox, error)
+
+	// Resize changes the sandbox's resources. not_found, invalid_argument;
+	// see Traits.ResizeIsNoop.
+	Resize(ctx context.Context, idOrName string, req ResizeRequest) (*Sandbox, error)
+
+	// PreviewURL returns where port of the sandbox is reachable; port 0 means
+	// the sandbox's own port. not_found, invalid_argument,
+	// failed_precondition (not started).
+	PreviewURL(ctx context.Context, idOrName string, port int) (string, error)
+
+	// EntrypointLogs returns what the workload printed, with secret values
+	// redacted. not_found, unsupported.
+	EntrypointLogs(ctx context.Context, idOrName string) (*EntrypointLogs, error)
+
+	// Traits tells how this backend differs from the others.
+	Traits() Traits
+}
+
+// Traits are the named, deliberate differences between backends. The
+// conformance suite asserts each one, so a difference is never an accident.
+type Traits struct {
+	// Name of the backend: "local", "daytona".
+	Name string
+	// StopStoppedIsNoop: stopping a stopped sandbox succeeds instead of
+	// failing with failed_precondition. Daytona answers 400; the local
+	// control plane treats stop as idempotent because host servers call it
+	// from cleanup paths.
+	StopStoppedIsNoop bool
+	// ResizeIsNoop: Resize is accepted and changes nothing, because a local
+	// process has no resource envelope to change.
+	ResizeIsNoop bool
+	// SyncStop: Stop returns once the sandbox is stopped, not while it is
+	// still stopping.
+	SyncStop bool
+	// ReapInterval is how often, in interval minutes, auto-stop is checked;
+	// an idle sandbox stops up to this much after its interval ends.
+	ReapIntervalMinutes float64
+}
