@@ -1,0 +1,484 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+const (
+	// maxLogBytes is how much of each stream Logs returns: the newest MiB,
+	// as the native runtime does.
+	maxLogBytes = 1 << 20
+	// cleanupTimeout bounds the removal of a half-made container after the
+	// caller's context ended.
+	cleanupTimeout = 30 * time.Second
+	// probeWindow is how long Probe waits for the port's proxy to hang up on
+	// a connection that nothing inside the container accepted.
+	probeWindow = 50 * time.Millisecond
+)
+
+// Exit reasons beyond "exited: code N" and "killed: signal S".
+const (
+	ReasonGone       = "container gone"
+	ReasonNotStarted = "container created but never started"
+)
+
+// Runtime runs workloads as Docker containers. It is safe for concurrent use.
+type Runtime struct {
+	clk     clock.Clock
+	cli     *client.Client
+	ownsCli bool
+	init    bool
+}
+
+var (
+	_ runtime.Runtime = (*Runtime)(nil)
+	_ runtime.Prober  = (*Runtime)(nil)
+)
+
+// Option configures New.
+type Option func(*Runtime) error
+
+// WithClient makes the runtime use cli, which the caller keeps and closes.
+func WithClient(cli *client.Client) Option {
+	return func(r *Runtime) error {
+		r.cli = cli
+		r.ownsCli = false
+		return nil
+	}
+}
+
+// WithHost talks to the engine at host (as DOCKER_HOST would name it)
+// instead of the one the environment names.
+func WithHost(host string) Option {
+	return func(r *Runtime) error {
+		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithHost(host), client.WithAPIVersionNegotiation())
+		if err != nil {
+			return provider.Errorf(provider.Unavailable, "docker host %q is not usable: %w", host, err)
+		}
+		r.cli, r.ownsCli = cli, true
+		return nil
+	}
+}
+
+// WithInit sets whether containers run under the engine's init process
+// (docker run --init). It is on by default; turn it off for an engine that
+// ships no docker-init.
+func WithInit(on bool) Option {
+	return func(r *Runtime) error {
+		r.init = on
+		return nil
+	}
+}
+
+// New returns a runtime on the engine that DOCKER_HOST names (the platform's
+// default socket when unset). It does not contact the engine: use Ping to
+// learn whether one answers. unavailable: the environment names no usable
+// engine (a malformed DOCKER_HOST, unreadable TLS files).
+func New(clk clock.Clock, opts ...Option) (*Runtime, error) {
+	r := &Runtime{clk: clk, init: true}
+	for _, o := range opts {
+		if err := o(r); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
+	if r.cli == nil {
+		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		if err != nil {
+			return nil, provider.Errorf(provider.Unavailable,
+				"docker client from the environment: %v: fix or unset DOCKER_HOST, DOCKER_TLS_VERIFY and DOCKER_CERT_PATH", err)
+		}
+		r.cli, r.ownsCli = cli, true
+	}
+	return r, nil
+}
+
+// Close releases the client New made; a client passed with WithClient stays
+// open.
+func (r *Runtime) Close() error {
+	if r.ownsCli && r.cli != nil {
+		return r.cli.Close()
+	}
+	return nil
+}
+
+func (r *Runtime) host() string { return r.cli.DaemonHost() }
+
+// Name is provider.RuntimeDocker.
+func (r *Runtime) Name() provider.Runtime { return provider.RuntimeDocker }
+
+// Ping reports whether the engine answers. unavailable, naming the fix.
+func (r *Runtime) Ping(ctx context.Context) error {
+	_, err := r.cli.Ping(ctx)
+	return r.classify("ping", err)
+}
+
+// Preflight checks that spec names an image present on the engine and that
+// no container of another owner holds the sandbox's container name.
+// preflight_failed, unavailable.
+func (r *Runtime) Preflight(ctx context.Context, spec runtime.Spec) error {
+	if err := validate(spec); err != nil {
+		return err
+	}
+	if _, err := r.cli.ImageInspect(ctx, spec.Image); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return r.missingImage(spec.Image, err)
+		}
+		return as(provider.PreflightFailed, r.classify("inspect image "+spec.Image, err))
+	}
+	name := ContainerName(spec.SandboxID)
+	c, err := r.cli.ContainerInspect(ctx, name)
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return nil
+	case err != nil:
+		return as(provider.PreflightFailed, r.classify("inspect container "+name, err))
+	}
+	return owned(c, spec)
+}
+
+func validate(spec runtime.Spec) error {
+	switch {
+	case spec.SandboxID == "":
+		return provider.Errorf(provider.PreflightFailed, "the sandbox has no id")
+	case spec.Image == "":
+		return provider.Errorf(provider.PreflightFailed, "the snapshot names no image: the docker runtime needs one")
+	case spec.Port <= 0 || spec.Port > math.MaxUint16:
+		return provider.Errorf(provider.PreflightFailed, "port %d is not a TCP port", spec.Port)
+	}
+	return nil
+}
+
+func (r *Runtime) missingImage(image string, err error) error {
+	return provider.Errorf(provider.PreflightFailed,
+		"image %q is not on the docker engine at %s: build it (docker build -t %s) or load it (docker load); sandplane never pulls: %w",
+		image, r.host(), image, err)
+}
+
+// owned fails unless c is the container of spec's sandbox and daemon.
+func owned(c container.InspectResponse, spec runtime.Spec) error {
+	var labels map[string]string
+	if c.Config != nil {
+		labels = c.Config.Labels
+	}
+	if labels[LabelRoot] == spec.Root && labels[LabelSandbox] == spec.SandboxID {
+		return nil
+	}
+	name := ContainerName(spec.SandboxID)
+	return provider.Errorf(provider.PreflightFailed,
+		"a container named %s exists that is not this sandbox's (root %q, sandbox %q): remove it (docker rm -f %s)",
+		name, labels[LabelRoot], labels[LabelSandbox], name)
+}
+
+// Start runs the sandbox's container: the one a previous Start made, if it
+// still fits spec (restarted when stopped, returned as is when running), or a
+// new one. A container of this sandbox that no longer fits spec is replaced.
+// On error nothing Start created is left behind; a pre-existing stopped
+// container that fails to restart is kept, with its filesystem.
+// preflight_failed, create_failed, unavailable.
+func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
+	if err := validate(spec); err != nil {
+		return runtime.Handle{}, err
+	}
+	want := r.containerSpec(spec)
+	name := ContainerName(spec.SandboxID)
+
+	c, err := r.cli.ContainerInspect(ctx, name)
+	switch {
+	case err == nil:
+		if err := owned(c, spec); err != nil {
+			return runtime.Handle{}, err
+		}
+		if c.Config.Labels[labelSpec] == want.config.Labels[labelSpec] {
+			return r.restart(ctx, c)
+		}
+		if err := r.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return runtime.Handle{}, as(provider.CreateFailed, r.classify("replace container "+name, err))
+		}
+	case !cerrdefs.IsNotFound(err):
+		return runtime.Handle{}, as(provider.CreateFailed, r.classify("inspect container "+name, err))
+	}
+
+	created, err := r.cli.ContainerCreate(ctx, want.config, want.host, nil, nil, name)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			// The only thing create looks up is the image.
+			return runtime.Handle{}, r.missingImage(spec.Image, err)
+		}
+		return runtime.Handle{}, as(provider.CreateFailed, r.classify("create container "+name, err))
+	}
+	if err := r.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		err = as(provider.CreateFailed, r.classify("start container "+name, err))
+		return runtime.Handle{}, r.discard(ctx, created.ID, err)
+	}
+	return handle(created.ID), nil
+}
+
+func (r *Runtime) restart(ctx context.Context, c container.InspectResponse) (runtime.Handle, error) {
+	if c.State != nil && c.State.Running {
+		return handle(c.ID), nil
+	}
+	if err := r.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		return runtime.Handle{}, as(provider.CreateFailed, r.classify("restart container "+strings.TrimPrefix(c.Name, "/"), err))
+	}
+	return handle(c.ID), nil
+}
+
+// discard force-removes a container Start made and returns cause, noting a
+// failed removal in it.
+func (r *Runtime) discard(ctx context.Context, id string, cause error) error {
+	ctx, cancel := r.detached(ctx, cleanupTimeout)
+	defer cancel()
+	err := r.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
+	if err == nil || cerrdefs.IsNotFound(err) {
+		return cause
+	}
+	return &provider.Error{
+		Code:    provider.Code(cause),
+		Message: fmt.Sprintf("%s; the container %.12s could not be removed (Orphans will list it): %v", provider.Message(cause), id, err),
+		Err:     cause,
+	}
+}
+
+// detached is ctx without its cancellation, ending after d instead.
+func (r *Runtime) detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return r.withTimeout(context.WithoutCancel(ctx), d)
+}
+
+// withTimeout is context.WithTimeout on the runtime's clock.
+func (r *Runtime) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	t := r.clk.AfterFunc(d, cancel)
+	return ctx, func() { t.Stop(); cancel() }
+}
+
+func handle(id string) runtime.Handle {
+	return runtime.Handle{Runtime: provider.RuntimeDocker, ContainerID: id}
+}
+
+// Status inspects the container. A container that no longer exists is not
+// running, with reason "container gone". unavailable.
+func (r *Runtime) Status(ctx context.Context, h runtime.Handle) (runtime.Status, error) {
+	if h.ContainerID == "" {
+		return runtime.Status{Exit: runtime.Exit{Reason: ReasonGone}}, nil
+	}
+	c, err := r.cli.ContainerInspect(ctx, h.ContainerID)
+	if cerrdefs.IsNotFound(err) {
+		return runtime.Status{Exit: runtime.Exit{Reason: ReasonGone}}, nil
+	}
+	if err != nil {
+		return runtime.Status{}, as(provider.Unavailable, r.classify("inspect container", err))
+	}
+	if c.State == nil {
+		return runtime.Status{}, provider.Errorf(provider.Internal, "inspect container %.12s: the engine reported no state", h.ContainerID)
+	}
+	if c.State.Running {
+		return runtime.Status{Running: true}, nil
+	}
+	return runtime.Status{Exit: exitOf(c.State)}, nil
+}
+
+// exitOf says how a container that does not run ended.
+func exitOf(s *container.State) runtime.Exit {
+	if s.Status == container.StateCreated {
+		return runtime.Exit{Reason: ReasonNotStarted}
+	}
+	if s.OOMKilled {
+		return runtime.Exit{Reason: "killed: signal 9"}
+	}
+	return exitOfCode(s.ExitCode)
+}
+
+// exitOfCode reads an exit code as a shell does: 128+S means the process
+// died of signal S. The init process and the engine both report a signalled
+// workload that way, so the container cannot tell it apart from a workload
+// that exited with such a code itself.
+func exitOfCode(code int) runtime.Exit {
+	if code > 128 && code <= 128+64 {
+		return runtime.Exit{Reason: "killed: signal " + strconv.Itoa(code-128)}
+	}
+	return runtime.Exit{Reason: "exited: code " + strconv.Itoa(code), Code: &code}
+}
+
+// Wait blocks until the container stops running and reports how it ended; a
+// container that does not exist (any more) gives "container gone". It works
+// for containers adopted after a restart. unavailable, or ctx's error.
+func (r *Runtime) Wait(ctx context.Context, h runtime.Handle) (runtime.Exit, error) {
+	if h.ContainerID == "" {
+		return runtime.Exit{Reason: ReasonGone}, nil
+	}
+	respC, errC := r.cli.ContainerWait(ctx, h.ContainerID, container.WaitConditionNotRunning)
+	select {
+	case resp := <-respC:
+		c, err := r.cli.ContainerInspect(ctx, h.ContainerID)
+		if err == nil && c.State != nil && !c.State.Running {
+			return exitOf(c.State), nil
+		}
+		// Removed or restarted since it stopped: the wait's own code is all
+		// that is left of this run.
+		return exitOfCode(int(resp.StatusCode)), nil
+	case err := <-errC:
+		if ctx.Err() != nil {
+			return runtime.Exit{}, ctx.Err()
+		}
+		if cerrdefs.IsNotFound(err) {
+			return runtime.Exit{Reason: ReasonGone}, nil
+		}
+		return runtime.Exit{}, as(provider.Unavailable, r.classify("wait for container", err))
+	}
+}
+
+// Stop stops the container (SIGTERM, then SIGKILL after grace, rounded up to
+// whole seconds as the engine counts them) and keeps it for Start. A stopped
+// or missing container is not an error. unavailable, and anything else means
+// the container may still run.
+func (r *Runtime) Stop(ctx context.Context, h runtime.Handle, grace time.Duration) error {
+	if h.ContainerID == "" {
+		return nil
+	}
+	secs := int(math.Ceil(max(grace, 0).Seconds()))
+	err := r.cli.ContainerStop(ctx, h.ContainerID, container.StopOptions{Timeout: &secs})
+	if err == nil || cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return r.classify("stop container", err)
+}
+
+// Remove force-removes the container and its anonymous volumes. A missing
+// container is not an error. unavailable.
+func (r *Runtime) Remove(ctx context.Context, h runtime.Handle) error {
+	if h.ContainerID == "" {
+		return nil
+	}
+	err := r.cli.ContainerRemove(ctx, h.ContainerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err == nil || cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return r.classify("remove container", err)
+}
+
+// Logs returns the newest MiB of what the container wrote to each of stdout
+// and stderr; dir is not used. A missing container has empty logs, as a
+// missing log file does natively. unavailable.
+func (r *Runtime) Logs(ctx context.Context, h runtime.Handle, dir string) (stdout, stderr []byte, err error) {
+	if h.ContainerID == "" {
+		return []byte{}, []byte{}, nil
+	}
+	rc, err := r.cli.ContainerLogs(ctx, h.ContainerID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if cerrdefs.IsNotFound(err) {
+		return []byte{}, []byte{}, nil
+	}
+	if err != nil {
+		return nil, nil, r.classify("read container logs", err)
+	}
+	defer rc.Close()
+	out, errOut := &tailBuffer{max: maxLogBytes}, &tailBuffer{max: maxLogBytes}
+	if _, err := stdcopy.StdCopy(out, errOut, rc); err != nil {
+		return nil, nil, r.classify("read container logs", err)
+	}
+	return out.Bytes(), errOut.Bytes(), nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	buf []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	// Trim only once twice the cap is held, so copying stays linear.
+	if len(t.buf) > 2*t.max {
+		t.buf = append(t.buf[:0:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) Bytes() []byte {
+	if len(t.buf) > t.max {
+		return t.buf[len(t.buf)-t.max:]
+	}
+	if t.buf == nil {
+		return []byte{}
+	}
+	return t.buf
+}
+
+// Orphans returns every container labelled with root, running or not, whose
+// id is not the ContainerID of a handle in known. unavailable.
+func (r *Runtime) Orphans(ctx context.Context, root string, known []runtime.Handle) ([]runtime.Handle, error) {
+	list, err := r.cli.ContainerList(ctx, container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelRoot+"="+root)),
+	})
+	if err != nil {
+		return nil, r.classify("list containers", err)
+	}
+	ids := make(map[string]bool, len(known))
+	for _, h := range known {
+		if h.ContainerID != "" {
+			ids[h.ContainerID] = true
+		}
+	}
+	var orphans []runtime.Handle
+	for _, c := range list {
+		// The filter matches label values exactly; checking again keeps a
+		// misbehaving engine from handing us another daemon's containers.
+		if c.Labels[LabelRoot] == root && !ids[c.ID] {
+			orphans = append(orphans, handle(c.ID))
+		}
+	}
+	return orphans, nil
+}
+
+// Probe reports whether the container's workload accepts connections on the
+// published port. A successful connect does not prove it: the engine's port
+// proxy accepts on the host side first, then hangs up when nothing in the
+// container accepts. So Probe connects and waits a moment, on the runtime's
+// clock, for that hang-up: a connection still open (or data) means the
+// workload holds it. unavailable, or ctx's error.
+func (r *Runtime) Probe(ctx context.Context, h runtime.Handle, port int) (bool, error) {
+	st, err := r.Status(ctx, h)
+	if err != nil || !st.Running {
+		return false, err
+	}
+	dctx, cancel := r.withTimeout(ctx, time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(dctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false, ctx.Err()
+	}
+	defer conn.Close()
+	// A read deadline in the past ends the read at once; setting it from a
+	// clock timer keeps the wait on the runtime's clock.
+	expire := func() { _ = conn.SetReadDeadline(time.Unix(1, 0)) }
+	t := r.clk.AfterFunc(probeWindow, expire)
+	defer t.Stop()
+	stop := context.AfterFunc(ctx, expire)
+	defer stop()
+	var b [1]byte
+	_, err = conn.Read(b[:])
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	var ne net.Error
+	return err == nil || errors.As(err, &ne) && ne.Timeout(), nil
+}
