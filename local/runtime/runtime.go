@@ -105,3 +105,11 @@ type Runtime interface {
 	// known: leftovers of a daemon that died mid-create.
 	Orphans(ctx context.Context, root string, known []Handle) ([]Handle, error)
 }
+
+// Prober is implemented by runtimes for which a connection to the published
+// port does not prove the workload listens (Docker's userland proxy accepts
+// before the container does). Without it the manager dials the port.
+type Prober interface {
+	// Probe reports whether the workload behind h serves on port.
+	Probe(ctx context.Context, h Handle, port int) (bool, error)
+}

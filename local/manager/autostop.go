@@ -1,0 +1,76 @@
+package manager
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// reapLoop stops idle sandboxes. Like Daytona's auto-stop job it is blind to
+// the workload: idleness is the time since lastActivityAt, which only
+// mutations and refresh-activity move. A sandbox busy with work that nobody
+// reports stops on schedule, on purpose.
+func (m *Manager) reapLoop(t clock.Ticker) {
+	defer m.wg.Done()
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C():
+			m.reapIdle()
+		}
+	}
+}
+
+// reapIdle stops every idle sandbox, concurrently, and returns when all
+// are done; ticks that arrive meanwhile are dropped, which only delays the
+// next look.
+func (m *Manager) reapIdle() {
+	now := m.clk.Now()
+	var wg sync.WaitGroup
+	for _, e := range m.entries() {
+		m.mu.Lock()
+		idle := m.idle(e.rec, now)
+		m.mu.Unlock()
+		if !idle {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.autoStop(e)
+		}()
+	}
+	wg.Wait()
+}
+
+// idle reports whether r is a started sandbox past its auto-stop interval.
+// A starting sandbox is never idle.
+func (m *Manager) idle(r *record, now time.Time) bool {
+	if r.State != provider.StateStarted || r.AutoStopInterval <= 0 {
+		return false
+	}
+	return now.Sub(r.LastActivityAt) >= time.Duration(r.AutoStopInterval)*m.opts.Minute
+}
+
+func (m *Manager) autoStop(e *entry) {
+	// Whatever operation holds the lock may be activity, so idleness is
+	// judged again once it is done.
+	if e.op.lock(m.ctx) != nil {
+		return
+	}
+	defer e.op.unlock()
+	m.mu.Lock()
+	rec := e.rec
+	idle := m.sandboxes[rec.ID] == e && m.idle(rec, m.clk.Now())
+	m.mu.Unlock()
+	if !idle {
+		return
+	}
+	if _, err := m.stopLocked(m.ctx, e, provider.ErrorReasonAutoStopped); err != nil {
+		m.log.Error("auto-stop", "sandbox", rec.ID, "err", err)
+	}
+}

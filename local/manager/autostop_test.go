@@ -1,0 +1,121 @@
+package manager
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/provider"
+)
+
+// The reaper ticks once an interval minute. These tests move the fake clock
+// a minute at a time and then run a reaper round themselves, so that a tick
+// the loop has not consumed yet cannot make them flaky; TestReaperTicks
+// covers the loop.
+
+func (h *harness) tick(minutes int) {
+	for i := 0; i < minutes; i++ {
+		h.clk.Advance(time.Minute)
+		h.m.reapIdle()
+	}
+}
+
+func TestReaperTicks(t *testing.T) {
+	h := newHarness(t)
+	h.create(provider.CreateRequest{Id: "t", AutoStopInterval: ptr(1)})
+	h.clk.Advance(time.Minute)
+	h.settled("t", provider.StateStopped)
+}
+
+func (h *harness) settled(id string, want provider.State) {
+	h.t.Helper()
+	h.eventually(func() bool { return h.get(id).State == want }, string(want))
+}
+
+func TestAutoStop(t *testing.T) {
+	ctx := context.Background()
+	t.Run("idle sandbox stops with the auto-stop reason", func(t *testing.T) {
+		h := newHarness(t)
+		h.create(provider.CreateRequest{Id: "idle", AutoStopInterval: ptr(3)})
+		h.tick(2)
+		assert.Equal(t, provider.StateStarted, h.get("idle").State)
+		h.tick(1)
+		h.settled("idle", provider.StateStopped)
+		assert.Equal(t, provider.ErrorReasonAutoStopped, h.get("idle").ErrorReason)
+	})
+	t.Run("refresh resets the idle clock", func(t *testing.T) {
+		h := newHarness(t)
+		h.create(provider.CreateRequest{Id: "busy", AutoStopInterval: ptr(3)})
+		for i := 0; i < 10; i++ {
+			h.tick(2)
+			require.NoError(t, h.m.RefreshActivity(ctx, "busy"))
+		}
+		assert.Equal(t, provider.StateStarted, h.get("busy").State)
+		h.tick(3)
+		h.settled("busy", provider.StateStopped)
+	})
+	t.Run("reads are not activity", func(t *testing.T) {
+		h := newHarness(t)
+		h.create(provider.CreateRequest{Id: "read", AutoStopInterval: ptr(2)})
+		for i := 0; i < 2; i++ {
+			h.get("read")
+			h.m.List(ctx, nil)
+			_, _ = h.m.EntrypointLogs(ctx, "read")
+			_, _ = h.m.PreviewURL(ctx, "read", 0)
+			h.tick(1)
+		}
+		h.settled("read", provider.StateStopped)
+	})
+	t.Run("a busy sandbox nobody refreshes stops on schedule", func(t *testing.T) {
+		h := newHarness(t)
+		h.create(provider.CreateRequest{Id: "unreported", AutoStopInterval: ptr(1)})
+		h.rt.SetLogs(h.handle("unreported"), "working hard\n")
+		h.tick(1)
+		h.settled("unreported", provider.StateStopped)
+	})
+	t.Run("zero disables", func(t *testing.T) {
+		h := newHarness(t)
+		h.create(provider.CreateRequest{Id: "forever", AutoStopInterval: ptr(0)})
+		h.tick(60 * 24)
+		assert.Equal(t, provider.StateStarted, h.get("forever").State)
+	})
+	t.Run("daemon default applies", func(t *testing.T) {
+		h := newHarness(t, func(o *Options) { o.AutoStopMinutes = ptr(2) })
+		s := h.create(provider.CreateRequest{Id: "d"})
+		assert.Equal(t, 2, s.AutoStopInterval)
+		h.tick(2)
+		h.settled("d", provider.StateStopped)
+	})
+	t.Run("shortening the interval does not reset the clock", func(t *testing.T) {
+		h := newHarness(t)
+		h.create(provider.CreateRequest{Id: "short", AutoStopInterval: ptr(30)})
+		h.tick(5)
+		s, err := h.m.SetAutoStopInterval(ctx, "short", 3)
+		require.NoError(t, err)
+		assert.Equal(t, 3, s.AutoStopInterval)
+		h.tick(1)
+		h.settled("short", provider.StateStopped)
+	})
+	t.Run("a restarted sandbox counts from its start", func(t *testing.T) {
+		h := newHarness(t)
+		h.create(provider.CreateRequest{Id: "r", AutoStopInterval: ptr(2)})
+		h.tick(2)
+		h.settled("r", provider.StateStopped)
+		_, err := h.m.Start(ctx, "r")
+		require.NoError(t, err)
+		h.tick(1)
+		assert.Equal(t, provider.StateStarted, h.get("r").State)
+		h.tick(1)
+		h.settled("r", provider.StateStopped)
+	})
+}
+
+func TestSetAutoStopIntervalValidates(t *testing.T) {
+	h := newHarness(t)
+	h.create(provider.CreateRequest{Id: "v"})
+	_, err := h.m.SetAutoStopInterval(context.Background(), "v", -5)
+	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
+}

@@ -1,0 +1,715 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/provider"
+)
+
+// killRetry is how long a sandbox whose workload could not be killed waits
+// before the next attempt.
+const killRetry = 5 * time.Second
+
+var identRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+func validateCreate(req *provider.CreateRequest) error {
+	if req.Id != "" && !identRE.MatchString(req.Id) {
+		return provider.Errorf(provider.InvalidArgument, "id %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Id)
+	}
+	if req.Name != "" && !identRE.MatchString(req.Name) {
+		return provider.Errorf(provider.InvalidArgument, "name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
+	}
+	if req.AutoStopInterval != nil && *req.AutoStopInterval < 0 {
+		return provider.Errorf(provider.InvalidArgument, "autoStopInterval must be 0 (never) or a positive number of minutes, got %d", *req.AutoStopInterval)
+	}
+	if req.Runtime != "" && !req.Runtime.Valid() {
+		return provider.Errorf(provider.InvalidArgument, "runtime %q is unknown: use native or docker", req.Runtime)
+	}
+	for k := range req.Labels {
+		if k == "" || strings.ContainsAny(k, "=&") {
+			return provider.Errorf(provider.InvalidArgument, "label key %q is invalid: it must be non-empty and contain no '=' or '&'", k)
+		}
+	}
+	for k := range req.EnvVars {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return provider.Errorf(provider.InvalidArgument, "env var name %q is invalid", k)
+		}
+		if k == "PORT" {
+			return provider.Errorf(provider.InvalidArgument, "env var PORT is set by the daemon to the sandbox port; remove it from envVars")
+		}
+	}
+	return nil
+}
+
+// Create starts a sandbox and returns it started. See provider.Provider.
+func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provider.Sandbox, error) {
+	ctx = detach(ctx)
+	if err := validateCreate(&req); err != nil {
+		return provider.Sandbox{}, err
+	}
+	rtName := req.Runtime
+	if rtName == "" {
+		rtName = m.opts.DefaultRuntime
+	}
+	snapName := req.Snapshot
+	if snapName == "" {
+		snapName = DefaultSnapshot
+	}
+	snap, err := m.resolve(rtName, snapName)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	now := m.clk.Now()
+	rec := &record{
+		Version:          recordVersion,
+		ID:               req.Id,
+		Name:             req.Name,
+		State:            provider.StateStarting,
+		Runtime:          rtName,
+		Snapshot:         snapName,
+		Labels:           cloneMap(req.Labels),
+		CreatedAt:        now,
+		UpdatedAt:        now,
+		LastActivityAt:   now,
+		AutoStopInterval: *m.opts.AutoStopMinutes,
+		Creating:         true,
+	}
+	if rec.ID == "" {
+		rec.ID = uuid.NewString()
+	}
+	if rec.Name == "" {
+		rec.Name = rec.ID
+	}
+	if req.AutoStopInterval != nil {
+		rec.AutoStopInterval = *req.AutoStopInterval
+	}
+
+	e := newEntry(rec)
+	e.op.lock(ctx)
+	defer e.op.unlock()
+	if err := m.insert(e); err != nil {
+		return provider.Sandbox{}, err
+	}
+	rollback := func(cause error) (provider.Sandbox, error) {
+		m.mu.Lock()
+		delete(m.sandboxes, rec.ID)
+		m.mu.Unlock()
+		if err := m.removeDir(rec.ID); err != nil {
+			m.log.Error("rollback: remove sandbox directory", "sandbox", rec.ID, "err", err)
+		}
+		return provider.Sandbox{}, cause
+	}
+	if err := os.Mkdir(m.dir(rec.ID), 0o700); err != nil {
+		if os.IsExist(err) {
+			// A directory the registry does not know: never overwrite it.
+			m.mu.Lock()
+			delete(m.sandboxes, rec.ID)
+			m.mu.Unlock()
+			return provider.Sandbox{}, provider.Errorf(provider.AlreadyExists, "sandbox directory %s already exists: pick another id", m.dir(rec.ID))
+		}
+		return rollback(provider.Errorf(provider.Internal, "create sandbox directory: %w", err))
+	}
+	if err := m.writeEnv(rec.ID, sandboxEnv(snap.Env, m.opts.PassEnv, req.EnvVars)); err != nil {
+		return rollback(provider.Errorf(provider.Internal, "write %s: %w", envFile, err))
+	}
+	if err := m.persist(rec); err != nil {
+		return rollback(err)
+	}
+	if err := m.spawn(ctx, e, snap); err != nil {
+		return rollback(err)
+	}
+	s, err := m.update(e, func(r *record) {
+		r.State = provider.StateStarted
+		r.Creating = false
+		r.LastActivityAt = m.clk.Now()
+	})
+	if err != nil {
+		m.killQuietly(e)
+		return rollback(err)
+	}
+	m.watch(e)
+	m.emit(EventCreated, s, "")
+	m.emit(EventStarted, s, "create")
+	return s, nil
+}
+
+// insert registers e unless its id or name is taken. A name may not equal
+// another sandbox's id either, since lookups accept both.
+func (m *Manager) insert(e *entry) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, o := range m.sandboxes {
+		switch {
+		case o.rec.ID == e.rec.ID:
+			return provider.Errorf(provider.AlreadyExists, "a sandbox with id %q already exists: pick another id or delete it first", e.rec.ID)
+		case o.rec.Name == e.rec.Name || o.rec.ID == e.rec.Name || o.rec.Name == e.rec.ID:
+			return provider.Errorf(provider.AlreadyExists, "a sandbox named %q already exists: pick another name or delete it first", e.rec.Name)
+		}
+	}
+	m.sandboxes[e.rec.ID] = e
+	return nil
+}
+
+func (m *Manager) resolve(rtName provider.Runtime, snapName string) (Snapshot, error) {
+	if _, ok := m.opts.Runtimes[rtName]; !ok {
+		return Snapshot{}, provider.Errorf(provider.PreflightFailed, "runtime %q is not enabled on this daemon (enabled: %v)", rtName, m.Runtimes())
+	}
+	snap, ok := m.opts.Snapshots[snapName]
+	if !ok {
+		return Snapshot{}, provider.Errorf(provider.PreflightFailed, "snapshot %q is not configured (configured: %s): add it to the daemon config file", snapName, strings.Join(m.Snapshots(), ", "))
+	}
+	if rtName == provider.RuntimeDocker && snap.Image == "" {
+		return Snapshot{}, provider.Errorf(provider.PreflightFailed, "snapshot %q has no image, so it cannot run on the docker runtime: set its image in the daemon config", snapName)
+	}
+	if rtName != provider.RuntimeDocker && len(snap.Command) == 0 {
+		return Snapshot{}, provider.Errorf(provider.PreflightFailed, "snapshot %q has no command, so it cannot run on the %s runtime", snapName, rtName)
+	}
+	return snap, nil
+}
+
+// spawn launches e's workload on a fresh port and waits until it is ready.
+// The handle is persisted as soon as it exists so that a crash from then on
+// finds the workload. On error nothing runs and the port is free again.
+// The caller holds e.op.
+func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
+	m.mu.Lock()
+	rec := e.rec.clone()
+	m.mu.Unlock()
+	rt := m.opts.Runtimes[rec.Runtime]
+	env, err := m.readEnv(rec.ID)
+	if err != nil {
+		return provider.Errorf(provider.Internal, "read sandbox env: %w", err)
+	}
+	port, err := m.ports.allocate(rec.LastPort)
+	if err != nil {
+		return err
+	}
+	base := m.opts.BaseEnv
+	if rec.Runtime == provider.RuntimeDocker {
+		base = nil // the image brings its own
+	}
+	spec := runtime.Spec{
+		SandboxID: rec.ID,
+		Root:      m.opts.Root,
+		Dir:       m.dir(rec.ID),
+		Command:   append([]string(nil), snap.Command...),
+		Image:     snap.Image,
+		WorkDir:   snap.WorkDir,
+		User:      snap.User,
+		Env:       spawnEnv(base, env, port),
+		Port:      port,
+		Labels:    cloneMap(rec.Labels),
+	}
+	if hook := m.opts.LaunchHook; hook != nil {
+		if err := hook.BeforeSpawn(ctx, &spec); err != nil {
+			m.ports.release(port)
+			return provider.Errorf(provider.CreateFailed, "launch hook refused the spawn: %v", err)
+		}
+	}
+	fail := func(err error) error {
+		m.ports.release(port)
+		if m.opts.LaunchHook != nil {
+			m.opts.LaunchHook.AfterExit(rec.ID)
+		}
+		return err
+	}
+	if err := rt.Preflight(ctx, spec); err != nil {
+		return fail(err)
+	}
+	h, err := rt.Start(ctx, spec)
+	if err != nil {
+		if c := provider.Code(err); c != provider.PreflightFailed && c != provider.Unavailable {
+			err = provider.Errorf(provider.CreateFailed, "start workload: %s", provider.Message(err))
+		}
+		return fail(err)
+	}
+	if _, err := m.update(e, func(r *record) { r.Handle = &h; r.Port = port; r.LastPort = port }); err != nil {
+		m.discard(rt, h)
+		return fail(err)
+	}
+	if snap.Ready != "none" {
+		if err := m.waitReady(ctx, rt, h, port); err != nil {
+			m.discard(rt, h)
+			stdout, stderr, _ := rt.Logs(ctx, h, spec.Dir)
+			return fail(provider.Errorf(provider.CreateFailed, "%v%s", err, logTail(newRedactor(env), stdout, stderr)))
+		}
+	}
+	return nil
+}
+
+// discard kills and removes a workload that never became a started sandbox.
+func (m *Manager) discard(rt runtime.Runtime, h runtime.Handle) {
+	ctx := context.Background()
+	if err := rt.Stop(ctx, h, m.opts.StopGrace); err != nil {
+		m.log.Error("kill failed workload", "pid", h.PID, "container", h.ContainerID, "err", err)
+	}
+	if err := rt.Remove(ctx, h); err != nil {
+		m.log.Error("remove failed workload", "container", h.ContainerID, "err", err)
+	}
+}
+
+func (m *Manager) killQuietly(e *entry) {
+	m.mu.Lock()
+	rec := e.rec.clone()
+	m.mu.Unlock()
+	if rec.Handle != nil {
+		m.discard(m.opts.Runtimes[rec.Runtime], *rec.Handle)
+	}
+}
+
+// waitReady polls until the workload accepts connections on port, it exits,
+// or ReadyTimeout passes.
+func (m *Manager) waitReady(ctx context.Context, rt runtime.Runtime, h runtime.Handle, port int) error {
+	deadline := m.clk.NewTimer(m.opts.ReadyTimeout)
+	defer deadline.Stop()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	prober, _ := rt.(runtime.Prober)
+	backoff := time.Millisecond
+	for {
+		var ready bool
+		if prober != nil {
+			ok, err := prober.Probe(ctx, h, port)
+			if err != nil {
+				return err
+			}
+			ready = ok
+		} else if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			ready = true
+		}
+		if ready {
+			return nil
+		}
+		st, err := rt.Status(ctx, h)
+		if err != nil {
+			return err
+		}
+		if !st.Running {
+			return fmt.Errorf("workload ended before it listened on port %d (%s)", port, st.Exit.Reason)
+		}
+		t := m.clk.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-deadline.C():
+			t.Stop()
+			return fmt.Errorf("workload did not listen on port %d within %s: it must serve on $PORT", port, m.opts.ReadyTimeout)
+		case <-t.C():
+		}
+		if backoff < 50*time.Millisecond {
+			backoff *= 2
+		}
+	}
+}
+
+// logTail returns the end of the workload's output for an error message.
+func logTail(redact func(string) string, stdout, stderr []byte) string {
+	const max = 2048
+	out := strings.TrimSpace(string(stderr))
+	if out == "" {
+		out = strings.TrimSpace(string(stdout))
+	}
+	if out == "" {
+		return ""
+	}
+	if len(out) > max {
+		out = "..." + out[len(out)-max:]
+	}
+	return "; workload output: " + redact(out)
+}
+
+// watch notices the workload's exit without anyone reading the sandbox.
+func (m *Manager) watch(e *entry) {
+	m.mu.Lock()
+	rec := e.rec
+	if rec.Handle == nil {
+		m.mu.Unlock()
+		return
+	}
+	h := *rec.Handle
+	ctx, cancel := context.WithCancel(m.ctx)
+	if e.stopWatch != nil {
+		e.stopWatch()
+	}
+	e.stopWatch = cancel
+	m.mu.Unlock()
+	rt := m.opts.Runtimes[rec.Runtime]
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		exit, err := rt.Wait(ctx, h)
+		if err != nil {
+			return // cancelled: someone else is handling this workload
+		}
+		if e.op.lock(ctx) != nil {
+			return
+		}
+		defer e.op.unlock()
+		m.markExited(e, h, exit.Reason)
+	}()
+}
+
+// markExited records that the workload behind h ended on its own. The caller
+// holds e.op. It does nothing unless h is still the sandbox's live workload.
+func (m *Manager) markExited(e *entry, h runtime.Handle, reason string) {
+	m.mu.Lock()
+	rec := e.rec
+	live := m.sandboxes[rec.ID] == e && rec.State == provider.StateStarted && rec.Handle != nil && *rec.Handle == h
+	m.mu.Unlock()
+	if !live {
+		return
+	}
+	m.ports.release(rec.Port)
+	if m.opts.LaunchHook != nil {
+		m.opts.LaunchHook.AfterExit(rec.ID)
+	}
+	s, err := m.update(e, func(r *record) {
+		r.State = provider.StateStopped
+		r.Port = 0
+		r.ErrorReason = reason
+		r.LastActivityAt = m.clk.Now()
+	})
+	if err != nil {
+		m.log.Error("persist exit", "sandbox", rec.ID, "err", err)
+	}
+	m.emit(EventStopped, s, "")
+}
+
+// Get returns the sandbox, reconciled with its workload. not_found.
+func (m *Manager) Get(ctx context.Context, idOrName string) (provider.Sandbox, error) {
+	e, err := m.lookup(idOrName)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	return m.reconcile(ctx, e), nil
+}
+
+// List returns the sandboxes whose labels contain every pair in labels,
+// oldest first.
+func (m *Manager) List(ctx context.Context, labels map[string]string) []provider.Sandbox {
+	var out []provider.Sandbox
+	for _, e := range m.entries() {
+		s := m.reconcile(ctx, e)
+		if matches(s.Labels, labels) {
+			out = append(out, s)
+		}
+	}
+	sortSandboxes(out)
+	return out
+}
+
+func matches(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// reconcile checks that a started sandbox's workload still runs, so a read
+// never reports a dead child as started. It never waits for an operation in
+// progress: that operation will settle the state itself.
+func (m *Manager) reconcile(ctx context.Context, e *entry) provider.Sandbox {
+	m.mu.Lock()
+	rec := e.rec
+	m.mu.Unlock()
+	if rec.State != provider.StateStarted || rec.Handle == nil || !e.op.tryLock() {
+		return m.info(rec)
+	}
+	defer e.op.unlock()
+	st, err := m.opts.Runtimes[rec.Runtime].Status(ctx, *rec.Handle)
+	if err == nil && !st.Running {
+		m.markExited(e, *rec.Handle, st.Exit.Reason)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.info(e.rec)
+}
+
+// Start respawns a stopped sandbox. See provider.Provider.
+func (m *Manager) Start(ctx context.Context, idOrName string) (provider.Sandbox, error) {
+	e, err := m.lookup(idOrName)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	if err := e.op.lock(ctx); err != nil {
+		return provider.Sandbox{}, err
+	}
+	defer e.op.unlock()
+	ctx = detach(ctx)
+	m.mu.Lock()
+	rec := e.rec
+	deleted := m.sandboxes[rec.ID] != e
+	m.mu.Unlock()
+	if deleted {
+		return provider.Sandbox{}, provider.Errorf(provider.NotFound, "sandbox %q was deleted", idOrName)
+	}
+	if e.killErr != nil {
+		return provider.Sandbox{}, provider.Errorf(provider.FailedPrecondition,
+			"sandbox %s: its previous workload could not be killed yet (%v); the daemon keeps retrying, start again once it is stopped", rec.ID, e.killErr)
+	}
+	if rec.State == provider.StateStarted {
+		st, err := m.opts.Runtimes[rec.Runtime].Status(ctx, *rec.Handle)
+		if err != nil {
+			return provider.Sandbox{}, err
+		}
+		if st.Running {
+			return m.info(rec), nil
+		}
+		m.markExited(e, *rec.Handle, st.Exit.Reason)
+	}
+	snap, err := m.resolve(rec.Runtime, rec.Snapshot)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	if _, err := m.update(e, func(r *record) { r.State = provider.StateStarting; r.ErrorReason = "" }); err != nil {
+		return provider.Sandbox{}, err
+	}
+	if err := m.spawn(ctx, e, snap); err != nil {
+		s, perr := m.update(e, func(r *record) {
+			r.State = provider.StateStopped
+			r.Port = 0
+			r.ErrorReason = "start failed: " + provider.Message(err)
+		})
+		if perr != nil {
+			m.log.Error("persist failed start", "sandbox", rec.ID, "err", perr)
+		}
+		m.emit(EventStopped, s, "")
+		return provider.Sandbox{}, err
+	}
+	s, err := m.update(e, func(r *record) {
+		r.State = provider.StateStarted
+		r.LastActivityAt = m.clk.Now()
+	})
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	m.watch(e)
+	m.emit(EventStarted, s, "start")
+	return s, nil
+}
+
+// Stop stops the workload and keeps the directory. Stopping a stopped
+// sandbox returns it unchanged. See provider.Provider.
+func (m *Manager) Stop(ctx context.Context, idOrName string) (provider.Sandbox, error) {
+	e, err := m.lookup(idOrName)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	return m.stop(ctx, e, "")
+}
+
+func (m *Manager) stop(ctx context.Context, e *entry, reason string) (provider.Sandbox, error) {
+	if err := e.op.lock(ctx); err != nil {
+		return provider.Sandbox{}, err
+	}
+	defer e.op.unlock()
+	return m.stopLocked(detach(ctx), e, reason)
+}
+
+// stopLocked is Stop for a caller that holds e.op. If the workload cannot be
+// killed the sandbox stays stopping, reports why, and a retry is scheduled.
+func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (provider.Sandbox, error) {
+	m.mu.Lock()
+	rec := e.rec
+	if e.stopWatch != nil {
+		e.stopWatch()
+		e.stopWatch = nil
+	}
+	m.mu.Unlock()
+	if rec.State == provider.StateStopped || rec.Handle == nil {
+		return m.info(rec), nil
+	}
+	if rec.State != provider.StateStopping {
+		if _, err := m.update(e, func(r *record) { r.State = provider.StateStopping }); err != nil {
+			return provider.Sandbox{}, err
+		}
+	}
+	rt := m.opts.Runtimes[rec.Runtime]
+	if err := rt.Stop(ctx, *rec.Handle, m.opts.StopGrace); err != nil {
+		e.killErr = err
+		s, _ := m.update(e, func(r *record) { r.ErrorReason = "kill failed: " + provider.Message(err) })
+		m.clk.AfterFunc(killRetry, func() {
+			if m.ctx.Err() == nil {
+				_, _ = m.stop(m.ctx, e, reason)
+			}
+		})
+		return s, provider.Errorf(provider.Internal, "sandbox %s: the workload could not be killed (%v); the daemon retries every %s", rec.ID, err, killRetry)
+	}
+	e.killErr = nil
+	m.ports.release(rec.Port)
+	if m.opts.LaunchHook != nil {
+		m.opts.LaunchHook.AfterExit(rec.ID)
+	}
+	s, err := m.update(e, func(r *record) {
+		r.State = provider.StateStopped
+		r.Port = 0
+		r.ErrorReason = reason
+		r.LastActivityAt = m.clk.Now()
+	})
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	m.emit(EventStopped, s, "")
+	return s, nil
+}
+
+// Delete stops and removes the sandbox and its directory. A missing sandbox
+// is not an error.
+func (m *Manager) Delete(ctx context.Context, idOrName string) error {
+	e, err := m.lookup(idOrName)
+	if provider.IsNotFound(err) {
+		return nil
+	}
+	if err := e.op.lock(ctx); err != nil {
+		return err
+	}
+	defer e.op.unlock()
+	ctx = detach(ctx)
+	m.mu.Lock()
+	gone := m.sandboxes[e.rec.ID] != e
+	m.mu.Unlock()
+	if gone {
+		return nil
+	}
+	s, err := m.stopLocked(ctx, e, "deleted")
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	rec := e.rec
+	m.mu.Unlock()
+	if rec.Handle != nil {
+		if err := m.opts.Runtimes[rec.Runtime].Remove(ctx, *rec.Handle); err != nil {
+			return err
+		}
+	}
+	// The rename into the trash is the commit point: before it the sandbox
+	// is still whole, after it the sandbox is gone even if we crash.
+	if err := m.removeDir(rec.ID); err != nil {
+		return provider.Errorf(provider.Internal, "remove sandbox directory: %w", err)
+	}
+	m.mu.Lock()
+	delete(m.sandboxes, rec.ID)
+	m.mu.Unlock()
+	s.State = provider.StateDestroyed
+	m.emit(EventDeleted, s, "")
+	return nil
+}
+
+// RefreshActivity resets the idle clock. not_found.
+func (m *Manager) RefreshActivity(ctx context.Context, idOrName string) error {
+	e, err := m.lookup(idOrName)
+	if err != nil {
+		return err
+	}
+	s, err := m.update(e, func(r *record) { r.LastActivityAt = m.clk.Now() })
+	if err != nil {
+		return err
+	}
+	m.emit(EventActivity, s, "refresh")
+	return nil
+}
+
+// SetAutoStopInterval sets the idle minutes before auto-stop (0 disables)
+// without touching the idle clock, as on Daytona.
+func (m *Manager) SetAutoStopInterval(ctx context.Context, idOrName string, minutes int) (provider.Sandbox, error) {
+	if minutes < 0 {
+		return provider.Sandbox{}, provider.Errorf(provider.InvalidArgument, "interval must be 0 (never) or a positive number of minutes, got %d", minutes)
+	}
+	e, err := m.lookup(idOrName)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	s, err := m.update(e, func(r *record) { r.AutoStopInterval = minutes })
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	m.emit(EventUpdated, s, "")
+	return s, nil
+}
+
+// Resize validates the request and changes nothing: a local workload has no
+// resource envelope (trait ResizeIsNoop).
+func (m *Manager) Resize(ctx context.Context, idOrName string, req provider.ResizeRequest) (provider.Sandbox, error) {
+	if req.Cpu < 0 || req.Memory < 0 || req.Disk < 0 {
+		return provider.Sandbox{}, provider.Errorf(provider.InvalidArgument, "cpu, memory and disk must be positive")
+	}
+	return m.Get(ctx, idOrName)
+}
+
+// PreviewURL returns where port of the sandbox is reachable from the host;
+// 0 means the sandbox port. failed_precondition when not started.
+func (m *Manager) PreviewURL(ctx context.Context, idOrName string, port int) (string, error) {
+	if port < 0 || port > 65535 {
+		return "", provider.Errorf(provider.InvalidArgument, "port %d is out of range 1-65535", port)
+	}
+	s, err := m.Get(ctx, idOrName)
+	if err != nil {
+		return "", err
+	}
+	if s.State != provider.StateStarted {
+		return "", provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", s.Id, s.State)
+	}
+	if port == 0 || port == s.Port {
+		return m.previewURL(s.Port), nil
+	}
+	if s.Runtime == provider.RuntimeDocker {
+		return "", provider.Errorf(provider.InvalidArgument, "only the sandbox port %d is published for docker sandboxes", s.Port)
+	}
+	return m.previewURL(port), nil
+}
+
+// EntrypointLogs returns the workload's output with env values redacted.
+func (m *Manager) EntrypointLogs(ctx context.Context, idOrName string) (provider.EntrypointLogs, error) {
+	e, err := m.lookup(idOrName)
+	if err != nil {
+		return provider.EntrypointLogs{}, err
+	}
+	m.mu.Lock()
+	rec := e.rec
+	m.mu.Unlock()
+	var h runtime.Handle
+	if rec.Handle != nil {
+		h = *rec.Handle
+	}
+	env, err := m.readEnv(rec.ID)
+	if err != nil {
+		return provider.EntrypointLogs{}, provider.Errorf(provider.Internal, "read sandbox env: %w", err)
+	}
+	stdout, stderr, err := m.opts.Runtimes[rec.Runtime].Logs(ctx, h, m.dir(rec.ID))
+	if err != nil {
+		return provider.EntrypointLogs{}, err
+	}
+	redact := newRedactor(env)
+	out, errOut := redact(string(stdout)), redact(string(stderr))
+	return provider.EntrypointLogs{Stdout: out, Stderr: errOut, Output: out + errOut}, nil
+}
+
+// detach keeps a lifecycle operation going when its caller goes away, so a
+// disconnecting client never leaves a sandbox half-created or half-stopped.
+// Every wait inside an operation is bounded by a clock timer (ReadyTimeout,
+// StopGrace), so a detached operation still ends.
+func detach(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+func sortSandboxes(s []provider.Sandbox) {
+	sort.Slice(s, func(i, j int) bool {
+		if !s[i].CreatedAt.Equal(s[j].CreatedAt) {
+			return s[i].CreatedAt.Before(s[j].CreatedAt)
+		}
+		return s[i].Id < s[j].Id
+	})
+}

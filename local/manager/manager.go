@@ -1,0 +1,346 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// Snapshot is a named launch profile: a command for the native runtime, an
+// image (and optionally a command) for docker.
+type Snapshot struct {
+	Command []string          `json:"command,omitempty" yaml:"command,omitempty"`
+	Image   string            `json:"image,omitempty" yaml:"image,omitempty"`
+	Env     map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
+	WorkDir string            `json:"workDir,omitempty" yaml:"workDir,omitempty"`
+	User    string            `json:"user,omitempty" yaml:"user,omitempty"`
+	// Ready is how the manager knows the workload is up: "port" (the
+	// default) waits until the sandbox port accepts connections; "none"
+	// counts a spawned workload as started.
+	Ready string `json:"ready,omitempty" yaml:"ready,omitempty"`
+}
+
+// DefaultSnapshot is the snapshot a create without one uses.
+const DefaultSnapshot = "default"
+
+// LaunchHook lets a host that embeds the manager adjust a workload right
+// before it is spawned, and clean up after it ends.
+type LaunchHook interface {
+	// BeforeSpawn may change spec's command, env and working dir. An error
+	// aborts the spawn (and rolls back a create).
+	BeforeSpawn(ctx context.Context, spec *runtime.Spec) error
+	// AfterExit runs once the workload is gone, whatever ended it.
+	AfterExit(sandboxID string)
+}
+
+// Event is a lifecycle change, for the events feed.
+type Event struct {
+	Type    EventType
+	Sandbox provider.Sandbox
+	// Source says what bumped activity: "create", "start", "stop",
+	// "refresh". Set for activity events.
+	Source string
+	Time   time.Time
+}
+
+// EventType names an Event.
+type EventType string
+
+const (
+	EventCreated  EventType = "sandbox.created"
+	EventStarted  EventType = "sandbox.started"
+	EventStopped  EventType = "sandbox.stopped"
+	EventDeleted  EventType = "sandbox.deleted"
+	EventActivity EventType = "sandbox.activity"
+	EventUpdated  EventType = "sandbox.updated"
+)
+
+// Options configure a Manager. Zero values get the defaults noted.
+type Options struct {
+	// Root holds one directory per sandbox. Required.
+	Root string
+	// Runtimes by name; at least one. DefaultRuntime picks the one a create
+	// without a runtime uses (native when present).
+	Runtimes       map[provider.Runtime]runtime.Runtime
+	DefaultRuntime provider.Runtime
+	Snapshots      map[string]Snapshot
+	Clock          clock.Clock
+	// PortMin..PortMax is the range sandbox ports come from (4100-4999).
+	PortMin, PortMax int
+	// Minute is the length of one interval minute (1m).
+	Minute time.Duration
+	// AutoStopMinutes is the default autoStopInterval (15); negative means 0.
+	AutoStopMinutes *int
+	// ReapInterval is how often idle sandboxes are looked for (one Minute).
+	ReapInterval time.Duration
+	// StopGrace is how long a workload gets between SIGTERM and SIGKILL (10s).
+	StopGrace time.Duration
+	// ReadyTimeout bounds how long a create or start waits for the workload
+	// to come up (30s, Daytona's create hold).
+	ReadyTimeout time.Duration
+	// PassEnv are daemon-side values added to a sandbox's env only when the
+	// create request lacks the key (for example model API keys).
+	PassEnv map[string]string
+	// BaseEnv is the environment every native workload starts from (PATH,
+	// HOME...); sandbox env overrides it. Never persisted.
+	BaseEnv    map[string]string
+	LaunchHook LaunchHook
+	// OnEvent receives every lifecycle event. It must not block.
+	OnEvent func(Event)
+	// PreviewHost is the host in preview URLs (127.0.0.1).
+	PreviewHost string
+	Logger      *slog.Logger
+}
+
+// Manager owns the registry. Create one with New and Close it.
+type Manager struct {
+	opts  Options
+	clk   clock.Clock
+	log   *slog.Logger
+	ports *portAllocator
+
+	mu        sync.Mutex
+	sandboxes map[string]*entry // by id
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// entry is one sandbox in memory. rec is guarded by Manager.mu and replaced,
+// never mutated, so a reader may keep the pointer it got. op serialises
+// lifecycle operations on the sandbox.
+type entry struct {
+	op  opLock
+	rec *record
+	// stopWatch ends the goroutine that notices the workload's exit.
+	stopWatch context.CancelFunc
+	// killErr is set while a stop could not kill the workload; the sandbox
+	// refuses to spawn another until a retry succeeds.
+	killErr error
+}
+
+func newEntry(rec *record) *entry { return &entry{op: make(opLock, 1), rec: rec} }
+
+// opLock is a mutex that a waiter can abandon when its context ends.
+type opLock chan struct{}
+
+func (l opLock) lock(ctx context.Context) error {
+	select {
+	case l <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return provider.Errorf(provider.Unavailable, "gave up waiting for another operation on the sandbox: %v", ctx.Err())
+	}
+}
+
+func (l opLock) tryLock() bool {
+	select {
+	case l <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (l opLock) unlock() { <-l }
+
+// New loads the registry under opts.Root, reconciles it with what actually
+// runs, removes orphans, and starts the idle reaper.
+func New(opts Options) (*Manager, error) {
+	if opts.Root == "" {
+		return nil, provider.Errorf(provider.InvalidArgument, "manager: root directory is required")
+	}
+	if len(opts.Runtimes) == 0 {
+		return nil, provider.Errorf(provider.InvalidArgument, "manager: at least one runtime is required")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+	if opts.PortMin == 0 && opts.PortMax == 0 {
+		opts.PortMin, opts.PortMax = 4100, 4999
+	}
+	if opts.PortMin <= 0 || opts.PortMax > 65535 || opts.PortMin > opts.PortMax {
+		return nil, provider.Errorf(provider.InvalidArgument, "manager: invalid port range %d-%d", opts.PortMin, opts.PortMax)
+	}
+	if opts.Minute <= 0 {
+		opts.Minute = time.Minute
+	}
+	if opts.AutoStopMinutes == nil {
+		fifteen := 15
+		opts.AutoStopMinutes = &fifteen
+	} else if *opts.AutoStopMinutes < 0 {
+		zero := 0
+		opts.AutoStopMinutes = &zero
+	}
+	if opts.ReapInterval <= 0 {
+		opts.ReapInterval = opts.Minute
+	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = 10 * time.Second
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = 30 * time.Second
+	}
+	if opts.DefaultRuntime == "" {
+		opts.DefaultRuntime = provider.RuntimeNative
+		if _, ok := opts.Runtimes[provider.RuntimeNative]; !ok {
+			for name := range opts.Runtimes {
+				opts.DefaultRuntime = name
+			}
+		}
+	}
+	if opts.PreviewHost == "" {
+		opts.PreviewHost = "127.0.0.1"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := os.MkdirAll(opts.Root, 0o700); err != nil {
+		return nil, provider.Errorf(provider.Internal, "create root %s: %w", opts.Root, err)
+	}
+	m := &Manager{
+		opts:      opts,
+		clk:       opts.Clock,
+		log:       opts.Logger,
+		ports:     newPortAllocator(opts.PortMin, opts.PortMax),
+		sandboxes: map[string]*entry{},
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	if err := m.rehydrate(m.ctx); err != nil {
+		m.cancel()
+		return nil, err
+	}
+	m.wg.Add(1)
+	go m.reapLoop(m.clk.NewTicker(m.opts.ReapInterval)) // armed before New returns, so no tick is missed
+	return m, nil
+}
+
+// Close stops the manager's goroutines. Workloads keep running: the next
+// manager on the same root adopts them. Use StopAll to end them too.
+func (m *Manager) Close() {
+	m.cancel()
+	m.wg.Wait()
+}
+
+// StopAll stops every started sandbox, for a daemon asked to reap on exit.
+func (m *Manager) StopAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, e := range m.entries() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = m.stop(ctx, e, "daemon shutdown")
+		}()
+	}
+	wg.Wait()
+}
+
+// Minute is the length of one interval minute.
+func (m *Manager) Minute() time.Duration { return m.opts.Minute }
+
+// Root is the state directory.
+func (m *Manager) Root() string { return m.opts.Root }
+
+// Runtimes lists the runtime names this manager can use, sorted.
+func (m *Manager) Runtimes() []provider.Runtime {
+	var out []provider.Runtime
+	for name := range m.opts.Runtimes {
+		out = append(out, name)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Snapshots lists the snapshot names, sorted.
+func (m *Manager) Snapshots() []string {
+	var out []string
+	for name := range m.opts.Snapshots {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// lookup finds a sandbox by id, then by name. not_found.
+func (m *Manager) lookup(idOrName string) (*entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lookupLocked(idOrName)
+}
+
+func (m *Manager) lookupLocked(idOrName string) (*entry, error) {
+	if e, ok := m.sandboxes[idOrName]; ok {
+		return e, nil
+	}
+	for _, e := range m.sandboxes {
+		if e.rec.Name == idOrName {
+			return e, nil
+		}
+	}
+	return nil, provider.Errorf(provider.NotFound, "sandbox %q not found: list sandboxes with GET /v1/sandboxes", idOrName)
+}
+
+func (m *Manager) entries() []*entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*entry, 0, len(m.sandboxes))
+	for _, e := range m.sandboxes {
+		out = append(out, e)
+	}
+	return out
+}
+
+// update applies fn to e's record under the registry lock, stamps it,
+// persists it and returns the new public view.
+func (m *Manager) update(e *entry, fn func(r *record)) (provider.Sandbox, error) {
+	m.mu.Lock()
+	next := e.rec.clone()
+	fn(next)
+	next.UpdatedAt = m.clk.Now()
+	e.rec = next
+	m.mu.Unlock()
+	err := m.persist(next)
+	return m.info(next), err
+}
+
+func (m *Manager) info(r *record) provider.Sandbox {
+	s := provider.Sandbox{
+		Id:               r.ID,
+		Name:             r.Name,
+		State:            r.State,
+		Runtime:          r.Runtime,
+		Snapshot:         r.Snapshot,
+		Labels:           cloneMap(r.Labels),
+		Port:             r.Port,
+		CreatedAt:        r.CreatedAt,
+		UpdatedAt:        r.UpdatedAt,
+		LastActivityAt:   r.LastActivityAt,
+		AutoStopInterval: r.AutoStopInterval,
+		ErrorReason:      r.ErrorReason,
+	}
+	if r.State == provider.StateStarted && r.Port > 0 {
+		s.PreviewUrl = m.previewURL(r.Port)
+	}
+	return s
+}
+
+func (m *Manager) previewURL(port int) string {
+	return fmt.Sprintf("http://%s:%d", m.opts.PreviewHost, port)
+}
+
+func (m *Manager) emit(t EventType, s provider.Sandbox, source string) {
+	if m.opts.OnEvent == nil {
+		return
+	}
+	m.opts.OnEvent(Event{Type: t, Sandbox: s, Source: source, Time: m.clk.Now()})
+}

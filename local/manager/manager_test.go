@@ -1,0 +1,436 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/local/runtime/runtimetest"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock/clocktest"
+)
+
+type harness struct {
+	t    *testing.T
+	m    *Manager
+	rt   *runtimetest.Fake
+	clk  *clocktest.Fake
+	root string
+	opts Options
+}
+
+func newHarness(t *testing.T, mutate ...func(*Options)) *harness {
+	t.Helper()
+	h := &harness{t: t, rt: runtimetest.New(provider.RuntimeNative), clk: clocktest.NewFake(time.Time{}), root: t.TempDir()}
+	h.opts = Options{
+		Root:     h.root,
+		Runtimes: map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: h.rt},
+		Snapshots: map[string]Snapshot{
+			DefaultSnapshot: {Command: []string{"workload"}, Ready: "none", Env: map[string]string{"FROM_SNAPSHOT": "s"}},
+			"other":         {Command: []string{"other"}, Ready: "none"},
+		},
+		Clock:    h.clk,
+		PortMin:  14100,
+		PortMax:  14199,
+		PassEnv:  map[string]string{"MODEL_KEY": "daemon-secret-key", "SHARED": "from-daemon"},
+		BaseEnv:  map[string]string{"PATH": "/usr/bin"},
+		StopGrace: time.Second,
+	}
+	for _, f := range mutate {
+		f(&h.opts)
+	}
+	h.restart()
+	return h
+}
+
+// restart simulates a daemon restart: a new Manager on the same root and the
+// same (still running) workloads.
+func (h *harness) restart() {
+	h.t.Helper()
+	if h.m != nil {
+		h.m.Close()
+	}
+	m, err := New(h.opts)
+	require.NoError(h.t, err)
+	h.m = m
+	h.t.Cleanup(m.Close)
+}
+
+func (h *harness) create(req provider.CreateRequest) provider.Sandbox {
+	h.t.Helper()
+	s, err := h.m.Create(context.Background(), req)
+	require.NoError(h.t, err)
+	return s
+}
+
+func (h *harness) get(idOrName string) provider.Sandbox {
+	h.t.Helper()
+	s, err := h.m.Get(context.Background(), idOrName)
+	require.NoError(h.t, err)
+	return s
+}
+
+func (h *harness) handle(id string) runtime.Handle {
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	return *h.m.sandboxes[id].rec.Handle
+}
+
+// eventually waits for an asynchronous transition (a goroutine reacting to
+// the fake clock or to a fake exit). It polls real time only to avoid a hang.
+func (h *harness) eventually(cond func() bool, msg string) {
+	h.t.Helper()
+	require.Eventually(h.t, cond, 5*time.Second, time.Millisecond, msg)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestCreateGetListDelete(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	a := h.create(provider.CreateRequest{Name: "a", Labels: map[string]string{"team": "x", "origin": "cli"}})
+	h.clk.Advance(time.Second)
+	b := h.create(provider.CreateRequest{Id: "b-id", Labels: map[string]string{"team": "x"}})
+	h.create(provider.CreateRequest{Labels: map[string]string{"team": "y"}})
+
+	assert.Equal(t, provider.StateStarted, a.State)
+	assert.Equal(t, "a", a.Name)
+	assert.NotEmpty(t, a.Id)
+	assert.Equal(t, "b-id", b.Name, "name defaults to id")
+	assert.Equal(t, DefaultSnapshot, a.Snapshot)
+	assert.Equal(t, provider.RuntimeNative, a.Runtime)
+	assert.Equal(t, 15, a.AutoStopInterval)
+	assert.NotEqual(t, a.Port, b.Port)
+	assert.Equal(t, "http://127.0.0.1:"+itoa(a.Port), a.PreviewUrl)
+	assert.Equal(t, a.CreatedAt, a.LastActivityAt)
+
+	assert.Equal(t, a, h.get(a.Id))
+	assert.Equal(t, a, h.get("a"), "lookup by name")
+
+	tests := []struct {
+		labels map[string]string
+		want   []string
+	}{
+		{nil, []string{a.Id, b.Id}},
+		{map[string]string{"team": "x"}, []string{a.Id, b.Id}},
+		{map[string]string{"team": "x", "origin": "cli"}, []string{a.Id}},
+		{map[string]string{"team": "z"}, nil},
+		{map[string]string{"origin": ""}, nil},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, s := range h.m.List(ctx, tt.labels) {
+			if tt.labels == nil && s.Labels["team"] == "y" {
+				continue
+			}
+			got = append(got, s.Id)
+		}
+		assert.Equal(t, tt.want, got, "labels %v", tt.labels)
+	}
+
+	require.NoError(t, h.m.Delete(ctx, "a"))
+	_, err := h.m.Get(ctx, a.Id)
+	assert.Equal(t, provider.NotFound, provider.Code(err))
+	require.NoError(t, h.m.Delete(ctx, "a"), "delete is idempotent")
+	require.NoError(t, h.m.Delete(ctx, "never-existed"))
+	assert.NoDirExists(t, filepath.Join(h.root, a.Id))
+	assert.Equal(t, 2, h.rt.Running())
+}
+
+func TestCreateErrors(t *testing.T) {
+	h := newHarness(t)
+	h.create(provider.CreateRequest{Id: "taken", Name: "taken-name"})
+	tests := []struct {
+		name string
+		req  provider.CreateRequest
+		code provider.ErrorCode
+	}{
+		{"id taken", provider.CreateRequest{Id: "taken"}, provider.AlreadyExists},
+		{"name taken", provider.CreateRequest{Name: "taken-name"}, provider.AlreadyExists},
+		{"name equals an id", provider.CreateRequest{Name: "taken"}, provider.AlreadyExists},
+		{"id equals a name", provider.CreateRequest{Id: "taken-name"}, provider.AlreadyExists},
+		{"bad id", provider.CreateRequest{Id: "../etc"}, provider.InvalidArgument},
+		{"bad name", provider.CreateRequest{Name: "has space"}, provider.InvalidArgument},
+		{"negative autostop", provider.CreateRequest{AutoStopInterval: ptr(-1)}, provider.InvalidArgument},
+		{"unknown runtime", provider.CreateRequest{Runtime: "vm"}, provider.InvalidArgument},
+		{"runtime not enabled", provider.CreateRequest{Runtime: provider.RuntimeDocker}, provider.PreflightFailed},
+		{"unknown snapshot", provider.CreateRequest{Snapshot: "nope"}, provider.PreflightFailed},
+		{"PORT is the daemon's", provider.CreateRequest{EnvVars: map[string]string{"PORT": "1"}}, provider.InvalidArgument},
+		{"empty label key", provider.CreateRequest{Labels: map[string]string{"": "v"}}, provider.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := h.m.Create(context.Background(), tt.req)
+			require.Error(t, err)
+			assert.Equal(t, tt.code, provider.Code(err), "%v", err)
+			assert.NotEmpty(t, provider.Message(err))
+		})
+	}
+	assert.Len(t, h.m.List(context.Background(), nil), 1, "failed creates leave nothing in the registry")
+	entries, _ := os.ReadDir(h.root)
+	var dirs []string
+	for _, e := range entries {
+		if e.Name()[0] != '.' {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	assert.Equal(t, []string{"taken"}, dirs, "failed creates leave no directory")
+}
+
+func TestCreateRollsBackWhenTheWorkloadFails(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.PortMin, o.PortMax = 14200, 14200 })
+	h.rt.FailStart(errors.New("exec format error"))
+	_, err := h.m.Create(context.Background(), provider.CreateRequest{Id: "doomed"})
+	assert.Equal(t, provider.CreateFailed, provider.Code(err))
+	assert.NoDirExists(t, filepath.Join(h.root, "doomed"))
+	assert.Empty(t, h.m.List(context.Background(), nil))
+
+	h.rt.FailStart(nil)
+	s := h.create(provider.CreateRequest{Id: "doomed"})
+	assert.Equal(t, 14200, s.Port, "the failed create released the only port")
+}
+
+func TestEnvProvenanceAndRedaction(t *testing.T) {
+	h := newHarness(t)
+	s := h.create(provider.CreateRequest{Id: "env", EnvVars: map[string]string{"SHARED": "from-request", "TOKEN": "request-secret"}})
+	spec := h.rt.Specs()[0]
+	assert.Equal(t, map[string]string{
+		"PATH":          "/usr/bin",
+		"FROM_SNAPSHOT": "s",
+		"MODEL_KEY":     "daemon-secret-key",
+		"SHARED":        "from-request",
+		"TOKEN":         "request-secret",
+		"PORT":          itoa(s.Port),
+	}, spec.Env)
+	fi, err := os.Stat(filepath.Join(h.root, "env", envFile))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	raw, err := os.ReadFile(filepath.Join(h.root, "env", recordFile))
+	require.NoError(t, err)
+	assert.NotContains(t, string(raw), "request-secret", "sandbox.json never holds env values")
+
+	h.rt.SetLogs(h.handle("env"), "key=request-secret model=daemon-secret-key port=1\n")
+	logs, err := h.m.EntrypointLogs(context.Background(), "env")
+	require.NoError(t, err)
+	assert.Equal(t, "key=[REDACTED] model=[REDACTED] port=1\n", logs.Stdout)
+	assert.Equal(t, logs.Stdout, logs.Output)
+}
+
+func TestStopStartKeepsIdentity(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	s := h.create(provider.CreateRequest{Id: "cycle"})
+	stopped, err := h.m.Stop(ctx, "cycle")
+	require.NoError(t, err)
+	assert.Equal(t, provider.StateStopped, stopped.State)
+	assert.Zero(t, stopped.Port)
+	assert.Empty(t, stopped.PreviewUrl)
+	assert.DirExists(t, filepath.Join(h.root, "cycle"), "stop keeps the directory")
+
+	again, err := h.m.Stop(ctx, "cycle")
+	require.NoError(t, err, "stop is idempotent locally (trait StopStoppedIsNoop)")
+	assert.Equal(t, provider.StateStopped, again.State)
+
+	started, err := h.m.Start(ctx, "cycle")
+	require.NoError(t, err)
+	assert.Equal(t, provider.StateStarted, started.State)
+	assert.Equal(t, s.Id, started.Id)
+	assert.Equal(t, s.Port, started.Port, "start prefers the previous port")
+	noop, err := h.m.Start(ctx, "cycle")
+	require.NoError(t, err)
+	assert.Equal(t, started, noop, "start on started is a no-op")
+	assert.Equal(t, 1, h.rt.Running())
+}
+
+func TestNotFound(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	calls := map[string]func() error{
+		"get":      func() error { _, err := h.m.Get(ctx, "x"); return err },
+		"start":    func() error { _, err := h.m.Start(ctx, "x"); return err },
+		"stop":     func() error { _, err := h.m.Stop(ctx, "x"); return err },
+		"refresh":  func() error { return h.m.RefreshActivity(ctx, "x") },
+		"autostop": func() error { _, err := h.m.SetAutoStopInterval(ctx, "x", 1); return err },
+		"resize":   func() error { _, err := h.m.Resize(ctx, "x", provider.ResizeRequest{}); return err },
+		"preview":  func() error { _, err := h.m.PreviewURL(ctx, "x", 0); return err },
+		"logs":     func() error { _, err := h.m.EntrypointLogs(ctx, "x"); return err },
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, provider.NotFound, provider.Code(call()))
+		})
+	}
+}
+
+func TestPreviewURL(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	s := h.create(provider.CreateRequest{Id: "p"})
+	u, err := h.m.PreviewURL(ctx, "p", 0)
+	require.NoError(t, err)
+	assert.Equal(t, s.PreviewUrl, u)
+	u, err = h.m.PreviewURL(ctx, "p", 8080)
+	require.NoError(t, err)
+	assert.Equal(t, "http://127.0.0.1:8080", u)
+	_, err = h.m.PreviewURL(ctx, "p", 70000)
+	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
+	_, err = h.m.Stop(ctx, "p")
+	require.NoError(t, err)
+	_, err = h.m.PreviewURL(ctx, "p", 0)
+	assert.Equal(t, provider.FailedPrecondition, provider.Code(err))
+}
+
+func TestExitIsNoticedWithoutARead(t *testing.T) {
+	h := newHarness(t)
+	var events []Event
+	evc := make(chan Event, 16)
+	h.opts.OnEvent = func(e Event) { evc <- e }
+	h.restart()
+	h.create(provider.CreateRequest{Id: "dies"})
+	h.rt.Kill(h.handle("dies"), "killed: signal SIGKILL")
+	for ev := range evc {
+		events = append(events, ev)
+		if ev.Type == EventStopped {
+			break
+		}
+	}
+	last := events[len(events)-1]
+	assert.Equal(t, "killed: signal SIGKILL", last.Sandbox.ErrorReason)
+	assert.Equal(t, provider.StateStopped, last.Sandbox.State)
+	assert.Equal(t, []EventType{EventCreated, EventStarted, EventStopped}, types(events))
+}
+
+func types(evs []Event) []EventType {
+	var out []EventType
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func TestKillFailureBlocksRespawnUntilRetrySucceeds(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	h.create(provider.CreateRequest{Id: "stubborn"})
+	h.rt.FailStop(errors.New("operation not permitted"))
+	_, err := h.m.Stop(ctx, "stubborn")
+	require.Error(t, err)
+	s := h.get("stubborn")
+	assert.Equal(t, provider.StateStopping, s.State)
+	assert.Contains(t, s.ErrorReason, "kill failed")
+	_, err = h.m.Start(ctx, "stubborn")
+	assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "no second workload while the first may live")
+	assert.Equal(t, 1, h.rt.Running())
+
+	h.rt.FailStop(nil)
+	h.clk.Advance(killRetry)
+	h.eventually(func() bool { return h.get("stubborn").State == provider.StateStopped }, "the retry stops it")
+	_, err = h.m.Start(ctx, "stubborn")
+	require.NoError(t, err)
+}
+
+func TestConcurrentStopsAreSerialised(t *testing.T) {
+	h := newHarness(t)
+	h.create(provider.CreateRequest{Id: "s"})
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() { _, err := h.m.Stop(context.Background(), "s"); errs <- err }()
+	}
+	for i := 0; i < 8; i++ {
+		assert.NoError(t, <-errs)
+	}
+	assert.Equal(t, provider.StateStopped, h.get("s").State)
+}
+
+func TestPortsAreNeverHandedOutTwice(t *testing.T) {
+	h := newHarness(t)
+	const n = 50
+	ports := make(chan int, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			s, err := h.m.Create(context.Background(), provider.CreateRequest{})
+			if err != nil {
+				ports <- -1
+				return
+			}
+			ports <- s.Port
+		}()
+	}
+	seen := map[int]bool{}
+	for i := 0; i < n; i++ {
+		p := <-ports
+		require.Positive(t, p)
+		require.False(t, seen[p], "port %d handed out twice", p)
+		seen[p] = true
+	}
+}
+
+func TestPortRangeExhausted(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.PortMin, o.PortMax = 14300, 14301 })
+	h.create(provider.CreateRequest{})
+	h.create(provider.CreateRequest{})
+	_, err := h.m.Create(context.Background(), provider.CreateRequest{})
+	assert.Equal(t, provider.ResourceExhausted, provider.Code(err))
+}
+
+func TestRehydrate(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	h.create(provider.CreateRequest{Id: "lives"})
+	h.create(provider.CreateRequest{Id: "dies"})
+	h.create(provider.CreateRequest{Id: "was-stopped"})
+	_, err := h.m.Stop(ctx, "was-stopped")
+	require.NoError(t, err)
+	h.m.Close()
+	h.rt.Kill(h.handle("dies"), "exited: code 1")
+
+	// A create interrupted after its spawn: on disk with creating=true.
+	crashed := h.rt.Spawn(runtime.Spec{SandboxID: "half", Root: h.root})
+	require.NoError(t, os.Mkdir(filepath.Join(h.root, "half"), 0o700))
+	writeRecord(t, h.root, record{Version: 1, ID: "half", Name: "half", State: provider.StateStarting, Runtime: provider.RuntimeNative, Creating: true, Handle: &crashed})
+	// A workload whose handle never reached disk.
+	h.rt.Spawn(runtime.Spec{SandboxID: "lost", Root: h.root})
+	// A torn record.
+	require.NoError(t, os.Mkdir(filepath.Join(h.root, "torn"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(h.root, "torn", recordFile), []byte(`{"id": "to`), 0o644))
+
+	h.m = nil
+	h.restart()
+	assert.Equal(t, provider.StateStarted, h.get("lives").State)
+	dead := h.get("dies")
+	assert.Equal(t, provider.StateStopped, dead.State)
+	assert.Equal(t, reasonGone, dead.ErrorReason)
+	assert.Equal(t, provider.StateStopped, h.get("was-stopped").State)
+	_, err = h.m.Get(ctx, "half")
+	assert.Equal(t, provider.NotFound, provider.Code(err))
+	assert.NoDirExists(t, filepath.Join(h.root, "half"))
+	assert.Equal(t, 1, h.rt.Running(), "only the adopted workload runs: the half-created one and the orphan are gone")
+	corrupt, err := os.ReadDir(filepath.Join(h.root, corruptDir))
+	require.NoError(t, err)
+	assert.Len(t, corrupt, 1, "a torn record is moved aside, never deleted")
+
+	// The adopted workload is still watched.
+	h.rt.Kill(h.handle("lives"), "killed: signal SIGKILL")
+	h.eventually(func() bool { return h.get("lives").State == provider.StateStopped }, "adopted exit noticed")
+
+	s := h.create(provider.CreateRequest{})
+	assert.NotEqual(t, 0, s.Port)
+}
+
+func writeRecord(t *testing.T, root string, r record) {
+	t.Helper()
+	data, err := json.Marshal(r)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, r.ID, recordFile), data, 0o644))
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
