@@ -38,11 +38,11 @@ func newHarness(t *testing.T, mutate ...func(*Options)) *harness {
 			DefaultSnapshot: {Command: []string{"workload"}, Ready: "none", Env: map[string]string{"FROM_SNAPSHOT": "s"}},
 			"other":         {Command: []string{"other"}, Ready: "none"},
 		},
-		Clock:    h.clk,
-		PortMin:  14100,
-		PortMax:  14199,
-		PassEnv:  map[string]string{"MODEL_KEY": "daemon-secret-key", "SHARED": "from-daemon"},
-		BaseEnv:  map[string]string{"PATH": "/usr/bin"},
+		Clock:     h.clk,
+		PortMin:   14100,
+		PortMax:   14199,
+		PassEnv:   map[string]string{"MODEL_KEY": "daemon-secret-key", "SHARED": "from-daemon"},
+		BaseEnv:   map[string]string{"PATH": "/usr/bin"},
 		StopGrace: time.Second,
 	}
 	for _, f := range mutate {

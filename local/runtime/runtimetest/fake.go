@@ -217,4 +217,6 @@ func (f *Fake) Orphans(ctx context.Context, root string, known []runtime.Handle)
 }
 
 // String is for test failure messages.
-func (f *Fake) String() string { return fmt.Sprintf("fake runtime %s (%d running)", f.name, f.Running()) }
+func (f *Fake) String() string {
+	return fmt.Sprintf("fake runtime %s (%d running)", f.name, f.Running())
+}
