@@ -1,0 +1,132 @@
+package toolbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// errorResponse is the daemon's error body (Daytona's common-go ErrorResponse).
+type errorResponse struct {
+	StatusCode int       `json:"statusCode"`
+	Message    string    `json:"message"`
+	Code       string    `json:"code"`
+	Timestamp  time.Time `json:"timestamp"`
+	Path       string    `json:"path"`
+	Method     string    `json:"method"`
+}
+
+// apiError is a failure with the status and code it is answered with.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// errorf makes an apiError whose code follows from status.
+func errorf(status int, format string, args ...any) *apiError {
+	return &apiError{status: status, code: codeFor(status), msg: fmt.Sprintf(format, args...)}
+}
+
+// codeFor maps a status to the daemon's code set.
+func codeFor(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "BAD_REQUEST"
+	case http.StatusUnauthorized:
+		return "UNAUTHORIZED"
+	case http.StatusForbidden:
+		return "FORBIDDEN"
+	case http.StatusNotFound:
+		return "NOT_FOUND"
+	case http.StatusRequestTimeout:
+		return "REQUEST_TIMEOUT"
+	case http.StatusConflict:
+		return "CONFLICT"
+	case http.StatusGone:
+		return "GONE"
+	case http.StatusRequestEntityTooLarge:
+		return "PAYLOAD_TOO_LARGE"
+	case http.StatusUnprocessableEntity:
+		return "UNPROCESSABLE_ENTITY"
+	}
+	return "INTERNAL_SERVER_ERROR"
+}
+
+func asAPIError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return errorf(http.StatusInternalServerError, "%v", err)
+}
+
+func newErrorResponse(r *http.Request, c clock.Clock, e *apiError) errorResponse {
+	return errorResponse{
+		StatusCode: e.status,
+		Message:    e.msg,
+		Code:       e.code,
+		Timestamp:  c.Now().UTC(),
+		Path:       r.URL.Path,
+		Method:     r.Method,
+	}
+}
+
+func writeError(w http.ResponseWriter, r *http.Request, c clock.Clock, err error) {
+	e := asAPIError(err)
+	writeJSON(w, e.status, newErrorResponse(r, c, e))
+}
+
+// fail answers err and logs it without any request body.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e := asAPIError(err)
+	s.opts.Logger.Info("request failed", "method", r.Method, "path", r.URL.Path, "status", e.status, "error", e.msg)
+	writeJSON(w, e.status, newErrorResponse(r, s.opts.Clock, e))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"statusCode":500,"message":"encoding response","code":"INTERNAL_SERVER_ERROR"}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// readJSON decodes a JSON request body of at most limit bytes into v.
+// Unknown fields are ignored, as gin's binding does.
+func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	body, err := readBody(w, r, limit)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(body, v)
+}
+
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, errorf(http.StatusRequestEntityTooLarge, "request body exceeds %d bytes", limit)
+		}
+		return nil, errorf(http.StatusBadRequest, "reading request body: %v", err)
+	}
+	return body, nil
+}
+
+func decodeJSON(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return &apiError{status: http.StatusBadRequest, code: "INVALID_REQUEST_BODY", msg: "invalid request body: " + err.Error()}
+	}
+	return nil
+}

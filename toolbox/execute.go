@@ -1,0 +1,273 @@
+package toolbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// shell runs every command, as `sh -c <command>`.
+const shell = "/bin/sh"
+
+// ExecuteRequest is the body of POST /process/execute.
+type ExecuteRequest struct {
+	Command string            `json:"command"`
+	Cwd     *string           `json:"cwd,omitempty"`
+	Envs    map[string]string `json:"envs,omitempty"`
+	// Timeout is in seconds; absent or 0 means none.
+	Timeout *int64 `json:"timeout,omitempty"`
+}
+
+// ExecuteResponse is the answer of POST /process/execute. Result holds
+// stdout and stderr interleaved as the command wrote them.
+type ExecuteResponse struct {
+	ExitCode int    `json:"exitCode"`
+	Result   string `json:"result"`
+}
+
+// parseExecuteRequest decodes and validates an execute body.
+func parseExecuteRequest(body []byte) (ExecuteRequest, error) {
+	var req ExecuteRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return req, err
+	}
+	if strings.TrimSpace(req.Command) == "" {
+		return req, errorf(http.StatusBadRequest, "command cannot be empty or whitespace-only")
+	}
+	if strings.IndexByte(req.Command, 0) >= 0 {
+		return req, errorf(http.StatusBadRequest, "command must not contain NUL bytes")
+	}
+	if req.Cwd != nil && strings.IndexByte(*req.Cwd, 0) >= 0 {
+		return req, errorf(http.StatusBadRequest, "cwd must not contain NUL bytes")
+	}
+	if req.Timeout != nil && *req.Timeout < 0 {
+		return req, errorf(http.StatusBadRequest, "timeout must not be negative")
+	}
+	if err := validateEnv(req.Envs); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// validateEnv rejects names the kernel would mangle. Values are never echoed.
+func validateEnv(env map[string]string) error {
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return errorf(http.StatusBadRequest, "invalid environment variable name %q", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return errorf(http.StatusBadRequest, "environment variable %s has a NUL byte in its value", k)
+		}
+	}
+	return nil
+}
+
+// timeoutDuration turns seconds into a duration; 0 and values too large to
+// represent mean no timeout.
+func timeoutDuration(seconds *int64) time.Duration {
+	if seconds == nil || *seconds <= 0 || *seconds > math.MaxInt64/int64(time.Second) {
+		return 0
+	}
+	return time.Duration(*seconds) * time.Second
+}
+
+func (s *server) handleExecute(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, defaultMaxJSONBodyBytes)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	req, err := parseExecuteRequest(body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	dir := s.opts.WorkDir
+	if req.Cwd != nil && *req.Cwd != "" {
+		dir = s.absPath(*req.Cwd)
+	}
+	res := s.run(r.Context(), runSpec{
+		command: req.Command,
+		dir:     dir,
+		env:     envList(req.Envs),
+		timeout: timeoutDuration(req.Timeout),
+	})
+	switch {
+	case res.canceled:
+		// The client is gone; nobody reads an answer.
+		return
+	case res.timedOut:
+		s.fail(w, r, errorf(http.StatusRequestTimeout, "command execution timeout"))
+		return
+	}
+	writeJSON(w, http.StatusOK, ExecuteResponse{ExitCode: res.exitCode, Result: string(res.output)})
+}
+
+// absPath anchors a relative path at the work dir.
+func (s *server) absPath(p string) string {
+	if p == "" {
+		return s.opts.WorkDir
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(s.opts.WorkDir, p)
+	}
+	return filepath.Clean(p)
+}
+
+func envList(env map[string]string) []string {
+	if len(env) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	// exec keeps the last of duplicate names, so these override ours.
+	out := os.Environ()
+	for _, k := range keys {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+type runSpec struct {
+	command string
+	dir     string
+	env     []string // nil inherits the toolbox's environment
+	timeout time.Duration
+}
+
+type runResult struct {
+	exitCode int
+	output   []byte
+	timedOut bool
+	canceled bool
+}
+
+// run executes spec in its own process group with stdout and stderr on one
+// pipe, so the output keeps the order it was written in. On timeout or when
+// ctx ends, the whole group is killed. When the shell exits but background
+// children still hold the pipe, output is collected for OutputGrace more and
+// the children are left running.
+func (s *server) run(ctx context.Context, spec runSpec) runResult {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return runResult{exitCode: -1, output: []byte(err.Error())}
+	}
+	cmd := exec.Command(shell, "-c", spec.command)
+	cmd.Dir = spec.dir
+	cmd.Env = spec.env
+	// The same *os.File for both makes the child share one descriptor.
+	cmd.Stdout, cmd.Stderr = pw, pw
+	setProcessGroup(cmd)
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return runResult{exitCode: -1, output: []byte(startError(err, spec.dir))}
+	}
+
+	out := &cappedBuffer{limit: s.opts.MaxOutputBytes}
+	readDone := make(chan struct{})
+	go func() {
+		io.Copy(out, pr)
+		close(readDone)
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		killProcessGroup(cmd)
+		<-exited
+		pr.Close()
+		<-readDone
+	}
+
+	var timeout <-chan time.Time
+	if spec.timeout > 0 {
+		t := s.opts.Clock.NewTimer(spec.timeout)
+		defer t.Stop()
+		timeout = t.C()
+	}
+	var waitErr error
+	select {
+	case waitErr = <-exited:
+	case <-timeout:
+		stop()
+		return runResult{timedOut: true}
+	case <-ctx.Done():
+		stop()
+		return runResult{canceled: true}
+	}
+
+	select {
+	case <-readDone:
+	default:
+		grace := s.opts.Clock.NewTimer(s.opts.OutputGrace)
+		select {
+		case <-readDone:
+		case <-grace.C():
+		case <-ctx.Done():
+		}
+		grace.Stop()
+	}
+	pr.Close()
+	<-readDone
+	return runResult{exitCode: exitCode(cmd, waitErr), output: out.bytes()}
+}
+
+func exitCode(cmd *exec.Cmd, waitErr error) int {
+	var ee *exec.ExitError
+	if errors.As(waitErr, &ee) {
+		return ee.ExitCode()
+	}
+	if waitErr != nil || cmd.ProcessState == nil {
+		return -1
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+func startError(err error, dir string) string {
+	if errors.Is(err, os.ErrNotExist) {
+		if _, serr := os.Stat(dir); serr != nil {
+			return fmt.Sprintf("cannot start command: working directory %s: %v", dir, serr)
+		}
+	}
+	return "cannot start command: " + err.Error()
+}
+
+// cappedBuffer keeps the first limit bytes written and counts the rest.
+type cappedBuffer struct {
+	limit   int
+	buf     []byte
+	dropped int64
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	room := c.limit - len(c.buf)
+	if room >= len(p) {
+		c.buf = append(c.buf, p...)
+		return len(p), nil
+	}
+	if room > 0 {
+		c.buf = append(c.buf, p[:room]...)
+	}
+	c.dropped += int64(len(p) - max(room, 0))
+	return len(p), nil
+}
+
+func (c *cappedBuffer) bytes() []byte {
+	if c.dropped == 0 {
+		return c.buf
+	}
+	return fmt.Appendf(c.buf, "\n[sandplane: output truncated, %d more bytes dropped]\n", c.dropped)
+}

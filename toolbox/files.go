@@ -1,0 +1,393 @@
+package toolbox
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+const (
+	// maxBulkFiles bounds the entries of one bulk request.
+	maxBulkFiles = 10000
+	// maxPathBytes bounds a path sent as a multipart field.
+	maxPathBytes = 4096
+	// DownloadBoundary is the fixed multipart boundary of bulk downloads;
+	// the SDKs do not depend on it, but Daytona always sends this one.
+	DownloadBoundary = "DAYTONA-FILE-BOUNDARY"
+)
+
+func (s *server) handleFileInfo(w http.ResponseWriter, r *http.Request) {
+	t, err := s.fs.resolve(r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	fi, err := s.fs.info(t)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, fi)
+}
+
+func (s *server) handleListFiles(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		p = "."
+	}
+	t, err := s.fs.resolve(p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	list, err := s.fs.list(t)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *server) handleCreateFolder(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	t, err := s.fs.resolve(q.Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	perm := os.FileMode(0o755)
+	if m := q.Get("mode"); m != "" {
+		n, err := strconv.ParseUint(m, 8, 32)
+		if err != nil || n > 0o7777 {
+			s.fail(w, r, errorf(http.StatusBadRequest, "invalid mode format"))
+			return
+		}
+		perm = os.FileMode(n)
+	}
+	if err := s.fs.mkdirAll(t, perm); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *server) handleDeleteFile(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	t, err := s.fs.resolve(q.Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	recursive := false
+	if v := q.Get("recursive"); v != "" {
+		recursive, err = strconv.ParseBool(v)
+		if err != nil {
+			s.fail(w, r, errorf(http.StatusBadRequest, "invalid recursive flag %q", v))
+			return
+		}
+	}
+	if err := s.fs.remove(t, recursive); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) handleDownload(w http.ResponseWriter, r *http.Request) {
+	t, err := s.fs.resolve(r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, fi, err := s.fs.openFile(t)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": fi.Name()}))
+	// ServeContent adds Range and conditional requests for free.
+	http.ServeContent(w, r, fi.Name(), fi.ModTime(), f)
+}
+
+func (s *server) handleUpload(w http.ResponseWriter, r *http.Request) {
+	t, err := s.fs.resolve(r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	mr, err := s.multipartReader(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			s.fail(w, r, errorf(http.StatusBadRequest, "file is required"))
+			return
+		}
+		if err != nil {
+			s.fail(w, r, multipartError(err))
+			return
+		}
+		if part.FormName() != "file" {
+			part.Close()
+			continue
+		}
+		_, err = s.fs.writeFile(t, part)
+		part.Close()
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+}
+
+func (s *server) multipartReader(w http.ResponseWriter, r *http.Request) (*multipart.Reader, error) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxUploadBytes)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "invalid multipart form: %v", err)
+	}
+	return mr, nil
+}
+
+func multipartError(err error) error {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return errorf(http.StatusRequestEntityTooLarge, "upload exceeds %d bytes", tooLarge.Limit)
+	}
+	return errorf(http.StatusBadRequest, "invalid multipart form: %v", err)
+}
+
+// uploadedFile is one entry of a bulk-upload answer.
+type uploadedFile struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+}
+
+// bulkUploadFailure is Daytona's partial-failure body ({errors, files})
+// merged with the usual error fields, so that clients reading either find
+// what they look for.
+type bulkUploadFailure struct {
+	errorResponse
+	Errors []string       `json:"errors"`
+	Files  []uploadedFile `json:"files"`
+}
+
+var bulkField = regexp.MustCompile(`^files\[([0-9]{1,9})\]\.(path|file)$`)
+
+// handleBulkUpload stores parts files[i].file at the path sent in the
+// preceding part files[i].path. A file whose path is missing or cannot be
+// written is reported and skipped; the others are still stored.
+func (s *server) handleBulkUpload(w http.ResponseWriter, r *http.Request) {
+	mr, err := s.multipartReader(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	dests := map[string]string{}
+	var errs []string
+	files := []uploadedFile{}
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			s.fail(w, r, multipartError(err))
+			return
+		}
+		m := bulkField.FindStringSubmatch(part.FormName())
+		if m == nil {
+			part.Close()
+			continue
+		}
+		idx, kind := m[1], m[2]
+		if kind == "path" {
+			if len(dests) >= maxBulkFiles {
+				part.Close()
+				s.fail(w, r, errorf(http.StatusBadRequest, "too many files: at most %d per request", maxBulkFiles))
+				return
+			}
+			dest, err := readSmallPart(part, maxPathBytes)
+			part.Close()
+			if err != nil {
+				errs = append(errs, "path["+idx+"]: "+err.Error())
+				continue
+			}
+			dest = strings.TrimSpace(dest)
+			if dest == "" {
+				errs = append(errs, "path["+idx+"]: empty path")
+				continue
+			}
+			dests[idx] = dest
+			continue
+		}
+		dest, ok := dests[idx]
+		if !ok {
+			part.Close()
+			errs = append(errs, "file["+idx+"]: missing .path metadata")
+			continue
+		}
+		n, err := s.writeUpload(dest, part)
+		part.Close()
+		if err != nil {
+			if ae := asAPIError(err); ae.status == http.StatusRequestEntityTooLarge {
+				s.fail(w, r, ae)
+				return
+			}
+			errs = append(errs, dest+": "+err.Error())
+			continue
+		}
+		files = append(files, uploadedFile{Path: dest, Bytes: n})
+	}
+	if len(errs) > 0 {
+		e := errorf(http.StatusBadRequest, "%d of %d uploads failed: %s", len(errs), len(errs)+len(files), strings.Join(errs, "; "))
+		s.opts.Logger.Info("request failed", "method", r.Method, "path", r.URL.Path, "status", e.status, "failures", len(errs))
+		writeJSON(w, http.StatusBadRequest, bulkUploadFailure{
+			errorResponse: newErrorResponse(r, s.opts.Clock, e),
+			Errors:        errs,
+			Files:         files,
+		})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string][]uploadedFile{"files": files})
+}
+
+func (s *server) writeUpload(dest string, r io.Reader) (int64, error) {
+	t, err := s.fs.resolve(dest)
+	if err != nil {
+		return 0, err
+	}
+	return s.fs.writeFile(t, r)
+}
+
+func readSmallPart(r io.Reader, limit int64) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return "", err
+	}
+	if int64(len(b)) > limit {
+		return "", errors.New("path too long")
+	}
+	return string(b), nil
+}
+
+type downloadRequest struct {
+	Paths []string `json:"paths"`
+}
+
+// handleBulkDownload answers 200 with one multipart part per requested path,
+// in order: "file" with filename = the path as requested, or "error" holding
+// an error body. Once streaming has begun, a read failure aborts the
+// connection, so a truncated file can never pass for a complete one.
+func (s *server) handleBulkDownload(w http.ResponseWriter, r *http.Request) {
+	var req downloadRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(req.Paths) == 0 {
+		s.fail(w, r, errorf(http.StatusBadRequest, `request body must be {"paths": [ ... ]} and non-empty`))
+		return
+	}
+	if len(req.Paths) > maxBulkFiles {
+		s.fail(w, r, errorf(http.StatusBadRequest, "too many paths: at most %d per request", maxBulkFiles))
+		return
+	}
+
+	w.Header().Set("Content-Type", "multipart/form-data; boundary="+DownloadBoundary)
+	w.WriteHeader(http.StatusOK)
+	mw := multipart.NewWriter(w)
+	if err := mw.SetBoundary(DownloadBoundary); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	for _, p := range req.Paths {
+		if err := s.writeDownloadPart(mw, r, p); err != nil {
+			panic(http.ErrAbortHandler)
+		}
+	}
+	if err := mw.Close(); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// writeDownloadPart returns an error only when the response itself broke.
+func (s *server) writeDownloadPart(mw *multipart.Writer, r *http.Request, p string) error {
+	t, err := s.fs.resolve(p)
+	var f *os.File
+	if err == nil {
+		f, _, err = s.fs.openFile(t)
+	}
+	if err != nil {
+		return writeErrorPart(mw, r, s, p, downloadError(err, p))
+	}
+	defer f.Close()
+	ctype := mime.TypeByExtension(filepath.Ext(p))
+	if ctype == "" {
+		ctype = "application/octet-stream"
+	}
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Type", ctype)
+	h.Set("Content-Disposition", formDisposition("file", p))
+	part, err := mw.CreatePart(h)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(part, f)
+	return err
+}
+
+// downloadError gives per-file failures the daemon's file error codes.
+func downloadError(err error, p string) *apiError {
+	e := asAPIError(err)
+	code := "FILE_READ_FAILED"
+	switch e.status {
+	case http.StatusNotFound:
+		code = "FILE_NOT_FOUND"
+		e = errorf(http.StatusNotFound, "file not found: %s", p)
+	case http.StatusForbidden:
+		code = "FILE_ACCESS_DENIED"
+	case http.StatusBadRequest:
+		code = "INVALID_FILE_PATH"
+	}
+	return &apiError{status: e.status, code: code, msg: e.msg}
+}
+
+func writeErrorPart(mw *multipart.Writer, r *http.Request, s *server, p string, e *apiError) error {
+	body := newErrorResponse(r, s.opts.Clock, e)
+	body.Path = p
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Disposition", formDisposition("error", p))
+	part, err := mw.CreatePart(h)
+	if err != nil {
+		return err
+	}
+	_, err = part.Write(payload)
+	return err
+}
+
+var dispositionEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\r", "", "\n", "")
+
+func formDisposition(name, filename string) string {
+	return `form-data; name="` + name + `"; filename="` + dispositionEscaper.Replace(filename) + `"`
+}

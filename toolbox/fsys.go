@@ -1,0 +1,288 @@
+package toolbox
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// fsys performs every file operation through an os.Root, so a confined
+// toolbox cannot be walked out of its tree by ".." or by symlinks, races
+// included. Unconfined, the root is "/" and nothing changes for the caller.
+type fsys struct {
+	root    *os.Root
+	base    string // the root's absolute path
+	workDir string
+}
+
+func newFsys(rootDir, workDir string) (*fsys, error) {
+	base := rootDir
+	if base == "" {
+		base = string(filepath.Separator)
+	}
+	r, err := os.OpenRoot(base)
+	if err != nil {
+		return nil, fmt.Errorf("toolbox: root: %w", err)
+	}
+	return &fsys{root: r, base: base, workDir: workDir}, nil
+}
+
+// target is a resolved request path.
+type target struct {
+	given string // as the client sent it, for messages
+	abs   string // cleaned absolute path
+	rel   string // relative to fsys.base, never starting with ".."
+}
+
+// resolve turns a client path into a target: relative paths are anchored at
+// the work dir, ".." is resolved lexically, and a path that leaves the root
+// is refused with 403. Symlinks that leave it are refused later, by os.Root.
+func (f *fsys) resolve(p string) (target, error) {
+	if p == "" {
+		return target{}, errorf(http.StatusBadRequest, "path is required")
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return target{}, errorf(http.StatusBadRequest, "invalid path: contains a NUL byte")
+	}
+	abs := p
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(f.workDir, abs)
+	}
+	abs = filepath.Clean(abs)
+	rel, err := filepath.Rel(f.base, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return target{}, errorf(http.StatusForbidden, "path %s is outside the toolbox root", p)
+	}
+	return target{given: p, abs: abs, rel: rel}, nil
+}
+
+// fsError classifies a file system error the way the daemon does: missing is
+// 404, denied (or escaping the root) is 403, anything else is 400.
+func (f *fsys) fsError(t target, err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		if isEscape(pe.Err) {
+			return errorf(http.StatusForbidden, "path %s leaves the toolbox root through a symlink", t.given)
+		}
+		// os.Root reports paths relative to the root; show the client's.
+		err = &fs.PathError{Op: pe.Op, Path: t.abs, Err: pe.Err}
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errorf(http.StatusNotFound, "%v", err)
+	case errors.Is(err, fs.ErrPermission):
+		return errorf(http.StatusForbidden, "%v", err)
+	}
+	return errorf(http.StatusBadRequest, "%v", err)
+}
+
+// isEscape reports os.Root's refusal to follow a path out of the root. The
+// os package does not export that error; TestConfinedRoot pins the message.
+func isEscape(err error) bool {
+	return err != nil && err.Error() == "path escapes from parent"
+}
+
+// FileInfo is the daemon's FileInfo. Owner and group are numeric ids.
+type FileInfo struct {
+	Group       string `json:"group"`
+	IsDir       bool   `json:"isDir"`
+	ModTime     string `json:"modTime"`
+	Mode        string `json:"mode"`
+	ModifiedAt  string `json:"modifiedAt"`
+	Name        string `json:"name"`
+	Owner       string `json:"owner"`
+	Permissions string `json:"permissions"`
+	Size        int64  `json:"size"`
+}
+
+func newFileInfo(name string, fi fs.FileInfo) FileInfo {
+	owner, group := ownerGroup(fi)
+	mod := fi.ModTime().UTC().Format(time.RFC3339Nano)
+	return FileInfo{
+		Group:       group,
+		IsDir:       fi.IsDir(),
+		ModTime:     mod,
+		Mode:        fi.Mode().String(),
+		ModifiedAt:  mod,
+		Name:        name,
+		Owner:       owner,
+		Permissions: fmt.Sprintf("%04o", fi.Mode().Perm()),
+		Size:        fi.Size(),
+	}
+}
+
+func (f *fsys) info(t target) (FileInfo, error) {
+	fi, err := f.root.Stat(t.rel)
+	if err != nil {
+		return FileInfo{}, f.fsError(t, err)
+	}
+	return newFileInfo(filepath.Base(t.abs), fi), nil
+}
+
+// list returns the entries of a directory sorted by name, following
+// symlinks; entries that cannot be stat'ed (dangling links) are skipped.
+func (f *fsys) list(t target) ([]FileInfo, error) {
+	d, err := f.root.Open(t.rel)
+	if err != nil {
+		return nil, f.fsError(t, err)
+	}
+	defer d.Close()
+	entries, err := d.ReadDir(-1)
+	if err != nil {
+		return nil, f.fsError(t, err)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	out := make([]FileInfo, 0, len(entries))
+	for _, e := range entries {
+		fi, err := f.root.Stat(filepath.Join(t.rel, e.Name()))
+		if err != nil {
+			continue
+		}
+		out = append(out, newFileInfo(e.Name(), fi))
+	}
+	return out, nil
+}
+
+func (f *fsys) mkdirAll(t target, perm os.FileMode) error {
+	if err := f.root.MkdirAll(t.rel, perm); err != nil {
+		return f.fsError(t, err)
+	}
+	return nil
+}
+
+func (f *fsys) remove(t target, recursive bool) error {
+	if t.rel == "." {
+		return errorf(http.StatusBadRequest, "refusing to delete %s: it is the toolbox root", t.abs)
+	}
+	// Lstat: deleting a symlink removes the link, whatever it points to.
+	fi, err := f.root.Lstat(t.rel)
+	if err != nil {
+		return f.fsError(t, err)
+	}
+	if fi.IsDir() && !recursive {
+		return errorf(http.StatusBadRequest, "cannot delete directory without recursive flag")
+	}
+	if recursive {
+		err = f.root.RemoveAll(t.rel)
+	} else {
+		err = f.root.Remove(t.rel)
+	}
+	if err != nil {
+		return f.fsError(t, err)
+	}
+	return nil
+}
+
+// openFile opens a regular file for download.
+func (f *fsys) openFile(t target) (*os.File, fs.FileInfo, error) {
+	file, err := f.root.Open(t.rel)
+	if err != nil {
+		return nil, nil, f.fsError(t, err)
+	}
+	fi, err := file.Stat()
+	if err != nil {
+		file.Close()
+		return nil, nil, f.fsError(t, err)
+	}
+	if fi.IsDir() {
+		file.Close()
+		return nil, nil, errorf(http.StatusBadRequest, "invalid file path: path points to a directory: %s", t.given)
+	}
+	return file, fi, nil
+}
+
+// writeFile stores r at t, creating parent directories. A new or replaced
+// file appears atomically (temp file and rename in the same directory), so a
+// reader never sees half an upload. An existing file keeps its permissions;
+// an existing symlink is written through.
+func (f *fsys) writeFile(t target, r io.Reader) (int64, error) {
+	if t.rel == "." {
+		return 0, errorf(http.StatusBadRequest, "cannot write to %s: it is a directory", t.abs)
+	}
+	dir := filepath.Dir(t.rel)
+	if dir != "." {
+		if err := f.root.MkdirAll(dir, 0o755); err != nil {
+			return 0, f.fsError(t, err)
+		}
+	}
+	perm := os.FileMode(0o644)
+	if fi, err := f.root.Lstat(t.rel); err == nil {
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			return f.writeThrough(t, r)
+		case fi.IsDir():
+			return 0, errorf(http.StatusBadRequest, "cannot write to %s: it is a directory", t.abs)
+		}
+		perm = fi.Mode().Perm()
+	}
+
+	tmp := filepath.Join(dir, ".sandplane-upload-"+randomHex(8))
+	file, err := f.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, f.fsError(t, err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			file.Close()
+			f.root.Remove(tmp)
+		}
+	}()
+	n, err := io.Copy(file, r)
+	if err != nil {
+		return n, uploadCopyError(t, err)
+	}
+	if err := file.Chmod(perm); err != nil {
+		return n, f.fsError(t, err)
+	}
+	if err := file.Close(); err != nil {
+		return n, f.fsError(t, err)
+	}
+	if err := f.root.Rename(tmp, t.rel); err != nil {
+		return n, f.fsError(t, err)
+	}
+	committed = true
+	return n, nil
+}
+
+func (f *fsys) writeThrough(t target, r io.Reader) (int64, error) {
+	file, err := f.root.OpenFile(t.rel, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return 0, f.fsError(t, err)
+	}
+	n, err := io.Copy(file, r)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, uploadCopyError(t, err)
+	}
+	return n, nil
+}
+
+func uploadCopyError(t target, err error) error {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return errorf(http.StatusRequestEntityTooLarge, "upload exceeds %d bytes", tooLarge.Limit)
+	}
+	return errorf(http.StatusBadRequest, "writing %s: %v", t.given, err)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,15 @@
+//go:build !unix
+
+package toolbox
+
+import (
+	"os/exec"
+)
+
+func setProcessGroup(*exec.Cmd) {}
+
+func killProcessGroup(cmd *exec.Cmd) {
+	if cmd.Process != nil {
+		cmd.Process.Kill()
+	}
+}

@@ -1,0 +1,596 @@
+package toolbox
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+const (
+	maxSessions = 256
+	// maxSessionCommands bounds the commands a session remembers; the oldest
+	// finished ones are forgotten first.
+	maxSessionCommands = 1000
+	maxSessionIDBytes  = 256
+)
+
+// A session is one long-lived shell. Commands run one after another in it,
+// so `cd` and `export` carry over, like Daytona's sessions. Each command is
+// framed by markers the shell prints on stdout and stderr after it, which
+// tell where its output ends and what its exit code was.
+type session struct {
+	id      string
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	outR    *os.File
+	errR    *os.File
+	outSize int
+	clock   clock.Clock
+	grace   time.Duration
+	outEOF  chan struct{}
+	errEOF  chan struct{}
+
+	mu       sync.Mutex
+	commands []*sessionCommand // in submission order
+	byID     map[string]*sessionCommand
+	pending  []*sessionCommand // sent to the shell, not finished
+	reaped   bool              // the shell's pid is no longer ours
+	exited   bool              // and every pending command is finished
+	exitCode int
+	gone     chan struct{} // closed when the shell has exited
+}
+
+type sessionCommand struct {
+	id      string
+	text    string
+	marker  []byte // "\n" + unique token
+	outDone bool
+	errDone bool
+	code    int // from the stdout marker
+	stdout  cappedBuffer
+	stderr  cappedBuffer
+	output  cappedBuffer
+	exit    *int
+	done    chan struct{}
+}
+
+// SessionCommand is a command as GET /process/session lists it.
+type SessionCommand struct {
+	ID       string `json:"id"`
+	Command  string `json:"command"`
+	ExitCode *int   `json:"exitCode,omitempty"`
+}
+
+// Session is the answer of GET /process/session/{sessionId}.
+type Session struct {
+	SessionID string           `json:"sessionId"`
+	Commands  []SessionCommand `json:"commands"`
+}
+
+// SessionExecuteRequest is the body of POST /process/session/{id}/exec.
+// Async is the older spelling of RunAsync; either makes the call return at
+// once with only the command id.
+type SessionExecuteRequest struct {
+	Command  string `json:"command"`
+	RunAsync bool   `json:"runAsync"`
+	Async    bool   `json:"async"`
+}
+
+// SessionExecuteResponse answers a session exec. Output is stdout and stderr
+// interleaved in arrival order.
+type SessionExecuteResponse struct {
+	CmdID    string  `json:"cmdId"`
+	Output   *string `json:"output,omitempty"`
+	Stdout   *string `json:"stdout,omitempty"`
+	Stderr   *string `json:"stderr,omitempty"`
+	ExitCode *int    `json:"exitCode,omitempty"`
+}
+
+// SessionCommandLogs answers GET .../command/{commandId}/logs.
+type SessionCommandLogs struct {
+	Output string `json:"output"`
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+}
+
+type sessions struct {
+	srv    *server
+	mu     sync.Mutex
+	m      map[string]*session
+	closed bool
+}
+
+func newSessions(srv *server) *sessions {
+	return &sessions{srv: srv, m: map[string]*session{}}
+}
+
+func validSessionID(id string) error {
+	if strings.TrimSpace(id) == "" {
+		return errorf(http.StatusBadRequest, "sessionId is required")
+	}
+	if len(id) > maxSessionIDBytes {
+		return errorf(http.StatusBadRequest, "sessionId is longer than %d bytes", maxSessionIDBytes)
+	}
+	for _, r := range id {
+		if r == '/' || r == '\\' || !unicode.IsPrint(r) {
+			return errorf(http.StatusBadRequest, "sessionId must be printable and contain no slashes")
+		}
+	}
+	return nil
+}
+
+func (ss *sessions) create(id string) error {
+	if err := validSessionID(id); err != nil {
+		return err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return errorf(http.StatusGone, "toolbox is shutting down")
+	}
+	if _, ok := ss.m[id]; ok {
+		return errorf(http.StatusConflict, "session already exists")
+	}
+	if len(ss.m) >= maxSessions {
+		return errorf(http.StatusConflict, "too many sessions: at most %d", maxSessions)
+	}
+	sess, err := startSession(id, ss.srv.opts)
+	if err != nil {
+		return errorf(http.StatusInternalServerError, "starting session shell: %v", err)
+	}
+	ss.m[id] = sess
+	return nil
+}
+
+func (ss *sessions) get(id string) (*session, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	sess, ok := ss.m[id]
+	if !ok {
+		return nil, errorf(http.StatusNotFound, "session not found")
+	}
+	return sess, nil
+}
+
+func (ss *sessions) remove(id string) error {
+	ss.mu.Lock()
+	sess, ok := ss.m[id]
+	delete(ss.m, id)
+	ss.mu.Unlock()
+	if !ok {
+		return errorf(http.StatusNotFound, "session not found")
+	}
+	sess.kill()
+	return nil
+}
+
+func (ss *sessions) list() []Session {
+	ss.mu.Lock()
+	all := make([]*session, 0, len(ss.m))
+	for _, s := range ss.m {
+		all = append(all, s)
+	}
+	ss.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].id < all[j].id })
+	out := make([]Session, 0, len(all))
+	for _, s := range all {
+		out = append(out, s.view())
+	}
+	return out
+}
+
+func (ss *sessions) closeAll() {
+	ss.mu.Lock()
+	ss.closed = true
+	all := ss.m
+	ss.m = map[string]*session{}
+	ss.mu.Unlock()
+	for _, s := range all {
+		s.kill()
+	}
+}
+
+func startSession(id string, opts Options) (*session, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd := exec.Command(shell)
+	cmd.Dir = opts.WorkDir
+	cmd.Stdout, cmd.Stderr = outW, errW
+	setProcessGroup(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, err
+	}
+	s := &session{
+		id: id, cmd: cmd, stdin: stdin, outR: outR, errR: errR,
+		outSize: opts.MaxOutputBytes, clock: opts.Clock, grace: opts.OutputGrace,
+		outEOF: make(chan struct{}), errEOF: make(chan struct{}),
+		byID: map[string]*sessionCommand{},
+		gone: make(chan struct{}),
+	}
+	go s.readStream(outR, true, s.outEOF)
+	go s.readStream(errR, false, s.errEOF)
+	go s.wait()
+	return s, nil
+}
+
+// wait finishes every pending command when the shell exits (after `exit`,
+// or when killed): their exit code is the shell's.
+func (s *session) wait() {
+	err := s.cmd.Wait()
+	code := exitCode(s.cmd, err)
+	s.mu.Lock()
+	s.reaped = true
+	s.mu.Unlock()
+	// What the shell wrote before exiting may still sit in the pipes.
+	t := s.clock.NewTimer(s.grace)
+	defer t.Stop()
+	expired := false
+	for _, eof := range []chan struct{}{s.outEOF, s.errEOF} {
+		if expired {
+			break
+		}
+		select {
+		case <-eof:
+		case <-t.C():
+			expired = true
+		}
+	}
+	s.mu.Lock()
+	s.exited = true
+	s.exitCode = code
+	for _, c := range s.pending {
+		s.finishLocked(c, code)
+	}
+	s.pending = nil
+	s.mu.Unlock()
+	close(s.gone)
+}
+
+func (s *session) kill() {
+	s.mu.Lock()
+	if !s.reaped {
+		killProcessGroup(s.cmd)
+	}
+	s.mu.Unlock()
+	s.stdin.Close()
+	<-s.gone
+	// Background jobs that left the group may hold the pipes; stop reading.
+	s.outR.Close()
+	s.errR.Close()
+}
+
+// exec sends one command to the shell. The command runs through `command
+// eval` so that a syntax error fails that command instead of ending the
+// shell, with stdin closed so that it cannot eat the commands after it.
+func (s *session) exec(text string) (*sessionCommand, error) {
+	c := &sessionCommand{
+		id:     newCommandID(),
+		text:   text,
+		done:   make(chan struct{}),
+		stdout: cappedBuffer{limit: s.outSize},
+		stderr: cappedBuffer{limit: s.outSize},
+		output: cappedBuffer{limit: s.outSize},
+	}
+	token := "__sandplane_cmd_end_" + randomHex(16)
+	c.marker = []byte("\n" + token)
+	script := "command eval " + shellQuote(text) + " </dev/null\n" +
+		"printf '\\n%s %d\\n' '" + token + "' \"$?\"\n" +
+		"printf '\\n%s\\n' '" + token + "' >&2\n"
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.exited {
+		return nil, errorf(http.StatusGone, "session shell has exited with code %d", s.exitCode)
+	}
+	if _, err := io.WriteString(s.stdin, script); err != nil {
+		return nil, errorf(http.StatusGone, "session shell is gone: %v", err)
+	}
+	s.pending = append(s.pending, c)
+	s.commands = append(s.commands, c)
+	s.byID[c.id] = c
+	s.forgetOldLocked()
+	return c, nil
+}
+
+func (s *session) forgetOldLocked() {
+	for len(s.commands) > maxSessionCommands {
+		i := 0
+		for i < len(s.commands) && s.commands[i].exit == nil {
+			i++
+		}
+		if i == len(s.commands) {
+			return
+		}
+		delete(s.byID, s.commands[i].id)
+		s.commands = append(s.commands[:i], s.commands[i+1:]...)
+	}
+}
+
+func (s *session) command(id string) (*sessionCommand, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.byID[id]
+	if !ok {
+		return nil, errorf(http.StatusNotFound, "command not found")
+	}
+	return c, nil
+}
+
+func (s *session) view() Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := Session{SessionID: s.id, Commands: make([]SessionCommand, 0, len(s.commands))}
+	for _, c := range s.commands {
+		v.Commands = append(v.Commands, SessionCommand{ID: c.id, Command: c.text, ExitCode: c.exit})
+	}
+	return v
+}
+
+func (s *session) logs(c *sessionCommand) SessionCommandLogs {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SessionCommandLogs{
+		Output: string(c.output.bytes()),
+		Stdout: string(c.stdout.bytes()),
+		Stderr: string(c.stderr.bytes()),
+	}
+}
+
+// readStream attributes one stream of the shell to the oldest command whose
+// end marker it has not seen yet. Output with no command to own it
+// (background jobs writing between commands) is dropped.
+func (s *session) readStream(r *os.File, isStdout bool, eof chan struct{}) {
+	defer close(eof)
+	var pending []byte
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			pending = append(pending, buf[:n]...)
+			s.mu.Lock()
+			pending = s.consumeLocked(pending, isStdout)
+			s.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// consumeLocked moves what it can of pending into commands and returns what
+// must wait for more input (a possible partial marker).
+func (s *session) consumeLocked(pending []byte, isStdout bool) []byte {
+	for {
+		c := s.currentLocked(isStdout)
+		if c == nil {
+			return pending[:0]
+		}
+		i := bytes.Index(pending, c.marker)
+		if i < 0 {
+			keep := min(len(c.marker)-1, len(pending))
+			c.write(pending[:len(pending)-keep], isStdout)
+			return append(pending[:0], pending[len(pending)-keep:]...)
+		}
+		c.write(pending[:i], isStdout)
+		rest := pending[i+len(c.marker):]
+		nl := bytes.IndexByte(rest, '\n')
+		if nl < 0 {
+			// The marker line is incomplete; keep it for the next read.
+			return append(pending[:0], pending[i:]...)
+		}
+		if isStdout {
+			code, err := strconv.Atoi(strings.TrimSpace(string(rest[:nl])))
+			if err != nil {
+				code = -1
+			}
+			c.outDone = true
+			c.code = code
+		} else {
+			c.errDone = true
+		}
+		if c.outDone && c.errDone {
+			s.finishLocked(c, c.code)
+			s.pending = s.pending[1:]
+		}
+		pending = rest[nl+1:]
+	}
+}
+
+func (s *session) currentLocked(isStdout bool) *sessionCommand {
+	for _, c := range s.pending {
+		if isStdout && !c.outDone || !isStdout && !c.errDone {
+			return c
+		}
+	}
+	return nil
+}
+
+func (s *session) finishLocked(c *sessionCommand, code int) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	c.exit = &code
+	close(c.done)
+}
+
+func (c *sessionCommand) write(p []byte, isStdout bool) {
+	if len(p) == 0 {
+		return
+	}
+	if isStdout {
+		c.stdout.Write(p)
+	} else {
+		c.stderr.Write(p)
+	}
+	c.output.Write(p)
+}
+
+func newCommandID() string {
+	b := []byte(randomHex(16))
+	return fmt.Sprintf("%s-%s-%s-%s-%s", b[0:8], b[8:12], b[12:16], b[16:20], b[20:32])
+}
+
+// shellQuote single-quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func (s *server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.sessions.create(req.SessionID); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *server) handleListSessions(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.sessions.list())
+}
+
+func (s *server) handleGetSession(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.sessions.get(r.PathValue("sessionId"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sess.view())
+}
+
+func (s *server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
+	if err := s.sessions.remove(r.PathValue("sessionId")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func parseSessionExecuteRequest(body []byte) (SessionExecuteRequest, error) {
+	var req SessionExecuteRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return req, err
+	}
+	if strings.TrimSpace(req.Command) == "" {
+		return req, errorf(http.StatusBadRequest, "command cannot be empty or whitespace-only")
+	}
+	if strings.IndexByte(req.Command, 0) >= 0 {
+		return req, errorf(http.StatusBadRequest, "command must not contain NUL bytes")
+	}
+	return req, nil
+}
+
+func (s *server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.sessions.get(r.PathValue("sessionId"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, defaultMaxJSONBodyBytes)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	req, err := parseSessionExecuteRequest(body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err := sess.exec(req.Command)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.RunAsync || req.Async {
+		writeJSON(w, http.StatusAccepted, SessionExecuteResponse{CmdID: c.id})
+		return
+	}
+	select {
+	case <-c.done:
+	case <-r.Context().Done():
+		// The command keeps running in the session; its logs stay readable.
+		return
+	}
+	logs := sess.logs(c)
+	sess.mu.Lock()
+	code := *c.exit
+	sess.mu.Unlock()
+	writeJSON(w, http.StatusOK, SessionExecuteResponse{
+		CmdID:    c.id,
+		Output:   &logs.Output,
+		Stdout:   &logs.Stdout,
+		Stderr:   &logs.Stderr,
+		ExitCode: &code,
+	})
+}
+
+func (s *server) sessionCommand(r *http.Request) (*session, *sessionCommand, error) {
+	sess, err := s.sessions.get(r.PathValue("sessionId"))
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := sess.command(r.PathValue("commandId"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return sess, c, nil
+}
+
+func (s *server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
+	sess, c, err := s.sessionCommand(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sess.mu.Lock()
+	v := SessionCommand{ID: c.id, Command: c.text, ExitCode: c.exit}
+	sess.mu.Unlock()
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *server) handleCommandLogs(w http.ResponseWriter, r *http.Request) {
+	sess, c, err := s.sessionCommand(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if f := r.URL.Query().Get("follow"); f != "" && f != "false" {
+		s.fail(w, r, errorf(http.StatusBadRequest, "following logs is not supported; poll the logs or the command instead"))
+		return
+	}
+	writeJSON(w, http.StatusOK, sess.logs(c))
+}
