@@ -277,6 +277,10 @@ func (r *Runtime) Remove(ctx context.Context, h runtime.Handle) error {
 // Logs returns the newest MiB of each of dir's log files. A missing file is
 // an empty log.
 func (r *Runtime) Logs(ctx context.Context, h runtime.Handle, dir string) (stdout, stderr []byte, err error) {
+	if dir == "" {
+		// Else the daemon's working directory would be read.
+		return nil, nil, provider.Errorf(provider.InvalidArgument, "no sandbox directory to read logs from")
+	}
 	if stdout, err = tail(filepath.Join(dir, stdoutLog), maxLogBytes); err != nil {
 		return nil, nil, err
 	}

@@ -527,6 +527,9 @@ func TestLogsAreCappedAndMissingIsEmpty(t *testing.T) {
 	assert.Empty(t, out)
 	assert.Len(t, errb, maxLogBytes)
 	assert.True(t, bytes.HasSuffix(errb, []byte("aatail")), "kept the oldest bytes, not the newest")
+
+	_, _, err = New(clock.Real()).Logs(testCtx(t), runtime.Handle{}, "")
+	assert.Equal(t, provider.InvalidArgument, provider.Code(err), "%v", err)
 }
 
 func BenchmarkSpawn(b *testing.B) {
