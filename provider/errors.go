@@ -23,10 +23,13 @@ const (
 	PreflightFailed = api.PreflightFailed
 	// CreateFailed means the workload did not come up; everything the create
 	// did was rolled back.
-	CreateFailed      = api.CreateFailed
-	Unsupported       = api.Unsupported
-	Unavailable       = api.Unavailable
-	Unauthenticated   = api.Unauthenticated
+	CreateFailed    = api.CreateFailed
+	Unsupported     = api.Unsupported
+	Unavailable     = api.Unavailable
+	Unauthenticated = api.Unauthenticated
+	// PermissionDenied: the caller is known but not allowed, for example a
+	// request whose Host or Origin is not loopback.
+	PermissionDenied  = api.PermissionDenied
 	ResourceExhausted = api.ResourceExhausted
 	Internal          = api.Internal
 )
@@ -42,6 +45,7 @@ var httpStatus = map[ErrorCode]int{
 	Unsupported:        http.StatusNotImplemented,
 	Unavailable:        http.StatusServiceUnavailable,
 	Unauthenticated:    http.StatusUnauthorized,
+	PermissionDenied:   http.StatusForbidden,
 	ResourceExhausted:  http.StatusTooManyRequests,
 	Internal:           http.StatusInternalServerError,
 }
@@ -64,8 +68,10 @@ func CodeForHTTPStatus(status int) ErrorCode {
 		return InvalidArgument
 	case http.StatusConflict, http.StatusPreconditionFailed:
 		return FailedPrecondition
-	case http.StatusUnauthorized, http.StatusForbidden:
+	case http.StatusUnauthorized:
 		return Unauthenticated
+	case http.StatusForbidden:
+		return PermissionDenied
 	case http.StatusTooManyRequests:
 		return ResourceExhausted
 	case http.StatusNotImplemented:

@@ -32,6 +32,7 @@ const (
 	Internal           ErrorCode = "internal"
 	InvalidArgument    ErrorCode = "invalid_argument"
 	NotFound           ErrorCode = "not_found"
+	PermissionDenied   ErrorCode = "permission_denied"
 	PreflightFailed    ErrorCode = "preflight_failed"
 	ResourceExhausted  ErrorCode = "resource_exhausted"
 	Unauthenticated    ErrorCode = "unauthenticated"
@@ -53,6 +54,8 @@ func (e ErrorCode) Valid() bool {
 	case InvalidArgument:
 		return true
 	case NotFound:
+		return true
+	case PermissionDenied:
 		return true
 	case PreflightFailed:
 		return true
@@ -156,7 +159,7 @@ type ErrorBody struct {
 	// Code not_found 404, already_exists 409, invalid_argument 400,
 	// failed_precondition 409, preflight_failed 422, create_failed 500,
 	// unsupported 501, unavailable 503, unauthenticated 401,
-	// resource_exhausted 429, internal 500.
+	// permission_denied 403, resource_exhausted 429, internal 500.
 	Code ErrorCode `json:"code"`
 
 	// Message What went wrong and what to do about it.
@@ -166,7 +169,7 @@ type ErrorBody struct {
 // ErrorCode not_found 404, already_exists 409, invalid_argument 400,
 // failed_precondition 409, preflight_failed 422, create_failed 500,
 // unsupported 501, unavailable 503, unauthenticated 401,
-// resource_exhausted 429, internal 500.
+// permission_denied 403, resource_exhausted 429, internal 500.
 type ErrorCode string
 
 // ErrorResponse defines model for ErrorResponse.
@@ -3804,40 +3807,41 @@ var swaggerSpec = []string{
 	"UaWFhcoydYMJXK3B2AS1Docc5X8ahL0XNPBTr85UijQfNEKH6o4ruT+oZL1rUKwS/KyK/YIWbgKWozF8",
 	"OYC3X1Nu4YYS9EYT5Lik5OGWIJYo4FfkIGEHHNIzzam03WivQS8q1btqSGUvF6qUCZxMTgLgmUaerC/x",
 	"Vhhr4GTyXQBCrngmkkuul6WrKCeTSRDJBRcZJpeFxlhJn5x+faFxkYllai/9Ejg5Pg4gdsW8fvXciSil",
-	"KYtCaeveHAVQSr7iIqN6C88nz9yL0qYoLR2eJGpyFERSo1GljvESb1NeGvfDsdOU8pFnJD6MJKNSStX4",
-	"/dZMFrCujY4mdA1kARswjhK+ZxkLWMcsFrCWSe6vxh7/V9sYR0H6hjh1vBWtUG4B36UDO/jEmnt8EqAO",
-	"330s+c+HIHQmF2p3O16Id6iN8IRml5vl/DelYeWX+JNIGKpFVvPYwkHEVkcROxzMen8mD8vNXJ0igUoi",
-	"1CSiOsYD4AY4vFaQlNpRLtroKJ+YfVsNnwiz7IavDUSMDoIi4xIjdgpcrm0q5BIwMwhKuiJLAQdBu5qP",
-	"pTsVBvcp/Gna50QB00rZl2K4xFXHhCdlFnPzBQdGJYxrzdftA6QrbN+R2Xy22sb4/lokPbOu13uLt+YF",
-	"bcC0LGsrNgS+txpXAm9+0dkuBEv/8n69aNGQ4HM04nf8OmoZF6UjIDXlOwoGApsIc72LrNfihzZZHPwy",
-	"x1zp9dd8O3RQn2+5RlMSuRUrilai4mvUg9Wm4t57kv/h3DpHLism2kqYlhd8eU1mLjgLpXNu2ZQl3OLI",
-	"2TOgM/oKyc1QUfo1XbuErZvGjBsLpE2BCXWPvo4HsFAa8JbnRYYQOUsvq1URo3URw1thMZkCHb9wFLHB",
-	"hO/k+5fQ2k+zWNJ8FluxEnb9Je6pa91ucVLaDlfbVBnrS1yvl6AQ3qRENyvnDAex6KRvPyCosSO0Kaau",
-	"NaGj8xQwL+x671aPRakH2CW3nxRW5ciFW7sJWFkkXwbZfkuc1NOKWoGtXS19GxRVkeu4uZ04bY12YBPs",
-	"ZvFQnaxsfCN8lexNCupz5LNOp3ZJ2Tlq+q5wAu9R6KIOUF3UjOXaklcD/+gIlUNM/dKBh7mG2Wq1ds99",
-	"2tOKjMG41MKuL0h9b+8Vco16VlKj1IfzeaU9KJmtfYPVasJuuIFKLbgRlvpuq65REpadf2hzL34Lk9Ta",
-	"ws99RFWGB/iQUsUVj69h9vaMknTeUBYwqFc4h4N6YkHipuPx0fGfw0k4CY+mJ5Pj5+PV0WEYyZ+Jnbn2",
-	"URhfJoVcUso5kuqyX5c2ddXRpayg3F0XaKZ+Oe2lI+kI2YLHGLjXrxXEmaDOgZocepOrBDMDQkKmYp6N",
-	"eSGAa2zNEVz/KmwYyUi+WqFe+yEXKTa/i3zEIjaFu8g1QPQYsTAMIxZAVDdDrbebzTwEcpWr18IQcYxk",
-	"Vc8KrVYiQV3tQUvMKRik1TWAwwrAYdNMed14nAJlgyealLemIzN8WwvP0aaK7OcWYq61QAPCgpCRnN+O",
-	"6vUjv2x+SuBAY+EasfAi7Y0ilxmLhe9urLCZw2sTbedOT7BVBu5di49N2REljypQ8kKwKXsWTsJnfpKR",
-	"OmyPa4wt0WV6Y9lZQtwDrcvb3sDzeDJ5tHGnrwu7U86fmywK/bjLoXmftEY93+v4TC7znBOjYmcJ9WB2",
-	"XR9nXq4/9AutrtA4oFJZHTk+DwlajEmT0M3xerEikV7tgI2bqVHLi11T/iYyi9oXgLkr4uHfX/3z+3ez",
-	"N7+8msPHksC+HYDDAd5Sr5RzG6cBzH58OcLkkPrvFkWZ/9XLUVoshfw+zkRUTibH3/q3Fnn+PZ+HcOFb",
-	"7au178YJsHSseDB1Q02l/qIx5QkD3j5a9sS9cenDQ0/bbOUFUA9hszXVPYvau8cfrfuC7XWlc9cMjeKk",
-	"uaG4HU+OQMkYO3yTyld1AsxD+ElSO+lIZ1mxII/FSGqVZQZcTSd2XPWcwkIiEjgotIrRmMBhNIBEaIyt",
-	"0utDB1zuNYjkvD+wmMMBbaJ9wwMxl1JZ0KUEomEBSOX3cQdVwW8kJoegdCTnnTlHJaZhbKQTCYpVjlAW",
-	"h0OA6gzzq9sXNLYesz0KlgYvDDZdVmF1iZsdPB89Np7vq2M1BahA8XBUe7uBNzBzw0QuLBBvzNydWBMs",
-	"z6yT9T50e2G9Yja+qy/ONh7xGXri1Q3yS/e+HeSOl092s8V/4a/urOsFCHs1Dq0Cv9XDfUQct5OK5CON",
-	"uVohpZWrxuSnJpdCOEswL5StxuNDvvLak277zsu9vpj8VxH3MKQNmf4afQ1s3dS+H5a4XTJubnI3H/bB",
-	"a0wNCdH0/j3wF0nfFuduRC7QzvoNz9PUov7t62eVof8lULRSC211K/aZV6khvFToshw0mvbXcabi633Z",
-	"NhS8vWVqjM3d1CirLqf2JWnvGusJw9LbaU9kSN+Hh8XdMHUnK5o6syTw1c5grNECyhWs/JWwxoTH1s9W",
-	"hgLQ1/4p0r+aYoyque6+kL1tDzt6Wuw61I+UpBFJh47tXuzWhwN90PwHiaPk238hqcYtnX8X8cPYb58/",
-	"f/b8E8PZD0+IrpZTBpC1HbXtTNi218WpMvYxj4lapfM3TwMXjQuNJh3xaqb1JKfGud+knpt9FrE5x1jp",
-	"hHLpoXl8PlAi4aA7yDt0Ka1KC3HK5ZK4k5sd7svkvkWbexxsxO/4RG4l0U/bEnRveP6PD+FZHGNBXQXx",
-	"WrGUilpZNw7K1nBgNXUDPpZn5kelisNT0GhLLU278O3Hi0PBfpi4nuZpKBtJ/oPQ6Mdu3M7RddnUuVV3",
-	"UM2gQLpupCB+pFeYtPuSGUg1UoUfL1c67eVMLi73xe2pmLZVxR8lah3XPmIrub0Hc6ObOkJ0tF5jYcEo",
-	"Hx6IuaTkc7EWdn+sVDXpr28dKBaboHvl8P4DOd2P2n2wHFVi+wb7dHr+JwAA//8=",
+	"KYtCaeveHAVQSr7iIqN6C88nz9yL0qYoLR2eJGpyFESyQJ0LY4SSlwlK4d4/C0CjUaWO8RJvU14at/7Y",
+	"GUBpyjPaNYwkowpLRfr91noWsK7pjj107WYBG7CZ6kDPYBawjrUsYC1L3V+Nmf6vto0ksG+fYyt945yK",
+	"3rJW1Le50WUOO1DGmqZ8EssuFfqw858Poe1MLtTudrwQ71Ab4bnPLo3L+W9Kw8ov8YeWMFS2rOaxhYOI",
+	"rY4idjhYIPzxPSw3cyWNBCqJUPON6sQPgBvg8FpBUmrHzmijo3xi9m01fHjMshu+NhAxOjOKjEuM2Clw",
+	"ubapkEvAzCAo6eoxgQAE7Wo+lu4AGdyn8Advnz4FTCtlX4rhalidKJ6/WczNF5wtlTCuNV+3z5qusH2n",
+	"a/PZahvj+8uW9CS8Xu8t3poXtAHTsqyt2BD43mpcCbz5RWe7ECz9y/v1okVDgs/RiN/x61hoXJSOq9Ts",
+	"8CgYCGwizPUusl6LH9q8cvDLHHOl11/z7dCZfr6lJU2Z5FasKFqJiq9RD1abiqbvSf6H0/AcuaxIayth",
+	"Wl7wJTeZueAslM65ZVOWcIsjZ8+AzugrJDdDRenXdO0Stu4vM24skDYFJtRo+toewEJpwFueFxlC5Cy9",
+	"rFZFjNZFDG+FxWQKdFLDUcQGE76T71/CgD9NeEnzWWzFStj1l7inrnW7xUlpO1xtU2WsL3G9toNCeJMS",
+	"M62cMxzEopO+/YCgxo7Qppi6LoaO01PAvLDrvVs9FvseIKLcflJYlSMXbu0mYGWRfBlk+91zUg82agW2",
+	"drX0bVBURa7j5nbitDXagU2wm8VDdbKy8Y3wVbI3VKjPkc86ndolZeeo6bvCCbxHoYs6QHVRM5ZrS14N",
+	"/KMjVA4x9UsHHuZ6a6vV2j33aU8rMgbjUgu7viD1vb1XyDXqWUk9VR/O55X2oGS29r1Yq1+74QYqteBG",
+	"WGrRrbpGSVh2/qHNvfgtTFJrCz8iElUZHuBDShVXPL6G2dszStJ5Q1nAoF7hHA7q4QaJm47HR8d/Difh",
+	"JDyankyOn49XR4dhJH8mduY6TWF8mRRySSnnSKrLfl3a1FVHl7KCcnddoJn65bSXjqQjZAseY+Bev1YQ",
+	"Z4KaDOqH6E2uEswMCAmZink25oUArrE1cnCtrrBhJCP5aoV67edhpNj8LvIRi9gU7iLXK9FjxMIwjFgA",
+	"Ud03td5uNvMQyFWuXgtDxDGSVT0rtFqJBHW1By0xp2CQVtcADisAh03f5XXjcQqUDZ5oUt6ajszwbS08",
+	"R5sqsp9biLnWAg0IC0JGcn47qteP/LL5KYEDjYVrxMKLtDeKXGYsFr7jscJmDq9NtJ07PcFWGbh3LT42",
+	"ZUeUPKpAyQvBpuxZOAmf+aFH6rA9rjG2RJfpjWVnCXEPtC5ve7PR48nk0Sajvi7sDkR/brIo9JMxh+Z9",
+	"0hr1fK/jM7nMc06Mip0l1JfZdX2cebn+0C+0ukLjgEpldeT4PCRoMSZNQjfy68WKRHq1AzZuBkwtL3ZN",
+	"+ZvILGpfAOauiId/f/XP79/N3vzyag4fSwL7dlYOB3hLvVLObZwGMPvx5QiTQ2rVWxRl/lcvR2mxFPL7",
+	"OBNROZkcf+vfWuT593wewoXvyq/WvnEnwNKx4sHUDTWV+ovGlCcMePto2RP3xqUPDz1ts5UXQD2vzdZU",
+	"9yxq7x5/tO4LtteVzl0zNLWT5obidjw5AiVj7PBNKl/VCTAP4SdJ7aQjnWXFgjwWI6lVlhlwNZ3YcdVz",
+	"CguJSOCg0CpGYwKH0QASoTG2Sq8PHXC51yCS8/4QYw4HtIn2DQ/EXEplQZcSiIYFIJXfxx1UBb+RmByC",
+	"0pGcd2YflZiGsZFOJChWOUJZHA4BqjP3ry5q0Nh6IvcoWBq8W9h0WYXVJW528Hz02Hi+r47VFKACxcNR",
+	"7e0G3sDMzR25sEC8MXPXZ02wPLNO1vvQ7YX1itn4rr5j23jEZ+iJVzfIL937dpA7Xj7ZzRb/hb/ls64X",
+	"IOzVOLQK/FYP9xFx3E4qko805mqFlFauGpOfmlwK4SzBvFC2mqQP+cprT7rtOy/3+mLyX0Xcw5A2ZPpr",
+	"9DWwdan7fljidsm4ufTdfNgHrzE1JETT+1fGXyR9W5y7EblAO+s3PE9Ti/oXtZ9Vhv6XQNFKLbTVBdpn",
+	"3rqG8FKhy3LQaNpfx5mKr/dl21Dw9papMTbXWKOsusfal6S9G68nDEtvpz2RIX0fHhZ3GdWdrGjqzJLA",
+	"VzuDsUYLKFew8rfHGhMeWz9bGQpAX/unSP9qijGq5rr7Qva2PezoabHrUD9SkkYkHTq2ewdcHw70QfPP",
+	"Jo6Sb//bpBq3dP6zxA9jv33+/NnzTwxnPzwhulpOGUDWdtS2M2Hb3iynytjHPCZqlc7fPA1cNC40mnTE",
+	"q5nWk5wa536Tem72WcTmHGOlE8qlh+bx+UCJhIPuIO/QpbQqLcQpl0viTm52uC+T+xZt7nGwEb/jE7mV",
+	"RD9tS9C94fk/PoRncYwFdRXEa8VSKmpl3TgoW8OB1dQN+FiemR+VKg5PQaMttTTtwrcfLw4F+2Hiepqn",
+	"oWwk+Q9Cox+7cTtH12VT51bdQTWDAum6kYL4kV5h0u5LZiDVSBV+vFzptJczubjcF7enYtpWFX+UqHVc",
+	"+4it5PYezI1u6gjR0XqNhQWjfHgg5pKSz8Va2P2xUtWkv751oFhsgu6Vw/sP5HQ/avfBclSJ7Rvs0+n5",
+	"nwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

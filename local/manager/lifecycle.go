@@ -195,15 +195,15 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 	if err != nil {
 		return err
 	}
-	base := m.opts.BaseEnv
+	base, command := m.opts.BaseEnv, snap.Command
 	if rec.Runtime == provider.RuntimeDocker {
-		base = nil // the image brings its own
+		base, command = nil, snap.ImageCommand // the image brings its own
 	}
 	spec := runtime.Spec{
 		SandboxID: rec.ID,
 		Root:      m.opts.Root,
 		Dir:       m.dir(rec.ID),
-		Command:   append([]string(nil), snap.Command...),
+		Command:   append([]string(nil), command...),
 		Image:     snap.Image,
 		WorkDir:   snap.WorkDir,
 		User:      snap.User,

@@ -16,13 +16,16 @@ import (
 )
 
 // Snapshot is a named launch profile: a command for the native runtime, an
-// image (and optionally a command) for docker.
+// image (and optionally a command) for docker. One snapshot may serve both.
 type Snapshot struct {
-	Command []string          `json:"command,omitempty" yaml:"command,omitempty"`
-	Image   string            `json:"image,omitempty" yaml:"image,omitempty"`
-	Env     map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
-	WorkDir string            `json:"workDir,omitempty" yaml:"workDir,omitempty"`
-	User    string            `json:"user,omitempty" yaml:"user,omitempty"`
+	// Command is the argv on the native runtime.
+	Command []string `json:"command,omitempty" yaml:"command,omitempty"`
+	// Image is the Docker image; ImageCommand overrides its command.
+	Image        string            `json:"image,omitempty" yaml:"image,omitempty"`
+	ImageCommand []string          `json:"imageCommand,omitempty" yaml:"imageCommand,omitempty"`
+	Env          map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
+	WorkDir      string            `json:"workDir,omitempty" yaml:"workDir,omitempty"`
+	User         string            `json:"user,omitempty" yaml:"user,omitempty"`
 	// Ready is how the manager knows the workload is up: "port" (the
 	// default) waits until the sandbox port accepts connections; "none"
 	// counts a spawned workload as started.

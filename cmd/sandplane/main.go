@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sandplane/sandplane/provider"
+)
+
+// version is stamped by the Makefile (-ldflags "-X main.version=...").
+var version = ""
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCmd().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "sandplane:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sandplane",
+		Short:         "Run, test and simulate agent sandboxes that behave like Daytona's",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       versionString(),
+	}
+	root.AddCommand(newServeCmd(), newToolboxCmd())
+	return root
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	return toolboxVersion()
+}
+
+// exitCode gives scripts a stable meaning per error class.
+func exitCode(err error) int {
+	switch provider.Code(err) {
+	case provider.NotFound:
+		return 3
+	case provider.Unavailable:
+		return 4
+	case provider.InvalidArgument, provider.AlreadyExists, provider.FailedPrecondition, provider.PreflightFailed:
+		return 2
+	}
+	return 1
+}

@@ -1,0 +1,206 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sandplane/sandplane/local/manager"
+)
+
+// Environment variables the daemon reads. Flags override them.
+const (
+	EnvListen       = "SANDPLANE_LISTEN"
+	EnvRoot         = "SANDPLANE_ROOT"
+	EnvMinute       = "SANDPLANE_MINUTE"
+	EnvConfig       = "SANDPLANE_CONFIG"
+	EnvToken        = "SANDPLANE_TOKEN"
+	EnvReapInterval = "AGENT_CONTROL_PLANE_REAP_INTERVAL_MS"
+	EnvAutoStop     = "AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES"
+	EnvReapOnExit   = "AGENT_CONTROL_PLANE_REAP_ON_EXIT"
+	// EnvURL is where clients find the daemon.
+	EnvURL = "AGENT_CONTROL_PLANE_URL"
+)
+
+// DefaultListen is the daemon's loopback address.
+const DefaultListen = "127.0.0.1:4025"
+
+// DefaultURL is the client's default daemon address.
+const DefaultURL = "http://" + DefaultListen
+
+// Config is the daemon's resolved configuration.
+type Config struct {
+	Listen string `yaml:"listen"`
+	Root   string `yaml:"root"`
+	// Minute is the length of one interval minute.
+	Minute time.Duration `yaml:"minute"`
+	// Token, when set, is required as a bearer token on every request.
+	Token string `yaml:"token"`
+	Ports struct {
+		Min int `yaml:"min"`
+		Max int `yaml:"max"`
+	} `yaml:"ports"`
+	AutoStopMinutes int `yaml:"autoStopMinutes"`
+	// ReapInterval is how often idle sandboxes are looked for; 0 means one
+	// interval minute.
+	ReapInterval time.Duration `yaml:"reapInterval"`
+	StopGrace    time.Duration `yaml:"stopGrace"`
+	// PassEnv names daemon environment variables handed to sandboxes whose
+	// create request lacks them (model API keys, typically).
+	PassEnv []string `yaml:"passEnv"`
+	// ReapOnExit stops every sandbox when the daemon exits on a signal.
+	ReapOnExit bool `yaml:"reapOnExit"`
+	// Snapshots are launch profiles by name. "default" is always present.
+	Snapshots map[string]manager.Snapshot `yaml:"snapshots"`
+	// DockerImage is the image of the default snapshot on the docker runtime.
+	DockerImage string `yaml:"dockerImage"`
+}
+
+// Default returns the built-in configuration. self is the argv that starts
+// this binary's toolbox ("sandplane toolbox"), the default workload.
+func Default(self []string) Config {
+	c := Config{
+		Listen:          DefaultListen,
+		Root:            DefaultRoot(),
+		Minute:          time.Minute,
+		AutoStopMinutes: 15,
+		StopGrace:       10 * time.Second,
+		PassEnv:         []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"},
+		DockerImage:     "sandplane/toolbox:local",
+	}
+	c.Ports.Min, c.Ports.Max = 4100, 4999
+	c.Snapshots = map[string]manager.Snapshot{
+		manager.DefaultSnapshot: {Command: self},
+	}
+	return c
+}
+
+// DefaultRoot is the per-user state directory.
+func DefaultRoot() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "sandplane")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "sandplane")
+	}
+	return filepath.Join(os.TempDir(), "sandplane-"+strconv.Itoa(os.Getuid()))
+}
+
+// LoadFile merges a YAML file into c. Snapshots in the file add to or replace
+// the built-in ones by name.
+func (c *Config) LoadFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	builtin := c.Snapshots
+	c.Snapshots = nil
+	if err := yaml.Unmarshal(data, c); err != nil {
+		return fmt.Errorf("parse config %s: %w", path, err)
+	}
+	merged := builtin
+	for name, s := range c.Snapshots {
+		merged[name] = s
+	}
+	c.Snapshots = merged
+	return nil
+}
+
+// LoadEnv applies the environment variables that are set.
+func (c *Config) LoadEnv(getenv func(string) string) error {
+	if v := getenv(EnvListen); v != "" {
+		c.Listen = v
+	}
+	if v := getenv(EnvRoot); v != "" {
+		c.Root = v
+	}
+	if v := getenv(EnvToken); v != "" {
+		c.Token = v
+	}
+	if v := getenv(EnvMinute); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%s=%q: %w", EnvMinute, v, err)
+		}
+		c.Minute = d
+	}
+	if v := getenv(EnvReapInterval); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%s=%q: want milliseconds: %w", EnvReapInterval, v, err)
+		}
+		c.ReapInterval = time.Duration(ms) * time.Millisecond
+	}
+	if v := getenv(EnvAutoStop); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%s=%q: want minutes: %w", EnvAutoStop, v, err)
+		}
+		c.AutoStopMinutes = n
+	}
+	if v := getenv(EnvReapOnExit); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s=%q: want 1 or 0: %w", EnvReapOnExit, v, err)
+		}
+		c.ReapOnExit = b
+	}
+	return nil
+}
+
+// Validate reports the first setting that cannot work.
+func (c *Config) Validate() error {
+	switch {
+	case c.Minute <= 0:
+		return fmt.Errorf("minute must be positive, got %s", c.Minute)
+	case c.AutoStopMinutes < 0:
+		return fmt.Errorf("autoStopMinutes must be 0 (never) or positive, got %d", c.AutoStopMinutes)
+	case c.ReapInterval < 0:
+		return fmt.Errorf("reap interval must not be negative")
+	case c.Ports.Min < 1 || c.Ports.Max > 65535 || c.Ports.Min > c.Ports.Max:
+		return fmt.Errorf("port range %d-%d is invalid", c.Ports.Min, c.Ports.Max)
+	case c.Root == "":
+		return fmt.Errorf("root directory is empty")
+	}
+	for name, s := range c.Snapshots {
+		if len(s.Command) == 0 && s.Image == "" {
+			return fmt.Errorf("snapshot %q needs a command (native) or an image (docker)", name)
+		}
+		if s.Ready != "" && s.Ready != "port" && s.Ready != "none" {
+			return fmt.Errorf("snapshot %q: ready must be \"port\" or \"none\", got %q", name, s.Ready)
+		}
+	}
+	return nil
+}
+
+// PassEnvValues returns the pass-through variables that are set in the
+// daemon's environment.
+func (c *Config) PassEnvValues(getenv func(string) string) map[string]string {
+	out := map[string]string{}
+	for _, k := range c.PassEnv {
+		if v := getenv(k); v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// BaseEnv is the part of the daemon's environment a native workload needs
+// to behave like a normal program: where to find binaries, who it is, the
+// locale. Everything else, secrets included, stays out unless asked for.
+func BaseEnv(getenv func(string) string) map[string]string {
+	keys := []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM"}
+	sort.Strings(keys)
+	out := map[string]string{}
+	for _, k := range keys {
+		if v := getenv(k); v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,167 @@
+package daemon
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/sandplane/sandplane/local/api"
+	"github.com/sandplane/sandplane/provider"
+)
+
+// apiVersion is the major version of the contract this daemon serves.
+const apiVersion = "v1"
+
+// strictAPI implements the generated strict server on the manager.
+type strictAPI struct{ s *Server }
+
+var _ api.StrictServerInterface = strictAPI{}
+
+type requestKey struct{}
+
+// withRequest hands the raw request to strict handlers that need more than
+// the contract can describe (label.KEY query filters).
+func withRequest(f api.StrictHandlerFunc, _ string) api.StrictHandlerFunc {
+	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, req any) (any, error) {
+		return f(context.WithValue(ctx, requestKey{}, r), w, r, req)
+	}
+}
+
+func (a strictAPI) GetInfo(ctx context.Context, _ api.GetInfoRequestObject) (api.GetInfoResponseObject, error) {
+	return api.GetInfo200JSONResponse(a.s.info()), nil
+}
+
+func (s *Server) info() api.Info {
+	return api.Info{
+		Name:       "sandplane",
+		Version:    s.opts.Version,
+		ApiVersion: apiVersion,
+		Pid:        os.Getpid(),
+		RootDir:    s.opts.Manager.Root(),
+		Runtimes:   s.opts.Manager.Runtimes(),
+		Snapshots:  s.opts.Manager.Snapshots(),
+		Minute:     s.opts.Manager.Minute().String(),
+	}
+}
+
+func (a strictAPI) ListSandboxes(ctx context.Context, _ api.ListSandboxesRequestObject) (api.ListSandboxesResponseObject, error) {
+	r, _ := ctx.Value(requestKey{}).(*http.Request)
+	labels, err := labelFilter(r)
+	if err != nil {
+		return nil, err
+	}
+	items := a.s.opts.Manager.List(ctx, labels)
+	if items == nil {
+		items = []provider.Sandbox{}
+	}
+	return api.ListSandboxes200JSONResponse{Items: items}, nil
+}
+
+// labelFilter reads label.KEY=VALUE query parameters. Other parameters are
+// refused so that a typo such as labels.k=v does not silently match all.
+func labelFilter(r *http.Request) (map[string]string, error) {
+	if r == nil {
+		return nil, nil
+	}
+	labels := map[string]string{}
+	for key, values := range r.URL.Query() {
+		k, ok := strings.CutPrefix(key, "label.")
+		if !ok || k == "" {
+			return nil, provider.Errorf(provider.InvalidArgument, "unknown query parameter %q: filter with label.KEY=VALUE", key)
+		}
+		if len(values) != 1 {
+			return nil, provider.Errorf(provider.InvalidArgument, "label %q is given %d times: give each label once", k, len(values))
+		}
+		labels[k] = values[0]
+	}
+	return labels, nil
+}
+
+func (a strictAPI) CreateSandbox(ctx context.Context, req api.CreateSandboxRequestObject) (api.CreateSandboxResponseObject, error) {
+	if req.Body == nil {
+		return nil, provider.Errorf(provider.InvalidArgument, "a JSON body is required (it may be {})")
+	}
+	s, err := a.s.opts.Manager.Create(ctx, *req.Body)
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateSandbox201JSONResponse(s), nil
+}
+
+func (a strictAPI) GetSandbox(ctx context.Context, req api.GetSandboxRequestObject) (api.GetSandboxResponseObject, error) {
+	s, err := a.s.opts.Manager.Get(ctx, req.IdOrName)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetSandbox200JSONResponse(s), nil
+}
+
+func (a strictAPI) DeleteSandbox(ctx context.Context, req api.DeleteSandboxRequestObject) (api.DeleteSandboxResponseObject, error) {
+	if err := a.s.opts.Manager.Delete(ctx, req.IdOrName); err != nil {
+		return nil, err
+	}
+	return api.DeleteSandbox204Response{}, nil
+}
+
+func (a strictAPI) StopSandbox(ctx context.Context, req api.StopSandboxRequestObject) (api.StopSandboxResponseObject, error) {
+	s, err := a.s.opts.Manager.Stop(ctx, req.IdOrName)
+	if err != nil {
+		return nil, err
+	}
+	return api.StopSandbox200JSONResponse(s), nil
+}
+
+func (a strictAPI) StartSandbox(ctx context.Context, req api.StartSandboxRequestObject) (api.StartSandboxResponseObject, error) {
+	s, err := a.s.opts.Manager.Start(ctx, req.IdOrName)
+	if err != nil {
+		return nil, err
+	}
+	return api.StartSandbox200JSONResponse(s), nil
+}
+
+func (a strictAPI) RefreshActivity(ctx context.Context, req api.RefreshActivityRequestObject) (api.RefreshActivityResponseObject, error) {
+	if err := a.s.opts.Manager.RefreshActivity(ctx, req.IdOrName); err != nil {
+		return nil, err
+	}
+	return api.RefreshActivity204Response{}, nil
+}
+
+func (a strictAPI) SetAutoStopInterval(ctx context.Context, req api.SetAutoStopIntervalRequestObject) (api.SetAutoStopIntervalResponseObject, error) {
+	if req.Body == nil {
+		return nil, provider.Errorf(provider.InvalidArgument, `a JSON body {"interval": minutes} is required`)
+	}
+	s, err := a.s.opts.Manager.SetAutoStopInterval(ctx, req.IdOrName, req.Body.Interval)
+	if err != nil {
+		return nil, err
+	}
+	return api.SetAutoStopInterval200JSONResponse(s), nil
+}
+
+func (a strictAPI) ResizeSandbox(ctx context.Context, req api.ResizeSandboxRequestObject) (api.ResizeSandboxResponseObject, error) {
+	var body provider.ResizeRequest
+	if req.Body != nil {
+		body = *req.Body
+	}
+	s, err := a.s.opts.Manager.Resize(ctx, req.IdOrName, body)
+	if err != nil {
+		return nil, err
+	}
+	return api.ResizeSandbox200JSONResponse(s), nil
+}
+
+func (a strictAPI) GetPreviewUrl(ctx context.Context, req api.GetPreviewUrlRequestObject) (api.GetPreviewUrlResponseObject, error) {
+	u, err := a.s.opts.Manager.PreviewURL(ctx, req.IdOrName, req.Params.Port)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetPreviewUrl200JSONResponse{Url: u}, nil
+}
+
+func (a strictAPI) GetEntrypointLogs(ctx context.Context, req api.GetEntrypointLogsRequestObject) (api.GetEntrypointLogsResponseObject, error) {
+	logs, err := a.s.opts.Manager.EntrypointLogs(ctx, req.IdOrName)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetEntrypointLogs200JSONResponse(logs), nil
+}

@@ -1,0 +1,56 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/sandplane/sandplane/local/api"
+)
+
+// Listen binds addr, which must be a loopback address. When the port is
+// taken it says by whom: another sandplane daemon, or a squatter.
+func Listen(ctx context.Context, addr string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("listen address %q is not loopback: the daemon has no authentication strong enough for a network; use 127.0.0.1", addr)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err == nil {
+		return l, nil
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return nil, err
+	}
+	if info, perr := probe(ctx, addr); perr == nil && info.Name == "sandplane" {
+		return nil, fmt.Errorf("a sandplane daemon (pid %d, root %s, version %s) already serves %s: use it, or stop it first", info.Pid, info.RootDir, info.Version, addr)
+	}
+	return nil, fmt.Errorf("%s is taken by something that is not a sandplane daemon: stop it or pick another address with --listen", addr)
+}
+
+func probe(ctx context.Context, addr string) (*api.Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/info", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var info api.Info
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}

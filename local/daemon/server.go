@@ -1,0 +1,282 @@
+package daemon
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	middleware "github.com/oapi-codegen/nethttp-middleware"
+
+	"github.com/sandplane/sandplane/local/api"
+	"github.com/sandplane/sandplane/local/manager"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// maxBody bounds request bodies; the largest legitimate one is a create with
+// its env.
+const maxBody = 1 << 20
+
+// Options configure a Server.
+type Options struct {
+	Manager *manager.Manager
+	Version string
+	// Token, when set, is required as "Authorization: Bearer <token>" on every
+	// /v1 request except GET /v1/info, which probes use to recognise the
+	// daemon.
+	Token  string
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Server serves the API and the dashboard.
+type Server struct {
+	opts    Options
+	handler http.Handler
+}
+
+// New builds the server's handler.
+func New(opts Options) (*Server, error) {
+	if opts.Manager == nil {
+		return nil, errors.New("daemon: a manager is required")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{opts: opts}
+	v1, err := s.v1Handler()
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", v1)
+	mux.HandleFunc("GET /{$}", s.dashboard)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, provider.Errorf(provider.NotFound, "no such page %s: the API is under /v1, the dashboard at /", r.URL.Path))
+	})
+	s.handler = s.recoverer(s.logRequests(s.loopbackOnly(s.cors(s.authenticate(mux)))))
+	return s, nil
+}
+
+// Handler is the server's root handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) v1Handler() (http.Handler, error) {
+	spec, err := api.GetSwagger()
+	if err != nil {
+		return nil, fmt.Errorf("load embedded contract: %w", err)
+	}
+	validate := middleware.OapiRequestValidatorWithOptions(spec, &middleware.Options{
+		DoNotValidateServers:  true,
+		SilenceServersWarning: true,
+		Prefix:                "/v1",
+		Options: openapi3filter.Options{
+			// Authentication is the token middleware's job.
+			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+			MultiError:         false,
+		},
+		ErrorHandlerWithOpts: func(ctx context.Context, err error, w http.ResponseWriter, r *http.Request, _ middleware.ErrorHandlerOpts) {
+			writeError(w, classifyValidation(r, err))
+		},
+	})
+	strict := api.NewStrictHandlerWithOptions(strictAPI{s}, []api.StrictMiddlewareFunc{withRequest}, api.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, provider.Errorf(provider.InvalidArgument, "bad request: %v", err))
+		},
+		ResponseErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, err)
+		},
+	})
+	inner := api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
+		BaseURL: "/v1",
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, provider.Errorf(provider.InvalidArgument, "%v", err))
+		},
+	})
+	return jsonBodies(validate(inner)), nil
+}
+
+// jsonBodies treats every request body as JSON, the only kind the API
+// takes, so that `curl -d '{...}'` (which claims a form) just works.
+func jsonBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		if r.ContentLength != 0 && (ct == "" || strings.HasPrefix(ct, "application/x-www-form-urlencoded")) {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// classifyValidation turns a kin-openapi failure into a coded error whose
+// message points at the field at fault.
+func classifyValidation(r *http.Request, err error) error {
+	switch {
+	case errors.Is(err, routers.ErrPathNotFound):
+		return provider.Errorf(provider.NotFound, "no route %s %s: see openapi/controlplane.yaml for the API", r.Method, r.URL.Path)
+	case errors.Is(err, routers.ErrMethodNotAllowed):
+		return provider.Errorf(provider.InvalidArgument, "method %s is not allowed on %s", r.Method, r.URL.Path)
+	}
+	var re *openapi3filter.RequestError
+	if errors.As(err, &re) {
+		msg := re.Error()
+		if re.Parameter != nil {
+			msg = fmt.Sprintf("parameter %q: %v", re.Parameter.Name, re.Err)
+		} else if re.RequestBody != nil && re.Err != nil {
+			msg = fmt.Sprintf("request body: %v", re.Err)
+		}
+		return provider.Errorf(provider.InvalidArgument, "%s", firstLine(msg))
+	}
+	return provider.Errorf(provider.InvalidArgument, "%s", firstLine(err.Error()))
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// writeError answers with the contract's error body and the status its code
+// maps to.
+func writeError(w http.ResponseWriter, err error) {
+	code := provider.Code(err)
+	if !provider.Valid(code) {
+		code = provider.Internal
+	}
+	var body api.ErrorResponse
+	body.Error.Code = code
+	body.Error.Message = provider.Message(err)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(provider.HTTPStatus(code))
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// loopbackOnly refuses requests whose Host is not a loopback name, so a web
+// page on another origin cannot reach the daemon through DNS rebinding.
+func (s *Server) loopbackOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isLoopbackHost(r.Host) {
+			writeError(w, provider.Errorf(provider.PermissionDenied, "host %q is not loopback: sandplane answers only on 127.0.0.1, localhost and [::1]", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func isLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// cors allows cross-origin calls only from pages served on localhost, such as
+// a developer's own web UI.
+func (s *Server) cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		u, err := url.Parse(origin)
+		if err != nil || !isLoopbackHost(u.Host) {
+			writeError(w, provider.Errorf(provider.PermissionDenied, "origin %q is not allowed: only pages on localhost may call the daemon", origin))
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Vary", "Origin")
+		if r.Method == http.MethodOptions {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	if s.opts.Token == "" {
+		return next
+	}
+	want := []byte("Bearer " + s.opts.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		public := r.Method == http.MethodGet && r.URL.Path == "/v1/info"
+		got := []byte(r.Header.Get("Authorization"))
+		if !public && subtle.ConstantTimeCompare(got, want) != 1 {
+			writeError(w, provider.Errorf(provider.Unauthenticated, "missing or wrong bearer token: send Authorization: Bearer <token> as configured with SANDPLANE_TOKEN"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush keeps streaming responses streaming through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// logRequests logs method, path, status and duration. Never bodies, never
+// query values (they may carry labels a user considers private).
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := s.opts.Clock.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		next.ServeHTTP(rec, r)
+		s.opts.Logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
+			"duration", s.opts.Clock.Since(start).Round(time.Microsecond))
+	})
+}
+
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.opts.Logger.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
+				writeError(w, provider.Errorf(provider.Internal, "internal error: the daemon log has details"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

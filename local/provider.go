@@ -1,0 +1,305 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandplane/sandplane/local/api"
+	"github.com/sandplane/sandplane/local/config"
+	"github.com/sandplane/sandplane/provider"
+)
+
+// APIVersion is the contract version this client speaks.
+const APIVersion = "v1"
+
+const (
+	// DefaultTimeout bounds reads and small writes.
+	DefaultTimeout = 5 * time.Second
+	// LifecycleTimeout bounds create, start, stop and delete, which wait for
+	// a workload (the daemon holds a create up to 30 s, like Daytona).
+	LifecycleTimeout = 90 * time.Second
+)
+
+// Provider is a provider.Provider backed by a sandplane daemon.
+type Provider struct {
+	base   string
+	token  string
+	client *api.ClientWithResponses
+	log    *slog.Logger
+
+	versionOnce sync.Once
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// Option configures a Provider.
+type Option func(*Provider)
+
+// WithToken sends a bearer token, for a daemon started with SANDPLANE_TOKEN.
+func WithToken(token string) Option { return func(p *Provider) { p.token = token } }
+
+// WithLogger receives warnings such as an API version mismatch.
+func WithLogger(l *slog.Logger) Option { return func(p *Provider) { p.log = l } }
+
+// New returns a client of the daemon at baseURL; "" means
+// AGENT_CONTROL_PLANE_URL, else http://127.0.0.1:4025. It does no I/O.
+func New(baseURL string, opts ...Option) (*Provider, error) {
+	if baseURL == "" {
+		baseURL = os.Getenv(config.EnvURL)
+	}
+	if baseURL == "" {
+		baseURL = config.DefaultURL
+	}
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, provider.Errorf(provider.InvalidArgument, "daemon URL %q is not an http(s) URL like %s", baseURL, config.DefaultURL)
+	}
+	p := &Provider{base: strings.TrimSuffix(u.String(), "/"), log: slog.Default()}
+	for _, o := range opts {
+		o(p)
+	}
+	if p.token == "" {
+		p.token = os.Getenv(config.EnvToken)
+	}
+	p.client, err = api.NewClientWithResponses(p.base+"/v1",
+		api.WithHTTPClient(&http.Client{}),
+		api.WithRequestEditorFn(func(ctx context.Context, req *http.Request) error {
+			if p.token != "" {
+				req.Header.Set("Authorization", "Bearer "+p.token)
+			}
+			return nil
+		}))
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// URL is the daemon's base URL.
+func (p *Provider) URL() string { return p.base }
+
+// Traits of the local control plane.
+func (p *Provider) Traits() provider.Traits {
+	return provider.Traits{Name: "local", StopStoppedIsNoop: true, ResizeIsNoop: true, SyncStop: true, ReapIntervalMinutes: 1}
+}
+
+func (p *Provider) Info(ctx context.Context) (*provider.Info, error) {
+	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	resp, err := p.client.GetInfoWithResponse(ctx)
+	if err != nil {
+		return nil, p.classify(err)
+	}
+	if err := p.check(resp.StatusCode(), resp.Body, resp.JSON200 != nil); err != nil {
+		return nil, err
+	}
+	return resp.JSON200, nil
+}
+
+// checkVersion warns once when the daemon speaks another contract version.
+func (p *Provider) checkVersion(ctx context.Context) {
+	p.versionOnce.Do(func() {
+		info, err := p.Info(ctx)
+		if err == nil && info.ApiVersion != APIVersion {
+			p.log.Warn("sandplane daemon speaks another API version; upgrade the older side",
+				"daemon", info.ApiVersion, "client", APIVersion, "daemonVersion", info.Version)
+		}
+	})
+}
+
+func (p *Provider) Create(ctx context.Context, req provider.CreateRequest) (*provider.Sandbox, error) {
+	p.checkVersion(ctx)
+	ctx, cancel := withTimeout(ctx, LifecycleTimeout)
+	defer cancel()
+	resp, err := p.client.CreateSandboxWithResponse(ctx, req)
+	if err != nil {
+		return nil, p.classify(err)
+	}
+	if err := p.check(resp.StatusCode(), resp.Body, resp.JSON201 != nil); err != nil {
+		return nil, err
+	}
+	return resp.JSON201, nil
+}
+
+func (p *Provider) Get(ctx context.Context, idOrName string) (*provider.Sandbox, error) {
+	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	resp, err := p.client.GetSandboxWithResponse(ctx, idOrName)
+	if err != nil {
+		return nil, p.classify(err)
+	}
+	if err := p.check(resp.StatusCode(), resp.Body, resp.JSON200 != nil); err != nil {
+		return nil, err
+	}
+	return resp.JSON200, nil
+}
+
+func (p *Provider) List(ctx context.Context, opts provider.ListOptions) ([]provider.Sandbox, error) {
+	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	resp, err := p.client.ListSandboxesWithResponse(ctx, func(ctx context.Context, req *http.Request) error {
+		q := req.URL.Query()
+		for k, v := range opts.Labels {
+			q.Set("label."+k, v)
+		}
+		req.URL.RawQuery = q.Encode()
+		return nil
+	})
+	if err != nil {
+		return nil, p.classify(err)
+	}
+	if err := p.check(resp.StatusCode(), resp.Body, resp.JSON200 != nil); err != nil {
+		return nil, err
+	}
+	return resp.JSON200.Items, nil
+}
+
+func (p *Provider) Start(ctx context.Context, idOrName string) (*provider.Sandbox, error) {
+	ctx, cancel := withTimeout(ctx, LifecycleTimeout)
+	defer cancel()
+	resp, err := p.client.StartSandboxWithResponse(ctx, idOrName)
+	if err != nil {
+		return nil, p.classify(err)
+	}
+	if err := p.check(resp.StatusCode(), resp.Body, resp.JSON200 != nil); err != nil {
+		return nil, err
+	}
+	return resp.JSON200, nil
+}
+
+func (p *Provider) Stop(ctx context.Context, idOrName string) (*provider.Sandbox, error) {
+	ctx, cancel := withTimeout(ctx, LifecycleTimeout)
+	defer cancel()
+	resp, err := p.client.StopSandboxWithResponse(ctx, idOrName)
+	if err != nil {
+		return nil, p.classify(err)
+	}
+	if err := p.check(resp.StatusCode(), resp.Body, resp.JSON200 != nil); err != nil {
+		return nil, err
+	}
+	return resp.JSON200, nil
+}
+
+func (p *Provider) Delete(ctx context.Context, idOrName string) error {
+	ctx, cancel := withTimeout(ctx, LifecycleTimeout)
+	defer cancel()
+	resp, err := p.client.DeleteSandboxWithResponse(ctx, idOrName)
+	if err != nil {
+		return p.classify(err)
+	}
+	return p.check(resp.StatusCode(), resp.Body, resp.StatusCode() == http.StatusNoContent)
+}
+
+func (p *Provider) RefreshActivity(ctx context.Context, idOrName string) error {
+	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	resp, err := p.client.RefreshActivityWithResponse(ctx, idOrName)
+	if err != nil {
+		return p.classify(err)
+	}
+	return p.check(resp.StatusCode(), resp.Body, resp.StatusCode() == http.StatusNoContent)
+}
+
+func (p *Provider) SetAutoStopInterval(ctx context.Context, idOrName string, minutes int) (*provider.Sandbox, error) {
+	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	resp, err := p.client.SetAutoStopIntervalWithResponse(ctx, idOrName, api.AutoStopRequest{Interval: minutes})
+	if err != nil {
+		return nil, p.classify(err)
+	}
+	if err := p.check(resp.StatusCode(), resp.Body, resp.JSON200 != nil); err != nil {
+		return nil, err
+	}
+	return resp.JSON200, nil
+}
+
+func (p *Provider) Resize(ctx context.Context, idOrName string, req provider.ResizeRequest) (*provider.Sandbox, error) {
+	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	resp, err := p.client.ResizeSandboxWithResponse(ctx, idOrName, req)
+	if err != nil {
+		return nil, p.classify(err)
+	}
+	if err := p.check(resp.StatusCode(), resp.Body, resp.JSON200 != nil); err != nil {
+		return nil, err
+	}
+	return resp.JSON200, nil
+}
+
+func (p *Provider) PreviewURL(ctx context.Context, idOrName string, port int) (string, error) {
+	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	resp, err := p.client.GetPreviewUrlWithResponse(ctx, idOrName, &api.GetPreviewUrlParams{Port: port})
+	if err != nil {
+		return "", p.classify(err)
+	}
+	if err := p.check(resp.StatusCode(), resp.Body, resp.JSON200 != nil); err != nil {
+		return "", err
+	}
+	return resp.JSON200.Url, nil
+}
+
+func (p *Provider) EntrypointLogs(ctx context.Context, idOrName string) (*provider.EntrypointLogs, error) {
+	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	resp, err := p.client.GetEntrypointLogsWithResponse(ctx, idOrName)
+	if err != nil {
+		return nil, p.classify(err)
+	}
+	if err := p.check(resp.StatusCode(), resp.Body, resp.JSON200 != nil); err != nil {
+		return nil, err
+	}
+	return resp.JSON200, nil
+}
+
+// withTimeout applies d unless ctx already has a deadline.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// check turns an error response into a coded error; classify does the same
+// for transport failures.
+func (p *Provider) check(status int, body []byte, ok bool) error {
+	if ok {
+		return nil
+	}
+	var e api.ErrorResponse
+	if json.Unmarshal(body, &e) == nil && provider.Valid(e.Error.Code) {
+		return &provider.Error{Code: e.Error.Code, Message: e.Error.Message}
+	}
+	return provider.Errorf(provider.CodeForHTTPStatus(status), "unexpected answer from %s: HTTP %d: %.200s", p.base, status, body)
+}
+
+func (p *Provider) classify(err error) error {
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case errors.Is(err, context.Canceled):
+		return provider.Errorf(provider.Unavailable, "request to the sandplane daemon was cancelled: %w", err)
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		return provider.Errorf(provider.Unavailable, "the sandplane daemon at %s did not answer in time: %w", p.base, err)
+	case errors.As(err, &oe) && oe.Op == "dial":
+		return provider.Errorf(provider.Unavailable, "no sandplane daemon answers at %s: start one with `sandplane serve` (or `make run`), or set %s", p.base, config.EnvURL)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return provider.Errorf(provider.Unavailable, "talking to the sandplane daemon at %s: %w", p.base, err)
+	}
+	return provider.Errorf(provider.Internal, "%w", err)
+}
+
+// String names the daemon for messages.
+func (p *Provider) String() string { return fmt.Sprintf("local(%s)", p.base) }
