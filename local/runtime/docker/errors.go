@@ -36,8 +36,10 @@ func (r *Runtime) classify(what string, err error) error {
 		return provider.Errorf(provider.FailedPrecondition, "%s: %w", what, err)
 	case cerrdefs.IsInvalidArgument(err):
 		return provider.Errorf(provider.InvalidArgument, "%s: %w", what, err)
-	case cerrdefs.IsPermissionDenied(err), cerrdefs.IsUnauthorized(err):
+	case cerrdefs.IsUnauthorized(err):
 		return provider.Errorf(provider.Unauthenticated, "%s: %w", what, err)
+	case cerrdefs.IsPermissionDenied(err):
+		return provider.Errorf(provider.PermissionDenied, "%s: %w", what, err)
 	case cerrdefs.IsResourceExhausted(err):
 		return provider.Errorf(provider.ResourceExhausted, "%s: %w", what, err)
 	case cerrdefs.IsNotImplemented(err):
