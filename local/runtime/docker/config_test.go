@@ -3,6 +3,7 @@ package docker
 import (
 	"testing"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/go-connections/nat"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -115,8 +116,9 @@ func TestExitOfCode(t *testing.T) {
 		{0, runtime.Exit{Reason: "exited: code 0", Code: code(0)}},
 		{3, runtime.Exit{Reason: "exited: code 3", Code: code(3)}},
 		{128, runtime.Exit{Reason: "exited: code 128", Code: code(128)}},
-		{137, runtime.Exit{Reason: "killed: signal 9"}},
-		{143, runtime.Exit{Reason: "killed: signal 15"}},
+		{137, runtime.Exit{Reason: "killed: signal SIGKILL"}},
+		{143, runtime.Exit{Reason: "killed: signal SIGTERM"}},
+		{128 + 64, runtime.Exit{Reason: "killed: signal 64"}},
 		{255, runtime.Exit{Reason: "exited: code 255", Code: code(255)}},
 	}
 	for _, tt := range tests {
@@ -136,4 +138,22 @@ func TestTailBufferKeepsNewest(t *testing.T) {
 	// The last five writes: i = 95..99.
 	assert.Equal(t, "rRsStTuUvV", string(tb.Bytes()))
 	assert.LessOrEqual(t, len(tb.buf), 2*tb.max+2)
+}
+
+func TestExitOfState(t *testing.T) {
+	tests := []struct {
+		name  string
+		state container.State
+		want  string
+	}{
+		{"exited", container.State{Status: container.StateExited, ExitCode: 2}, "exited: code 2"},
+		{"out of memory", container.State{Status: container.StateExited, OOMKilled: true, ExitCode: 137}, "killed: signal SIGKILL"},
+		{"never started", container.State{Status: container.StateCreated}, ReasonNotStarted},
+		{"dead", container.State{Status: container.StateDead, ExitCode: 143}, "killed: signal SIGTERM"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, exitOf(&tt.state).Reason)
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -15,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandplane/sandplane/local/runtime"
 	"github.com/sandplane/sandplane/provider"
@@ -301,7 +303,7 @@ func exitOf(s *container.State) runtime.Exit {
 		return runtime.Exit{Reason: ReasonNotStarted}
 	}
 	if s.OOMKilled {
-		return runtime.Exit{Reason: "killed: signal 9"}
+		return killedBy(syscall.SIGKILL)
 	}
 	return exitOfCode(s.ExitCode)
 }
@@ -312,9 +314,19 @@ func exitOf(s *container.State) runtime.Exit {
 // that exited with such a code itself.
 func exitOfCode(code int) runtime.Exit {
 	if code > 128 && code <= 128+64 {
-		return runtime.Exit{Reason: "killed: signal " + strconv.Itoa(code-128)}
+		return killedBy(syscall.Signal(code - 128))
 	}
 	return runtime.Exit{Reason: "exited: code " + strconv.Itoa(code), Code: &code}
+}
+
+// killedBy names the signal as the native runtime does, so that errorReason
+// reads the same on both.
+func killedBy(sig syscall.Signal) runtime.Exit {
+	name := unix.SignalName(sig)
+	if name == "" {
+		name = strconv.Itoa(int(sig))
+	}
+	return runtime.Exit{Reason: "killed: signal " + name}
 }
 
 // Wait blocks until the container stops running and reports how it ended; a

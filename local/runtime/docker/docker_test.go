@@ -152,7 +152,7 @@ func TestStopKillsAfterGrace(t *testing.T) {
 	st, err := h.rt.Status(ctx, hd)
 	require.NoError(t, err)
 	assert.False(t, st.Running)
-	assert.Equal(t, "killed: signal 9", st.Exit.Reason)
+	assert.Equal(t, "killed: signal SIGKILL", st.Exit.Reason)
 	assert.Nil(t, st.Exit.Code)
 }
 
@@ -172,7 +172,7 @@ func TestKilledFromOutside(t *testing.T) {
 	require.NoError(t, h.cli.ContainerKill(ctx, hd.ContainerID, "KILL"))
 
 	exit := <-waited
-	assert.Equal(t, "killed: signal 9", exit.Reason)
+	assert.Equal(t, "killed: signal SIGKILL", exit.Reason)
 	st, err := h.rt.Status(ctx, hd)
 	require.NoError(t, err)
 	assert.False(t, st.Running)
