@@ -72,11 +72,11 @@ func (f *fsys) fsError(t target, err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	if isEscape(err) {
+		return errorf(http.StatusForbidden, "path %s leaves the toolbox root through a symlink", t.given)
+	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		if isEscape(pe.Err) {
-			return errorf(http.StatusForbidden, "path %s leaves the toolbox root through a symlink", t.given)
-		}
 		// os.Root reports paths relative to the root; show the client's.
 		err = &fs.PathError{Op: pe.Op, Path: t.abs, Err: pe.Err}
 	}
@@ -92,7 +92,12 @@ func (f *fsys) fsError(t target, err error) *apiError {
 // isEscape reports os.Root's refusal to follow a path out of the root. The
 // os package does not export that error; TestConfinedRoot pins the message.
 func isEscape(err error) bool {
-	return err != nil && err.Error() == "path escapes from parent"
+	for ; err != nil; err = errors.Unwrap(err) {
+		if err.Error() == "path escapes from parent" {
+			return true
+		}
+	}
+	return false
 }
 
 // FileInfo is the daemon's FileInfo. Owner and group are numeric ids.

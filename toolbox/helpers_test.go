@@ -153,3 +153,10 @@ func killPID(t *testing.T, pid int) {
 		p.Kill()
 	}
 }
+
+func jsonReader(t *testing.T, v any) io.Reader {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return bytes.NewReader(b)
+}

@@ -54,7 +54,7 @@ type session struct {
 type sessionCommand struct {
 	id      string
 	text    string
-	marker  []byte // "\n" + unique token
+	marker  []byte // unique token the shell prints after the command
 	outDone bool
 	errDone bool
 	code    int // from the stdout marker
@@ -299,10 +299,10 @@ func (s *session) exec(text string) (*sessionCommand, error) {
 		output: cappedBuffer{limit: s.outSize},
 	}
 	token := "__sandplane_cmd_end_" + randomHex(16)
-	c.marker = []byte("\n" + token)
+	c.marker = []byte(token)
 	script := "command eval " + shellQuote(text) + " </dev/null\n" +
-		"printf '\\n%s %d\\n' '" + token + "' \"$?\"\n" +
-		"printf '\\n%s\\n' '" + token + "' >&2\n"
+		"printf '%s %d\\n' '" + token + "' \"$?\"\n" +
+		"printf '%s\\n' '" + token + "' >&2\n"
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -379,6 +379,13 @@ func (s *session) readStream(r *os.File, isStdout bool, eof chan struct{}) {
 			s.mu.Unlock()
 		}
 		if err != nil {
+			// No marker can follow: what is held back belongs to the
+			// command the shell was running when it exited.
+			s.mu.Lock()
+			if c := s.currentLocked(isStdout); c != nil {
+				c.write(pending, isStdout)
+			}
+			s.mu.Unlock()
 			return
 		}
 	}
@@ -394,7 +401,7 @@ func (s *session) consumeLocked(pending []byte, isStdout bool) []byte {
 		}
 		i := bytes.Index(pending, c.marker)
 		if i < 0 {
-			keep := min(len(c.marker)-1, len(pending))
+			keep := partialMarker(pending, c.marker)
 			c.write(pending[:len(pending)-keep], isStdout)
 			return append(pending[:0], pending[len(pending)-keep:]...)
 		}
@@ -421,6 +428,17 @@ func (s *session) consumeLocked(pending []byte, isStdout bool) []byte {
 		}
 		pending = rest[nl+1:]
 	}
+}
+
+// partialMarker returns the length of the longest tail of p that could be the
+// start of marker; only that much output is held back.
+func partialMarker(p, marker []byte) int {
+	for k := min(len(marker)-1, len(p)); k > 0; k-- {
+		if bytes.Equal(p[len(p)-k:], marker[:k]) {
+			return k
+		}
+	}
+	return 0
 }
 
 func (s *session) currentLocked(isStdout bool) *sessionCommand {
