@@ -1,0 +1,50 @@
+# sandplane: the two commands that matter are `make run` and `make test`.
+
+GO        ?= go
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+BIN       := bin/sandplane
+# Static, so the same binary runs on the host and inside a FROM-scratch image.
+export CGO_ENABLED ?= 0
+
+.PHONY: all run build test test-go test-deps bench generate check-generate lint clean
+
+all: build
+
+## build: the one binary, bin/sandplane
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandplane
+
+## run: the local control plane with its default workload and dashboard on 127.0.0.1:4025
+run: build
+	./$(BIN) serve $(ARGS)
+
+## test: everything, with the race detector
+test: test-deps
+	CGO_ENABLED=1 $(GO) test -race -timeout 30m ./...
+
+# Node packages for the tests that drive the official TypeScript SDK.
+test-deps:
+	@for d in $$(find . -path ./node_modules -prune -o -name package-lock.json -path '*testdata*' -print | xargs -r -n1 dirname); do \
+		if command -v npm >/dev/null; then (cd $$d && npm ci --no-audit --no-fund --loglevel=error) || exit 1; fi; \
+	done
+
+## bench: each figure beside its baseline measured in the same run, as a ratio
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./... | tee /dev/stderr | $(GO) run ./internal/benchreport
+
+## generate: regenerate code from openapi/controlplane.yaml
+generate:
+	$(GO) generate ./...
+
+## check-generate: fail when generated code is stale
+check-generate: generate
+	@git diff --exit-code -- '*.gen.go' || (echo "generated code is stale: run make generate and commit" >&2; exit 1)
+
+## lint: vet and formatting
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:" $$out >&2; exit 1; fi
+
+clean:
+	rm -rf bin
