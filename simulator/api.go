@@ -1,0 +1,677 @@
+package simulator
+
+import (
+	"math"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+type createRequest struct {
+	Name                *string           `json:"name"`
+	Snapshot            *string           `json:"snapshot"`
+	User                *string           `json:"user"`
+	Env                 map[string]string `json:"env"`
+	Labels              map[string]string `json:"labels"`
+	Public              *bool             `json:"public"`
+	NetworkBlockAll     *bool             `json:"networkBlockAll"`
+	NetworkAllowList    *string           `json:"networkAllowList"`
+	DomainAllowList     *string           `json:"domainAllowList"`
+	Target              *string           `json:"target"`
+	CPU                 *float64          `json:"cpu"`
+	GPU                 *float64          `json:"gpu"`
+	Memory              *float64          `json:"memory"`
+	Disk                *float64          `json:"disk"`
+	GPUType             []string          `json:"gpuType"`
+	AutoStopInterval    *float64          `json:"autoStopInterval"`
+	AutoArchiveInterval *float64          `json:"autoArchiveInterval"`
+	AutoDeleteInterval  *float64          `json:"autoDeleteInterval"`
+	Volumes             []volume          `json:"volumes"`
+	BuildInfo           *struct {
+		DockerfileContent string   `json:"dockerfileContent"`
+		ContextHashes     []string `json:"contextHashes"`
+	} `json:"buildInfo"`
+	LinkedSandbox *string `json:"linkedSandbox"`
+}
+
+// unsafeName is what IsSafeDisplayString rejects: HTML tags, URLs and
+// control characters.
+var unsafeName = regexp.MustCompile(`<[^>]*>|[A-Za-z][A-Za-z0-9+.-]*://|www\.[^\s]+\.[^\s]+|\p{Cc}`)
+
+func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
+	var req createRequest
+	if err := c.decodeBody(&req); err != nil {
+		return reply{}, err
+	}
+	if req.Name != nil && unsafeName.MatchString(*req.Name) {
+		return reply{}, errorf(http.StatusBadRequest, "name must not contain HTML tags, URLs, or control characters")
+	}
+	var msgs []string
+	for _, f := range []struct {
+		name string
+		v    *float64
+		max  float64
+	}{{"cpu", req.CPU, math.Inf(1)}, {"gpu", req.GPU, 1}, {"memory", req.Memory, math.Inf(1)}, {"disk", req.Disk, math.Inf(1)}} {
+		if f.v != nil && *f.v < 0 {
+			msgs = append(msgs, f.name+" must not be less than 0")
+		}
+		if f.v != nil && *f.v > f.max {
+			msgs = append(msgs, f.name+" must not be greater than "+strconv.FormatFloat(f.max, 'f', -1, 64))
+		}
+	}
+	if len(msgs) > 0 {
+		return reply{}, errorf(http.StatusBadRequest, "%s", joinMessages(msgs))
+	}
+	build := req.BuildInfo != nil
+	if build && req.Snapshot != nil && *req.Snapshot != "" {
+		return reply{}, errorf(http.StatusBadRequest, "Cannot specify a snapshot when using a build info entry")
+	}
+	if !build && (req.CPU != nil || req.GPU != nil || req.Memory != nil || req.Disk != nil || len(req.GPUType) > 0) {
+		return reply{}, errorf(http.StatusBadRequest, "Cannot specify Sandbox resources when using a snapshot")
+	}
+	target := s.cfg.Regions[0]
+	if req.Target != nil && *req.Target != "" {
+		if !contains(s.cfg.Regions, *req.Target) {
+			return reply{}, errorf(http.StatusNotFound, "Region not found")
+		}
+		target = *req.Target
+	}
+	var snap Snapshot
+	if !build {
+		name := s.cfg.DefaultSnapshot
+		if req.Snapshot != nil && *req.Snapshot != "" {
+			name = *req.Snapshot
+		}
+		var ok bool
+		if snap, ok = s.snapshots[name]; !ok {
+			if !s.anySnap {
+				return reply{}, errorf(http.StatusBadRequest, "Snapshot %s not found. Did you add it through the Daytona Dashboard?", name)
+			}
+			snap = Snapshot{Name: name, CPU: 1, Memory: 1, Disk: 3}
+		}
+	}
+	autoStop, autoArchive, autoDelete := 15, 10080, -1
+	if req.AutoStopInterval != nil {
+		if *req.AutoStopInterval < 0 {
+			return reply{}, errorf(http.StatusBadRequest, "Auto-stop interval must be non-negative")
+		}
+		autoStop = int(*req.AutoStopInterval)
+	}
+	if req.AutoArchiveInterval != nil {
+		if *req.AutoArchiveInterval < 0 {
+			return reply{}, errorf(http.StatusBadRequest, "Auto-archive interval must be non-negative")
+		}
+		autoArchive = clampArchive(int(*req.AutoArchiveInterval))
+	}
+	if req.AutoDeleteInterval != nil {
+		autoDelete = int(*req.AutoDeleteInterval)
+	}
+
+	s.mu.Lock()
+	if req.Name != nil && *req.Name != "" {
+		if other := s.byName[nameKey(c.org, *req.Name)]; other != nil && !other.gone {
+			s.mu.Unlock()
+			return reply{}, errorf(http.StatusConflict, "Sandbox with name %s already exists", *req.Name)
+		}
+	}
+	name := ""
+	if req.Name != nil {
+		name = *req.Name
+	}
+
+	var sb *sandbox
+	warm := !build && req.GPU == nil && len(req.Volumes) == 0 && req.LinkedSandbox == nil &&
+		snap.Name == s.cfg.DefaultSnapshot && len(req.Env) == 0 && target == s.cfg.Regions[0] &&
+		(req.User == nil || *req.User == "" || *req.User == "daytona") && c.fault.FailStart == ""
+	if warm {
+		sb = s.takePoolLocked()
+	}
+	if sb != nil {
+		// The warm-pool path: the sandbox is already started; Daytona hands
+		// it to the org, resets createdAt, and the org change counts as
+		// activity.
+		now := s.clk.Now()
+		sb.ledger.enter(now, stDestroyed)
+		sb.OrgID = c.org
+		if name == "" {
+			name = sb.ID
+		}
+		sb.Name = name
+		sb.CreatedAt, sb.UpdatedAt, sb.LastActivity = now, now, now
+		sb.ledger = &ledger{ID: sb.ID, OrgID: c.org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk, since: now, current: billRunning}
+		s.ledgers = append(s.ledgers, sb.ledger)
+		s.fillPoolLocked()
+	} else {
+		sb = s.newSandboxLocked(c.org, name, snap)
+		sb.Target = target
+	}
+	if req.User != nil && *req.User != "" {
+		sb.User = *req.User
+	}
+	if req.Env != nil {
+		sb.Env = copyMap(req.Env)
+	}
+	if req.Labels != nil {
+		sb.Labels = copyMap(req.Labels)
+	}
+	if req.Public != nil {
+		sb.Public = *req.Public
+	}
+	if req.NetworkBlockAll != nil {
+		sb.NetworkBlockAll = *req.NetworkBlockAll
+	}
+	sb.NetworkAllowList, sb.DomainAllowList = req.NetworkAllowList, req.DomainAllowList
+	sb.AutoStop, sb.AutoArchive, sb.AutoDelete = autoStop, autoArchive, autoDelete
+	if req.Volumes != nil {
+		sb.Volumes = append([]volume{}, req.Volumes...)
+	}
+	if build {
+		now := iso(s.clk.Now())
+		sb.Snapshot = nil
+		sb.CPU, sb.GPU, sb.Memory, sb.Disk = intOr(req.CPU, 1), intOr(req.GPU, 0), intOr(req.Memory, 1), intOr(req.Disk, 3)
+		sb.ledger.CPU, sb.ledger.Memory, sb.ledger.Disk = sb.CPU, sb.Memory, sb.Disk
+		if len(req.GPUType) > 0 {
+			t := req.GPUType[0]
+			sb.GPUType = &t
+		}
+		hashes := req.BuildInfo.ContextHashes
+		if hashes == nil {
+			hashes = []string{}
+		}
+		sb.BuildInfo = &buildInfo{DockerfileContent: req.BuildInfo.DockerfileContent, ContextHashes: hashes,
+			CreatedAt: now, UpdatedAt: now, SnapshotRef: "sandplane-sim/build-" + sb.ID[:8]}
+		sb.State = stPendingBuild
+	}
+	if c.fault.FailStart != "" {
+		sb.failNext = &failure{Reason: c.fault.FailStart, Recoverable: c.fault.Recoverable}
+	}
+	s.insertLocked(sb)
+	c.sandboxID = sb.ID
+	if c.fault.Vanish {
+		c.after = func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if !sb.gone {
+				s.vanishLocked(sb)
+			}
+		}
+	}
+	tbx := s.toolboxProxyURL(c.r)
+	if build {
+		// Image builds answer at once, without waiting.
+		d := sb.dto(tbx, true)
+		s.kick(sb)
+		s.mu.Unlock()
+		return reply{http.StatusOK, d}, nil
+	}
+	s.kick(sb)
+	s.mu.Unlock()
+
+	if err := s.waitStarted(c.ctx(), sb, createWait); err != nil {
+		return reply{}, err
+	}
+	s.mu.Lock()
+	d := sb.dto(tbx, true)
+	s.mu.Unlock()
+	return reply{http.StatusOK, d}, nil
+}
+
+func intOr(v *float64, def int) int {
+	if v == nil {
+		return def
+	}
+	return int(*v)
+}
+
+func clampArchive(v int) int {
+	if v == 0 || v > maxAutoArchive {
+		return maxAutoArchive
+	}
+	return v
+}
+
+func joinMessages(msgs []string) string {
+	out := ""
+	for i, m := range msgs {
+		if i > 0 {
+			out += ", "
+		}
+		out += m
+	}
+	return out
+}
+
+// withSandbox runs f on the sandbox the path names, under the lock.
+func (s *Simulator) withSandbox(c *call, f func(sb *sandbox) (reply, *apiError)) (reply, *apiError) {
+	idOrName := c.params["sandboxIdOrName"]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, err := s.lookup(c.org, idOrName)
+	if err != nil {
+		return reply{}, err
+	}
+	c.sandboxID = sb.ID
+	return f(sb)
+}
+
+func (s *Simulator) getSandbox(c *call) (reply, *apiError) {
+	tbx := s.toolboxProxyURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		return reply{http.StatusOK, sb.dto(tbx, false)}, nil
+	})
+}
+
+func (s *Simulator) deleteSandbox(c *call) (reply, *apiError) {
+	tbx := s.toolboxProxyURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		if sb.Pending && sb.State != stPendingBuild {
+			return reply{}, errorf(http.StatusConflict, msgInProgress)
+		}
+		s.softDeleteLocked(sb)
+		d := sb.dto(tbx, false)
+		s.kick(sb)
+		return reply{http.StatusOK, d}, nil
+	})
+}
+
+func (s *Simulator) startSandbox(c *call) (reply, *apiError) {
+	tbx := s.toolboxProxyURL(c.r)
+	var sb *sandbox
+	rep, err := s.withSandbox(c, func(x *sandbox) (reply, *apiError) {
+		if x.State == stStarted && x.Desired == dsStarted && !x.Pending {
+			return reply{http.StatusOK, x.dto(tbx, false)}, nil
+		}
+		if x.errored() {
+			return reply{}, errorf(http.StatusBadRequest, msgErrored)
+		}
+		if x.inFlight() {
+			return reply{}, errorf(http.StatusConflict, msgInProgress)
+		}
+		if x.State != stStopped && x.State != stArchived {
+			return reply{}, errorf(http.StatusBadRequest, msgNotValidState)
+		}
+		x.Desired = dsStarted
+		x.Pending = true
+		x.UpdatedAt = s.clk.Now()
+		// The preview token rotates on every start from stopped or archived.
+		x.AuthToken = s.token(32, authTokenAlphabet)
+		if c.fault.FailStart != "" {
+			x.failNext = &failure{Reason: c.fault.FailStart, Recoverable: c.fault.Recoverable}
+		}
+		x.notify()
+		// Daytona skips the wait when the derived state is already
+		// archived (a restore), restoring or started, and answers with the
+		// row as saved, before the runner moves it.
+		switch x.displayState(false) {
+		case stArchived, stRestoring, stStarted:
+			d := x.dto(tbx, false)
+			s.kick(x)
+			return reply{http.StatusOK, d}, nil
+		}
+		s.kick(x)
+		sb = x
+		return reply{}, nil
+	})
+	if err != nil || sb == nil {
+		return rep, err
+	}
+	if err := s.waitStarted(c.ctx(), sb, createWait); err != nil {
+		return reply{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return reply{http.StatusOK, sb.dto(tbx, false)}, nil
+}
+
+func (s *Simulator) stopSandbox(c *call) (reply, *apiError) {
+	force := false
+	if v := c.r.URL.Query().Get("force"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil || v != "true" && v != "false" {
+			return reply{}, errorf(http.StatusBadRequest, msgBoolExpected)
+		}
+		force = b
+	}
+	tbx := s.toolboxProxyURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		if sb.errored() {
+			return reply{}, errorf(http.StatusBadRequest, msgErrored)
+		}
+		if sb.inFlight() {
+			return reply{}, errorf(http.StatusConflict, msgInProgress)
+		}
+		if sb.State != stStarted {
+			return reply{}, errorf(http.StatusBadRequest, msgNotStoppable)
+		}
+		if sb.ephemeral() {
+			s.softDeleteLocked(sb)
+		} else {
+			sb.Desired = dsStopped
+			sb.Pending = true
+			sb.forceStop = force
+			sb.UpdatedAt = s.clk.Now()
+			sb.notify()
+		}
+		d := sb.dto(tbx, false)
+		s.kick(sb)
+		return reply{http.StatusOK, d}, nil
+	})
+}
+
+func (s *Simulator) pauseSandbox(c *call) (reply, *apiError) {
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		if sb.State != stStarted {
+			return reply{}, errorf(http.StatusBadRequest, "Sandbox must be in started state to pause")
+		}
+		return reply{}, errorf(http.StatusUnprocessableEntity, "Pausing is not supported for this sandbox")
+	})
+}
+
+func (s *Simulator) archiveSandbox(c *call) (reply, *apiError) {
+	tbx := s.toolboxProxyURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		if sb.errored() {
+			return reply{}, errorf(http.StatusBadRequest, msgErrored)
+		}
+		if sb.inFlight() {
+			return reply{}, errorf(http.StatusConflict, msgInProgress)
+		}
+		if sb.State != stStopped {
+			return reply{}, errorf(http.StatusBadRequest, msgNotStopped)
+		}
+		if sb.ephemeral() {
+			return reply{}, errorf(http.StatusBadRequest, msgEphemeralArchive)
+		}
+		// Archive sets the raw state itself, not just the desired one.
+		sb.Desired = dsArchived
+		sb.setState(s.clk, stArchiving)
+		d := sb.dto(tbx, false)
+		s.kick(sb)
+		return reply{http.StatusOK, d}, nil
+	})
+}
+
+func (s *Simulator) recoverSandbox(c *call) (reply, *apiError) {
+	skipStart := c.r.URL.Query().Get("skipStart") == "true"
+	tbx := s.toolboxProxyURL(c.r)
+	var sb *sandbox
+	rep, err := s.withSandbox(c, func(x *sandbox) (reply, *apiError) {
+		if x.State != stError {
+			return reply{}, errorf(http.StatusBadRequest, "Sandbox is not in an errored state")
+		}
+		if !x.Recoverable {
+			return reply{}, errorf(http.StatusBadRequest, "Sandbox is not recoverable")
+		}
+		x.ErrorReason = nil
+		x.Recoverable = false
+		x.Desired = dsStarted
+		if skipStart {
+			x.Desired = dsStopped
+		}
+		x.Pending = true
+		x.setState(s.clk, stStopped)
+		s.kick(x)
+		if skipStart {
+			return reply{http.StatusOK, x.dto(tbx, false)}, nil
+		}
+		sb = x
+		return reply{}, nil
+	})
+	if err != nil || sb == nil {
+		return rep, err
+	}
+	if err := s.waitStarted(c.ctx(), sb, createWait); err != nil {
+		return reply{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return reply{http.StatusOK, sb.dto(tbx, false)}, nil
+}
+
+// resizeSandbox: resize sits behind the SANDBOX_RESIZE feature flag, off by
+// default, so the route answers 404.
+func (s *Simulator) resizeSandbox(c *call) (reply, *apiError) {
+	return reply{}, errorf(http.StatusNotFound, "Cannot POST %s", c.r.URL.Path)
+}
+
+func (s *Simulator) createBackup(c *call) (reply, *apiError) {
+	tbx := s.toolboxProxyURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		if sb.errored() {
+			return reply{}, errorf(http.StatusBadRequest, msgErrored)
+		}
+		sb.BackupState = "Pending"
+		d := sb.dto(tbx, false)
+		delay := s.cfg.Profile.Backup.draw(s.rng)
+		done := func() {
+			if sb.gone {
+				return
+			}
+			now := s.clk.Now()
+			sb.BackupState = "Completed"
+			sb.BackupCreatedAt = &now
+		}
+		if delay <= 0 {
+			done()
+		} else {
+			s.clk.AfterFunc(delay, func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				done()
+			})
+		}
+		return reply{http.StatusCreated, d}, nil
+	})
+}
+
+type labelsRequest struct {
+	Labels map[string]string `json:"labels"`
+}
+
+func (s *Simulator) replaceLabels(c *call) (reply, *apiError) {
+	var req labelsRequest
+	if err := c.decodeBody(&req); err != nil {
+		return reply{}, err
+	}
+	tbx := s.toolboxProxyURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		if req.Labels == nil {
+			req.Labels = map[string]string{}
+		}
+		sb.Labels = copyMap(req.Labels)
+		sb.UpdatedAt = s.clk.Now()
+		return reply{http.StatusOK, sb.dto(tbx, false)}, nil
+	})
+}
+
+// intervalParam parses an interval path value. A non-number reaches an
+// integer column in Daytona and comes back as a 500.
+func intervalParam(c *call) (int, *apiError) {
+	v, err := strconv.ParseFloat(c.params["interval"], 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, errorf(http.StatusInternalServerError, msgUnexpected)
+	}
+	return int(v), nil
+}
+
+// The interval setters are not activity and are not gated on state.
+func (s *Simulator) setAutostop(c *call) (reply, *apiError) {
+	n, err := intervalParam(c)
+	if err != nil {
+		return reply{}, err
+	}
+	if n < 0 {
+		return reply{}, errorf(http.StatusBadRequest, "Auto-stop interval must be non-negative")
+	}
+	tbx := s.toolboxProxyURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		sb.AutoStop = n
+		sb.UpdatedAt = s.clk.Now()
+		return reply{http.StatusCreated, sb.dto(tbx, false)}, nil
+	})
+}
+
+func (s *Simulator) setAutoArchive(c *call) (reply, *apiError) {
+	n, err := intervalParam(c)
+	if err != nil {
+		return reply{}, err
+	}
+	if n < 0 {
+		return reply{}, errorf(http.StatusBadRequest, "Auto-archive interval must be non-negative")
+	}
+	tbx := s.toolboxProxyURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		sb.AutoArchive = clampArchive(n)
+		sb.UpdatedAt = s.clk.Now()
+		return reply{http.StatusCreated, sb.dto(tbx, false)}, nil
+	})
+}
+
+func (s *Simulator) setAutoDelete(c *call) (reply, *apiError) {
+	n, err := intervalParam(c)
+	if err != nil {
+		return reply{}, err
+	}
+	tbx := s.toolboxProxyURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		if sb.GPU > 0 && n != 0 {
+			return reply{}, errorf(http.StatusBadRequest, "GPU sandboxes must remain ephemeral")
+		}
+		sb.AutoDelete = n
+		sb.UpdatedAt = s.clk.Now()
+		return reply{http.StatusCreated, sb.dto(tbx, false)}, nil
+	})
+}
+
+func (s *Simulator) setPublic(c *call) (reply, *apiError) {
+	public := c.params["isPublic"] == "true"
+	tbx := s.toolboxProxyURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		sb.Public = public
+		sb.UpdatedAt = s.clk.Now()
+		return reply{http.StatusCreated, sb.dto(tbx, false)}, nil
+	})
+}
+
+// lastActivity is the SDKs' refreshActivity. The guard resolves names too,
+// but the service records the raw parameter, so a name is a silent no-op.
+func (s *Simulator) lastActivity(c *call) (reply, *apiError) {
+	param := c.params["sandboxId"]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, err := s.lookup(c.org, param)
+	if err != nil {
+		return reply{}, err
+	}
+	c.sandboxID = sb.ID
+	if param == sb.ID {
+		s.bumpLocked(sb)
+	}
+	return reply{status: http.StatusCreated}, nil
+}
+
+func portParam(c *call) (int, *apiError) {
+	v, err := strconv.ParseFloat(c.params["port"], 64)
+	if err != nil || v < 1 || v > 65535 || v != math.Trunc(v) {
+		return 0, errorf(http.StatusBadRequest, "Invalid port")
+	}
+	return int(v), nil
+}
+
+type previewURLDTO struct {
+	SandboxID string `json:"sandboxId"`
+	URL       string `json:"url"`
+	Token     string `json:"token"`
+}
+
+type signedPreviewURLDTO struct {
+	SandboxID string `json:"sandboxId"`
+	Port      int    `json:"port"`
+	Token     string `json:"token"`
+	URL       string `json:"url"`
+}
+
+// signedToken is a signed preview URL's token; it survives restarts and
+// expires on the clock.
+type signedToken struct {
+	sandboxID string
+	port      int
+	expires   time.Time
+}
+
+func (s *Simulator) previewURL(c *call) (reply, *apiError) {
+	port, perr := portParam(c)
+	if perr != nil {
+		return reply{}, perr
+	}
+	base := s.baseURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		return reply{http.StatusOK, previewURLDTO{SandboxID: sb.ID, URL: previewLink(base, port, sb.ID), Token: sb.AuthToken}}, nil
+	})
+}
+
+func previewLink(base string, port int, label string) string {
+	return base + "/_preview/" + strconv.Itoa(port) + "-" + label
+}
+
+func (s *Simulator) signedPreviewURL(c *call) (reply, *apiError) {
+	port, perr := portParam(c)
+	if perr != nil {
+		return reply{}, perr
+	}
+	expires := defaultSignedPreviewS
+	if v := c.r.URL.Query().Get("expiresInSeconds"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 86400 {
+			return reply{}, errorf(http.StatusBadRequest, "expiresInSeconds must be between 1 second and 24 hours")
+		}
+		expires = n
+	}
+	base := s.baseURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		tok := s.token(16, signedAlphabet)
+		s.signed[tok] = &signedToken{sandboxID: sb.ID, port: port, expires: s.clk.Now().Add(time.Duration(expires) * time.Second)}
+		return reply{http.StatusOK, signedPreviewURLDTO{SandboxID: sb.ID, Port: port, Token: tok, URL: previewLink(base, port, tok)}}, nil
+	})
+}
+
+// expireSignedPreviewURL succeeds even for an unknown token, as a Redis DEL
+// does.
+func (s *Simulator) expireSignedPreviewURL(c *call) (reply, *apiError) {
+	if _, err := portParam(c); err != nil {
+		return reply{}, err
+	}
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		if t := s.signed[c.params["token"]]; t != nil && t.sandboxID == sb.ID {
+			delete(s.signed, c.params["token"])
+		}
+		return reply{status: http.StatusCreated}, nil
+	})
+}
+
+func (s *Simulator) toolboxProxyURLHandler(c *call) (reply, *apiError) {
+	id := c.params["sandboxId"]
+	tbx := s.toolboxProxyURL(c.r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.lookup(c.org, id); err != nil {
+		return reply{}, err
+	}
+	sb := s.lookupID(c.org, id)
+	if sb == nil {
+		return reply{}, errorf(http.StatusNotFound, "Sandbox with ID %s not found", id)
+	}
+	c.sandboxID = sb.ID
+	return reply{http.StatusOK, map[string]string{"url": tbx}}, nil
+}
+
+func (s *Simulator) buildLogsURL(c *call) (reply, *apiError) {
+	base := s.baseURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		if sb.BuildInfo == nil {
+			return reply{}, errorf(http.StatusNotFound, "Sandbox %s has no build info", c.params["sandboxIdOrName"])
+		}
+		return reply{http.StatusOK, map[string]string{"url": base + "/sandboxes/" + sb.ID + "/build-logs"}}, nil
+	})
+}

@@ -1,0 +1,202 @@
+package simulator
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// Config configures a Simulator. The zero value is usable: real clock, any
+// API key accepted, the instant profile, the none backend.
+type Config struct {
+	// Clock drives every delay, job and timeout. Default: clock.Real().
+	Clock clock.Clock
+	// APIKeys are the accepted bearer keys; empty accepts any key. Each key
+	// is its own organization, as a Daytona API key is.
+	APIKeys []string
+	// Profile holds the transition delays. Default: InstantProfile().
+	Profile Profile
+	// Minute is the length of one interval minute (autoStopInterval and
+	// friends). Default: one minute.
+	Minute time.Duration
+	// Backend runs the sandboxes' workloads. Default: NoneBackend().
+	Backend Backend
+	// Seed seeds ids, delay jitter and random faults, so that a run can be
+	// replayed. Zero picks a random seed.
+	Seed uint64
+	// BaseURL is the simulator's public base, used in toolboxProxyUrl and
+	// preview URLs. Empty derives it from each request's Host.
+	BaseURL string
+	// SpecPath is the upstream OpenAPI document. Empty finds the one inside
+	// the pinned api-client module (see LocateSpec).
+	SpecPath string
+	// DisableValidation turns off request validation against the spec.
+	DisableValidation bool
+	// ValidateResponses checks every API response against the spec (with
+	// SpecExceptions applied) and records violations; see SpecViolations.
+	// Tests turn it on.
+	ValidateResponses bool
+	// DefaultSnapshot is used when a create names none. Default:
+	// "daytonaio/sandbox:0.6.0-slim".
+	DefaultSnapshot string
+	// Snapshots are the snapshots a create may name besides the default.
+	// A snapshot named "*" accepts any name.
+	Snapshots []Snapshot
+	// Regions are the valid targets; the first is the default. Default: "us".
+	Regions []string
+	// WarmPool is how many pre-started sandboxes of the default snapshot to
+	// keep; a matching create takes one over and answers started at once.
+	WarmPool int
+	// Prices turn the accounted seconds into a cost. Default: DefaultPrices().
+	Prices Prices
+	// CallLogSize caps the call log. Default 10000.
+	CallLogSize int
+	// Logger receives operational messages. Default: discard.
+	Logger *slog.Logger
+}
+
+// Snapshot is a named launch profile with its resources.
+type Snapshot struct {
+	Name                   string
+	CPU, GPU, Memory, Disk int
+}
+
+// Range is a delay drawn uniformly from [Min, Max].
+type Range struct{ Min, Max time.Duration }
+
+func (r Range) draw(rng *rand.Rand) time.Duration {
+	if r.Max <= r.Min {
+		return r.Min
+	}
+	return r.Min + time.Duration(rng.Int64N(int64(r.Max-r.Min)+1))
+}
+
+// Profile holds how long each raw-state transition takes.
+type Profile struct {
+	Name string
+	// Create is unknown→creating→started.
+	Create Range
+	// Start is stopped→starting→started.
+	Start Range
+	// Stop is started→stopping→stopped.
+	Stop Range
+	// Destroy is *→destroying→destroyed.
+	Destroy Range
+	// Archive is stopped→archiving→archived.
+	Archive Range
+	// Restore is archived→restoring→started.
+	Restore Range
+	// Build is pending_build→building_snapshot→unknown for buildInfo creates.
+	Build Range
+	// Backup is how long createBackup takes to complete.
+	Backup Range
+}
+
+// InstantProfile makes every transition take no time at all: create and
+// start answer started, and stop or delete finish right after answering.
+func InstantProfile() Profile { return Profile{Name: "instant"} }
+
+// DaytonaProfile uses the figures measured against Daytona: create 1.2-1.7 s,
+// start from stopped 0.7-0.8 s, restore from archive 33-66 s. The others
+// were not measured and are plausible guesses.
+func DaytonaProfile() Profile {
+	return Profile{
+		Name:    "daytona",
+		Create:  Range{1200 * time.Millisecond, 1700 * time.Millisecond},
+		Start:   Range{700 * time.Millisecond, 800 * time.Millisecond},
+		Restore: Range{33 * time.Second, 66 * time.Second},
+		Stop:    Range{400 * time.Millisecond, 900 * time.Millisecond},
+		Destroy: Range{300 * time.Millisecond, 600 * time.Millisecond},
+		Archive: Range{10 * time.Second, 20 * time.Second},
+		Build:   Range{10 * time.Second, 30 * time.Second},
+		Backup:  Range{2 * time.Second, 5 * time.Second},
+	}
+}
+
+// ProfileByName returns "instant" or "daytona".
+func ProfileByName(name string) (Profile, error) {
+	switch name {
+	case "instant", "":
+		return InstantProfile(), nil
+	case "daytona":
+		return DaytonaProfile(), nil
+	}
+	return Profile{}, fmt.Errorf("unknown profile %q (want instant or daytona)", name)
+}
+
+// Prices are per-second list prices. Running sandboxes pay for CPU, memory
+// and disk; stopped ones for disk only; archived ones for nothing.
+type Prices struct {
+	CPUPerSecond       float64 `json:"cpuPerSecond"`
+	MemoryGiBPerSecond float64 `json:"memoryGiBPerSecond"`
+	DiskGiBPerSecond   float64 `json:"diskGiBPerSecond"`
+	// FreeDiskGiB is the disk each sandbox gets without charge.
+	FreeDiskGiB int `json:"freeDiskGiB"`
+}
+
+// DefaultPrices are Daytona's published per-second prices at the time of
+// writing. Pass your own for anything that matters.
+func DefaultPrices() Prices {
+	return Prices{
+		CPUPerSecond:       0.0000140,
+		MemoryGiBPerSecond: 0.0000045,
+		DiskGiBPerSecond:   0.00000003,
+		FreeDiskGiB:        5,
+	}
+}
+
+const (
+	defaultSnapshot       = "daytonaio/sandbox:0.6.0-slim"
+	defaultCallLogSize    = 10000
+	maxAutoArchive        = 43200
+	createWait            = 30 * time.Second
+	warmPoolOrg           = "00000000-0000-0000-0000-000000000000"
+	defaultSignedPreviewS = 60
+)
+
+func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	if c.Profile.Name == "" {
+		c.Profile = InstantProfile()
+	}
+	if c.Minute <= 0 {
+		c.Minute = time.Minute
+	}
+	if c.Backend == nil {
+		c.Backend = NoneBackend()
+	}
+	if c.Seed == 0 {
+		c.Seed = rand.Uint64()
+	}
+	if c.DefaultSnapshot == "" {
+		c.DefaultSnapshot = defaultSnapshot
+	}
+	if len(c.Regions) == 0 {
+		c.Regions = []string{"us"}
+	}
+	if c.Prices == (Prices{}) {
+		c.Prices = DefaultPrices()
+	}
+	if c.CallLogSize <= 0 {
+		c.CallLogSize = defaultCallLogSize
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// scaled shrinks a Daytona wall-clock period by Minute, for the timings that
+// live in the same world as the intervals (jobs, activity throttles).
+func (c Config) scaled(d time.Duration) time.Duration {
+	s := time.Duration(float64(d) * float64(c.Minute) / float64(time.Minute))
+	if s <= 0 {
+		s = time.Millisecond
+	}
+	return s
+}

@@ -1,0 +1,38 @@
+// Package simulator is a stateful simulator of the Daytona API (v0.190.0).
+//
+// Point DAYTONA_API_URL at <base>/api and the official SDKs work unchanged:
+// sandboxes move through Daytona's raw states on an injected clock, responses
+// carry Daytona's derived display state, status codes and error bodies
+// (including the places where the real server and its OpenAPI file
+// disagree), and the auto-stop, auto-archive and auto-delete jobs run every
+// ten seconds off lastActivityAt, exactly as Daytona's do.
+//
+// Routes served by Handler:
+//
+//	/api/...                   the Daytona REST API (API-key auth, NestJS error bodies)
+//	/toolbox/{sandboxId}/...   the toolbox proxy: forwards to the sandbox's workload
+//	/_preview/{port}-{id}/...  preview traffic for getPreviewLink URLs
+//	/_preview/{port}-{token}/  the same for signed preview URLs
+//	/_sim/...                  the admin API: faults, call log, cost, vanish
+//
+// Preview URLs use a path scheme so that they work on loopback without DNS:
+// getPreviewLink(3000) answers http://<sim>/_preview/3000-<sandboxId>/. The
+// host form that Daytona uses, <port>-<sandboxId>.<anything>, is routed too
+// when a request arrives with such a Host header.
+//
+// A Backend gives each sandbox a real workload: with a runtime backend
+// process/execute runs a real command and preview URLs reach a real port;
+// the none backend is a pure state machine for large, fast runs.
+//
+// Every timer runs on Config.Clock, and Config.Minute is the length of one
+// interval minute. The job cadence and the activity timings (the 10 s jobs,
+// the 5 s activity throttle, the proxy's 50 s re-bump and 45 s dedupe) scale
+// with Minute, so shrinking Minute to a second turns a one-minute auto-stop
+// into about a second of wall time. Transition delays come from the Profile
+// and do not scale.
+//
+// Every API request is validated against the upstream OpenAPI document that
+// ships inside the pinned api-client module. Where the real server and that
+// document disagree, the simulator follows the server and lists the
+// difference in SpecExceptions.
+package simulator

@@ -1,0 +1,229 @@
+package simulator
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Fault scripts the outcome of the requests it matches. The zero fields do
+// nothing, so a fault can combine a delay with a status, or a vanish with a
+// normal answer.
+type Fault struct {
+	// ID is assigned when the fault is added.
+	ID string `json:"id,omitempty"`
+	// Op is the operationId to match ("createSandbox", "startSandbox", ...),
+	// "toolbox" for toolbox requests, "preview" for preview traffic, or "*".
+	Op string `json:"op"`
+	// Sandbox restricts the fault to one sandbox, by id or name.
+	Sandbox string `json:"sandbox,omitempty"`
+	// After lets this many matching requests through untouched first.
+	After int `json:"after,omitempty"`
+	// Times is how many requests the fault applies to; 0 means all.
+	Times int `json:"times,omitempty"`
+	// Delay holds the request this long, on the simulator's clock, before
+	// anything else happens.
+	Delay Duration `json:"delay,omitempty"`
+	// Status answers with this status and Daytona's error body instead of
+	// handling the request. 429 adds the rate-limit headers.
+	Status  int    `json:"status,omitempty"`
+	Message string `json:"message,omitempty"`
+	// RetryAfter is the 429's Retry-After in seconds (default 1).
+	RetryAfter int `json:"retryAfter,omitempty"`
+	// FailStart makes the sandbox's next transition towards started (the
+	// create, a start, a restore) end in state error with this errorReason.
+	FailStart   string `json:"failStart,omitempty"`
+	Recoverable bool   `json:"recoverable,omitempty"`
+	// Vanish makes the sandbox disappear, as if deleted out of band: before
+	// the request is handled, or for createSandbox right after it answers.
+	Vanish bool `json:"vanish,omitempty"`
+
+	seen, applied int
+}
+
+// RandomFaults injects faults at random, reproducibly for a given seed.
+type RandomFaults struct {
+	Seed uint64 `json:"seed"`
+	// Rate is the probability that a matching request gets a fault.
+	Rate float64 `json:"rate"`
+	// Ops limits the faults to these operations; empty means every API
+	// operation.
+	Ops []string `json:"ops,omitempty"`
+	// Outcomes are the faults to pick from (Op and counters are ignored).
+	// Default: statuses 500, 503 and 429.
+	Outcomes []Fault `json:"outcomes,omitempty"`
+}
+
+// Duration is a time.Duration that reads and writes JSON as "1.5s"; a bare
+// number means milliseconds.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var ms float64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return fmt.Errorf("duration must be a string like \"1.5s\" or milliseconds")
+	}
+	*d = Duration(ms * float64(time.Millisecond))
+	return nil
+}
+
+type faults struct {
+	mu     sync.Mutex
+	list   []*Fault
+	nextID int
+	random *RandomFaults
+	rng    *rand.Rand
+}
+
+func newFaults(seed uint64) *faults {
+	return &faults{rng: rand.New(rand.NewPCG(seed, seed+1))}
+}
+
+func (f *faults) add(ft Fault) Fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextID++
+	ft.ID = strconv.Itoa(f.nextID)
+	ft.seen, ft.applied = 0, 0
+	f.list = append(f.list, &ft)
+	return ft
+}
+
+func (f *faults) snapshot() []Fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Fault, 0, len(f.list))
+	for _, ft := range f.list {
+		out = append(out, *ft)
+	}
+	return out
+}
+
+func (f *faults) clear() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.list = nil
+	f.random = nil
+}
+
+func (f *faults) setRandom(r *RandomFaults) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.random = r
+	if r != nil {
+		f.rng = rand.New(rand.NewPCG(r.Seed, r.Seed+1))
+	}
+}
+
+// match returns the fault for a request, if one applies, and consumes it.
+// ids are the names the request's sandbox goes by (what the path said, and
+// the resolved id and name).
+func (f *faults) match(op string, ids ...string) (Fault, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, ft := range f.list {
+		if ft.Op != "*" && ft.Op != op {
+			continue
+		}
+		if ft.Sandbox != "" && !contains(ids, ft.Sandbox) {
+			continue
+		}
+		ft.seen++
+		if ft.seen <= ft.After {
+			continue
+		}
+		ft.applied++
+		out := *ft
+		if ft.Times > 0 && ft.applied >= ft.Times {
+			f.list = append(f.list[:i:i], f.list[i+1:]...)
+		}
+		return out, true
+	}
+	if r := f.random; r != nil && r.Rate > 0 && (len(r.Ops) == 0 && op != "toolbox" && op != "preview" || contains(r.Ops, op)) {
+		if f.rng.Float64() < r.Rate {
+			outcomes := r.Outcomes
+			if len(outcomes) == 0 {
+				outcomes = []Fault{{Status: 500}, {Status: 503}, {Status: 429}}
+			}
+			out := outcomes[f.rng.IntN(len(outcomes))]
+			out.ID = "random"
+			out.Op = op
+			return out, true
+		}
+	}
+	return Fault{}, false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x != "" && x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// throttlerScope is the name of the rate limit Daytona applies to op.
+func throttlerScope(op string) string {
+	switch op {
+	case "createSandbox":
+		return "sandbox-create"
+	case "startSandbox", "stopSandbox", "deleteSandbox", "archiveSandbox", "recoverSandbox",
+		"pauseSandbox", "resizeSandbox", "createBackup":
+		return "sandbox-lifecycle"
+	}
+	return "authenticated"
+}
+
+// faultError is the answer a fault's status gives.
+func faultError(op string, ft Fault) *apiError {
+	e := &apiError{Status: ft.Status, Message: ft.Message, Header: http.Header{}}
+	if e.Message == "" {
+		switch {
+		case ft.Status == http.StatusTooManyRequests:
+			e.Message = msgThrottled
+		case ft.Status >= 500:
+			e.Message = msgUnexpected
+		default:
+			e.Message = http.StatusText(ft.Status)
+		}
+	}
+	if ft.Status == http.StatusTooManyRequests {
+		retry := ft.RetryAfter
+		if retry <= 0 {
+			retry = 1
+		}
+		name := throttlerScope(op)
+		e.Header.Set("X-RateLimit-Limit-"+name, "100")
+		e.Header.Set("X-RateLimit-Remaining-"+name, "0")
+		e.Header.Set("X-RateLimit-Reset-"+name, strconv.Itoa(retry))
+		e.Header.Set("Retry-After", strconv.Itoa(retry))
+	}
+	return e
+}
+
+// AddFault adds a scripted fault and returns it with its ID.
+func (s *Simulator) AddFault(f Fault) Fault { return s.faults.add(f) }
+
+// SetRandomFaults turns seeded random faults on, or off with nil.
+func (s *Simulator) SetRandomFaults(r *RandomFaults) { s.faults.setRandom(r) }
+
+// ClearFaults removes every scripted and random fault.
+func (s *Simulator) ClearFaults() { s.faults.clear() }
+
+func durationOf(d Duration) time.Duration { return time.Duration(d) }

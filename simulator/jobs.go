@@ -1,0 +1,72 @@
+package simulator
+
+import "time"
+
+// jobPeriod is how often Daytona's auto-stop, auto-archive and auto-delete
+// crons run.
+const jobPeriod = 10 * time.Second
+
+func (s *Simulator) startJobs() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.jobs = s.clk.AfterFunc(s.cfg.scaled(jobPeriod), s.tick)
+}
+
+// tick runs the three jobs and re-arms itself. It runs on an AfterFunc, so
+// with a fake clock the jobs have run by the time Advance returns.
+func (s *Simulator) tick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.runJobsLocked()
+	s.jobs = s.clk.AfterFunc(s.cfg.scaled(jobPeriod), s.tick)
+}
+
+// RunJobs runs the auto-stop, auto-archive and auto-delete jobs once, now.
+func (s *Simulator) RunJobs() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runJobsLocked()
+}
+
+// runJobsLocked applies Daytona's three crons. Each compares lastActivityAt
+// with now minus the interval, and only considers rows that are settled
+// (state equals desired and nothing pending). Called with s.mu held.
+func (s *Simulator) runJobsLocked() {
+	now := s.clk.Now()
+	minute := s.cfg.Minute
+	idle := func(sb *sandbox, interval int) bool {
+		return sb.LastActivity.Before(now.Add(-time.Duration(interval) * minute))
+	}
+	var touched []*sandbox
+	for _, sb := range s.byID {
+		if sb.OrgID == warmPoolOrg || sb.Pending || sb.busy || sb.State != sb.Desired {
+			continue
+		}
+		switch {
+		case sb.State == stStarted && sb.AutoStop != 0 && idle(sb, sb.AutoStop):
+			if sb.ephemeral() {
+				s.softDeleteLocked(sb)
+			} else {
+				sb.Desired = dsStopped
+				sb.Pending = true
+				sb.notify()
+			}
+			touched = append(touched, sb)
+		case sb.State == stStopped && sb.AutoDelete >= 0 && idle(sb, sb.AutoDelete):
+			s.softDeleteLocked(sb)
+			touched = append(touched, sb)
+		case sb.State == stStopped && idle(sb, sb.AutoArchive):
+			// Daytona's auto-archive sets only the desired state, so the
+			// sandbox shows as archiving until the archive runs.
+			sb.Desired = dsArchived
+			sb.notify()
+			touched = append(touched, sb)
+		}
+	}
+	for _, sb := range touched {
+		s.kick(sb)
+	}
+}

@@ -1,0 +1,377 @@
+package simulator
+
+import (
+	"cmp"
+	"encoding/base64"
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// filter is the query of both list endpoints.
+type filter struct {
+	idPrefix, namePrefix     string
+	idContains, nameContains string
+	labels                   map[string]string
+	includeErroredDeleted    bool
+	states                   []string
+	snapshots                []string
+	regions                  []string
+	classes                  []string
+	minCPU, maxCPU           float64
+	minMem, maxMem           float64
+	minDisk, maxDisk         float64
+	isPublic, isRecoverable  *bool
+	createdAfter             time.Time
+	createdBefore            time.Time
+	activityAfter            time.Time
+	activityBefore           time.Time
+}
+
+func parseFilter(q url.Values, deprecated bool) (filter, *apiError) {
+	f := filter{maxCPU: math.Inf(1), maxMem: math.Inf(1), maxDisk: math.Inf(1)}
+	if deprecated {
+		f.idContains = strings.ToLower(q.Get("id"))
+		f.nameContains = strings.ToLower(q.Get("name"))
+		f.regions = q["regions"]
+	} else {
+		f.idPrefix = strings.ToLower(q.Get("id"))
+		f.namePrefix = strings.ToLower(q.Get("name"))
+		f.regions = q["regionIds"]
+		f.classes = q["sandboxClasses"]
+		if v := q.Get("createdAtAfter"); v != "" {
+			f.createdAfter, _ = time.Parse(time.RFC3339Nano, v)
+		}
+		if v := q.Get("createdAtBefore"); v != "" {
+			f.createdBefore, _ = time.Parse(time.RFC3339Nano, v)
+		}
+		f.isPublic = boolQuery(q, "isPublic")
+		f.isRecoverable = boolQuery(q, "isRecoverable")
+	}
+	if v := q.Get("labels"); v != "" {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(v), &m); err != nil {
+			return f, errorf(http.StatusBadRequest, "Invalid labels JSON format")
+		}
+		f.labels = map[string]string{}
+		for k, val := range m {
+			sv, ok := val.(string)
+			if !ok {
+				// JSONB containment never matches a non-string against
+				// the string labels.
+				sv = "\x00" + string(mustJSON(val))
+			}
+			f.labels[k] = sv
+		}
+	}
+	f.includeErroredDeleted = q.Get("includeErroredDeleted") == "true"
+	f.states = q["states"]
+	f.snapshots = q["snapshots"]
+	for _, b := range []struct {
+		key string
+		dst *float64
+	}{{"minCpu", &f.minCPU}, {"maxCpu", &f.maxCPU}, {"minMemoryGiB", &f.minMem}, {"maxMemoryGiB", &f.maxMem},
+		{"minDiskGiB", &f.minDisk}, {"maxDiskGiB", &f.maxDisk}} {
+		if v := q.Get(b.key); v != "" {
+			n, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				*b.dst = n
+			}
+		}
+	}
+	if v := q.Get("lastEventAfter"); v != "" {
+		f.activityAfter, _ = time.Parse(time.RFC3339Nano, v)
+	}
+	if v := q.Get("lastEventBefore"); v != "" {
+		f.activityBefore, _ = time.Parse(time.RFC3339Nano, v)
+	}
+	return f, nil
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func boolQuery(q url.Values, key string) *bool {
+	v := q.Get(key)
+	if v == "" {
+		return nil
+	}
+	b := v == "true"
+	return &b
+}
+
+// match applies the filter to one row. States compare raw, not derived.
+func (f *filter) match(sb *sandbox) bool {
+	if sb.gone || sb.State == stDestroyed {
+		return false
+	}
+	if sb.errored() && sb.Desired == dsDestroyed && !f.includeErroredDeleted {
+		return false
+	}
+	if f.idPrefix != "" && !strings.HasPrefix(strings.ToLower(sb.ID), f.idPrefix) ||
+		f.namePrefix != "" && !strings.HasPrefix(strings.ToLower(sb.Name), f.namePrefix) ||
+		f.idContains != "" && !strings.Contains(strings.ToLower(sb.ID), f.idContains) ||
+		f.nameContains != "" && !strings.Contains(strings.ToLower(sb.Name), f.nameContains) {
+		return false
+	}
+	for k, v := range f.labels {
+		if got, ok := sb.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	if len(f.states) > 0 && !slices.Contains(f.states, sb.State) {
+		return false
+	}
+	if len(f.snapshots) > 0 && (sb.Snapshot == nil || !slices.Contains(f.snapshots, *sb.Snapshot)) {
+		return false
+	}
+	if len(f.regions) > 0 && !slices.Contains(f.regions, sb.Target) {
+		return false
+	}
+	if len(f.classes) > 0 && !slices.Contains(f.classes, "container") {
+		return false
+	}
+	cpu, mem, disk := float64(sb.CPU), float64(sb.Memory), float64(sb.Disk)
+	if cpu < f.minCPU || cpu > f.maxCPU || mem < f.minMem || mem > f.maxMem || disk < f.minDisk || disk > f.maxDisk {
+		return false
+	}
+	if f.isPublic != nil && sb.Public != *f.isPublic || f.isRecoverable != nil && sb.Recoverable != *f.isRecoverable {
+		return false
+	}
+	if !f.createdAfter.IsZero() && !sb.CreatedAt.After(f.createdAfter) ||
+		!f.createdBefore.IsZero() && !sb.CreatedAt.Before(f.createdBefore) ||
+		!f.activityAfter.IsZero() && !sb.LastActivity.After(f.activityAfter) ||
+		!f.activityBefore.IsZero() && !sb.LastActivity.Before(f.activityBefore) {
+		return false
+	}
+	return true
+}
+
+// sortKey is a row's value in the sort column: a number, a string or a time.
+type sortKey struct {
+	num float64
+	str string
+	t   time.Time
+}
+
+func keyOf(sb *sandbox, field string) sortKey {
+	switch field {
+	case "name":
+		return sortKey{str: sb.Name}
+	case "cpu":
+		return sortKey{num: float64(sb.CPU)}
+	case "memoryGib":
+		return sortKey{num: float64(sb.Memory)}
+	case "diskGib":
+		return sortKey{num: float64(sb.Disk)}
+	case "createdAt":
+		return sortKey{t: sb.CreatedAt}
+	case "updatedAt":
+		return sortKey{t: sb.UpdatedAt}
+	case "id":
+		return sortKey{str: sb.ID}
+	case "state":
+		return sortKey{str: sb.State}
+	case "snapshot":
+		if sb.Snapshot != nil {
+			return sortKey{str: *sb.Snapshot}
+		}
+		return sortKey{}
+	case "region":
+		return sortKey{str: sb.Target}
+	}
+	return sortKey{t: sb.LastActivity}
+}
+
+func (a sortKey) compare(b sortKey) int {
+	if c := cmp.Compare(a.num, b.num); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.str, b.str); c != 0 {
+		return c
+	}
+	return a.t.Compare(b.t)
+}
+
+// cursor is the opaque position after the last item of a page.
+type cursor struct {
+	SortValue any    `json:"sortValue"`
+	ID        string `json:"id"`
+}
+
+func (k sortKey) jsonValue(field string) any {
+	switch field {
+	case "name":
+		return k.str
+	case "cpu", "memoryGib", "diskGib":
+		return k.num
+	}
+	return k.t.UTC().Format(isoMillis)
+}
+
+func keyFromJSON(field string, v any) (sortKey, bool) {
+	switch field {
+	case "name":
+		s, ok := v.(string)
+		return sortKey{str: s}, ok
+	case "cpu", "memoryGib", "diskGib":
+		n, ok := v.(float64)
+		return sortKey{num: n}, ok
+	}
+	s, ok := v.(string)
+	if !ok {
+		return sortKey{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return sortKey{t: t}, err == nil
+}
+
+type listResponse struct {
+	Items      []sandboxListItemDTO `json:"items"`
+	NextCursor *string              `json:"nextCursor"`
+}
+
+type keyed struct {
+	sb  *sandbox
+	key sortKey
+}
+
+// sortRows orders rows by field, then id, in one direction.
+func sortRows(rows []keyed, desc bool) {
+	slices.SortFunc(rows, func(a, b keyed) int {
+		c := a.key.compare(b.key)
+		if c == 0 {
+			c = strings.Compare(a.sb.ID, b.sb.ID)
+		}
+		if desc {
+			c = -c
+		}
+		return c
+	})
+}
+
+func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
+	q := c.r.URL.Query()
+	f, err := parseFilter(q, false)
+	if err != nil {
+		return reply{}, err
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, perr := strconv.ParseFloat(v, 64)
+		if perr != nil || n < 1 || n > 200 {
+			return reply{}, errorf(http.StatusBadRequest, "limit must not be less than 1")
+		}
+		limit = int(n)
+	}
+	field := cmp.Or(q.Get("sort"), "lastActivityAt")
+	desc := cmp.Or(q.Get("order"), "desc") == "desc"
+	var after *cursor
+	var afterKey sortKey
+	if raw := q.Get("cursor"); raw != "" {
+		b, derr := base64.StdEncoding.DecodeString(raw)
+		var cur cursor
+		if derr != nil || json.Unmarshal(b, &cur) != nil || cur.ID == "" {
+			return reply{}, errorf(http.StatusBadRequest, "Invalid cursor provided: %s", raw)
+		}
+		k, ok := keyFromJSON(field, cur.SortValue)
+		if !ok {
+			return reply{}, errorf(http.StatusBadRequest, "Invalid cursor provided: %s", raw)
+		}
+		after, afterKey = &cur, k
+	}
+	tbx := s.toolboxProxyURL(c.r)
+
+	s.mu.Lock()
+	rows := make([]keyed, 0, 64)
+	for _, sb := range s.byID {
+		if sb.OrgID != c.org || !f.match(sb) {
+			continue
+		}
+		k := keyOf(sb, field)
+		if after != nil {
+			cmpv := k.compare(afterKey)
+			if cmpv == 0 {
+				cmpv = strings.Compare(sb.ID, after.ID)
+			}
+			if desc && cmpv >= 0 || !desc && cmpv <= 0 {
+				continue
+			}
+		}
+		rows = append(rows, keyed{sb, k})
+	}
+	sortRows(rows, desc)
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	resp := listResponse{Items: make([]sandboxListItemDTO, len(rows))}
+	for i, r := range rows {
+		resp.Items[i] = r.sb.listItem(tbx)
+	}
+	s.mu.Unlock()
+	if more {
+		last := rows[len(rows)-1]
+		b, _ := json.Marshal(cursor{SortValue: last.key.jsonValue(field), ID: last.sb.ID})
+		next := base64.StdEncoding.EncodeToString(b)
+		resp.NextCursor = &next
+	}
+	return reply{http.StatusOK, resp}, nil
+}
+
+type paginatedResponse struct {
+	Items      []sandboxDTO `json:"items"`
+	Total      int          `json:"total"`
+	Page       int          `json:"page"`
+	TotalPages int          `json:"totalPages"`
+}
+
+// listPaginated is the deprecated page-numbered list: full Sandbox items,
+// sorted by createdAt descending unless told otherwise.
+func (s *Simulator) listPaginated(c *call) (reply, *apiError) {
+	q := c.r.URL.Query()
+	f, err := parseFilter(q, true)
+	if err != nil {
+		return reply{}, err
+	}
+	page, limit := 1, 100
+	if v := q.Get("page"); v != "" {
+		if n, perr := strconv.ParseFloat(v, 64); perr == nil && n >= 1 {
+			page = int(n)
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		if n, perr := strconv.ParseFloat(v, 64); perr == nil && n >= 1 && n <= 200 {
+			limit = int(n)
+		}
+	}
+	field := cmp.Or(q.Get("sort"), "createdAt")
+	desc := cmp.Or(q.Get("order"), "desc") == "desc"
+	tbx := s.toolboxProxyURL(c.r)
+
+	s.mu.Lock()
+	var rows []keyed
+	for _, sb := range s.byID {
+		if sb.OrgID == c.org && f.match(sb) {
+			rows = append(rows, keyed{sb, keyOf(sb, field)})
+		}
+	}
+	sortRows(rows, desc)
+	total := len(rows)
+	lo := min((page-1)*limit, total)
+	hi := min(lo+limit, total)
+	resp := paginatedResponse{Items: make([]sandboxDTO, 0, hi-lo), Total: total, Page: page,
+		TotalPages: (total + limit - 1) / limit}
+	for _, r := range rows[lo:hi] {
+		resp.Items = append(resp.Items, r.sb.dto(tbx, false))
+	}
+	s.mu.Unlock()
+	return reply{http.StatusOK, resp}, nil
+}

@@ -1,0 +1,286 @@
+package simulator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// call is one API request on its way through the middleware.
+type call struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	op     string
+	org    string
+	params map[string]string
+	body   []byte
+	fault  Fault
+	// sandboxID names the sandbox for the call log.
+	sandboxID string
+	// after runs once the response is written (a createSandbox vanish).
+	after func()
+}
+
+// reply is what a handler answers: a status and a JSON body (nil for none).
+type reply struct {
+	status int
+	body   any
+}
+
+type handlerFunc func(*Simulator, *call) (reply, *apiError)
+
+type route struct {
+	method  string
+	pattern string
+	op      string
+	h       handlerFunc
+}
+
+var pathParam = regexp.MustCompile(`\{([A-Za-z]+)\}`)
+
+func apiRoutes() []route {
+	return []route{
+		{"GET", "/api/sandbox", "listSandboxes", (*Simulator).listSandboxes},
+		{"POST", "/api/sandbox", "createSandbox", (*Simulator).createSandbox},
+		{"GET", "/api/sandbox/paginated", "listSandboxesPaginated_deprecated", (*Simulator).listPaginated},
+		{"GET", "/api/sandbox/{sandboxIdOrName}", "getSandbox", (*Simulator).getSandbox},
+		{"DELETE", "/api/sandbox/{sandboxIdOrName}", "deleteSandbox", (*Simulator).deleteSandbox},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/start", "startSandbox", (*Simulator).startSandbox},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/stop", "stopSandbox", (*Simulator).stopSandbox},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/pause", "pauseSandbox", (*Simulator).pauseSandbox},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/archive", "archiveSandbox", (*Simulator).archiveSandbox},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/recover", "recoverSandbox", (*Simulator).recoverSandbox},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/resize", "resizeSandbox", (*Simulator).resizeSandbox},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/backup", "createBackup", (*Simulator).createBackup},
+		{"PUT", "/api/sandbox/{sandboxIdOrName}/labels", "replaceLabels", (*Simulator).replaceLabels},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/autostop/{interval}", "setAutostopInterval", (*Simulator).setAutostop},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/autoarchive/{interval}", "setAutoArchiveInterval", (*Simulator).setAutoArchive},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/autodelete/{interval}", "setAutoDeleteInterval", (*Simulator).setAutoDelete},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/public/{isPublic}", "updatePublicStatus", (*Simulator).setPublic},
+		{"POST", "/api/sandbox/{sandboxId}/last-activity", "updateLastActivity", (*Simulator).lastActivity},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/ports/{port}/preview-url", "getPortPreviewUrl", (*Simulator).previewURL},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/ports/{port}/signed-preview-url", "getSignedPortPreviewUrl", (*Simulator).signedPreviewURL},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/ports/{port}/signed-preview-url/{token}/expire", "expireSignedPortPreviewUrl", (*Simulator).expireSignedPreviewURL},
+		{"GET", "/api/sandbox/{sandboxId}/toolbox-proxy-url", "getToolboxProxyUrl", (*Simulator).toolboxProxyURLHandler},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/build-logs-url", "getBuildLogsUrl", (*Simulator).buildLogsURL},
+	}
+}
+
+func (s *Simulator) routes() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range apiRoutes() {
+		mux.Handle(rt.method+" "+rt.pattern, s.apiHandler(rt))
+	}
+	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeAPIError(w, r, errorf(http.StatusNotFound, "Cannot %s %s", r.Method, r.URL.Path))
+	})
+	mux.HandleFunc("/toolbox/{sandboxId}/{rest...}", s.serveToolbox)
+	mux.HandleFunc("/_preview/{label}/{rest...}", s.servePreviewPath)
+	mux.HandleFunc("/_preview/{label}", s.servePreviewPath)
+	s.adminRoutes(mux)
+	mux.HandleFunc("/", s.serveDashboard)
+	return s.hostRouter(mux)
+}
+
+// serveDashboard stands in for Daytona's dashboard: any path outside /api
+// gets HTML, which is what a DAYTONA_API_URL without /api runs into.
+func (s *Simulator) serveDashboard(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = io.WriteString(w, "<!doctype html><html><head><title>Daytona (sandplane simulator)</title></head>"+
+		"<body><p>This is the sandplane Daytona simulator. The API lives under <code>/api</code>: "+
+		"set DAYTONA_API_URL to this address followed by /api.</p></body></html>\n")
+}
+
+// bearer returns the API key of r, or "".
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// authenticate maps r's API key to its organization. Every failure is the
+// same 401, as in Daytona.
+func (s *Simulator) authenticate(r *http.Request) (string, *apiError) {
+	key := bearer(r)
+	if key == "" {
+		return "", errorf(http.StatusUnauthorized, msgInvalidCredentials)
+	}
+	if len(s.cfg.APIKeys) > 0 && !contains(s.cfg.APIKeys, key) {
+		return "", errorf(http.StatusUnauthorized, msgInvalidCredentials)
+	}
+	return orgOf(key), nil
+}
+
+// normalizeQuery rewrites qs-style "key[]" parameters to repeated keys,
+// which is how the document describes arrays.
+func normalizeQuery(u *url.URL) {
+	if !strings.Contains(u.RawQuery, "%5B%5D") && !strings.Contains(u.RawQuery, "[]") {
+		return
+	}
+	q := u.Query()
+	for k, vs := range q {
+		if base, ok := strings.CutSuffix(k, "[]"); ok {
+			q[base] = append(q[base], vs...)
+			delete(q, k)
+		}
+	}
+	u.RawQuery = q.Encode()
+}
+
+// recorder keeps a copy of the response for validation.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	buf    bytes.Buffer
+}
+
+func (r *recorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	r.buf.Write(b)
+	return r.ResponseWriter.Write(b)
+}
+
+// apiHandler runs the middleware chain of one API route: auth, faults,
+// validation against the document, the handler, the call log.
+func (s *Simulator) apiHandler(rt route) http.Handler {
+	names := pathParam.FindAllStringSubmatch(rt.pattern, -1)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := s.clk.Now()
+		normalizeQuery(r.URL)
+		c := &call{w: w, r: r, op: rt.op, params: make(map[string]string, len(names))}
+		for _, n := range names {
+			c.params[n[1]] = r.PathValue(n[1])
+		}
+		var rec *recorder
+		if s.cfg.ValidateResponses && s.spec != nil {
+			rec = &recorder{ResponseWriter: w}
+			c.w = rec
+		}
+		status, faultID := s.serveAPI(c)
+		if c.after != nil {
+			c.after()
+		}
+		if rec != nil {
+			s.spec.validateResponse(r, rt.op, c.params, rec.status, rec.Header(), rec.buf.Bytes())
+		}
+		s.calls.add(Call{Time: start, Method: r.Method, Path: r.URL.Path, Operation: rt.op,
+			SandboxID: c.sandboxID, Status: status, Fault: faultID})
+	})
+}
+
+func (s *Simulator) serveAPI(c *call) (status int, faultID string) {
+	fail := func(e *apiError) (int, string) {
+		s.writeAPIError(c.w, c.r, e)
+		return e.Status, faultID
+	}
+	org, aerr := s.authenticate(c.r)
+	if aerr != nil {
+		return fail(aerr)
+	}
+	c.org = org
+
+	target := c.params["sandboxIdOrName"]
+	if target == "" {
+		target = c.params["sandboxId"]
+	}
+	ids := []string{target}
+	if target != "" {
+		s.mu.Lock()
+		if sb, err := s.lookup(org, target); err == nil {
+			ids = append(ids, sb.ID, sb.Name)
+			c.sandboxID = sb.ID
+		}
+		s.mu.Unlock()
+	}
+	if ft, ok := s.faults.match(c.op, ids...); ok {
+		faultID = ft.ID
+		c.fault = ft
+		if ft.Delay > 0 {
+			if err := clock.Sleep(c.r.Context(), s.clk, durationOf(ft.Delay)); err != nil {
+				return 499, faultID
+			}
+		}
+		if ft.Vanish && target != "" {
+			s.mu.Lock()
+			if sb, err := s.lookup(org, target); err == nil {
+				s.vanishLocked(sb)
+			}
+			s.mu.Unlock()
+		}
+		if ft.Status != 0 {
+			return fail(faultError(c.op, ft))
+		}
+	}
+
+	if c.r.Body != nil {
+		b, err := io.ReadAll(io.LimitReader(c.r.Body, 10<<20))
+		if err != nil {
+			return fail(errorf(http.StatusBadRequest, "could not read the request body"))
+		}
+		c.body = b
+		c.r.Body = io.NopCloser(bytes.NewReader(b))
+		if len(bytes.TrimSpace(b)) > 0 && c.r.Header.Get("Content-Type") == "" {
+			c.r.Header.Set("Content-Type", "application/json")
+		}
+	}
+	if s.spec != nil && !s.cfg.DisableValidation {
+		if verr := s.spec.validateRequest(c.r, c.op, c.params); verr != nil {
+			return fail(verr)
+		}
+		c.r.Body = io.NopCloser(bytes.NewReader(c.body))
+	}
+
+	rep, herr := routeHandler(c.op)(s, c)
+	if herr != nil {
+		return fail(herr)
+	}
+	if rep.body == nil {
+		c.w.WriteHeader(rep.status)
+		return rep.status, faultID
+	}
+	writeJSON(c.w, rep.status, rep.body)
+	return rep.status, faultID
+}
+
+var handlers = func() map[string]handlerFunc {
+	m := map[string]handlerFunc{}
+	for _, rt := range apiRoutes() {
+		m[rt.op] = rt.h
+	}
+	return m
+}()
+
+func routeHandler(op string) handlerFunc { return handlers[op] }
+
+// decodeBody reads a JSON body into v; an empty body leaves v alone.
+func (c *call) decodeBody(v any) *apiError {
+	if len(bytes.TrimSpace(c.body)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(c.body, v); err != nil {
+		return errorf(http.StatusBadRequest, "Unexpected token in JSON body")
+	}
+	return nil
+}
+
+// withTimeout is the request's context, for waits that end with the client.
+func (c *call) ctx() context.Context { return c.r.Context() }

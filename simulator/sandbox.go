@@ -1,0 +1,366 @@
+package simulator
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// Raw states (SandboxState) and desired states (SandboxDesiredState).
+const (
+	stCreating         = "creating"
+	stRestoring        = "restoring"
+	stDestroyed        = "destroyed"
+	stDestroying       = "destroying"
+	stStarted          = "started"
+	stStopped          = "stopped"
+	stStarting         = "starting"
+	stStopping         = "stopping"
+	stError            = "error"
+	stBuildFailed      = "build_failed"
+	stPendingBuild     = "pending_build"
+	stBuildingSnapshot = "building_snapshot"
+	stUnknown          = "unknown"
+	stArchived         = "archived"
+	stArchiving        = "archiving"
+	stPaused           = "paused"
+
+	dsDestroyed = "destroyed"
+	dsStarted   = "started"
+	dsStopped   = "stopped"
+	dsArchived  = "archived"
+)
+
+// isoMillis is JavaScript's Date.toISOString.
+const isoMillis = "2006-01-02T15:04:05.000Z"
+
+func iso(t time.Time) string { return t.UTC().Format(isoMillis) }
+
+type volume struct {
+	VolumeID  string  `json:"volumeId"`
+	MountPath string  `json:"mountPath"`
+	Subpath   *string `json:"subpath,omitempty"`
+}
+
+type buildInfo struct {
+	DockerfileContent string   `json:"dockerfileContent"`
+	ContextHashes     []string `json:"contextHashes"`
+	CreatedAt         string   `json:"createdAt"`
+	UpdatedAt         string   `json:"updatedAt"`
+	SnapshotRef       string   `json:"snapshotRef"`
+}
+
+// sandbox is one row, with the engine's bookkeeping beside it. Every field
+// is guarded by Simulator.mu.
+type sandbox struct {
+	ID, OrgID, Name  string
+	Snapshot         *string
+	User             string
+	Env, Labels      map[string]string
+	Public           bool
+	NetworkBlockAll  bool
+	NetworkAllowList *string
+	DomainAllowList  *string
+	Target           string
+	CPU, GPU         int
+	Memory, Disk     int
+	GPUType          *string
+	State, Desired   string
+	Pending          bool
+	ErrorReason      *string
+	Recoverable      bool
+	BackupState      string
+	BackupCreatedAt  *time.Time
+	AutoStop         int
+	AutoArchive      int
+	AutoDelete       int
+	Volumes          []volume
+	BuildInfo        *buildInfo
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	LastActivity     time.Time
+	RunnerID         *string
+	DaemonVersion    *string
+	AuthToken        string
+
+	// gen increments at every step the engine takes, so a step that
+	// completes after the row moved on (or vanished) is dropped.
+	gen     uint64
+	busy    bool
+	gone    bool
+	changed chan struct{} // closed and replaced on every raw state change
+
+	// forceStop skips the stop's grace period.
+	forceStop bool
+	// failNext makes the next transition towards started end in error.
+	failNext *failure
+
+	// activity bookkeeping (see activity.go)
+	lastBump      time.Time // last accepted bump through the throttle
+	lastProxyBump time.Time // last proxy bump, for its 45 s dedupe
+
+	// workload
+	toolboxURL string
+
+	// cost accounting
+	ledger *ledger
+}
+
+type failure struct {
+	Reason      string
+	Recoverable bool
+}
+
+func (sb *sandbox) ephemeral() bool { return sb.AutoDelete == 0 }
+
+func (sb *sandbox) errored() bool { return sb.State == stError || sb.State == stBuildFailed }
+
+// inFlight is Daytona's "state change in progress".
+func (sb *sandbox) inFlight() bool { return sb.Pending || sb.State != sb.Desired }
+
+// displayState is the derived state of the Sandbox DTO.
+func (sb *sandbox) displayState(listItem bool) string {
+	switch {
+	case sb.State == stStarted && sb.Desired == dsStopped:
+		return stStopping
+	case sb.State == stStarted && sb.Desired == dsDestroyed:
+		return stDestroying
+	case sb.State == stStopped && sb.Desired == dsStarted:
+		return stStarting
+	case sb.State == stStopped && sb.Desired == dsDestroyed:
+		return stDestroying
+	case sb.State == stStopped && sb.Desired == dsArchived:
+		return stArchiving
+	case sb.State == stUnknown && sb.Desired == dsStarted:
+		return stCreating
+	case listItem && sb.State == stArchived && sb.Desired == dsStarted:
+		return stRestoring
+	}
+	return sb.State
+}
+
+// setState changes the raw state. Every raw change is activity in Daytona
+// (the repository upserts lastActivityAt in the same transaction).
+func (sb *sandbox) setState(c clock.Clock, state string) {
+	if sb.State == state {
+		return
+	}
+	now := c.Now()
+	sb.ledger.enter(now, state)
+	sb.State = state
+	sb.UpdatedAt = now
+	sb.LastActivity = now
+	if state == stDestroyed || state == stArchived {
+		sb.RunnerID = nil
+	}
+	if sb.State == sb.Desired || sb.errored() || sb.Desired == dsArchived {
+		sb.Pending = false
+	}
+	sb.notify()
+}
+
+func (sb *sandbox) notify() {
+	if sb.changed != nil {
+		close(sb.changed)
+	}
+	sb.changed = make(chan struct{})
+}
+
+// nullable renders as absent (unset), null, or a value; with the omitzero
+// tag an unset one leaves the key out.
+type nullable[T any] struct {
+	v   T
+	set bool
+	ok  bool
+}
+
+func (n nullable[T]) IsZero() bool { return !n.set }
+
+func (n nullable[T]) MarshalJSON() ([]byte, error) {
+	if !n.ok {
+		return []byte("null"), nil
+	}
+	return json.Marshal(n.v)
+}
+
+// column renders a nullable column: absent on a fresh row, null or the value
+// on one read back.
+func column[T any](p *T, fresh bool) nullable[T] {
+	if p != nil {
+		return nullable[T]{v: *p, set: true, ok: true}
+	}
+	if fresh {
+		return nullable[T]{}
+	}
+	return nullable[T]{set: true}
+}
+
+func present[T any](v T) nullable[T] { return nullable[T]{v: v, set: true, ok: true} }
+
+// sandboxDTO is the Sandbox schema.
+type sandboxDTO struct {
+	ID                  string              `json:"id"`
+	OrganizationID      string              `json:"organizationId"`
+	Name                string              `json:"name"`
+	Snapshot            nullable[string]    `json:"snapshot,omitzero"`
+	User                string              `json:"user"`
+	Env                 map[string]string   `json:"env"`
+	Labels              map[string]string   `json:"labels"`
+	Public              bool                `json:"public"`
+	NetworkBlockAll     bool                `json:"networkBlockAll"`
+	NetworkAllowList    nullable[string]    `json:"networkAllowList,omitzero"`
+	DomainAllowList     nullable[string]    `json:"domainAllowList,omitzero"`
+	Target              string              `json:"target"`
+	CPU                 int                 `json:"cpu"`
+	GPU                 int                 `json:"gpu"`
+	GPUType             nullable[string]    `json:"gpuType,omitzero"`
+	Memory              int                 `json:"memory"`
+	Disk                int                 `json:"disk"`
+	State               string              `json:"state"`
+	DesiredState        string              `json:"desiredState"`
+	ErrorReason         nullable[string]    `json:"errorReason,omitzero"`
+	Recoverable         bool                `json:"recoverable"`
+	BackupState         string              `json:"backupState"`
+	BackupCreatedAt     nullable[string]    `json:"backupCreatedAt,omitzero"`
+	AutoStopInterval    int                 `json:"autoStopInterval"`
+	AutoArchiveInterval int                 `json:"autoArchiveInterval"`
+	AutoDeleteInterval  int                 `json:"autoDeleteInterval"`
+	Volumes             []volume            `json:"volumes"`
+	BuildInfo           nullable[buildInfo] `json:"buildInfo,omitzero"`
+	CreatedAt           string              `json:"createdAt"`
+	UpdatedAt           string              `json:"updatedAt"`
+	LastActivityAt      string              `json:"lastActivityAt"`
+	SandboxClass        string              `json:"sandboxClass"`
+	DaemonVersion       nullable[string]    `json:"daemonVersion,omitzero"`
+	RunnerID            nullable[string]    `json:"runnerId,omitzero"`
+	ToolboxProxyURL     string              `json:"toolboxProxyUrl"`
+}
+
+// sandboxListItemDTO is the SandboxListItem schema: the Sandbox minus env,
+// network settings, volumes, buildInfo and backupCreatedAt.
+type sandboxListItemDTO struct {
+	ID                  string            `json:"id"`
+	OrganizationID      string            `json:"organizationId"`
+	Name                string            `json:"name"`
+	Target              string            `json:"target"`
+	RunnerID            nullable[string]  `json:"runnerId,omitzero"`
+	SandboxClass        string            `json:"sandboxClass"`
+	State               string            `json:"state"`
+	DesiredState        string            `json:"desiredState"`
+	Snapshot            nullable[string]  `json:"snapshot,omitzero"`
+	User                string            `json:"user"`
+	ErrorReason         nullable[string]  `json:"errorReason,omitzero"`
+	Recoverable         bool              `json:"recoverable"`
+	Public              bool              `json:"public"`
+	CPU                 int               `json:"cpu"`
+	GPU                 int               `json:"gpu"`
+	GPUType             nullable[string]  `json:"gpuType,omitzero"`
+	Memory              int               `json:"memory"`
+	Disk                int               `json:"disk"`
+	Labels              map[string]string `json:"labels"`
+	BackupState         string            `json:"backupState"`
+	AutoStopInterval    int               `json:"autoStopInterval"`
+	AutoArchiveInterval int               `json:"autoArchiveInterval"`
+	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
+	CreatedAt           string            `json:"createdAt"`
+	UpdatedAt           string            `json:"updatedAt"`
+	LastActivityAt      string            `json:"lastActivityAt"`
+	DaemonVersion       nullable[string]  `json:"daemonVersion,omitzero"`
+	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// dto renders the Sandbox. It copies everything, so the result may be
+// encoded after the lock is released. fresh renders the row as the create
+// response does: Daytona omits there the nullable columns that a later GET,
+// reading the row back, shows as null.
+func (sb *sandbox) dto(toolboxProxyURL string, fresh bool) sandboxDTO {
+	d := sandboxDTO{
+		ID:                  sb.ID,
+		OrganizationID:      sb.OrgID,
+		Name:                sb.Name,
+		Snapshot:            column(sb.Snapshot, fresh),
+		User:                sb.User,
+		Env:                 copyMap(sb.Env),
+		Labels:              copyMap(sb.Labels),
+		Public:              sb.Public,
+		NetworkBlockAll:     sb.NetworkBlockAll,
+		NetworkAllowList:    column(sb.NetworkAllowList, fresh),
+		DomainAllowList:     column(sb.DomainAllowList, fresh),
+		Target:              sb.Target,
+		CPU:                 sb.CPU,
+		GPU:                 sb.GPU,
+		Memory:              sb.Memory,
+		Disk:                sb.Disk,
+		State:               sb.displayState(false),
+		DesiredState:        sb.Desired,
+		ErrorReason:         column(sb.ErrorReason, fresh),
+		Recoverable:         sb.Recoverable,
+		BackupState:         sb.BackupState,
+		AutoStopInterval:    sb.AutoStop,
+		AutoArchiveInterval: sb.AutoArchive,
+		AutoDeleteInterval:  sb.AutoDelete,
+		Volumes:             append([]volume{}, sb.Volumes...),
+		CreatedAt:           iso(sb.CreatedAt),
+		UpdatedAt:           iso(sb.UpdatedAt),
+		LastActivityAt:      iso(sb.LastActivity),
+		SandboxClass:        "container",
+		DaemonVersion:       column(sb.DaemonVersion, fresh),
+		RunnerID:            column(sb.RunnerID, fresh),
+		ToolboxProxyURL:     toolboxProxyURL,
+	}
+	if sb.GPUType != nil {
+		d.GPUType = present(*sb.GPUType)
+	}
+	if sb.BackupCreatedAt != nil {
+		d.BackupCreatedAt = present(iso(*sb.BackupCreatedAt))
+	}
+	if sb.BuildInfo != nil {
+		d.BuildInfo = present(*sb.BuildInfo)
+	}
+	return d
+}
+
+func (sb *sandbox) listItem(toolboxProxyURL string) sandboxListItemDTO {
+	d := sandboxListItemDTO{
+		ID:                  sb.ID,
+		OrganizationID:      sb.OrgID,
+		Name:                sb.Name,
+		Target:              sb.Target,
+		RunnerID:            column(sb.RunnerID, false),
+		SandboxClass:        "container",
+		State:               sb.displayState(true),
+		DesiredState:        sb.Desired,
+		Snapshot:            column(sb.Snapshot, false),
+		User:                sb.User,
+		ErrorReason:         column(sb.ErrorReason, false),
+		Recoverable:         sb.Recoverable,
+		Public:              sb.Public,
+		CPU:                 sb.CPU,
+		GPU:                 sb.GPU,
+		Memory:              sb.Memory,
+		Disk:                sb.Disk,
+		Labels:              copyMap(sb.Labels),
+		BackupState:         sb.BackupState,
+		AutoStopInterval:    sb.AutoStop,
+		AutoArchiveInterval: sb.AutoArchive,
+		AutoDeleteInterval:  sb.AutoDelete,
+		CreatedAt:           iso(sb.CreatedAt),
+		UpdatedAt:           iso(sb.UpdatedAt),
+		LastActivityAt:      iso(sb.LastActivity),
+		DaemonVersion:       column(sb.DaemonVersion, false),
+		ToolboxProxyURL:     toolboxProxyURL,
+	}
+	if sb.GPUType != nil {
+		d.GPUType = present(*sb.GPUType)
+	}
+	return d
+}

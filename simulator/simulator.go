@@ -1,0 +1,265 @@
+package simulator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// Simulator is a stateful Daytona API. It is safe for concurrent use.
+type Simulator struct {
+	cfg       Config
+	clk       clock.Clock
+	backend   Backend
+	syncWork  bool // the backend's work is free, so zero-delay steps run inline
+	spec      *spec
+	faults    *faults
+	calls     *callLog
+	snapshots map[string]Snapshot
+	anySnap   bool
+
+	// bg is the context of background work; Close cancels it.
+	bg     context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	byID    map[string]*sandbox
+	byName  map[string]*sandbox // orgID + "\x00" + name
+	pool    []*sandbox          // started warm-pool sandboxes
+	ledgers []*ledger
+	signed  map[string]*signedToken
+	ids     *rand.ChaCha8
+	rng     *rand.Rand
+	closed  bool
+	jobs    clock.Timer
+	handler http.Handler
+}
+
+// New returns a running simulator. Close stops it.
+func New(cfg Config) (*Simulator, error) {
+	cfg = cfg.withDefaults()
+	var seed [32]byte
+	binary.LittleEndian.PutUint64(seed[:], cfg.Seed)
+	s := &Simulator{
+		cfg:       cfg,
+		clk:       cfg.Clock,
+		backend:   cfg.Backend,
+		snapshots: map[string]Snapshot{},
+		byID:      map[string]*sandbox{},
+		byName:    map[string]*sandbox{},
+		signed:    map[string]*signedToken{},
+		ids:       rand.NewChaCha8(seed),
+		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		calls:     newCallLog(cfg.CallLogSize),
+	}
+	_, s.syncWork = cfg.Backend.(noneBackend)
+	s.faults = newFaults(cfg.Seed)
+	s.snapshots[cfg.DefaultSnapshot] = Snapshot{Name: cfg.DefaultSnapshot, CPU: 1, Memory: 1, Disk: 3}
+	for _, sn := range cfg.Snapshots {
+		if sn.Name == "*" {
+			s.anySnap = true
+			continue
+		}
+		if sn.CPU == 0 && sn.Memory == 0 && sn.Disk == 0 {
+			sn.CPU, sn.Memory, sn.Disk = 1, 1, 3
+		}
+		s.snapshots[sn.Name] = sn
+	}
+	if !cfg.DisableValidation || cfg.ValidateResponses {
+		sp, err := loadSpec(cfg.SpecPath)
+		if err != nil {
+			return nil, err
+		}
+		s.spec = sp
+	}
+	s.bg, s.cancel = context.WithCancel(context.Background())
+	s.handler = s.routes()
+	s.startJobs()
+	s.mu.Lock()
+	s.fillPoolLocked()
+	s.mu.Unlock()
+	return s, nil
+}
+
+// Handler serves the API, the toolbox proxy, preview traffic and the admin
+// API.
+func (s *Simulator) Handler() http.Handler { return s.handler }
+
+// Close stops the jobs, waits for in-flight transitions and removes every
+// workload.
+func (s *Simulator) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	if s.jobs != nil {
+		s.jobs.Stop()
+	}
+	ids := make([]string, 0, len(s.byID))
+	for id := range s.byID {
+		ids = append(ids, id)
+	}
+	for _, sb := range s.pool {
+		ids = append(ids, sb.ID)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	if !s.syncWork {
+		for _, id := range ids {
+			_ = s.backend.Remove(context.Background(), id)
+		}
+	}
+	return s.backend.Close()
+}
+
+// newID returns a UUID v4 drawn from the seeded source. Called with s.mu held.
+func (s *Simulator) newID() string {
+	id, err := uuid.NewRandomFromReader(s.ids)
+	if err != nil {
+		panic(err) // ChaCha8 never fails
+	}
+	return id.String()
+}
+
+// token draws n characters of Daytona's lowercased nanoid alphabet. Called
+// with s.mu held.
+func (s *Simulator) token(n int, alphabet string) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[s.rng.IntN(len(alphabet))]
+	}
+	return string(b)
+}
+
+const (
+	authTokenAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789_-"
+	signedAlphabet    = "abcdefghijklmnopqrstuvwxyz0123456789"
+)
+
+// orgOf is the organization an API key belongs to: a stable UUID derived
+// from the key, so that each key sees only its own sandboxes.
+func orgOf(key string) string {
+	sum := sha256.Sum256([]byte("sandplane-sim-org:" + key))
+	id, _ := uuid.FromBytes(sum[:16])
+	id[6] = (id[6] & 0x0f) | 0x40
+	id[8] = (id[8] & 0x3f) | 0x80
+	return id.String()
+}
+
+func nameKey(org, name string) string { return org + "\x00" + name }
+
+// lookup resolves id first, then name, inside org. Errored sandboxes that
+// are being deleted count as gone. Called with s.mu held.
+func (s *Simulator) lookup(org, idOrName string) (*sandbox, *apiError) {
+	sb := s.byID[idOrName]
+	if sb == nil || sb.OrgID != org {
+		sb = s.byName[nameKey(org, idOrName)]
+	}
+	if sb == nil || sb.OrgID != org || sb.gone || sb.errored() && sb.Desired == dsDestroyed {
+		return nil, notFound(idOrName)
+	}
+	return sb, nil
+}
+
+// lookupID resolves by id only.
+func (s *Simulator) lookupID(org, id string) *sandbox {
+	sb := s.byID[id]
+	if sb == nil || sb.OrgID != org || sb.gone || sb.errored() && sb.Desired == dsDestroyed {
+		return nil
+	}
+	return sb
+}
+
+func (s *Simulator) insertLocked(sb *sandbox) {
+	s.byID[sb.ID] = sb
+	s.byName[nameKey(sb.OrgID, sb.Name)] = sb
+}
+
+// dropLocked removes sb from the indexes; its ledger stays.
+func (s *Simulator) dropLocked(sb *sandbox) {
+	if s.byID[sb.ID] == sb {
+		delete(s.byID, sb.ID)
+	}
+	if s.byName[nameKey(sb.OrgID, sb.Name)] == sb {
+		delete(s.byName, nameKey(sb.OrgID, sb.Name))
+	}
+}
+
+// renameLocked moves sb to a new name in the name index.
+func (s *Simulator) renameLocked(sb *sandbox, name string) {
+	if s.byName[nameKey(sb.OrgID, sb.Name)] == sb {
+		delete(s.byName, nameKey(sb.OrgID, sb.Name))
+	}
+	sb.Name = name
+	s.byName[nameKey(sb.OrgID, sb.Name)] = sb
+}
+
+// softDeleteLocked is Daytona's delete: desired destroyed, pending, the name
+// freed by renaming.
+func (s *Simulator) softDeleteLocked(sb *sandbox) {
+	now := s.clk.Now()
+	sb.Desired = dsDestroyed
+	sb.Pending = true
+	sb.BackupState = "None"
+	sb.UpdatedAt = now
+	s.renameLocked(sb, fmt.Sprintf("DESTROYED_%s_%d", sb.Name, now.UnixMilli()))
+	if sb.errored() {
+		sb.Pending = false
+	}
+	sb.notify()
+}
+
+// vanishLocked makes a sandbox disappear out of band, as if an operator
+// deleted its row: every later request for it is a 404.
+func (s *Simulator) vanishLocked(sb *sandbox) {
+	sb.gone = true
+	sb.gen++
+	sb.busy = false
+	sb.ledger.enter(s.clk.Now(), stDestroyed)
+	s.dropLocked(sb)
+	sb.notify()
+	if !s.syncWork {
+		id := sb.ID
+		s.goBackground(func(ctx context.Context) { _ = s.backend.Remove(ctx, id) })
+	}
+}
+
+// goBackground runs f on the background context unless the simulator is
+// closing.
+func (s *Simulator) goBackground(f func(ctx context.Context)) {
+	if s.closed {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f(s.bg)
+	}()
+}
+
+// baseURL is the public base of the simulator for r.
+func (s *Simulator) baseURL(r *http.Request) string {
+	if s.cfg.BaseURL != "" {
+		return strings.TrimRight(s.cfg.BaseURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+func (s *Simulator) toolboxProxyURL(r *http.Request) string { return s.baseURL(r) + "/toolbox" }

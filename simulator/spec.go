@@ -1,0 +1,479 @@
+package simulator
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"golang.org/x/mod/module"
+)
+
+// apiClientModule is the official Go api-client; its module ships the
+// upstream OpenAPI document at api/openapi.yaml.
+const (
+	apiClientModule  = "github.com/daytonaio/daytona/libs/api-client-go"
+	apiClientVersion = "v0.190.0"
+	specEnv          = "SANDPLANE_DAYTONA_SPEC"
+)
+
+// LocateSpec finds the upstream OpenAPI document: $SANDPLANE_DAYTONA_SPEC,
+// else api/openapi.yaml of the pinned api-client module in the Go module
+// cache.
+func LocateSpec() (string, error) {
+	if p := os.Getenv(specEnv); p != "" {
+		return p, nil
+	}
+	version := apiClientVersion
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range bi.Deps {
+			if dep.Path == apiClientModule && dep.Version != "" && dep.Version != "(devel)" {
+				version = dep.Version
+			}
+		}
+	}
+	rel, err := module.EscapePath(apiClientModule)
+	if err != nil {
+		return "", err
+	}
+	ver, err := module.EscapeVersion(version)
+	if err != nil {
+		return "", err
+	}
+	rel = filepath.Join(filepath.FromSlash(rel)+"@"+ver, "api", "openapi.yaml")
+	var tried []string
+	for _, root := range modCacheRoots() {
+		p := filepath.Join(root, rel)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		tried = append(tried, p)
+	}
+	return "", fmt.Errorf("the Daytona OpenAPI document of %s@%s is not in the module cache (tried %s); run `go mod download %s@%s` or set %s",
+		apiClientModule, version, strings.Join(tried, ", "), apiClientModule, version, specEnv)
+}
+
+func modCacheRoots() []string {
+	var roots []string
+	if v := os.Getenv("GOMODCACHE"); v != "" {
+		roots = append(roots, v)
+	}
+	if out, err := exec.Command("go", "env", "GOMODCACHE").Output(); err == nil {
+		if v := strings.TrimSpace(string(out)); v != "" {
+			roots = append(roots, v)
+		}
+	}
+	for _, p := range filepath.SplitList(os.Getenv("GOPATH")) {
+		if p != "" {
+			roots = append(roots, filepath.Join(p, "pkg", "mod"))
+		}
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		roots = append(roots, filepath.Join(home, "go", "pkg", "mod"))
+	}
+	return roots
+}
+
+// SpecException is a place where the real server and its OpenAPI document
+// disagree. The simulator follows the server, and validates against the
+// document with the exception applied.
+type SpecException struct {
+	Operation string `json:"operation,omitempty"`
+	Schema    string `json:"schema,omitempty"`
+	What      string `json:"what"`
+	Why       string `json:"why"`
+	apply     func(doc *openapi3.T, ops map[string]*opInfo) error
+}
+
+var statusTwoOhOneOps = []string{
+	"setAutostopInterval", "setAutoArchiveInterval", "setAutoDeleteInterval",
+	"updatePublicStatus", "createBackup", "expireSignedPortPreviewUrl",
+}
+
+var nullableColumns = []string{"snapshot", "networkAllowList", "domainAllowList", "errorReason", "daemonVersion", "runnerId"}
+
+// SpecExceptions lists every patch the simulator applies to the upstream
+// document, each with the reason the real server wins.
+func SpecExceptions() []SpecException {
+	var out []SpecException
+	for _, op := range statusTwoOhOneOps {
+		out = append(out, SpecException{
+			Operation: op,
+			What:      "answers 201, not the documented 200",
+			Why:       "a NestJS @Post without @HttpCode(200) answers 201",
+			apply: func(doc *openapi3.T, ops map[string]*opInfo) error {
+				info := ops[op]
+				if info == nil {
+					return fmt.Errorf("operation %s not in the document", op)
+				}
+				r := info.op.Responses.Value("200")
+				if r == nil {
+					return fmt.Errorf("%s has no 200 response", op)
+				}
+				info.op.Responses.Delete("200")
+				info.op.Responses.Set("201", r)
+				return nil
+			},
+		})
+	}
+	out = append(out,
+		SpecException{
+			Operation: "replaceLabels",
+			What:      "answers the whole Sandbox, not SandboxLabels",
+			Why:       "the controller returns the sandbox DTO after replacing the labels",
+			apply: func(doc *openapi3.T, ops map[string]*opInfo) error {
+				info := ops["replaceLabels"]
+				sandbox := doc.Components.Schemas["Sandbox"]
+				if info == nil || sandbox == nil {
+					return errors.New("replaceLabels or Sandbox missing")
+				}
+				r := info.op.Responses.Value("200")
+				if r == nil || r.Value == nil || r.Value.Content.Get("application/json") == nil {
+					return errors.New("replaceLabels has no JSON 200 response")
+				}
+				r.Value.Content.Get("application/json").Schema = &openapi3.SchemaRef{Ref: "#/components/schemas/Sandbox", Value: sandbox.Value}
+				return nil
+			},
+		},
+		SpecException{
+			Operation: "createSandbox",
+			What:      "the request body is optional",
+			Why:       "every CreateSandbox field is optional and the server accepts a request without a body",
+			apply: func(doc *openapi3.T, ops map[string]*opInfo) error {
+				info := ops["createSandbox"]
+				if info == nil || info.op.RequestBody == nil || info.op.RequestBody.Value == nil {
+					return errors.New("createSandbox has no request body")
+				}
+				info.op.RequestBody.Value.Required = false
+				return nil
+			},
+		},
+		SpecException{
+			Operation: "updatePublicStatus",
+			What:      "isPublic accepts any string",
+			Why:       "the ValidationPipe's primitive transform turns 'true' into true and anything else into false",
+			apply:     stringParam("updatePublicStatus", "isPublic"),
+		},
+	)
+	for _, op := range []string{"setAutostopInterval", "setAutoArchiveInterval", "setAutoDeleteInterval"} {
+		out = append(out, SpecException{
+			Operation: op,
+			What:      "a non-numeric interval is a 500, not a 400",
+			Why:       "the path value reaches an integer column unchecked and the database error surfaces as 500",
+			apply:     stringParam(op, "interval"),
+		})
+	}
+	for _, schema := range []string{"Sandbox", "SandboxListItem"} {
+		out = append(out, SpecException{
+			Schema: schema,
+			What:   "nullable columns (" + strings.Join(nullableColumns, ", ") + ") may be null",
+			Why:    "rows read back from Postgres carry null where the create response leaves the key out",
+			apply: func(doc *openapi3.T, _ map[string]*opInfo) error {
+				s := doc.Components.Schemas[schema]
+				if s == nil || s.Value == nil {
+					return fmt.Errorf("schema %s missing", schema)
+				}
+				for _, prop := range nullableColumns {
+					p := s.Value.Properties[prop]
+					if p == nil {
+						continue
+					}
+					cp := *p.Value
+					cp.Nullable = true
+					s.Value.Properties[prop] = &openapi3.SchemaRef{Value: &cp}
+				}
+				return nil
+			},
+		})
+	}
+	return out
+}
+
+func stringParam(op, name string) func(*openapi3.T, map[string]*opInfo) error {
+	return func(doc *openapi3.T, ops map[string]*opInfo) error {
+		info := ops[op]
+		if info == nil {
+			return fmt.Errorf("operation %s not in the document", op)
+		}
+		for _, p := range info.op.Parameters {
+			if p.Value != nil && p.Value.Name == name {
+				cp := *p.Value
+				cp.Schema = &openapi3.SchemaRef{Value: openapi3.NewStringSchema()}
+				p.Value = &cp
+				return nil
+			}
+		}
+		return fmt.Errorf("%s has no parameter %s", op, name)
+	}
+}
+
+type opInfo struct {
+	path   string
+	method string
+	item   *openapi3.PathItem
+	op     *openapi3.Operation
+}
+
+// spec is the patched upstream document, ready to validate against. It is
+// shared and read-only once built.
+type spec struct {
+	doc *openapi3.T
+	ops map[string]*opInfo
+
+	mu         sync.Mutex
+	violations []string
+}
+
+var (
+	specMu    sync.Mutex
+	specCache = map[string]*openapi3.T{}
+)
+
+// loadSpec parses the document once per path and applies the exceptions.
+func loadSpec(path string) (*spec, error) {
+	if path == "" {
+		p, err := LocateSpec()
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
+	specMu.Lock()
+	defer specMu.Unlock()
+	doc := specCache[path]
+	var ops map[string]*opInfo
+	if doc == nil {
+		var err error
+		doc, err = openapi3.NewLoader().LoadFromFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("load Daytona OpenAPI document %s: %w", path, err)
+		}
+		ops = indexOps(doc)
+		for _, ex := range SpecExceptions() {
+			if err := ex.apply(doc, ops); err != nil {
+				return nil, fmt.Errorf("spec exception %s%s (%s): %w", ex.Operation, ex.Schema, ex.What, err)
+			}
+		}
+		specCache[path] = doc
+	} else {
+		ops = indexOps(doc)
+	}
+	return &spec{doc: doc, ops: ops}, nil
+}
+
+func indexOps(doc *openapi3.T) map[string]*opInfo {
+	ops := map[string]*opInfo{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.OperationID != "" {
+				ops[op.OperationID] = &opInfo{path: path, method: method, item: item, op: op}
+			}
+		}
+	}
+	return ops
+}
+
+func (sp *spec) input(r *http.Request, op string, params map[string]string) (*openapi3filter.RequestValidationInput, bool) {
+	info := sp.ops[op]
+	if info == nil {
+		return nil, false
+	}
+	return &openapi3filter.RequestValidationInput{
+		Request:    r,
+		PathParams: params,
+		Route:      &routers.Route{Spec: sp.doc, Path: info.path, PathItem: info.item, Method: info.method, Operation: info.op},
+		Options: &openapi3filter.Options{
+			MultiError:         true,
+			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+		},
+	}, true
+}
+
+// validateRequest checks r against the operation and turns a failure into
+// the 400 the real server would give.
+func (sp *spec) validateRequest(r *http.Request, op string, params map[string]string) *apiError {
+	in, ok := sp.input(r, op, params)
+	if !ok {
+		return nil
+	}
+	err := openapi3filter.ValidateRequest(r.Context(), in)
+	if err == nil {
+		return nil
+	}
+	return errorf(http.StatusBadRequest, "%s", validationMessage(err))
+}
+
+// validationMessage renders kin-openapi's errors the way class-validator
+// words them, joined with ", " as NestJS joins its message array.
+func validationMessage(err error) string {
+	var errs []error
+	var me openapi3.MultiError
+	if errors.As(err, &me) {
+		errs = me
+	} else {
+		errs = []error{err}
+	}
+	var msgs []string
+	for _, e := range errs {
+		msgs = append(msgs, oneMessage(e)...)
+	}
+	if len(msgs) == 0 {
+		return err.Error()
+	}
+	return strings.Join(msgs, ", ")
+}
+
+func oneMessage(err error) []string {
+	var re *openapi3filter.RequestError
+	if !errors.As(err, &re) {
+		var me openapi3.MultiError
+		if errors.As(err, &me) {
+			var out []string
+			for _, e := range me {
+				out = append(out, oneMessage(e)...)
+			}
+			return out
+		}
+		return []string{err.Error()}
+	}
+	if p := re.Parameter; p != nil {
+		switch {
+		case p.Schema != nil && p.Schema.Value != nil && p.Schema.Value.Type.Is("boolean"):
+			return []string{msgBoolExpected}
+		case p.Name == "port":
+			return []string{"Invalid port"}
+		}
+		var se *openapi3.SchemaError
+		if errors.As(re.Err, &se) {
+			return []string{schemaMessage(p.Name, se)}
+		}
+		if errors.Is(re.Err, openapi3filter.ErrInvalidRequired) {
+			return []string{p.Name + " should not be empty"}
+		}
+		return []string{fmt.Sprintf("%s must be a valid %s", p.Name, paramType(p))}
+	}
+	// A body error: one message per failing property.
+	var out []string
+	var me openapi3.MultiError
+	if errors.As(re.Err, &me) {
+		for _, e := range me {
+			var se *openapi3.SchemaError
+			if errors.As(e, &se) {
+				out = append(out, schemaMessage(strings.Join(se.JSONPointer(), "."), se))
+			}
+		}
+	} else {
+		var se *openapi3.SchemaError
+		if errors.As(re.Err, &se) {
+			out = append(out, schemaMessage(strings.Join(se.JSONPointer(), "."), se))
+		}
+	}
+	if len(out) == 0 {
+		var pe *openapi3filter.ParseError
+		if errors.As(re.Err, &pe) {
+			return []string{"Unexpected token in JSON body"}
+		}
+		return []string{re.Error()}
+	}
+	return out
+}
+
+func paramType(p *openapi3.Parameter) string {
+	if p.Schema != nil && p.Schema.Value != nil && p.Schema.Value.Type != nil {
+		return strings.Join(p.Schema.Value.Type.Slice(), "|")
+	}
+	return "value"
+}
+
+// schemaMessage words one schema failure like class-validator.
+func schemaMessage(field string, se *openapi3.SchemaError) string {
+	if field == "" {
+		field = "body"
+	}
+	sch := se.Schema
+	switch se.SchemaField {
+	case "type", "format":
+		switch {
+		case sch == nil || sch.Type == nil:
+		case sch.Type.Is("integer"), sch.Type.Is("number"):
+			return field + " must be a number conforming to the specified constraints"
+		case sch.Type.Is("string"):
+			return field + " must be a string"
+		case sch.Type.Is("boolean"):
+			return field + " must be a boolean value"
+		case sch.Type.Is("object"):
+			return field + " must be an object"
+		case sch.Type.Is("array"):
+			return field + " must be an array"
+		}
+	case "minimum":
+		if sch != nil && sch.Min != nil {
+			return fmt.Sprintf("%s must not be less than %g", field, *sch.Min)
+		}
+	case "maximum":
+		if sch != nil && sch.Max != nil {
+			return fmt.Sprintf("%s must not be greater than %g", field, *sch.Max)
+		}
+	case "enum":
+		if sch != nil {
+			var vals []string
+			for _, v := range sch.Enum {
+				vals = append(vals, fmt.Sprint(v))
+			}
+			return fmt.Sprintf("%s must be one of the following values: %s", field, strings.Join(vals, ", "))
+		}
+	case "required":
+		return se.Reason
+	}
+	return field + ": " + se.Reason
+}
+
+// validateResponse checks one 2xx API response against the patched
+// document and records any violation.
+func (sp *spec) validateResponse(r *http.Request, op string, params map[string]string, status int, header http.Header, body []byte) {
+	if status < 200 || status >= 300 {
+		return
+	}
+	in, ok := sp.input(r, op, params)
+	if !ok {
+		return
+	}
+	err := openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in,
+		Status:                 status,
+		Header:                 header,
+		Body:                   io.NopCloser(bytes.NewReader(body)),
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	})
+	if err != nil {
+		sp.mu.Lock()
+		sp.violations = append(sp.violations, fmt.Sprintf("%s %s (%s) %d: %v", r.Method, r.URL.Path, op, status, err))
+		sp.mu.Unlock()
+	}
+}
+
+// SpecViolations returns the API responses that did not match the upstream
+// document (with SpecExceptions applied) since the simulator started.
+// Config.ValidateResponses must be on.
+func (s *Simulator) SpecViolations() []string {
+	if s.spec == nil {
+		return nil
+	}
+	s.spec.mu.Lock()
+	defer s.spec.mu.Unlock()
+	out := append([]string(nil), s.spec.violations...)
+	sort.Strings(out)
+	return out
+}
