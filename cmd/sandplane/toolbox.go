@@ -41,7 +41,7 @@ gracefully and it exits 0.`,
 			defer stop()
 			return toolbox.Serve(ctx, addr, toolbox.Options{
 				WorkDir:   wd,
-				Version:   toolboxVersion(),
+				Version:   versionString(),
 				SandboxID: os.Getenv("SANDPLANE_SANDBOX_ID"),
 				Root:      root,
 			})
