@@ -1,0 +1,265 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/local/api"
+	"github.com/sandplane/sandplane/local/manager"
+	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/local/runtime/runtimetest"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock/clocktest"
+)
+
+func newTestServer(t *testing.T, token string) (*httptest.Server, *manager.Manager) {
+	t.Helper()
+	m, err := manager.New(manager.Options{
+		Root:      t.TempDir(),
+		Runtimes:  map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: runtimetest.New(provider.RuntimeNative)},
+		Snapshots: map[string]manager.Snapshot{manager.DefaultSnapshot: {Command: []string{"w"}, Ready: "none"}},
+		Clock:     clocktest.NewFake(time.Time{}),
+		PortMin:   15100,
+		PortMax:   15199,
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	s, err := New(Options{Manager: m, Version: "test", Token: token})
+	require.NoError(t, err)
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	return ts, m
+}
+
+type answer struct {
+	status int
+	body   string
+	header http.Header
+}
+
+func do(t *testing.T, ts *httptest.Server, method, path, body string, headers ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1]
+			continue
+		}
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, string(b), resp.Header}
+}
+
+func errorCode(t *testing.T, a answer) provider.ErrorCode {
+	t.Helper()
+	var e api.ErrorResponse
+	require.NoError(t, json.Unmarshal([]byte(a.body), &e), a.body)
+	assert.NotEmpty(t, e.Error.Message)
+	assert.Equal(t, "application/json", a.header.Get("Content-Type"))
+	return e.Error.Code
+}
+
+func TestErrorsAreCodedAndMapped(t *testing.T) {
+	ts, _ := newTestServer(t, "")
+	do(t, ts, "POST", "/v1/sandboxes", `{"id":"taken"}`)
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		code                     provider.ErrorCode
+	}{
+		{"unknown field", "POST", "/v1/sandboxes", `{"bogus":1}`, 400, provider.InvalidArgument},
+		{"wrong type", "POST", "/v1/sandboxes", `{"labels":"x"}`, 400, provider.InvalidArgument},
+		{"bad id pattern", "POST", "/v1/sandboxes", `{"id":"a b"}`, 400, provider.InvalidArgument},
+		{"negative autostop", "POST", "/v1/sandboxes", `{"autoStopInterval":-1}`, 400, provider.InvalidArgument},
+		{"unknown runtime", "POST", "/v1/sandboxes", `{"runtime":"vm"}`, 400, provider.InvalidArgument},
+		{"not json", "POST", "/v1/sandboxes", `{`, 400, provider.InvalidArgument},
+		{"no body", "POST", "/v1/sandboxes", ``, 400, provider.InvalidArgument},
+		{"conflict", "POST", "/v1/sandboxes", `{"id":"taken"}`, 409, provider.AlreadyExists},
+		{"unknown snapshot", "POST", "/v1/sandboxes", `{"snapshot":"nope"}`, 422, provider.PreflightFailed},
+		{"missing", "GET", "/v1/sandboxes/nope", ``, 404, provider.NotFound},
+		{"missing stop", "POST", "/v1/sandboxes/nope/stop", ``, 404, provider.NotFound},
+		{"autostop body", "POST", "/v1/sandboxes/taken/autostop", `{}`, 400, provider.InvalidArgument},
+		{"autostop negative", "POST", "/v1/sandboxes/taken/autostop", `{"interval":-2}`, 400, provider.InvalidArgument},
+		{"port range", "GET", "/v1/sandboxes/taken/preview-url?port=99999", ``, 400, provider.InvalidArgument},
+		{"port type", "GET", "/v1/sandboxes/taken/preview-url?port=abc", ``, 400, provider.InvalidArgument},
+		{"bad filter", "GET", "/v1/sandboxes?labels.a=b", ``, 400, provider.InvalidArgument},
+		{"unknown route", "GET", "/v1/nothing", ``, 404, provider.NotFound},
+		{"wrong method", "PUT", "/v1/sandboxes", ``, 400, provider.InvalidArgument},
+		{"unknown page", "GET", "/nothing", ``, 404, provider.NotFound},
+		{"body too large", "POST", "/v1/sandboxes", `{"labels":{"a":"` + strings.Repeat("x", maxBody) + `"}}`, 400, provider.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := do(t, ts, tt.method, tt.path, tt.body)
+			assert.Equal(t, tt.status, a.status, a.body)
+			assert.Equal(t, tt.code, errorCode(t, a))
+		})
+	}
+}
+
+func TestLifecycleOverHTTP(t *testing.T) {
+	ts, _ := newTestServer(t, "")
+	a := do(t, ts, "POST", "/v1/sandboxes", `{"name":"web","labels":{"origin":"cli","team":"a"}}`)
+	require.Equal(t, 201, a.status, a.body)
+	var s provider.Sandbox
+	require.NoError(t, json.Unmarshal([]byte(a.body), &s))
+	assert.Equal(t, provider.StateStarted, s.State)
+
+	do(t, ts, "POST", "/v1/sandboxes", `{"labels":{"origin":"web-ui"}}`)
+	var list api.SandboxList
+	a = do(t, ts, "GET", "/v1/sandboxes?label.origin=cli&label.team=a", "")
+	require.Equal(t, 200, a.status)
+	require.NoError(t, json.Unmarshal([]byte(a.body), &list))
+	require.Len(t, list.Items, 1)
+	assert.Equal(t, "web", list.Items[0].Name)
+
+	assert.Equal(t, 204, do(t, ts, "POST", "/v1/sandboxes/web/refresh-activity", "").status)
+	a = do(t, ts, "POST", "/v1/sandboxes/web/autostop", `{"interval":0}`)
+	assert.Equal(t, 200, a.status)
+	assert.Contains(t, a.body, `"autoStopInterval":0`)
+	assert.Equal(t, 200, do(t, ts, "POST", "/v1/sandboxes/web/resize", `{"cpu":2}`).status)
+	a = do(t, ts, "GET", "/v1/sandboxes/web/preview-url", "")
+	assert.Equal(t, 200, a.status)
+	assert.Contains(t, a.body, `"url":"http://127.0.0.1:`)
+	assert.Equal(t, 200, do(t, ts, "GET", "/v1/sandboxes/web/entrypoint-logs", "").status)
+	a = do(t, ts, "POST", "/v1/sandboxes/web/stop", "")
+	assert.Equal(t, 200, a.status)
+	assert.Contains(t, a.body, `"state":"stopped"`)
+	a = do(t, ts, "POST", "/v1/sandboxes/web/start", "")
+	assert.Contains(t, a.body, `"state":"started"`)
+	assert.Equal(t, 204, do(t, ts, "DELETE", "/v1/sandboxes/web", "").status)
+	assert.Equal(t, 204, do(t, ts, "DELETE", "/v1/sandboxes/web", "").status, "idempotent")
+
+	// curl -d sends a form content type; the API takes JSON regardless.
+	req, _ := http.NewRequest("POST", ts.URL+"/v1/sandboxes", strings.NewReader(`{"name":"curl"}`))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 201, resp.StatusCode)
+}
+
+func TestLoopbackGuards(t *testing.T) {
+	ts, _ := newTestServer(t, "")
+	tests := []struct {
+		name    string
+		headers []string
+		status  int
+	}{
+		{"loopback ip", []string{"Host", "127.0.0.1:4025"}, 200},
+		{"localhost", []string{"Host", "localhost:4025"}, 200},
+		{"ipv6 loopback", []string{"Host", "[::1]:4025"}, 200},
+		{"rebinding", []string{"Host", "attacker.example:4025"}, 403},
+		{"lan ip", []string{"Host", "192.168.1.5:4025"}, 403},
+		{"local origin", []string{"Origin", "http://localhost:5173"}, 200},
+		{"foreign origin", []string{"Origin", "https://evil.example"}, 403},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := do(t, ts, "GET", "/v1/sandboxes", "", tt.headers...)
+			assert.Equal(t, tt.status, a.status, a.body)
+			if tt.status == 403 {
+				assert.Equal(t, provider.PermissionDenied, errorCode(t, a))
+			}
+		})
+	}
+	a := do(t, ts, "OPTIONS", "/v1/sandboxes", "", "Origin", "http://127.0.0.1:3000")
+	assert.Equal(t, 204, a.status)
+	assert.Equal(t, "http://127.0.0.1:3000", a.header.Get("Access-Control-Allow-Origin"))
+}
+
+func TestBearerToken(t *testing.T) {
+	ts, _ := newTestServer(t, "s3cret-token")
+	assert.Equal(t, 401, do(t, ts, "GET", "/v1/sandboxes", "").status)
+	assert.Equal(t, 401, do(t, ts, "GET", "/v1/sandboxes", "", "Authorization", "Bearer wrong").status)
+	assert.Equal(t, 200, do(t, ts, "GET", "/v1/sandboxes", "", "Authorization", "Bearer s3cret-token").status)
+	assert.Equal(t, 200, do(t, ts, "GET", "/v1/info", "").status, "probes identify the daemon without the token")
+}
+
+func TestInfoAndDashboard(t *testing.T) {
+	ts, m := newTestServer(t, "")
+	_, err := m.Create(context.Background(), provider.CreateRequest{Name: "shown"})
+	require.NoError(t, err)
+	a := do(t, ts, "GET", "/v1/info", "")
+	var info api.Info
+	require.NoError(t, json.Unmarshal([]byte(a.body), &info))
+	assert.Equal(t, "sandplane", info.Name)
+	assert.Equal(t, apiVersion, info.ApiVersion)
+	assert.Equal(t, []string{manager.DefaultSnapshot}, info.Snapshots)
+	a = do(t, ts, "GET", "/", "")
+	assert.Equal(t, 200, a.status)
+	assert.Contains(t, a.body, "shown")
+}
+
+// FuzzCreateRequest feeds arbitrary bodies through validation and the
+// manager: whatever arrives, the answer is a 201 or a coded error, never a
+// panic or a 500.
+func FuzzCreateRequest(f *testing.F) {
+	for _, seed := range []string{`{}`, `{"name":"a"}`, `{"id":"x","labels":{"a":"b"},"envVars":{"K":"v"}}`, `{"autoStopInterval":-1}`, `[]`, `null`, `{"runtime":"docker"}`} {
+		f.Add(seed)
+	}
+	ts, m := newTestServerF(f)
+	f.Fuzz(func(t *testing.T, body string) {
+		a := do(t, ts, "POST", "/v1/sandboxes", body)
+		if a.status == 201 {
+			var s provider.Sandbox
+			require.NoError(t, json.Unmarshal([]byte(a.body), &s))
+			_ = m.Delete(context.Background(), s.Id)
+			return
+		}
+		assert.Less(t, a.status, 500, a.body)
+		errorCode(t, a)
+	})
+}
+
+// FuzzLabelFilter does the same for list queries.
+func FuzzLabelFilter(f *testing.F) {
+	for _, seed := range []string{"label.a=b", "label.=x", "labels.a=b", "label.a=b&label.a=c", "%zz", "label.a%3Db=c"} {
+		f.Add(seed)
+	}
+	ts, _ := newTestServerF(f)
+	f.Fuzz(func(t *testing.T, query string) {
+		a := do(t, ts, "GET", "/v1/sandboxes?"+query, "")
+		if a.status != 200 {
+			assert.Less(t, a.status, 500, a.body)
+			errorCode(t, a)
+		}
+	})
+}
+
+func newTestServerF(f *testing.F) (*httptest.Server, *manager.Manager) {
+	t := &testing.T{}
+	_ = t
+	m, err := manager.New(manager.Options{
+		Root:      f.TempDir(),
+		Runtimes:  map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: runtimetest.New(provider.RuntimeNative)},
+		Snapshots: map[string]manager.Snapshot{manager.DefaultSnapshot: {Command: []string{"w"}, Ready: "none"}},
+		Clock:     clocktest.NewFake(time.Time{}),
+		PortMin:   15200,
+		PortMax:   15999,
+	})
+	require.NoError(f, err)
+	f.Cleanup(m.Close)
+	s, err := New(Options{Manager: m, Version: "test"})
+	require.NoError(f, err)
+	ts := httptest.NewServer(s.Handler())
+	f.Cleanup(ts.Close)
+	return ts, m
+}
