@@ -1,0 +1,65 @@
+package provider_test
+
+import (
+	"reflect"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/local/api"
+	"github.com/sandplane/sandplane/provider"
+)
+
+// TestContractMatchesProvider keeps openapi/controlplane.yaml and the
+// Provider interface in step: every operation names the method that carries
+// it (x-provider-method), and every method but Traits is carried by one.
+func TestContractMatchesProvider(t *testing.T) {
+	spec, err := api.GetSwagger()
+	require.NoError(t, err)
+	fromSpec := map[string]string{}
+	for path, item := range spec.Paths.Map() {
+		for method, op := range item.Operations() {
+			name, ok := op.Extensions["x-provider-method"].(string)
+			require.True(t, ok, "%s %s (%s) names no x-provider-method", method, path, op.OperationID)
+			prev, dup := fromSpec[name]
+			require.False(t, dup, "%s is named by both %s and %s", name, prev, op.OperationID)
+			fromSpec[name] = op.OperationID
+		}
+	}
+	var specMethods, ifaceMethods []string
+	for name := range fromSpec {
+		specMethods = append(specMethods, name)
+	}
+	it := reflect.TypeOf((*provider.Provider)(nil)).Elem()
+	for i := 0; i < it.NumMethod(); i++ {
+		if name := it.Method(i).Name; name != "Traits" {
+			ifaceMethods = append(ifaceMethods, name)
+		}
+	}
+	sort.Strings(specMethods)
+	sort.Strings(ifaceMethods)
+	assert.Equal(t, ifaceMethods, specMethods, "operations in openapi/controlplane.yaml and methods of provider.Provider differ")
+}
+
+func TestErrorCodesMapToOneStatusEach(t *testing.T) {
+	spec, err := api.GetSwagger()
+	require.NoError(t, err)
+	for _, v := range spec.Components.Schemas["ErrorCode"].Value.Enum {
+		code := provider.ErrorCode(v.(string))
+		assert.True(t, provider.Valid(code), "%s has no HTTP status", code)
+	}
+	tests := []struct {
+		code   provider.ErrorCode
+		status int
+	}{
+		{provider.NotFound, 404}, {provider.AlreadyExists, 409}, {provider.InvalidArgument, 400},
+		{provider.FailedPrecondition, 409}, {provider.PreflightFailed, 422}, {provider.CreateFailed, 500},
+		{provider.Unsupported, 501}, {provider.Unavailable, 503}, {provider.Unauthenticated, 401},
+		{provider.PermissionDenied, 403}, {provider.ResourceExhausted, 429}, {provider.Internal, 500},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.status, provider.HTTPStatus(tt.code), tt.code)
+	}
+}
