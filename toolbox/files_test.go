@@ -394,4 +394,3 @@ func umask(t *testing.T) os.FileMode {
 	require.NoError(t, err)
 	return 0o777 &^ fi.Mode().Perm()
 }
-

@@ -41,6 +41,7 @@ type session struct {
 	outEOF  chan struct{}
 	errEOF  chan struct{}
 
+	writeMu  sync.Mutex
 	mu       sync.Mutex
 	commands []*sessionCommand // in submission order
 	byID     map[string]*sessionCommand
@@ -304,18 +305,34 @@ func (s *session) exec(text string) (*sessionCommand, error) {
 		"printf '%s %d\\n' '" + token + "' \"$?\"\n" +
 		"printf '%s\\n' '" + token + "' >&2\n"
 
+	// writeMu keeps the shell's input in the order of s.pending. s.mu is not
+	// held while writing: the shell may be slow to read while its output,
+	// which needs s.mu to be consumed, fills a pipe.
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.exited {
+		s.mu.Unlock()
 		return nil, errorf(http.StatusGone, "session shell has exited with code %d", s.exitCode)
-	}
-	if _, err := io.WriteString(s.stdin, script); err != nil {
-		return nil, errorf(http.StatusGone, "session shell is gone: %v", err)
 	}
 	s.pending = append(s.pending, c)
 	s.commands = append(s.commands, c)
 	s.byID[c.id] = c
 	s.forgetOldLocked()
+	s.mu.Unlock()
+
+	if _, err := io.WriteString(s.stdin, script); err != nil {
+		s.mu.Lock()
+		s.finishLocked(c, -1)
+		for i, p := range s.pending {
+			if p == c {
+				s.pending = append(s.pending[:i], s.pending[i+1:]...)
+				break
+			}
+		}
+		s.mu.Unlock()
+		return nil, errorf(http.StatusGone, "session shell is gone: %v", err)
+	}
 	return c, nil
 }
 

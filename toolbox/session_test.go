@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,4 +212,22 @@ func FuzzSessionExecuteRequest(f *testing.F) {
 			t.Fatal("unquoted")
 		}
 	})
+}
+
+func TestSessionLargeInputAndOutput(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "big"}).status)
+
+	// A command that writes far more than a pipe holds, while a command
+	// larger than a pipe holds is queued behind it.
+	resp, first := ts.sessionExec(t, "big", SessionExecuteRequest{Command: "head -c 2000000 /dev/zero | tr '\\000' a", RunAsync: true})
+	require.Equal(t, http.StatusAccepted, resp.status, "body: %s", resp.body)
+	long := ": '" + strings.Repeat("x", 300<<10) + "'; echo queued"
+	resp, out := ts.sessionExec(t, "big", SessionExecuteRequest{Command: long})
+	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+	assert.Equal(t, "queued\n", *out.Stdout)
+
+	var logs SessionCommandLogs
+	ts.get(t, "/process/session/big/command/"+first.CmdID+"/logs").json(t, &logs)
+	assert.Len(t, logs.Stdout, 2000000)
 }
