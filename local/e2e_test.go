@@ -56,7 +56,7 @@ snapshots:
 `
 
 type daemon struct {
-	t      *testing.T
+	t      testing.TB
 	root   string
 	addr   string
 	cmd    *exec.Cmd
@@ -67,7 +67,7 @@ type daemon struct {
 
 // startDaemon runs `sandplane serve` on a free loopback port with a shrunk
 // minute. Cleanup stops it and kills anything left marked with its root.
-func startDaemon(t *testing.T, root string, env ...string) *daemon {
+func startDaemon(t testing.TB, root string, env ...string) *daemon {
 	t.Helper()
 	if root == "" {
 		root = t.TempDir()
@@ -129,7 +129,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -139,7 +139,7 @@ func freeAddr(t *testing.T) string {
 
 // killMarked kills every process that carries root's marker, so that no
 // test leaves a workload behind, whatever it did to the daemon.
-func killMarked(t *testing.T, root string) {
+func killMarked(t testing.TB, root string) {
 	orphans, err := native.New(nil).Orphans(context.Background(), root, nil)
 	if err != nil {
 		t.Logf("scan for leftover workloads: %v", err)

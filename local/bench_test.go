@@ -1,0 +1,72 @@
+package local_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/provider"
+)
+
+// BenchmarkCreateToStarted measures what a host server waits for: a create
+// through the daemon's HTTP API until the sandbox is started (its workload
+// listens), beside the bare fork/exec of the same workload until it listens,
+// measured alternately in the same run.
+func BenchmarkCreateToStarted(b *testing.B) {
+	d := startDaemon(b, "")
+	ctx := context.Background()
+	var subject, baseline []time.Duration
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		s, err := d.p.Create(ctx, provider.CreateRequest{AutoStopInterval: ptr(0)})
+		require.NoError(b, err)
+		subject = append(subject, time.Since(start))
+		b.StopTimer()
+		require.NoError(b, d.p.Delete(ctx, s.Id))
+		baseline = append(baseline, bareSpawn(b))
+		b.StartTimer()
+	}
+	reportVersus(b, subject, baseline)
+}
+
+// bareSpawn starts `sandplane toolbox` directly and waits until it accepts
+// connections: the floor any control plane pays.
+func bareSpawn(b *testing.B) time.Duration {
+	addr := freeAddr(b)
+	_, port, _ := net.SplitHostPort(addr)
+	start := time.Now()
+	cmd := exec.Command(sandplaneBin, "toolbox")
+	cmd.Env = append(os.Environ(), "PORT="+port)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	require.NoError(b, cmd.Start())
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return time.Since(start)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// reportVersus reports medians of a figure and its baseline, and their ratio.
+func reportVersus(b *testing.B, subject, baseline []time.Duration) {
+	s, base := median(subject), median(baseline)
+	b.ReportMetric(float64(s)/1e6, "ms/op-subject")
+	b.ReportMetric(float64(base)/1e6, "ms/op-baseline")
+	b.ReportMetric(float64(s)/float64(base), "x-baseline")
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
