@@ -107,6 +107,19 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	} else {
 		defer d.Close()
 		runtimes[provider.RuntimeDocker] = d
+		// The default snapshot's image is built from this binary when the
+		// engine lacks it: by the first docker create that needs it, and
+		// ahead of time here, in the background so that serve starts at
+		// once whether or not an engine answers.
+		image := cfg.DockerImage
+		d.SetImageSource(image, func(ctx context.Context) error { return ensureToolboxImage(ctx, d, image, log) })
+		if cfg.Snapshots[manager.DefaultSnapshot].Image == "" {
+			go func() {
+				if err := d.SyncImage(ctx, image); provider.Code(err) == provider.Unavailable {
+					log.Info("docker engine not answering; docker sandboxes fail until it does", "err", provider.Message(err))
+				}
+			}()
+		}
 	}
 	snapshots := cfg.Snapshots
 	if def, ok := snapshots[manager.DefaultSnapshot]; ok && def.Image == "" {
@@ -114,7 +127,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		snapshots[manager.DefaultSnapshot] = def
 	}
 	autoStop := cfg.AutoStopMinutes
+	hub := daemon.NewHub(clk)
 	m, err := manager.New(manager.Options{
+		OnEvent:         hub.Publish,
 		Root:            cfg.Root,
 		Runtimes:        runtimes,
 		Snapshots:       snapshots,
@@ -133,7 +148,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer m.Close()
-	srv, err := daemon.New(daemon.Options{Manager: m, Version: versionString(), Token: cfg.Token, Clock: clk, Logger: log})
+	srv, err := daemon.New(daemon.Options{Manager: m, Hub: hub, Version: versionString(), Token: cfg.Token, Clock: clk, Logger: log})
 	if err != nil {
 		return err
 	}

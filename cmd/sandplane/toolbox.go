@@ -16,14 +16,15 @@ import (
 )
 
 func newToolboxCmd() *cobra.Command {
-	var listen, root string
+	var listen, host, root string
 	cmd := &cobra.Command{
 		Use:   "toolbox",
 		Short: "Serve the in-sandbox toolbox API (the Daytona toolbox subset the SDKs use)",
 		Long: `Serve the in-sandbox toolbox API: process execution, sessions and files, as
 Daytona's toolbox daemon answers them, plus GET /api/info.
 
-It listens on --listen, or on 127.0.0.1:$PORT when the flag is not given. The
+It listens on --listen, or on $PORT of --host (127.0.0.1) when --listen is not
+given; in a container, --host 0.0.0.0 lets the published port reach it. The
 working directory is the current directory. SIGTERM or SIGINT shut it down
 gracefully and it exits 0.`,
 		Args:         cobra.NoArgs,
@@ -32,6 +33,10 @@ gracefully and it exits 0.`,
 			addr, err := toolboxListenAddr(listen, os.Getenv("PORT"))
 			if err != nil {
 				return err
+			}
+			if listen == "" {
+				_, port, _ := net.SplitHostPort(addr)
+				addr = net.JoinHostPort(host, port)
 			}
 			wd, err := os.Getwd()
 			if err != nil {
@@ -47,7 +52,9 @@ gracefully and it exits 0.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default 127.0.0.1:$PORT)")
+	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default --host and $PORT)")
+	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "interface to listen on at $PORT when --listen is not given")
+	cmd.MarkFlagsMutuallyExclusive("listen", "host")
 	cmd.Flags().StringVar(&root, "root", "", "confine the file endpoints to this directory")
 	return cmd
 }

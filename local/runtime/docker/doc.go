@@ -5,11 +5,26 @@
 // with the daemon's root and the sandbox's id, so that a restarted daemon
 // finds its containers again and Orphans finds the ones nobody knows. Stop
 // keeps the container and Start restarts it, so the container's filesystem
-// survives a stop as a Daytona sandbox's does; Remove deletes it. The runtime
-// never pulls: an image must already be on the engine.
+// survives a stop as a Daytona sandbox's does; Remove deletes it.
 //
-// The workload's port is published on 127.0.0.1 only. Env values that point
-// at the host's loopback are rewritten to host.docker.internal, which the
-// container resolves to the host, because inside the container 127.0.0.1 is
-// the container itself.
+// The runtime never pulls: an image must already be on the engine, or have a
+// source (SetImageSource) that Preflight runs to make it, once however many
+// creates wait for it. BuildScratchImage makes such images FROM scratch out
+// of files, a statically linked binary typically, with no registry at all;
+// the daemon builds its toolbox image this way from its own binary.
+//
+// The workload's port is the same number inside and out, published on
+// 127.0.0.1 only, so the workload must listen on $PORT on all of the
+// container's interfaces: the engine's proxy cannot reach a server bound to
+// the container's 127.0.0.1.
+//
+// Env values that point at the host's loopback are rewritten to
+// host.docker.internal, because inside the container 127.0.0.1 is the
+// container itself; the name resolves to the host through the engine's
+// host-gateway. On Linux that is the bridge's gateway address, so the
+// rewritten URL reaches only host services listening on that address or on
+// 0.0.0.0: a service bound to 127.0.0.1 alone stays out of reach (Docker
+// Desktop forwards such connections to the host's loopback; a Linux engine
+// does not). Bind such a service to the bridge address (docker0, usually
+// 172.17.0.1) or run it in a container.
 package docker

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -47,6 +48,9 @@ type Runtime struct {
 	cli     *client.Client
 	ownsCli bool
 	init    bool
+
+	mu      sync.Mutex
+	sources map[string]*imageSource // by image ref
 }
 
 var (
@@ -132,18 +136,16 @@ func (r *Runtime) Ping(ctx context.Context) error {
 	return r.classify("ping", err)
 }
 
-// Preflight checks that spec names an image present on the engine and that
-// no container of another owner holds the sandbox's container name.
+// Preflight checks that spec names an image present on the engine, running
+// the image's source (SetImageSource) first when it is missing, and that no
+// container of another owner holds the sandbox's container name.
 // preflight_failed, unavailable.
 func (r *Runtime) Preflight(ctx context.Context, spec runtime.Spec) error {
 	if err := validate(spec); err != nil {
 		return err
 	}
-	if _, err := r.cli.ImageInspect(ctx, spec.Image); err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return r.missingImage(spec.Image, err)
-		}
-		return as(provider.PreflightFailed, r.classify("inspect image "+spec.Image, err))
+	if err := r.ensureImage(ctx, spec.Image); err != nil {
+		return err
 	}
 	name := ContainerName(spec.SandboxID)
 	c, err := r.cli.ContainerInspect(ctx, name)

@@ -1,27 +1,19 @@
 package dockertest
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"debug/elf"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/jsonmessage"
 
+	"github.com/sandplane/sandplane/local/runtime/docker"
 	"github.com/sandplane/sandplane/provider/clock"
 )
 
@@ -74,96 +66,14 @@ func Ping(ctx context.Context, cli *client.Client) error {
 }
 
 // BuildImage builds tag FROM scratch containing files (path inside the image
-// to content; every file is executable) with entrypoint as its ENTRYPOINT.
-// It never pulls: scratch needs no base image.
+// to content; every file is executable) with entrypoint as its ENTRYPOINT,
+// labelled with Label. It never pulls: scratch needs no base image.
 func BuildImage(ctx context.Context, cli *client.Client, tag string, files map[string][]byte, entrypoint []string) error {
-	if len(entrypoint) == 0 {
-		return fmt.Errorf("build image %s: an entrypoint is required", tag)
-	}
-	buildCtx, err := contextTar(files, entrypoint)
-	if err != nil {
-		return fmt.Errorf("build image %s: %w", tag, err)
-	}
-	resp, err := cli.ImageBuild(ctx, bytes.NewReader(buildCtx), build.ImageBuildOptions{
-		Tags:        []string{tag},
-		Remove:      true,
-		ForceRemove: true,
-		Labels:      map[string]string{Label: "true"},
+	return docker.BuildScratchImage(ctx, cli, tag, docker.ScratchImage{
+		Files:      files,
+		Entrypoint: entrypoint,
+		Labels:     map[string]string{Label: "true"},
 	})
-	if err != nil {
-		return fmt.Errorf("build image %s: %w", tag, err)
-	}
-	defer resp.Body.Close()
-	var out bytes.Buffer
-	if err := jsonmessage.DisplayJSONMessagesStream(resp.Body, &out, 0, false, nil); err != nil {
-		return fmt.Errorf("build image %s: %w\n%s", tag, err, out.String())
-	}
-	return nil
-}
-
-// contextTar is the build context: a Dockerfile and the files under rootfs/.
-func contextTar(files map[string][]byte, entrypoint []string) ([]byte, error) {
-	ep, err := json.Marshal(entrypoint)
-	if err != nil {
-		return nil, err
-	}
-	dockerfile := fmt.Sprintf("FROM scratch\nCOPY rootfs/ /\nENTRYPOINT %s\n", ep)
-
-	names := make([]string, 0, len(files))
-	for name := range files {
-		clean := path.Clean("/" + name)
-		if clean == "/" || clean != "/"+strings.TrimPrefix(name, "/") {
-			return nil, fmt.Errorf("file name %q must be a clean path inside the image", name)
-		}
-		names = append(names, name)
-	}
-	sort.Strings(names)
-
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	// A fixed time keeps the context byte-identical between runs, so the
-	// engine's build cache can reuse layers.
-	mtime := time.Unix(0, 0)
-	write := func(hdr *tar.Header, data []byte) error {
-		hdr.ModTime = mtime
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		_, err := tw.Write(data)
-		return err
-	}
-	if err := write(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), Typeflag: tar.TypeReg}, []byte(dockerfile)); err != nil {
-		return nil, err
-	}
-	// Parent directories go first, so the engine's extractor never guesses
-	// their mode.
-	dirs := map[string]bool{}
-	for _, name := range names {
-		for d := path.Dir(strings.TrimPrefix(name, "/")); d != "."; d = path.Dir(d) {
-			dirs[d] = true
-		}
-	}
-	sortedDirs := make([]string, 0, len(dirs))
-	for d := range dirs {
-		sortedDirs = append(sortedDirs, d)
-	}
-	sort.Strings(sortedDirs)
-	for _, d := range sortedDirs {
-		if err := write(&tar.Header{Name: "rootfs/" + d + "/", Mode: 0o755, Typeflag: tar.TypeDir}, nil); err != nil {
-			return nil, err
-		}
-	}
-	for _, name := range names {
-		data := files[name]
-		hdr := &tar.Header{Name: "rootfs/" + strings.TrimPrefix(name, "/"), Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}
-		if err := write(hdr, data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // RemoveImage removes tag and the untagged layers only it used. A missing
@@ -201,23 +111,5 @@ func BuildStaticGo(ctx context.Context, cli *client.Client, pkg string) ([]byte,
 
 // StaticBusybox returns a statically linked busybox installed on this
 // machine, which can serve as /bin/sh in a FROM scratch image. ok is false
-// when there is none, or only a dynamically linked one (it would not run
-// without the host's libc).
-func StaticBusybox() (data []byte, ok bool) {
-	p, err := exec.LookPath("busybox")
-	if err != nil {
-		return nil, false
-	}
-	f, err := elf.Open(p)
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			return nil, false
-		}
-	}
-	data, err = os.ReadFile(p)
-	return data, err == nil
-}
+// when there is none, or only a dynamically linked one.
+func StaticBusybox() (data []byte, ok bool) { return docker.StaticBusybox() }

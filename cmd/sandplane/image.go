@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	goruntime "runtime"
+
+	"github.com/sandplane/sandplane/local/runtime/docker"
+	"github.com/sandplane/sandplane/provider"
+)
+
+// labelToolboxBinary marks a toolbox image sandplane built itself with the
+// sha256 of the binary inside, so that a newer binary replaces it and an
+// image the user built under the same tag is never touched.
+const labelToolboxBinary = "io.sandplane.toolbox.binary"
+
+// toolboxHome is where the toolbox starts, and HOME: the working directory
+// of a Daytona sandbox.
+const toolboxHome = "/home/daytona"
+
+// ensureToolboxImage makes tag, the default snapshot's image on the docker
+// runtime, present and current: when the engine lacks it, or holds one that
+// an older sandplane built, it builds it FROM scratch out of the running
+// binary (as /sandplane, entrypoint `sandplane toolbox` on 0.0.0.0:$PORT) and
+// a static busybox as /bin/sh when the host has one. An image under tag that
+// sandplane did not build is left alone. It needs no registry.
+//
+// unavailable: no engine answers. preflight_failed: the image cannot be built
+// here (a dynamically linked binary, an engine of another platform), logged
+// as a warning naming the fix.
+func ensureToolboxImage(ctx context.Context, d *docker.Runtime, tag string, log *slog.Logger) error {
+	labels, err := d.ImageLabels(ctx, tag)
+	switch {
+	case err == nil && labels[labelToolboxBinary] == "":
+		log.Debug("docker toolbox image was not built by sandplane; using it as it is", "image", tag)
+		return nil
+	case err != nil && !provider.IsNotFound(err):
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return provider.Errorf(provider.PreflightFailed, "find the running sandplane binary: %v", err)
+	}
+	digest, err := fileDigest(self)
+	if err != nil {
+		return provider.Errorf(provider.PreflightFailed, "read the running sandplane binary: %v", err)
+	}
+	sh, hasShell := docker.StaticBusybox()
+	if hasShell {
+		// A busybox installed since the last build is a reason to rebuild.
+		digest += "+busybox"
+	}
+	if labels[labelToolboxBinary] == digest {
+		return nil
+	}
+	if err := canRunInScratch(ctx, d, self); err != nil {
+		log.Warn("cannot build the docker toolbox image", "image", tag, "err", provider.Message(err))
+		return err
+	}
+	bin, err := os.ReadFile(self)
+	if err != nil {
+		return provider.Errorf(provider.PreflightFailed, "read the running sandplane binary: %v", err)
+	}
+	img := docker.ScratchImage{
+		Files:      map[string][]byte{"sandplane": bin},
+		Dirs:       map[string]fs.FileMode{"tmp": fs.ModeSticky | 0o777, toolboxHome[1:]: 0o755},
+		Entrypoint: []string{"/sandplane", "toolbox", "--host", "0.0.0.0"},
+		Env:        map[string]string{"HOME": toolboxHome},
+		WorkDir:    toolboxHome,
+		Labels:     map[string]string{labelToolboxBinary: digest},
+	}
+	shell := "with busybox as /bin/sh"
+	if hasShell {
+		img.Files["bin/sh"] = sh
+	} else {
+		shell = "without a shell: process/execute fails inside docker sandboxes until a static busybox is on PATH (apt-get install busybox-static) and sandplane serve restarts"
+		log.Warn("building the docker toolbox image " + shell)
+	}
+	log.Info("building the docker toolbox image from this binary", "image", tag)
+	if err := d.BuildImage(ctx, tag, img); err != nil {
+		log.Warn("building the docker toolbox image failed", "image", tag, "err", err)
+		return err
+	}
+	log.Info("built the docker toolbox image "+shell, "image", tag)
+	return nil
+}
+
+// canRunInScratch fails unless the binary at self runs in a FROM scratch
+// image on d's engine.
+func canRunInScratch(ctx context.Context, d *docker.Runtime, self string) error {
+	static, err := docker.StaticExecutable(self)
+	if err != nil {
+		return provider.Errorf(provider.PreflightFailed, "inspect the running sandplane binary %s: %v", self, err)
+	}
+	if !static {
+		return provider.Errorf(provider.PreflightFailed,
+			"the running sandplane binary %s is dynamically linked, so it cannot run in a FROM scratch image: build it static with make build (CGO_ENABLED=0), or build the image yourself", self)
+	}
+	goos, goarch, err := d.Platform(ctx)
+	if err != nil {
+		return err
+	}
+	if goos != goruntime.GOOS || goarch != goruntime.GOARCH {
+		return provider.Errorf(provider.PreflightFailed,
+			"the docker engine runs %s/%s but this sandplane binary is %s/%s: build the image yourself (GOOS=%s GOARCH=%s make build)",
+			goos, goarch, goruntime.GOOS, goruntime.GOARCH, goos, goarch)
+	}
+	return nil
+}
+
+func fileDigest(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

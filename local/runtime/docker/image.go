@@ -1,0 +1,370 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/jsonmessage"
+
+	"github.com/sandplane/sandplane/provider"
+)
+
+// buildTimeout bounds one run of an image source, so that a create waiting
+// for the image cannot wait forever on a stuck engine.
+const buildTimeout = 5 * time.Minute
+
+// ScratchImage is an image built FROM scratch out of files the caller
+// supplies. Building it never pulls: scratch needs no base image.
+type ScratchImage struct {
+	// Files maps a path inside the image to its content. Every file is
+	// executable; parent directories are made 0755.
+	Files map[string][]byte
+	// Dirs are directories to make besides the parents of Files, with
+	// their mode (fs.ModeSticky|0o777 for a /tmp).
+	Dirs map[string]fs.FileMode
+	// Entrypoint is the image's ENTRYPOINT. Required.
+	Entrypoint []string
+	// Env and WorkDir become ENV and WORKDIR. Values may not contain
+	// quotes, backslashes, '$' or line breaks.
+	Env     map[string]string
+	WorkDir string
+	Labels  map[string]string
+}
+
+// BuildScratchImage builds img on the engine behind cli and tags it tag.
+func BuildScratchImage(ctx context.Context, cli *client.Client, tag string, img ScratchImage) error {
+	buildCtx, err := img.context()
+	if err != nil {
+		return fmt.Errorf("build image %s: %w", tag, err)
+	}
+	resp, err := cli.ImageBuild(ctx, bytes.NewReader(buildCtx), build.ImageBuildOptions{
+		Tags:        []string{tag},
+		Remove:      true,
+		ForceRemove: true,
+		Labels:      img.Labels,
+	})
+	if err != nil {
+		return fmt.Errorf("build image %s: %w", tag, err)
+	}
+	defer resp.Body.Close()
+	var out bytes.Buffer
+	if err := jsonmessage.DisplayJSONMessagesStream(resp.Body, &out, 0, false, nil); err != nil {
+		return fmt.Errorf("build image %s: %w\n%s", tag, err, out.String())
+	}
+	return nil
+}
+
+// context is the build context: a Dockerfile and the image's files under
+// rootfs/.
+func (img ScratchImage) context() ([]byte, error) {
+	dockerfile, err := img.dockerfile()
+	if err != nil {
+		return nil, err
+	}
+	dirs := map[string]int64{}
+	addParents := func(p string) {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if _, ok := dirs[d]; !ok {
+				dirs[d] = 0o755
+			}
+		}
+	}
+	for name, mode := range img.Dirs {
+		clean, err := imagePath(name)
+		if err != nil {
+			return nil, err
+		}
+		m := int64(mode.Perm())
+		if mode&fs.ModeSticky != 0 {
+			m |= 0o1000
+		}
+		dirs[clean] = m
+	}
+	for d := range dirs {
+		addParents(d)
+	}
+	files := make(map[string][]byte, len(img.Files))
+	for name, data := range img.Files {
+		clean, err := imagePath(name)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := files[clean]; dup {
+			return nil, fmt.Errorf("file %q is named twice", clean)
+		}
+		files[clean] = data
+		addParents(clean)
+	}
+	// Parents sort before their children, so the engine's extractor never
+	// has to guess a directory's mode.
+	sortedDirs := sortedKeys(dirs)
+	sortedFiles := sortedKeys(files)
+
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	// A fixed time keeps the context byte-identical between runs, so the
+	// engine's build cache can reuse layers.
+	mtime := time.Unix(0, 0)
+	write := func(hdr *tar.Header, data []byte) error {
+		hdr.ModTime = mtime
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	if err := write(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), Typeflag: tar.TypeReg}, []byte(dockerfile)); err != nil {
+		return nil, err
+	}
+	if err := write(&tar.Header{Name: "rootfs/", Mode: 0o755, Typeflag: tar.TypeDir}, nil); err != nil {
+		return nil, err
+	}
+	for _, d := range sortedDirs {
+		if err := write(&tar.Header{Name: "rootfs/" + d + "/", Mode: dirs[d], Typeflag: tar.TypeDir}, nil); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range sortedFiles {
+		data := files[name]
+		if err := write(&tar.Header{Name: "rootfs/" + name, Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}, data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func (img ScratchImage) dockerfile() (string, error) {
+	if len(img.Entrypoint) == 0 {
+		return "", fmt.Errorf("an entrypoint is required")
+	}
+	ep, err := json.Marshal(img.Entrypoint)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("FROM scratch\nCOPY rootfs/ /\n")
+	for _, k := range sortedKeys(img.Env) {
+		v := img.Env[k]
+		if k == "" || strings.ContainsAny(k, "= \t") || !plainValue(k) || !plainValue(v) {
+			return "", fmt.Errorf("env %q: names and values may not contain '=', blanks, quotes, backslashes, '$' or line breaks", k)
+		}
+		fmt.Fprintf(&b, "ENV %s=\"%s\"\n", k, v)
+	}
+	if img.WorkDir != "" {
+		if !path.IsAbs(img.WorkDir) || !plainValue(img.WorkDir) || strings.ContainsAny(img.WorkDir, " \t") {
+			return "", fmt.Errorf("workdir %q must be an absolute path without blanks, quotes, backslashes or '$'", img.WorkDir)
+		}
+		fmt.Fprintf(&b, "WORKDIR %s\n", img.WorkDir)
+	}
+	fmt.Fprintf(&b, "ENTRYPOINT %s\n", ep)
+	return b.String(), nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// plainValue reports whether s needs no escaping in a Dockerfile.
+func plainValue(s string) bool { return !strings.ContainsAny(s, "\"'\\$\r\n") }
+
+// imagePath cleans name, a path inside the image, to the form tar wants
+// (relative, no dots).
+func imagePath(name string) (string, error) {
+	clean := path.Clean("/" + name)
+	if clean == "/" || clean != "/"+strings.TrimPrefix(name, "/") {
+		return "", fmt.Errorf("path %q must be a clean path inside the image", name)
+	}
+	return strings.TrimPrefix(clean, "/"), nil
+}
+
+// StaticExecutable reports whether the ELF file at p runs without a dynamic
+// loader, so that it also runs in a FROM scratch image.
+func StaticExecutable(p string) (bool, error) {
+	f, err := elf.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// StaticBusybox returns the statically linked busybox on PATH, which can
+// serve as /bin/sh in a FROM scratch image. ok is false when there is none
+// or only a dynamically linked one (it would not run without the host's
+// libc).
+func StaticBusybox() (data []byte, ok bool) {
+	p, err := exec.LookPath("busybox")
+	if err != nil {
+		return nil, false
+	}
+	if static, err := StaticExecutable(p); err != nil || !static {
+		return nil, false
+	}
+	data, err = os.ReadFile(p)
+	return data, err == nil
+}
+
+// BuildImage builds img as tag on the runtime's engine. The image tag named
+// before, if any, is removed unless a container still uses it.
+// unavailable, internal.
+func (r *Runtime) BuildImage(ctx context.Context, tag string, img ScratchImage) error {
+	old, err := r.cli.ImageInspect(ctx, tag)
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return r.classify("inspect image "+tag, err)
+	}
+	if err := BuildScratchImage(ctx, r.cli, tag, img); err != nil {
+		return r.classify("build", err)
+	}
+	if old.ID != "" {
+		// Best effort: a container of an older sandbox may still use it, and
+		// then the engine refuses, which is what we want.
+		_, _ = r.cli.ImageRemove(ctx, old.ID, image.RemoveOptions{})
+	}
+	return nil
+}
+
+// ImageLabels returns the labels of image ref. not_found, unavailable.
+func (r *Runtime) ImageLabels(ctx context.Context, ref string) (map[string]string, error) {
+	img, err := r.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return nil, r.classify("inspect image "+ref, err)
+	}
+	labels := map[string]string{}
+	if img.Config != nil {
+		for k, v := range img.Config.Labels {
+			labels[k] = v
+		}
+	}
+	return labels, nil
+}
+
+// Platform returns the engine's operating system and architecture, as
+// GOOS and GOARCH name them. unavailable.
+func (r *Runtime) Platform(ctx context.Context) (goos, goarch string, err error) {
+	v, err := r.cli.ServerVersion(ctx)
+	if err != nil {
+		return "", "", r.classify("ask the engine for its platform", err)
+	}
+	return v.Os, v.Arch, nil
+}
+
+// ImageSource makes an image the engine lacks, or refreshes one it made
+// before. It must be safe to run again once it has succeeded.
+type ImageSource func(ctx context.Context) error
+
+type imageSource struct {
+	sync ImageSource
+	// lock is held while sync runs, so that concurrent creates build once.
+	lock chan struct{}
+}
+
+// SetImageSource registers src for image ref: Preflight runs it when ref is
+// missing instead of failing at once, and SyncImage runs it on demand. At
+// most one run per ref is in flight.
+func (r *Runtime) SetImageSource(ref string, src ImageSource) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sources == nil {
+		r.sources = map[string]*imageSource{}
+	}
+	r.sources[ref] = &imageSource{sync: src, lock: make(chan struct{}, 1)}
+}
+
+func (r *Runtime) source(ref string) *imageSource {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sources[ref]
+}
+
+// SyncImage runs ref's image source, waiting for a run already in flight
+// first. not_found when ref has no source; otherwise what the source
+// returns, or ctx's error.
+func (r *Runtime) SyncImage(ctx context.Context, ref string) error {
+	return r.runSource(ctx, ref, false)
+}
+
+// runSource runs ref's source; when onlyIfMissing, not if the image turns up
+// while waiting for the lock (another create built it).
+func (r *Runtime) runSource(ctx context.Context, ref string, onlyIfMissing bool) error {
+	s := r.source(ref)
+	if s == nil {
+		return provider.Errorf(provider.NotFound, "image %q has no source", ref)
+	}
+	select {
+	case s.lock <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.lock }()
+	if onlyIfMissing {
+		_, err := r.cli.ImageInspect(ctx, ref)
+		if err == nil {
+			return nil
+		}
+		if !cerrdefs.IsNotFound(err) {
+			return r.classify("inspect image "+ref, err)
+		}
+	}
+	ctx, cancel := r.withTimeout(ctx, buildTimeout)
+	defer cancel()
+	return s.sync(ctx)
+}
+
+// ensureImage fails unless image ref is on the engine, running its source
+// first when it has one. preflight_failed naming the image, unavailable.
+func (r *Runtime) ensureImage(ctx context.Context, ref string) error {
+	_, err := r.cli.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		return nil
+	case !cerrdefs.IsNotFound(err):
+		return as(provider.PreflightFailed, r.classify("inspect image "+ref, err))
+	case r.source(ref) == nil:
+		return r.missingImage(ref, err)
+	}
+	buildErr := r.runSource(ctx, ref, true)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	_, err = r.cli.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		return nil
+	case !cerrdefs.IsNotFound(err):
+		return as(provider.PreflightFailed, r.classify("inspect image "+ref, err))
+	case buildErr == nil:
+		return r.missingImage(ref, err)
+	case provider.Code(buildErr) == provider.Unavailable:
+		return buildErr
+	}
+	return provider.Errorf(provider.PreflightFailed, "image %q is not on the docker engine at %s and sandplane could not build it: %s",
+		ref, r.host(), provider.Message(buildErr))
+}
