@@ -127,9 +127,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		snapshots[manager.DefaultSnapshot] = def
 	}
 	autoStop := cfg.AutoStopMinutes
-	hub := daemon.NewHub(clk)
 	m, err := manager.New(manager.Options{
-		OnEvent:         hub.Publish,
 		Root:            cfg.Root,
 		Runtimes:        runtimes,
 		Snapshots:       snapshots,
@@ -148,7 +146,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer m.Close()
-	srv, err := daemon.New(daemon.Options{Manager: m, Hub: hub, Version: versionString(), Token: cfg.Token, Clock: clk, Logger: log})
+	srv, err := daemon.New(daemon.Options{Manager: m, Version: versionString(), Token: cfg.Token, Clock: clk, Logger: log})
 	if err != nil {
 		return err
 	}
