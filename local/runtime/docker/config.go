@@ -22,6 +22,10 @@ const (
 	LabelSandbox = "io.sandplane.sandbox"
 	// LabelPrefix prefixes the sandbox's own labels.
 	LabelPrefix = "io.sandplane.label."
+	// labelCarried marks an image Start committed from a sandbox's
+	// container to carry its filesystem over to a replacement, and so every
+	// container made from it; Remove deletes the image with the container.
+	labelCarried = "io.sandplane.carried"
 	// labelSpec holds a digest of everything the container was created
 	// from, so that Start can tell whether a stopped container still fits
 	// the spec it is asked to run.

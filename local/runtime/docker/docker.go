@@ -15,6 +15,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 	"golang.org/x/sys/unix"
@@ -193,9 +194,11 @@ func owned(c container.InspectResponse, spec runtime.Spec) error {
 
 // Start runs the sandbox's container: the one a previous Start made, if it
 // still fits spec (restarted when stopped, returned as is when running), or a
-// new one. A container of this sandbox that no longer fits spec is replaced.
-// On error nothing Start created is left behind; a pre-existing stopped
-// container that fails to restart is kept, with its filesystem.
+// new one. A container of this sandbox that no longer fits spec (a new port
+// after a daemon restart, a changed snapshot) is replaced by one that starts
+// from a commit of its filesystem, so a sandbox never loses its files, as a
+// Daytona sandbox keeps its disk. On error nothing Start created is left
+// behind; a pre-existing container is kept, with its filesystem.
 // preflight_failed, create_failed, unavailable.
 func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
 	if err := validate(spec); err != nil {
@@ -213,18 +216,21 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		if c.Config.Labels[labelSpec] == want.config.Labels[labelSpec] {
 			return r.restart(ctx, c)
 		}
-		if err := r.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-			return runtime.Handle{}, as(provider.CreateFailed, r.classify("replace container "+name, err))
-		}
+		return r.replace(ctx, c, want, spec)
 	case !cerrdefs.IsNotFound(err):
 		return runtime.Handle{}, as(provider.CreateFailed, r.classify("inspect container "+name, err))
 	}
+	return r.create(ctx, want, spec)
+}
 
+// create makes and starts the sandbox's container; on error it is gone.
+func (r *Runtime) create(ctx context.Context, want containerSpec, spec runtime.Spec) (runtime.Handle, error) {
+	name := ContainerName(spec.SandboxID)
 	created, err := r.cli.ContainerCreate(ctx, want.config, want.host, nil, nil, name)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			// The only thing create looks up is the image.
-			return runtime.Handle{}, r.missingImage(spec.Image, err)
+			return runtime.Handle{}, r.missingImage(want.config.Image, err)
 		}
 		return runtime.Handle{}, as(provider.CreateFailed, r.classify("create container "+name, err))
 	}
@@ -233,6 +239,61 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		return runtime.Handle{}, r.discard(ctx, created.ID, err)
 	}
 	return handle(created.ID), nil
+}
+
+// replace swaps old, the sandbox's container that no longer fits want, for
+// a new one made from a commit of old's filesystem. old steps aside under
+// another name until its successor runs, and is put back if it does not.
+func (r *Runtime) replace(ctx context.Context, old container.InspectResponse, want containerSpec, spec runtime.Spec) (runtime.Handle, error) {
+	name := ContainerName(spec.SandboxID)
+	fail := func(what string, err error) (runtime.Handle, error) {
+		return runtime.Handle{}, as(provider.CreateFailed, r.classify(what+" "+name+" to replace it", err))
+	}
+	if old.State != nil && old.State.Running {
+		secs := 0
+		if err := r.cli.ContainerStop(ctx, old.ID, container.StopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
+			return fail("stop container", err)
+		}
+	}
+	committed, err := r.cli.ContainerCommit(ctx, old.ID, container.CommitOptions{
+		Config: &container.Config{Labels: map[string]string{labelCarried: spec.SandboxID}},
+	})
+	if err != nil {
+		return fail("commit the filesystem of container", err)
+	}
+	aside := name + "-replaced"
+	if err := r.cli.ContainerRemove(ctx, aside, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		r.dropImage(ctx, committed.ID)
+		return fail("remove leftover container "+aside+" before replacing", err)
+	}
+	if err := r.cli.ContainerRename(ctx, old.ID, aside); err != nil {
+		r.dropImage(ctx, committed.ID)
+		return fail("rename container", err)
+	}
+	want.config.Image = committed.ID
+	h, err := r.create(ctx, want, spec)
+	if err != nil {
+		ctx, cancel := r.detached(ctx, cleanupTimeout)
+		defer cancel()
+		if rerr := r.cli.ContainerRename(ctx, old.ID, name); rerr != nil {
+			err = fmt.Errorf("%w; the previous container is left as %s: %v", err, aside, rerr)
+		}
+		r.dropImage(ctx, committed.ID)
+		return runtime.Handle{}, err
+	}
+	// Should this fail, the old container is an orphan the daemon's next
+	// start removes. An image it was made from by an earlier replace is a
+	// parent of the new commit now, and goes when that does.
+	_ = r.cli.ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	return h, nil
+}
+
+// dropImage removes an image Start committed, best effort: a container
+// still using it keeps it.
+func (r *Runtime) dropImage(ctx context.Context, id string) {
+	ctx, cancel := r.detached(ctx, cleanupTimeout)
+	defer cancel()
+	_, _ = r.cli.ImageRemove(ctx, id, image.RemoveOptions{PruneChildren: true})
 }
 
 func (r *Runtime) restart(ctx context.Context, c container.InspectResponse) (runtime.Handle, error) {
@@ -375,17 +436,22 @@ func (r *Runtime) Stop(ctx context.Context, h runtime.Handle, grace time.Duratio
 	return r.classify("stop container", err)
 }
 
-// Remove force-removes the container and its anonymous volumes. A missing
-// container is not an error. unavailable.
+// Remove force-removes the container and its anonymous volumes, and the
+// image Start committed it from, if any. A missing container is not an
+// error. unavailable.
 func (r *Runtime) Remove(ctx context.Context, h runtime.Handle) error {
 	if h.ContainerID == "" {
 		return nil
 	}
+	c, inspectErr := r.cli.ContainerInspect(ctx, h.ContainerID)
 	err := r.cli.ContainerRemove(ctx, h.ContainerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err == nil || cerrdefs.IsNotFound(err) {
-		return nil
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return r.classify("remove container", err)
 	}
-	return r.classify("remove container", err)
+	if inspectErr == nil && c.Config != nil && c.Config.Labels[labelCarried] != "" {
+		r.dropImage(ctx, c.Image)
+	}
+	return nil
 }
 
 // Logs returns the newest MiB of what the container wrote to each of stdout

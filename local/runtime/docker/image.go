@@ -246,7 +246,7 @@ func (r *Runtime) BuildImage(ctx context.Context, tag string, img ScratchImage) 
 	if old.ID != "" {
 		// Best effort: a container of an older sandbox may still use it, and
 		// then the engine refuses, which is what we want.
-		_, _ = r.cli.ImageRemove(ctx, old.ID, image.RemoveOptions{})
+		_, _ = r.cli.ImageRemove(ctx, old.ID, image.RemoveOptions{PruneChildren: true})
 	}
 	return nil
 }

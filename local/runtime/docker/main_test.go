@@ -16,6 +16,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/require"
 
@@ -107,7 +108,8 @@ func (h *harness) newRuntime() *docker.Runtime {
 	return rt
 }
 
-// cleanupRoot removes, when the test ends, every container labelled root.
+// cleanupRoot removes, when the test ends, every container and image
+// labelled root.
 func (h *harness) cleanupRoot(root string) {
 	h.t.Cleanup(func() {
 		ctx := context.Background()
@@ -122,6 +124,21 @@ func (h *harness) cleanupRoot(root string) {
 		for _, c := range list {
 			if err := h.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil {
 				h.t.Errorf("remove container %s: %v", c.ID, err)
+			}
+		}
+		// Images Start committed to carry a filesystem over carry the root
+		// label too.
+		images, err := h.cli.ImageList(ctx, image.ListOptions{
+			All:     true,
+			Filters: filters.NewArgs(filters.Arg("label", docker.LabelRoot+"="+root)),
+		})
+		if err != nil {
+			h.t.Errorf("list images to clean up: %v", err)
+			return
+		}
+		for _, img := range images {
+			if err := dockertest.RemoveImage(ctx, h.cli, img.ID); err != nil {
+				h.t.Error(err)
 			}
 		}
 	})

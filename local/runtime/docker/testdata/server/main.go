@@ -3,7 +3,8 @@
 //
 // It listens on $PORT, answers GET / with its body, GET /info with what the
 // container gave it (uid, working directory, argv, environment) and
-// GET /exit?code=N by exiting with N. It prints one line to stdout and one to
+// GET /exit?code=N by exiting with N; PUT /files/NAME stores the body as NAME
+// in the working directory and GET /files/NAME returns it. It prints one line to stdout and one to
 // stderr when it starts, and exits 0 on SIGTERM unless -ignore-term is set.
 package main
 
@@ -12,6 +13,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -57,6 +59,23 @@ func main() {
 			"args": os.Args,
 			"env":  env,
 		})
+	})
+	mux.HandleFunc("PUT /files/{name}", func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err == nil {
+			err = os.WriteFile(r.PathValue("name"), b, 0o644)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	mux.HandleFunc("GET /files/{name}", func(w http.ResponseWriter, r *http.Request) {
+		b, err := os.ReadFile(r.PathValue("name"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		_, _ = w.Write(b)
 	})
 	mux.HandleFunc("GET /exit", func(w http.ResponseWriter, r *http.Request) {
 		code, err := strconv.Atoi(r.URL.Query().Get("code"))
