@@ -34,6 +34,15 @@ const toolboxHome = "/home/daytona"
 // here (a dynamically linked binary, an engine of another platform), logged
 // as a warning naming the fix.
 func ensureToolboxImage(ctx context.Context, d *docker.Runtime, tag string, log *slog.Logger) error {
+	self, err := os.Executable()
+	if err != nil {
+		return provider.Errorf(provider.PreflightFailed, "find the running sandplane binary: %v", err)
+	}
+	return ensureToolboxImageFrom(ctx, d, tag, self, log)
+}
+
+// ensureToolboxImageFrom is ensureToolboxImage with the binary at self.
+func ensureToolboxImageFrom(ctx context.Context, d *docker.Runtime, tag, self string, log *slog.Logger) error {
 	labels, err := d.ImageLabels(ctx, tag)
 	switch {
 	case err == nil && labels[labelToolboxBinary] == "":
@@ -41,10 +50,6 @@ func ensureToolboxImage(ctx context.Context, d *docker.Runtime, tag string, log 
 		return nil
 	case err != nil && !provider.IsNotFound(err):
 		return err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return provider.Errorf(provider.PreflightFailed, "find the running sandplane binary: %v", err)
 	}
 	digest, err := fileDigest(self)
 	if err != nil {

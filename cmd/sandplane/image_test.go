@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/local/runtime/docker"
+	"github.com/sandplane/sandplane/local/runtime/docker/dockertest"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+func randomTag(t *testing.T) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "sandplane-image-test:" + hex.EncodeToString(b)
+}
+
+func testLogger() (*slog.Logger, *bytes.Buffer) {
+	var buf bytes.Buffer
+	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), &buf
+}
+
+// copyToTemp copies the file at src into a fresh temporary file.
+func copyToTemp(t *testing.T, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "sandplane")
+	require.NoError(t, os.WriteFile(p, data, 0o755))
+	return p
+}
+
+func TestToolboxImage(t *testing.T) {
+	cli := dockertest.Engine(t)
+	d, err := docker.New(clock.Real())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	imageID := func(tag string) string {
+		t.Helper()
+		img, err := cli.ImageInspect(ctx, tag)
+		require.NoError(t, err)
+		return img.ID
+	}
+	tempTag := func(t *testing.T) string {
+		tag := randomTag(t)
+		t.Cleanup(func() { assert.NoError(t, dockertest.RemoveImage(context.Background(), cli, tag)) })
+		return tag
+	}
+
+	t.Run("a dynamically linked binary is refused, naming the fix", func(t *testing.T) {
+		ls, err := exec.LookPath("ls")
+		require.NoError(t, err)
+		if static, err := docker.StaticExecutable(ls); err != nil || static {
+			t.Skip("no dynamically linked ls here to stand in for a cgo build")
+		}
+		tag := tempTag(t)
+		log, logged := testLogger()
+		err = ensureToolboxImageFrom(ctx, d, tag, ls, log)
+		require.Error(t, err)
+		assert.Equal(t, provider.PreflightFailed, provider.Code(err))
+		assert.Contains(t, err.Error(), "make build")
+		assert.Contains(t, err.Error(), "CGO_ENABLED=0")
+		assert.Contains(t, logged.String(), "level=WARN")
+		_, err = d.ImageLabels(ctx, tag)
+		assert.Equal(t, provider.NotFound, provider.Code(err), "nothing built")
+	})
+
+	t.Run("builds a missing image and rebuilds it for another binary", func(t *testing.T) {
+		bb, ok := docker.StaticBusybox()
+		if !ok {
+			t.Skip(dockertest.NoBusyboxMessage)
+		}
+		// Any static binary will do: the image is inspected, not run.
+		self := copyToTemp(t, bb)
+		tag := tempTag(t)
+		log, logged := testLogger()
+		require.NoError(t, ensureToolboxImageFrom(ctx, d, tag, self, log))
+		assert.Contains(t, logged.String(), "built the docker toolbox image with busybox")
+		first := imageID(tag)
+		labels, err := d.ImageLabels(ctx, tag)
+		require.NoError(t, err)
+		digest, err := fileDigest(self)
+		require.NoError(t, err)
+		assert.Equal(t, digest+"+busybox", labels[labelToolboxBinary])
+
+		img, err := cli.ImageInspect(ctx, tag)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"/sandplane", "toolbox", "--host", "0.0.0.0"}, []string(img.Config.Entrypoint))
+		assert.Equal(t, toolboxHome, img.Config.WorkingDir)
+		assert.Contains(t, img.Config.Env, "HOME="+toolboxHome)
+
+		require.NoError(t, ensureToolboxImageFrom(ctx, d, tag, self, log))
+		assert.Equal(t, first, imageID(tag), "a current image is kept")
+
+		require.NoError(t, os.WriteFile(self, append(bb, 0), 0o755))
+		require.NoError(t, ensureToolboxImageFrom(ctx, d, tag, self, log))
+		assert.NotEqual(t, first, imageID(tag), "a new binary, a new image")
+		_, err = cli.ImageInspect(ctx, first)
+		assert.Error(t, err, "the stale image is removed")
+	})
+
+	t.Run("an image sandplane did not build is left alone", func(t *testing.T) {
+		tag := tempTag(t)
+		require.NoError(t, docker.BuildScratchImage(ctx, cli, tag, docker.ScratchImage{
+			Files:      map[string][]byte{"own": []byte("x")},
+			Entrypoint: []string{"/own"},
+		}))
+		before := imageID(tag)
+		log, logged := testLogger()
+		require.NoError(t, ensureToolboxImageFrom(ctx, d, tag, filepath.Join(t.TempDir(), "never-read"), log))
+		assert.Equal(t, before, imageID(tag))
+		assert.NotContains(t, logged.String(), "level=WARN")
+	})
+}
+
+func TestToolboxImageWithoutEngine(t *testing.T) {
+	d, err := docker.New(clock.Real(), docker.WithHost("unix://"+filepath.Join(t.TempDir(), "no-docker.sock")))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	log, _ := testLogger()
+	err = ensureToolboxImage(context.Background(), d, "sandplane/toolbox:local", log)
+	assert.Equal(t, provider.Unavailable, provider.Code(err))
+	assert.Contains(t, err.Error(), "start dockerd or set DOCKER_HOST")
+}
