@@ -1,0 +1,395 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/local"
+	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/local/runtime/docker"
+	"github.com/sandplane/sandplane/local/runtime/docker/dockertest"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// The docker runtime through the real daemon: `sandplane serve` on a real
+// engine, with the toolbox image the daemon builds from its own binary.
+
+// dockerEnv is what every docker daemon of TestDocker shares: the engine and
+// the tag the daemons build their toolbox image as. A fresh tag proves the
+// build on a machine that never had the image; it is removed when the test
+// ends.
+type dockerEnv struct {
+	cli     *client.Client
+	image   string
+	missing string
+}
+
+func newDockerEnv(t *testing.T) *dockerEnv {
+	t.Helper()
+	cli := dockertest.Engine(t)
+	env := &dockerEnv{cli: cli, image: "sandplane-e2e-toolbox:" + randHex(6), missing: "sandplane-e2e-missing:" + randHex(6)}
+	t.Cleanup(func() {
+		if err := dockertest.RemoveImage(context.Background(), cli, env.image); err != nil {
+			t.Error(err)
+		}
+	})
+	return env
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (env *dockerEnv) config() string {
+	return fmt.Sprintf(`dockerImage: %[1]s
+snapshots:
+  never-ready:
+    # The toolbox on the container's loopback: the published port never reaches it.
+    image: %[1]s
+    imageCommand: [/sandplane, toolbox]
+  broken:
+    image: %[1]s
+    imageCommand: [/sandplane, toolbox, --no-such-flag]
+  missing:
+    image: %[2]s
+`, env.image, env.missing)
+}
+
+// startDockerDaemon runs `sandplane serve` as startDaemon does, with the
+// docker snapshots. A new root gets a cleanup that removes every container
+// and image labelled with it, whatever the test did to the daemon.
+func startDockerDaemon(t *testing.T, env *dockerEnv, root string, extraEnv ...string) *daemon {
+	t.Helper()
+	if root == "" {
+		root = t.TempDir()
+		t.Cleanup(func() { env.removeRoot(t, root) })
+	}
+	cfg := filepath.Join(t.TempDir(), "docker.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(env.config()), 0o600))
+	d := &daemon{t: t, root: root, addr: freeAddr(t), stderr: &lockedWriter{w: &bytes.Buffer{}}, exited: make(chan struct{})}
+	d.cmd = exec.Command(sandplaneBin, "serve", "--listen", d.addr, "--root", root, "--minute", "200ms", "--config", cfg)
+	d.cmd.Env = append(os.Environ(), extraEnv...)
+	d.cmd.Stderr = d.stderr
+	require.NoError(t, d.cmd.Start())
+	go func() { _ = d.cmd.Wait(); close(d.exited) }()
+	t.Cleanup(d.stop)
+	var err error
+	d.p, err = local.New("http://" + d.addr)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := d.p.Info(context.Background())
+		return err == nil
+	}, 20*time.Second, 20*time.Millisecond, "daemon did not come up: %s", d.stderr)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon stderr:\n%s", d.stderr)
+		}
+	})
+	return d
+}
+
+func (env *dockerEnv) containersOf(t *testing.T, root string) []container.Summary {
+	t.Helper()
+	list, err := env.cli.ContainerList(context.Background(), container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", docker.LabelRoot+"="+root)),
+	})
+	require.NoError(t, err)
+	return list
+}
+
+func (env *dockerEnv) removeRoot(t *testing.T, root string) {
+	ctx := context.Background()
+	for _, c := range env.containersOf(t, root) {
+		if err := env.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			t.Errorf("remove container %s: %v", c.ID, err)
+		}
+	}
+	images, err := env.cli.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelRoot+"="+root))})
+	if err != nil {
+		t.Errorf("list images to clean up: %v", err)
+		return
+	}
+	for _, img := range images {
+		if err := dockertest.RemoveImage(ctx, env.cli, img.ID); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// sandboxContainer inspects the container of sandbox id.
+func (env *dockerEnv) sandboxContainer(t *testing.T, id string) container.InspectResponse {
+	t.Helper()
+	c, err := env.cli.ContainerInspect(context.Background(), docker.ContainerName(id))
+	require.NoError(t, err)
+	return c
+}
+
+type execResult struct {
+	ExitCode int    `json:"exitCode"`
+	Result   string `json:"result"`
+}
+
+// execute runs command through the sandbox's toolbox on its preview URL.
+func execute(t *testing.T, s *provider.Sandbox, command string) execResult {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"command": command})
+	require.NoError(t, err)
+	resp, err := http.Post(s.PreviewUrl+"/process/execute", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var out execResult
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return out
+}
+
+func needShell(t *testing.T) {
+	t.Helper()
+	if _, ok := docker.StaticBusybox(); !ok {
+		t.Skip(dockertest.NoBusyboxMessage)
+	}
+}
+
+func dockerCreate(t *testing.T, d *daemon, req provider.CreateRequest) *provider.Sandbox {
+	t.Helper()
+	req.Runtime = provider.RuntimeDocker
+	if req.AutoStopInterval == nil {
+		req.AutoStopInterval = ptr(0)
+	}
+	s, err := d.p.Create(context.Background(), req)
+	require.NoError(t, err, "daemon stderr:\n%s", d.stderr)
+	require.Equal(t, provider.StateStarted, s.State)
+	require.Equal(t, provider.RuntimeDocker, s.Runtime)
+	return s
+}
+
+// TestDocker runs every scenario on one engine and one toolbox image, which
+// the first daemon builds.
+func TestDocker(t *testing.T) {
+	env := newDockerEnv(t)
+	t.Run("lifecycle", func(t *testing.T) { testDockerLifecycle(t, env) })
+	t.Run("killed from outside", func(t *testing.T) { testDockerKilledFromOutside(t, env) })
+	t.Run("daemon restart keeps live containers", func(t *testing.T) { testDockerDaemonRestart(t, env) })
+	t.Run("orphans removed at daemon start", func(t *testing.T) { testDockerOrphans(t, env) })
+	t.Run("create failures", func(t *testing.T) { testDockerCreateFailures(t, env) })
+}
+
+func testDockerLifecycle(t *testing.T, env *dockerEnv) {
+	needShell(t)
+	d := startDockerDaemon(t, env, "")
+	ctx := context.Background()
+	const secret = "hunter2-docker-secret"
+
+	// When this is the first create of TestDocker, right after serve
+	// started, the daemon builds the image it needs on the way.
+	s := dockerCreate(t, d, provider.CreateRequest{Name: "box", EnvVars: map[string]string{
+		"SECRET_TOKEN": secret,
+		"CALLBACK_URL": "http://localhost:9/cb",
+	}})
+	c := env.sandboxContainer(t, s.Id)
+	assert.True(t, c.State.Running)
+	assert.Equal(t, env.image, c.Config.Image)
+	assert.Equal(t, d.root, c.Config.Labels[docker.LabelRoot])
+	assert.Equal(t, "http://127.0.0.1:"+strconv.Itoa(s.Port), s.PreviewUrl)
+	workloadPID(t, s) // the toolbox knows its sandbox
+
+	got := execute(t, s, "echo kept > state.txt; pwd; echo $CALLBACK_URL; echo token=$SECRET_TOKEN")
+	require.Zero(t, got.ExitCode, got.Result)
+	assert.Equal(t, "/home/daytona\nhttp://host.docker.internal:9/cb\ntoken="+secret+"\n", got.Result,
+		"runs in the home directory, with loopback URLs pointed at the host")
+
+	// What the entrypoint's process writes is the container's output.
+	got = execute(t, s, "echo to-stdout > /proc/1/fd/1; echo to-stderr $SECRET_TOKEN > /proc/1/fd/2")
+	require.Zero(t, got.ExitCode, got.Result)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		logs, err := d.p.EntrypointLogs(ctx, s.Id)
+		require.NoError(c, err)
+		assert.Contains(c, logs.Stdout, "to-stdout\n")
+		assert.Contains(c, logs.Stderr, "to-stderr")
+		assert.NotContains(c, logs.Output, secret, "env values are redacted")
+	}, 10*time.Second, 50*time.Millisecond)
+
+	stopped, err := d.p.Stop(ctx, s.Id)
+	require.NoError(t, err)
+	assert.Equal(t, provider.StateStopped, stopped.State)
+	kept := env.sandboxContainer(t, s.Id)
+	assert.False(t, kept.State.Running, "stop keeps the container")
+	assert.Equal(t, c.ID, kept.ID)
+
+	started, err := d.p.Start(ctx, s.Id)
+	require.NoError(t, err)
+	assert.Equal(t, provider.StateStarted, started.State)
+	assert.Equal(t, c.ID, env.sandboxContainer(t, s.Id).ID, "start restarts the same container")
+	got = execute(t, started, "cat state.txt; echo $SECRET_TOKEN")
+	assert.Equal(t, "kept\n"+secret+"\n", got.Result, "files and env survive the stop")
+
+	require.NoError(t, d.p.Delete(ctx, s.Id))
+	_, err = env.cli.ContainerInspect(ctx, c.ID)
+	assert.True(t, cerrdefs.IsNotFound(err), "delete removes the container: %v", err)
+	_, err = d.p.Get(ctx, s.Id)
+	assert.Equal(t, provider.NotFound, provider.Code(err))
+	assert.Empty(t, env.containersOf(t, d.root))
+}
+
+func testDockerKilledFromOutside(t *testing.T, env *dockerEnv) {
+	d := startDockerDaemon(t, env, "")
+	s := dockerCreate(t, d, provider.CreateRequest{Name: "victim"})
+	require.NoError(t, env.cli.ContainerKill(context.Background(), docker.ContainerName(s.Id), "KILL"))
+
+	got := eventuallyState(t, d.p, s.Id, provider.StateStopped)
+	assert.Equal(t, "killed: signal SIGKILL", got.ErrorReason)
+	assert.Zero(t, got.Port)
+	assert.Empty(t, got.PreviewUrl)
+
+	restarted, err := d.p.Start(context.Background(), s.Id)
+	require.NoError(t, err)
+	assert.Equal(t, provider.StateStarted, restarted.State)
+	workloadPID(t, restarted)
+}
+
+func testDockerDaemonRestart(t *testing.T, env *dockerEnv) {
+	d := startDockerDaemon(t, env, "")
+	ctx := context.Background()
+	keep := dockerCreate(t, d, provider.CreateRequest{Name: "keep"})
+	lost := dockerCreate(t, d, provider.CreateRequest{Name: "lost"})
+	before := env.sandboxContainer(t, keep.Id)
+
+	d.stop() // SIGTERM: containers keep running
+	assert.True(t, env.sandboxContainer(t, keep.Id).State.Running, "a container outlives its daemon")
+	require.NoError(t, env.cli.ContainerKill(ctx, docker.ContainerName(lost.Id), "KILL"))
+
+	d2 := startDockerDaemon(t, env, d.root)
+	got, err := d2.p.Get(ctx, "keep")
+	require.NoError(t, err)
+	assert.Equal(t, provider.StateStarted, got.State)
+	assert.Equal(t, keep.Port, got.Port)
+	after := env.sandboxContainer(t, keep.Id)
+	assert.Equal(t, before.ID, after.ID)
+	assert.Equal(t, before.State.StartedAt, after.State.StartedAt, "adopted, not restarted")
+	workloadPID(t, got)
+	gone := eventuallyState(t, d2.p, "lost", provider.StateStopped)
+	assert.Equal(t, "daemon restart: process gone", gone.ErrorReason)
+
+	// The adopted container is watched like any other.
+	require.NoError(t, env.cli.ContainerKill(ctx, docker.ContainerName(keep.Id), "KILL"))
+	stopped := eventuallyState(t, d2.p, "keep", provider.StateStopped)
+	assert.Equal(t, "killed: signal SIGKILL", stopped.ErrorReason)
+}
+
+func testDockerOrphans(t *testing.T, env *dockerEnv) {
+	d := startDockerDaemon(t, env, "")
+	ctx := context.Background()
+
+	created := make(chan error, 1)
+	go func() {
+		_, err := d.p.Create(ctx, provider.CreateRequest{Id: "half", Runtime: provider.RuntimeDocker, Snapshot: "never-ready"})
+		created <- err
+	}()
+	// Wait until the container runs, then kill the daemon under the create.
+	require.Eventually(t, func() bool {
+		for _, c := range env.containersOf(t, d.root) {
+			if c.State == container.StateRunning {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond, "the half-created container never ran: %s", d.stderr)
+	d.kill9()
+	assert.Equal(t, provider.Unavailable, provider.Code(<-created))
+
+	// And a container of this root that no registry entry names at all.
+	rt, err := docker.New(clock.Real())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Close() })
+	port := freePort(t)
+	stray, err := rt.Start(ctx, runtime.Spec{
+		SandboxID: "stray", Root: d.root, Image: env.image, Port: port,
+		Env: map[string]string{"PORT": strconv.Itoa(port)},
+	})
+	require.NoError(t, err)
+	require.Len(t, env.containersOf(t, d.root), 2)
+
+	d2 := startDockerDaemon(t, env, d.root)
+	assert.Empty(t, env.containersOf(t, d.root), "the restarted daemon removed both")
+	st, err := rt.Status(ctx, stray)
+	require.NoError(t, err)
+	assert.Equal(t, docker.ReasonGone, st.Exit.Reason)
+	_, err = d2.p.Get(ctx, "half")
+	assert.Equal(t, provider.NotFound, provider.Code(err))
+	assert.NoDirExists(t, filepath.Join(d.root, "half"))
+
+	s := dockerCreate(t, d2, provider.CreateRequest{Id: "half"})
+	assert.Equal(t, "half", s.Id, "the id is free again")
+}
+
+func testDockerCreateFailures(t *testing.T, env *dockerEnv) {
+	d := startDockerDaemon(t, env, "")
+	ctx := context.Background()
+
+	t.Run("a missing image fails preflight, naming it", func(t *testing.T) {
+		_, err := d.p.Create(ctx, provider.CreateRequest{Name: "nope", Runtime: provider.RuntimeDocker, Snapshot: "missing"})
+		require.Error(t, err)
+		assert.Equal(t, provider.PreflightFailed, provider.Code(err))
+		assert.Contains(t, err.Error(), env.missing)
+		assert.Contains(t, err.Error(), "never pulls")
+		_, err = d.p.Get(ctx, "nope")
+		assert.Equal(t, provider.NotFound, provider.Code(err))
+	})
+	t.Run("a workload that exits fails the create with its output", func(t *testing.T) {
+		_, err := d.p.Create(ctx, provider.CreateRequest{Name: "broken", Runtime: provider.RuntimeDocker, Snapshot: "broken"})
+		require.Error(t, err)
+		assert.Equal(t, provider.CreateFailed, provider.Code(err))
+		assert.Contains(t, err.Error(), "exited: code 1")
+		assert.Contains(t, err.Error(), "unknown flag: --no-such-flag")
+	})
+	assert.Empty(t, env.containersOf(t, d.root), "failed creates leave no container")
+}
+
+func TestDockerCreateWithoutAnEngine(t *testing.T) {
+	// No engine at all: serve still starts, native sandboxes work, docker
+	// creates say what to do.
+	env := &dockerEnv{image: "sandplane-e2e-toolbox:" + randHex(6), missing: "sandplane-e2e-missing:" + randHex(6)}
+	d := startDockerDaemon(t, env, t.TempDir(), "DOCKER_HOST=unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+	t.Cleanup(func() { killMarked(t, d.root) })
+	_, err := d.p.Create(context.Background(), provider.CreateRequest{Runtime: provider.RuntimeDocker})
+	require.Error(t, err)
+	assert.Equal(t, provider.Unavailable, provider.Code(err))
+	assert.Contains(t, err.Error(), "start dockerd or set DOCKER_HOST")
+
+	s, err := d.p.Create(context.Background(), provider.CreateRequest{})
+	require.NoError(t, err)
+	assert.Equal(t, provider.RuntimeNative, s.Runtime)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	_, port, err := net.SplitHostPort(freeAddr(t))
+	require.NoError(t, err)
+	n, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	return n
+}
