@@ -17,6 +17,8 @@ type step struct {
 	// startsWorkload marks steps towards started, where injected start
 	// failures land.
 	startsWorkload bool
+	// builds marks the image build, whose failure is build_failed.
+	builds bool
 }
 
 // plan picks the next step towards the desired state. Called with s.mu held.
@@ -44,7 +46,7 @@ func (s *Simulator) plan(sb *sandbox) (step, bool) {
 		start := func(ctx context.Context) (string, error) { return s.backend.Start(ctx, w) }
 		switch sb.State {
 		case stPendingBuild:
-			return step{via: stBuildingSnapshot, to: stUnknown, delay: p.Build}, true
+			return step{via: stBuildingSnapshot, to: stUnknown, delay: p.Build, builds: true}, true
 		case stUnknown, stCreating:
 			return step{via: stCreating, to: stStarted, delay: p.Create, work: start, startsWorkload: true}, true
 		case stStopped, stStarting:
@@ -90,7 +92,7 @@ func (s *Simulator) begin(sb *sandbox, st step) (done bool) {
 		sb.setState(s.clk, st.via)
 	}
 	var fail *failure
-	if st.startsWorkload && sb.failNext != nil {
+	if (st.startsWorkload || st.builds) && sb.failNext != nil {
 		fail, sb.failNext = sb.failNext, nil
 	}
 	delay := st.delay.draw(s.rng)
@@ -169,7 +171,11 @@ func (s *Simulator) finish(sb *sandbox, st step, gen uint64, url string, err err
 		}
 		sb.ErrorReason = &reason
 		sb.toolboxURL = ""
-		sb.setState(s.clk, stError)
+		if st.builds {
+			sb.setState(s.clk, stBuildFailed)
+		} else {
+			sb.setState(s.clk, stError)
+		}
 		return
 	}
 	switch st.to {
