@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
+	"github.com/docker/go-connections/nat"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -45,7 +46,7 @@ type dockerEnv struct {
 	missing string
 }
 
-func newDockerEnv(t *testing.T) *dockerEnv {
+func newDockerEnv(t testing.TB) *dockerEnv {
 	t.Helper()
 	cli := dockertest.Engine(t)
 	env := &dockerEnv{cli: cli, image: "sandplane-e2e-toolbox:" + randHex(6), missing: "sandplane-e2e-missing:" + randHex(6)}
@@ -81,7 +82,7 @@ snapshots:
 // startDockerDaemon runs `sandplane serve` as startDaemon does, with the
 // docker snapshots. A new root gets a cleanup that removes every container
 // and image labelled with it, whatever the test did to the daemon.
-func startDockerDaemon(t *testing.T, env *dockerEnv, root string, extraEnv ...string) *daemon {
+func startDockerDaemon(t testing.TB, env *dockerEnv, root string, extraEnv ...string) *daemon {
 	t.Helper()
 	if root == "" {
 		root = t.TempDir()
@@ -111,7 +112,7 @@ func startDockerDaemon(t *testing.T, env *dockerEnv, root string, extraEnv ...st
 	return d
 }
 
-func (env *dockerEnv) containersOf(t *testing.T, root string) []container.Summary {
+func (env *dockerEnv) containersOf(t testing.TB, root string) []container.Summary {
 	t.Helper()
 	list, err := env.cli.ContainerList(context.Background(), container.ListOptions{
 		All:     true,
@@ -121,7 +122,7 @@ func (env *dockerEnv) containersOf(t *testing.T, root string) []container.Summar
 	return list
 }
 
-func (env *dockerEnv) removeRoot(t *testing.T, root string) {
+func (env *dockerEnv) removeRoot(t testing.TB, root string) {
 	ctx := context.Background()
 	for _, c := range env.containersOf(t, root) {
 		if err := env.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
@@ -385,11 +386,79 @@ func TestDockerCreateWithoutAnEngine(t *testing.T) {
 	assert.Equal(t, provider.RuntimeNative, s.Runtime)
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	_, port, err := net.SplitHostPort(freeAddr(t))
 	require.NoError(t, err)
 	n, err := strconv.Atoi(port)
 	require.NoError(t, err)
 	return n
+}
+
+// BenchmarkDockerCreateToStarted measures a docker create through the
+// daemon's HTTP API until the sandbox is started (its toolbox answers),
+// beside a bare `docker run` of the same image with the same published port
+// until the toolbox answers HTTP, measured alternately in the same run.
+func BenchmarkDockerCreateToStarted(b *testing.B) {
+	env := newDockerEnv(b)
+	d := startDockerDaemon(b, env, "")
+	ctx := context.Background()
+	create := func() *provider.Sandbox {
+		s, err := d.p.Create(ctx, provider.CreateRequest{Runtime: provider.RuntimeDocker, AutoStopInterval: ptr(0)})
+		require.NoError(b, err, "daemon stderr:\n%s", d.stderr)
+		return s
+	}
+	// Untimed: the daemon builds the image on the first create.
+	require.NoError(b, d.p.Delete(ctx, create().Id))
+
+	var subject, baseline []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		s := create()
+		subject = append(subject, time.Since(start))
+		b.StopTimer()
+		require.NoError(b, d.p.Delete(ctx, s.Id))
+		baseline = append(baseline, env.bareDockerRun(b, d.root))
+		b.StartTimer()
+	}
+	reportVersus(b, subject, baseline)
+}
+
+// bareDockerRun is `docker run -p 127.0.0.1:P:P -e PORT=P image` through the
+// Engine API, timed until the toolbox answers HTTP on the published port:
+// the floor any control plane on this engine pays.
+func (env *dockerEnv) bareDockerRun(b *testing.B, root string) time.Duration {
+	ctx := context.Background()
+	port := strconv.Itoa(freePort(b))
+	p := nat.Port(port + "/tcp")
+	start := time.Now()
+	created, err := env.cli.ContainerCreate(ctx, &container.Config{
+		Image:        env.image,
+		Env:          []string{"PORT=" + port},
+		ExposedPorts: nat.PortSet{p: struct{}{}},
+		// Labelled, so the root's cleanup removes it whatever happens.
+		Labels: map[string]string{docker.LabelRoot: root},
+	}, &container.HostConfig{
+		PortBindings: nat.PortMap{p: []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: port}}},
+	}, nil, nil, "")
+	require.NoError(b, err)
+	defer func() {
+		require.NoError(b, env.cli.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true}))
+	}()
+	require.NoError(b, env.cli.ContainerStart(ctx, created.ID, container.StartOptions{}))
+	url := "http://127.0.0.1:" + port + "/api/info"
+	hc := http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := hc.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Since(start)
+			}
+		}
+		require.True(b, time.Now().Before(deadline), "the bare container never answered: %v", err)
+		time.Sleep(2 * time.Millisecond)
+	}
 }
