@@ -193,6 +193,7 @@ func dockerCreate(t *testing.T, d *daemon, req provider.CreateRequest) *provider
 func TestDocker(t *testing.T) {
 	env := newDockerEnv(t)
 	t.Run("lifecycle", func(t *testing.T) { testDockerLifecycle(t, env) })
+	t.Run("files survive a new port", func(t *testing.T) { testDockerNewPortKeepsFiles(t, env) })
 	t.Run("killed from outside", func(t *testing.T) { testDockerKilledFromOutside(t, env) })
 	t.Run("daemon restart keeps live containers", func(t *testing.T) { testDockerDaemonRestart(t, env) })
 	t.Run("orphans removed at daemon start", func(t *testing.T) { testDockerOrphans(t, env) })
@@ -254,6 +255,35 @@ func testDockerLifecycle(t *testing.T, env *dockerEnv) {
 	_, err = d.p.Get(ctx, s.Id)
 	assert.Equal(t, provider.NotFound, provider.Code(err))
 	assert.Empty(t, env.containersOf(t, d.root))
+}
+
+// testDockerNewPortKeepsFiles restarts a stopped sandbox whose port was
+// taken meanwhile, as happens after a daemon restart: the container must be
+// replaced, and the files must come along.
+func testDockerNewPortKeepsFiles(t *testing.T, env *dockerEnv) {
+	needShell(t)
+	d := startDockerDaemon(t, env, "")
+	ctx := context.Background()
+	s := dockerCreate(t, d, provider.CreateRequest{Name: "mover"})
+	require.Zero(t, execute(t, s, "echo kept > state.txt").ExitCode)
+	before := env.sandboxContainer(t, s.Id)
+	_, err := d.p.Stop(ctx, s.Id)
+	require.NoError(t, err)
+
+	squatter, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)))
+	require.NoError(t, err)
+	defer squatter.Close()
+	moved, err := d.p.Start(ctx, s.Id)
+	require.NoError(t, err, "daemon stderr:\n%s", d.stderr)
+	require.NotEqual(t, s.Port, moved.Port)
+	assert.NotEqual(t, before.ID, env.sandboxContainer(t, s.Id).ID, "a new port needs a new container")
+	assert.Equal(t, "kept\n", execute(t, moved, "cat state.txt").Result)
+
+	require.NoError(t, d.p.Delete(ctx, s.Id))
+	assert.Empty(t, env.containersOf(t, d.root))
+	images, err := env.cli.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelRoot+"="+d.root))})
+	require.NoError(t, err)
+	assert.Empty(t, images, "delete removes the image that carried the files")
 }
 
 func testDockerKilledFromOutside(t *testing.T, env *dockerEnv) {
