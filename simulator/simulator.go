@@ -107,21 +107,9 @@ func (s *Simulator) Close() error {
 	if s.jobs != nil {
 		s.jobs.Stop()
 	}
-	ids := make([]string, 0, len(s.byID))
-	for id := range s.byID {
-		ids = append(ids, id)
-	}
-	for _, sb := range s.pool {
-		ids = append(ids, sb.ID)
-	}
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
-	if !s.syncWork {
-		for _, id := range ids {
-			_ = s.backend.Remove(context.Background(), id)
-		}
-	}
 	return s.backend.Close()
 }
 
