@@ -69,13 +69,22 @@ type daemon struct {
 // minute. Cleanup stops it and kills anything left marked with its root.
 func startDaemon(t testing.TB, root string, env ...string) *daemon {
 	t.Helper()
+	return startDaemonAt(t, root, "", env...)
+}
+
+// startDaemonAt is startDaemon on a given address ("" for a free one).
+func startDaemonAt(t testing.TB, root, addr string, env ...string) *daemon {
+	t.Helper()
+	if addr == "" {
+		addr = freeAddr(t)
+	}
 	if root == "" {
 		root = t.TempDir()
 		t.Cleanup(func() { killMarked(t, root) })
 	}
 	cfg := filepath.Join(root, "..", filepath.Base(root)+".yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(slowConfig), 0o600))
-	d := &daemon{t: t, root: root, addr: freeAddr(t), stderr: &lockedWriter{w: &bytes.Buffer{}}, exited: make(chan struct{})}
+	d := &daemon{t: t, root: root, addr: addr, stderr: &lockedWriter{w: &bytes.Buffer{}}, exited: make(chan struct{})}
 	d.cmd = exec.Command(sandplaneBin, "serve", "--listen", d.addr, "--root", root, "--minute", "200ms", "--config", cfg)
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stderr = d.stderr
@@ -404,3 +413,35 @@ func TestDaemonPrintsItsURLs(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestWatchSurvivesADaemonRestart(t *testing.T) {
+	d := startDaemon(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, err := d.p.Watch(ctx, provider.WatchOptions{Labels: map[string]string{"origin": "watch"}})
+	require.NoError(t, err)
+	next := func(want provider.EventType) provider.Event {
+		t.Helper()
+		for {
+			select {
+			case ev, ok := <-events:
+				require.True(t, ok, "stream closed")
+				if ev.Type == want {
+					return ev
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("no %s event", want)
+			}
+		}
+	}
+	assert.Empty(t, next(provider.EventSandboxesReplaced).Sandboxes)
+	s, err := d.p.Create(ctx, provider.CreateRequest{Name: "w", Labels: map[string]string{"origin": "watch"}})
+	require.NoError(t, err)
+	assert.Equal(t, s.Id, next(provider.EventStarted).Sandbox.Id)
+
+	d.stop()
+	startDaemonAt(t, d.root, d.addr)
+	snap := next(provider.EventSandboxesReplaced)
+	require.Len(t, snap.Sandboxes, 1, "after the restart the client gets a fresh snapshot")
+	assert.Equal(t, provider.StateStarted, snap.Sandboxes[0].State)
+}

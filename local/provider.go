@@ -17,6 +17,7 @@ import (
 	"github.com/sandplane/sandplane/local/api"
 	"github.com/sandplane/sandplane/local/config"
 	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // APIVersion is the contract version this client speaks.
@@ -35,6 +36,10 @@ type Provider struct {
 	base   string
 	token  string
 	client *api.ClientWithResponses
+	// stream has no overall timeout: an event stream lasts as long as its
+	// context.
+	stream *http.Client
+	clk    clock.Clock
 	log    *slog.Logger
 
 	versionOnce sync.Once
@@ -47,6 +52,9 @@ type Option func(*Provider)
 
 // WithToken sends a bearer token, for a daemon started with SANDPLANE_TOKEN.
 func WithToken(token string) Option { return func(p *Provider) { p.token = token } }
+
+// WithClock sets the clock Watch's reconnect backoff runs on.
+func WithClock(c clock.Clock) Option { return func(p *Provider) { p.clk = c } }
 
 // WithLogger receives warnings such as an API version mismatch.
 func WithLogger(l *slog.Logger) Option { return func(p *Provider) { p.log = l } }
@@ -64,7 +72,7 @@ func New(baseURL string, opts ...Option) (*Provider, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, provider.Errorf(provider.InvalidArgument, "daemon URL %q is not an http(s) URL like %s", baseURL, config.DefaultURL)
 	}
-	p := &Provider{base: strings.TrimSuffix(u.String(), "/"), log: slog.Default()}
+	p := &Provider{base: strings.TrimSuffix(u.String(), "/"), log: slog.Default(), clk: clock.Real(), stream: &http.Client{}}
 	for _, o := range opts {
 		o(p)
 	}

@@ -16,6 +16,25 @@ type (
 	Runtime        = api.Runtime
 	Info           = api.Info
 	EntrypointLogs = api.EntrypointLogs
+	Event          = api.Event
+	EventType      = api.EventType
+)
+
+const (
+	EventSandboxesReplaced = api.SandboxesReplaced
+	EventCreated           = api.SandboxCreated
+	EventStarted           = api.SandboxStarted
+	EventStopped           = api.SandboxStopped
+	EventDeleted           = api.SandboxDeleted
+	EventActivity          = api.SandboxActivity
+	EventUpdated           = api.SandboxUpdated
+)
+
+// Activity sources, the Source of an EventActivity.
+const (
+	SourceRefresh  = "refresh"
+	SourceMutation = "mutation"
+	SourceProxy    = "proxy"
 )
 
 const (
@@ -98,6 +117,21 @@ type Provider interface {
 
 	// Traits tells how this backend differs from the others.
 	Traits() Traits
+}
+
+// WatchOptions narrow Watch.
+type WatchOptions struct {
+	// Labels must all match exactly.
+	Labels map[string]string
+}
+
+// Watcher is implemented by providers that stream lifecycle events.
+type Watcher interface {
+	// Watch streams events until ctx ends, starting with an
+	// EventSandboxesReplaced snapshot. The channel is closed when ctx ends.
+	// Implementations resume after a dropped connection without a gap, or
+	// send a fresh snapshot when they cannot. unavailable, unsupported.
+	Watch(ctx context.Context, opts WatchOptions) (<-chan Event, error)
 }
 
 // Traits are the named, deliberate differences between backends. The

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -127,7 +128,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		snapshots[manager.DefaultSnapshot] = def
 	}
 	autoStop := cfg.AutoStopMinutes
+	hub := daemon.NewHub(clk)
 	m, err := manager.New(manager.Options{
+		OnEvent:         hub.Publish,
 		Root:            cfg.Root,
 		Runtimes:        runtimes,
 		Snapshots:       snapshots,
@@ -146,11 +149,20 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer m.Close()
-	srv, err := daemon.New(daemon.Options{Manager: m, Version: versionString(), Token: cfg.Token, Clock: clk, Logger: log})
+	srv, err := daemon.New(daemon.Options{Manager: m, Hub: hub, Version: versionString(), Token: cfg.Token, Clock: clk, Logger: log})
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// Cancelled first at shutdown, so that event streams end instead of
+	// holding Shutdown for its whole timeout. Lifecycle operations are
+	// detached from request contexts and finish regardless.
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 
@@ -164,6 +176,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down; sandboxes keep running unless " + config.EnvReapOnExit + "=1")
+	cancelBase()
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -72,6 +72,39 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for EventType.
+const (
+	SandboxActivity   EventType = "sandbox.activity"
+	SandboxCreated    EventType = "sandbox.created"
+	SandboxDeleted    EventType = "sandbox.deleted"
+	SandboxStarted    EventType = "sandbox.started"
+	SandboxStopped    EventType = "sandbox.stopped"
+	SandboxUpdated    EventType = "sandbox.updated"
+	SandboxesReplaced EventType = "sandboxes_replaced"
+)
+
+// Valid indicates whether the value is a known member of the EventType enum.
+func (e EventType) Valid() bool {
+	switch e {
+	case SandboxActivity:
+		return true
+	case SandboxCreated:
+		return true
+	case SandboxDeleted:
+		return true
+	case SandboxStarted:
+		return true
+	case SandboxStopped:
+		return true
+	case SandboxUpdated:
+		return true
+	case SandboxesReplaced:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Runtime.
 const (
 	Docker Runtime = "docker"
@@ -176,6 +209,26 @@ type ErrorCode string
 type ErrorResponse struct {
 	Error ErrorBody `json:"error"`
 }
+
+// Event defines model for Event.
+type Event struct {
+	// Sandbox The sandbox the event is about.
+	Sandbox *SandboxInfo `json:"sandbox,omitempty"`
+
+	// Sandboxes For sandboxes_replaced, every matching sandbox.
+	Sandboxes []SandboxInfo `json:"sandboxes,omitempty"`
+
+	// Seq Increases by one per event; the SSE id.
+	Seq int64 `json:"seq"`
+
+	// Source For sandbox.activity, what bumped it (refresh, mutation, proxy).
+	Source string    `json:"source,omitempty"`
+	Time   time.Time `json:"time"`
+	Type   EventType `json:"type"`
+}
+
+// EventType defines model for EventType.
+type EventType string
 
 // Info defines model for Info.
 type Info struct {
@@ -3793,55 +3846,58 @@ func (sh *strictHandler) StopSandbox(w http.ResponseWriter, r *http.Request, idO
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fptc+O2Ef4rO2g+2DMUJft8aSNPpqPcXW88vSY3dnKZ9ni1YHIlIiYBHgDKVjz6750FSIqkKN+L7U7a",
-	"bzQFLvbl2cWzC9+xWOWFkiitYdM7VnDNc7So3V9nyU/6R54jPSdoYi0KK5RkU/ZzimC4TK7ULYgkAKVB",
-	"WAOS5xiygAlaU3CbsoBJJ4CJWlbANH4shcaETa0uMWAmTjHntEnOb9+gXNqUTY+O/xKwXMjm74DZdUGS",
-	"jNVCLtlmsyFRplDSoFP3ldZK00OspEVp6ZEXRSZiTmqPfzOk+11rv280LtiU/Wm89cLY/2rGTtp5Jd/v",
-	"1vXBTALSmpDRb9VnJHVWWnVhVXGOH0s0Xo0kEfQZz95qVaC2glRe8MxgwIrWqzsmpEW94tmu0/8hZGnR",
-	"nMIEEmH4VYYGeGnVyFhVkNtzIUVe5mw6aZxF0paomXdW7ff3210+NEvV1W8YW7YJ2AuN3OKFj+/XWcEr",
-	"H5ztteYsyRBybxJc4UJp3FrTtvEUbIqQcMyVhAQXvMws3KQogV8ZlPYTlgfsdrRUI3o7MteiGKnC2zAq",
-	"lPNCZcEmYChX77iH/rCpd30M9jHxSq6EVjJHaUEtnOI3Sl9niichvONZiQYkrlCDRh6nwCFTSzJgJwYi",
-	"2XXZC55lqEdxqgxKEMkpLFGi5haTvkMKbi1q+ujf7/no99noX5PRdx+2j5fh6MPdJPj2ePMNC3atyvgV",
-	"Zvc6op2qk+OTARk7JsnBUvKLFB9LBJ4ruYRMrJrCQpGvwm3AKudMkTyCcbqUVnhV7isA59UySm7JC5Mq",
-	"u6v9DDJeyjiFQquFyBAWWuVtwMZKLsTyFCJW2RKxHfD2ql6/zg248pW0eu3w+0YtfeXuREeVtigH1DU2",
-	"UaWFhcoydYMJXK3B2AS1Docc5X8ahL0XNPBTr85UijQfNEKH6o4ruT+oZL1rUKwS/KyK/YIWbgKWozF8",
-	"OYC3X1Nu4YYS9EYT5Lik5OGWIJYo4FfkIGEHHNIzzam03WivQS8q1btqSGUvF6qUCZxMTgLgmUaerC/x",
-	"Vhhr4GTyXQBCrngmkkuul6WrKCeTSRDJBRcZJpeFxlhJn5x+faFxkYllai/9Ejg5Pg4gdsW8fvXciSil",
-	"KYtCaeveHAVQSr7iIqN6C88nz9yL0qYoLR2eJGpyFESyQJ0LY4SSlwlK4d4/C0CjUaWO8RJvU14at/7Y",
-	"GUBpyjPaNYwkowpLRfr91noWsK7pjj107WYBG7CZ6kDPYBawjrUsYC1L3V+Nmf6vto0ksG+fYyt945yK",
-	"3rJW1Le50WUOO1DGmqZ8EssuFfqw858Poe1MLtTudrwQ71Ab4bnPLo3L+W9Kw8ov8YeWMFS2rOaxhYOI",
-	"rY4idjhYIPzxPSw3cyWNBCqJUPON6sQPgBvg8FpBUmrHzmijo3xi9m01fHjMshu+NhAxOjOKjEuM2Clw",
-	"ubapkEvAzCAo6eoxgQAE7Wo+lu4AGdyn8Advnz4FTCtlX4rhalidKJ6/WczNF5wtlTCuNV+3z5qusH2n",
-	"a/PZahvj+8uW9CS8Xu8t3poXtAHTsqyt2BD43mpcCbz5RWe7ECz9y/v1okVDgs/RiN/x61hoXJSOq9Ts",
-	"8CgYCGwizPUusl6LH9q8cvDLHHOl11/z7dCZfr6lJU2Z5FasKFqJiq9RD1abiqbvSf6H0/AcuaxIayth",
-	"Wl7wJTeZueAslM65ZVOWcIsjZ8+AzugrJDdDRenXdO0Stu4vM24skDYFJtRo+toewEJpwFueFxlC5Cy9",
-	"rFZFjNZFDG+FxWQKdFLDUcQGE76T71/CgD9NeEnzWWzFStj1l7inrnW7xUlpO1xtU2WsL3G9toNCeJMS",
-	"M62cMxzEopO+/YCgxo7Qppi6LoaO01PAvLDrvVs9FvseIKLcflJYlSMXbu0mYGWRfBlk+91zUg82agW2",
-	"drX0bVBURa7j5nbitDXagU2wm8VDdbKy8Y3wVbI3VKjPkc86ndolZeeo6bvCCbxHoYs6QHVRM5ZrS14N",
-	"/KMjVA4x9UsHHuZ6a6vV2j33aU8rMgbjUgu7viD1vb1XyDXqWUk9VR/O55X2oGS29r1Yq1+74QYqteBG",
-	"WGrRrbpGSVh2/qHNvfgtTFJrCz8iElUZHuBDShVXPL6G2dszStJ5Q1nAoF7hHA7q4QaJm47HR8d/Difh",
-	"JDyankyOn49XR4dhJH8mduY6TWF8mRRySSnnSKrLfl3a1FVHl7KCcnddoJn65bSXjqQjZAseY+Bev1YQ",
-	"Z4KaDOqH6E2uEswMCAmZink25oUArrE1cnCtrrBhJCP5aoV67edhpNj8LvIRi9gU7iLXK9FjxMIwjFgA",
-	"Ud03td5uNvMQyFWuXgtDxDGSVT0rtFqJBHW1By0xp2CQVtcADisAh03f5XXjcQqUDZ5oUt6ajszwbS08",
-	"R5sqsp9biLnWAg0IC0JGcn47qteP/LL5KYEDjYVrxMKLtDeKXGYsFr7jscJmDq9NtJ07PcFWGbh3LT42",
-	"ZUeUPKpAyQvBpuxZOAmf+aFH6rA9rjG2RJfpjWVnCXEPtC5ve7PR48nk0Sajvi7sDkR/brIo9JMxh+Z9",
-	"0hr1fK/jM7nMc06Mip0l1JfZdX2cebn+0C+0ukLjgEpldeT4PCRoMSZNQjfy68WKRHq1AzZuBkwtL3ZN",
-	"+ZvILGpfAOauiId/f/XP79/N3vzyag4fSwL7dlYOB3hLvVLObZwGMPvx5QiTQ2rVWxRl/lcvR2mxFPL7",
-	"OBNROZkcf+vfWuT593wewoXvyq/WvnEnwNKx4sHUDTWV+ovGlCcMePto2RP3xqUPDz1ts5UXQD2vzdZU",
-	"9yxq7x5/tO4LtteVzl0zNLWT5obidjw5AiVj7PBNKl/VCTAP4SdJ7aQjnWXFgjwWI6lVlhlwNZ3YcdVz",
-	"CguJSOCg0CpGYwKH0QASoTG2Sq8PHXC51yCS8/4QYw4HtIn2DQ/EXEplQZcSiIYFIJXfxx1UBb+RmByC",
-	"0pGcd2YflZiGsZFOJChWOUJZHA4BqjP3ry5q0Nh6IvcoWBq8W9h0WYXVJW528Hz02Hi+r47VFKACxcNR",
-	"7e0G3sDMzR25sEC8MXPXZ02wPLNO1vvQ7YX1itn4rr5j23jEZ+iJVzfIL937dpA7Xj7ZzRb/hb/ls64X",
-	"IOzVOLQK/FYP9xFx3E4qko805mqFlFauGpOfmlwK4SzBvFC2mqQP+cprT7rtOy/3+mLyX0Xcw5A2ZPpr",
-	"9DWwdan7fljidsm4ufTdfNgHrzE1JETT+1fGXyR9W5y7EblAO+s3PE9Ti/oXtZ9Vhv6XQNFKLbTVBdpn",
-	"3rqG8FKhy3LQaNpfx5mKr/dl21Dw9papMTbXWKOsusfal6S9G68nDEtvpz2RIX0fHhZ3GdWdrGjqzJLA",
-	"VzuDsUYLKFew8rfHGhMeWz9bGQpAX/unSP9qijGq5rr7Qva2PezoabHrUD9SkkYkHTq2ewdcHw70QfPP",
-	"Jo6Sb//bpBq3dP6zxA9jv33+/NnzTwxnPzwhulpOGUDWdtS2M2Hb3iynytjHPCZqlc7fPA1cNC40mnTE",
-	"q5nWk5wa536Tem72WcTmHGOlE8qlh+bx+UCJhIPuIO/QpbQqLcQpl0viTm52uC+T+xZt7nGwEb/jE7mV",
-	"RD9tS9C94fk/PoRncYwFdRXEa8VSKmpl3TgoW8OB1dQN+FiemR+VKg5PQaMttTTtwrcfLw4F+2Hiepqn",
-	"oWwk+Q9Cox+7cTtH12VT51bdQTWDAum6kYL4kV5h0u5LZiDVSBV+vFzptJczubjcF7enYtpWFX+UqHVc",
-	"+4it5PYezI1u6gjR0XqNhQWjfHgg5pKSz8Va2P2xUtWkv751oFhsgu6Vw/sP5HQ/avfBclSJ7Rvs0+n5",
-	"nwAAAP//",
+	"3Fr/b9s4sv9XBnz7QwLIspOmfW8TLB68ba8IrrdbJN0u7qpewkhjmxuJZEnKiTfw/34YUpIlWU7bTXLY",
+	"u98chRrOl88MPzPUHUtVoZVE6Sw7vmOaG16gQ+P/Os1+Nj/xAul3hjY1QjuhJDtm7xcIlsvsSt2CyCJQ",
+	"BoSzIHmBMYuYoDWauwWLmPQCmKhlRczg51IYzNixMyVGzKYLLDhtUvDbtyjnbsGODw7/L2KFkM3fEXMr",
+	"TZKsM0LO2Xq9JlFWK2nRq/vaGGXoR6qkQ+noJ9c6Fykntce/WdL9rrXfdwZn7Jj9z3jjhXH4rx17aWeV",
+	"/LBb1wdTCUhrYkb/q14jqdPSqXOn9Bl+LtEGNbJM0Gs8f2eURuMEqTzjucWI6dajOyakQ7Pk+bbT/yZk",
+	"6dCewAQyYflVjhZ46dTIOqXJ7YWQoigLdjxpnEXS5mhYcFbt94+bXT41S9XVb5g6to7YS4Pc4XmI7x+z",
+	"glc+ON1pzWmWIxTBJLjCmTK4saZt4wm4BULGsVASMpzxMndws0AJ/MqidF+wPGK3o7ka0dORvRZ6pHSw",
+	"YaSV90JlwTpiKJcfeID+sKl3fQz2MfFaLoVRskDpQM284jfKXOeKZzF84HmJFiQu0YBBni6AQ67mZMBW",
+	"DES27bKXPM/RjNKFsihBZCcwR4mGO8z6DtHcOTT00j8/8tHv09E/JqPvP21+XsSjT3eT6MXh+jsWbVuV",
+	"8yvM73VEO1Unh0cDMrZMkoOl5BcpPpcIvFByDrlYNoWFIl+F24JT3pkiewTjTCmdCKrcVwDOqmWU3JJr",
+	"u1BuW/sp5LyU6QK0UTORI8yMKtqATZWcifkJJKyyJWFb4O1VvX6dG3Dla+nMyuP3rZqHyt2JjiqdLgfU",
+	"tS5TpYOZynN1gxlcrcC6DI2JhxwV/jUI+yBo4F+9OlMp0rzQCB2qO77k/qiy1bZBqcrwqyr2S1q4jliB",
+	"1vL5AN5+XXAHN5SgN4YgxyUlD3cEsUwBvyIHCTfgkJ5pXqXNRjsNelmp3lVDKncxU6XM4GhyFAHPDfJs",
+	"dYG3wjoLR5PvIxByyXORXXAzL31FOZpMokTOuMgxu9AGUyVDcob12uAsF/OFuwhL4OjwMILUF/P60XMv",
+	"opS21FoZ558cRFBKvuQip3oLzyfP/IPSLVA6OjxJ1OQgSqRGUwhrhZIXGUrhnz+LwKBVpUnxAm8XvLR+",
+	"/aE3gNKU57RrnEhGFZaK9MeN9SxiXdM9e+jazSI2YDPVgZ7BLGIda1nEWpb6vxozw19tG0lg3z7PVvrG",
+	"eRWDZa2ob3Kjyxy2oIw1Tfkiln0q9GEXXh9E27IiPd39qnLqi3me/zxjxx/v37s6+E/lTLH1p+ge6kd1",
+	"DmlXEDZkTvwt521T6LfT4y/KbM6BC4M65ylmEe1mVlBwly6EnNdLPOd0WNgvubVjWuNCbgxf+aqGnweI",
+	"iiRQWWIpK1ASQaMJVgdmcn7+ujqXZsoU3AXu8eKIbZOwiAUs3WtvzFMnlsKtolCXrspCYwbCwZ7BmUG7",
+	"iKAonee0lPTqdrU/WL7rQ65RK+MOR/7pzuP6C6gkq9/Twj4qyXOVjGrjnQh9X21U14LtMLMGGnHI5/YT",
+	"67jpP1Fad55kmGN3Te3T1qNSZ170UAp7gGxlEtfiAxorQhuxnRYF/00ZWIYlgf8JSwzAGZ462EvY8iBh",
+	"w8EKTHhYbu7ZAQkk+NXUvSLPEXALHN4oyErjQUEbHRQTu2urYR42zW/4ykLi/aNzLjFhJ8DlyvlMw9wi",
+	"KOkRT/XUZzzYz6XnYoP76MBht5PAKOVeiWFiUZGz0Ap9TUq3aNpWOle0rStsF1FtXltuYnw/A5Chn63X",
+	"B4s35kVtwLQsays2lCXvDC4F3vxi8m0IluHh/XrRoiHBZ2jF7/jHGrpUl572143WwVB1y4S93kbWG/Fj",
+	"u0UbfLPAQpnVH3l3iB6fbRh+wzi4E0uKVqbSazSDWd8+HbaT/+EdbYFcVv1fPHg6VNVu6r6+bGMgG9wO",
+	"FaVfFyufsPV5nXProCqXoAwEmhTBTBnAW17oHCHxll5UqxJG6xKGt8JhdgxEeuEgYYMJ38n3b2kmv9w7",
+	"kubTqoZ/i3vqWrddnJRxw9V2oawLJa7XwVMIbxbU5FXOGQ6i7qRvPyBosCO0KaZ+IEDM9ASw0G61c6vH",
+	"amQHejru8CsZ1Llfu45YdYp+fUz6g6isnhHWCmzsaunboKiKXMfN7cRpa7QFm2g7i4fqZGXjW2EH6HRz",
+	"jjyccPZd4QXeo9B5HaCGOhEXIq9GrEWLCDH1w5oZZWidUSv/u99BtCJjMS2NcKtzUj/Ye4XcoJmWbrEN",
+	"57NKe1AyX4WxRmv0ccMtVGrBjXAL4ODUNUrCsvcPbR7Eb2CycE6HaauoyvAAH1JKX/H0GqbvTilJLxvK",
+	"AhbNEi9hr54Tkrjj8fjg8H/jSTyJD46PJofPx8uD/TiR74md+aGNsKFMCjmnlPMc3We/Kd3CV0efsoJy",
+	"d6XRHofltJdJpCdkM55i5B+/UZDmgpoiLjP/pFAZ5haEhFylPB9zLYAbbE3v/NRIuDiRiXztWxwfJFLs",
+	"8i4JEUvYMdwlfuxAPxMWx3HCIkjqEUTr6Xp9GQO5ytdrYYk4JrKqZ9qopcioifF70BJ7AhZpdQ3guAJw",
+	"3Iwwgm48XQBlQyCalLe2IzN+Vwsv0C0U2c8dpNwYgZZ6GCETeXk7qtePwrLLEwIHWgfXiDqIdDeKXGYd",
+	"6jA8cMLlHq9NtL07A8FWOfhnLT52zA4oeZRGybVgx+xZPImfhfnhwmN77Ns4+rmO2LgG3Bx92jdmnmZE",
+	"RND5JO7dORxOJo924xCKxPZFw/smpeIwcfbQ3iWtUS/MEEJal0XBiV6x0wylE25Vn21BbmAA2qgrtB61",
+	"VGNHntxDhg5T0iS09r3A+f7Yqx2xcaefr7zYa3NF7tCEanDpK3r819d//+HD9O0vry/hc0nI39xBwR7e",
+	"UuPk2/0Ipj+9GmG2HyWyzVcu/z/IUUbMhfwhzUVSTiaHL8JTh7z4gV/GcB6mXVerMBAj9NIZE5DVDTXV",
+	"/fPGlCcMePuc2RH3xqUPDz1ts5EXQT2XyVdUBB2a4J5wzu4KdtCVDmE7NA2X9obidjg5ACVT7JBPqmXV",
+	"cXAZw8+SekvPQMuKEgUsJtKoPLfgC7wf94QGVDjIRAZ72qgUrY08RiPIhMHUKbPa98DlQYNEXvaHg5ew",
+	"R5uY0P1AyqVUDkwpgThZBFKFffyppfmNxGwflEnkZWemWIlp6BvpRIJSVSCUen8IUJ37tOoCFK2rJ92P",
+	"gqXBO7t1l2I4U+J6C88Hj43n++pYzQeawd1DUR3sBt7AzM/zuXBAJDL319JNsALNzla70B2E9YrZ+K6+",
+	"u14HxOcYWFg3yK/883aQO14+2s6W8Ea4PXe+MSDs1Th0CsJWD/cREd5OKpKPDBZqiZRWvhqTn5pciuE0",
+	"w0IrV91QDfkqaE+67Tovd/pi8m9F3MOQNmT6Gww1sPWxxI6R+mbJuPmYYv1pF7zG1J0QZ+9/ivFN0jfF",
+	"uRuRc3TTfvfzNLWo/wHEV5Wh/yRQtFILXXUx/ZVfM8TwSqHPcjBo22+nuUqvd2XbUPB2lqkxNtfDo7y6",
+	"H96VpL2b5CcMS2+nHZEhfR8eFn/J2x2zGGrTsihUO4upQQcol7AMX2UYzHjqwqBlKAB97Z8i/auRxqga",
+	"8u4K2bv25KOnxbZDw3xJWpF16Nj2txX14UAvNB9xeUq++Yqrmr10vtgKk9kXz58/e/6FSe2nJ0RXyykD",
+	"yNrM3bbGbZsvNhbKusc8JmqVzt4+DVyq28BRc7f1FKfGWdhkurk/+zKxOcNUmYxy6aF5fDZQImGvO9Xb",
+	"9ymtSgfpgsu5vxZ23OGuTO5btL7HwVb8jk/kVhL9tC1B97rnv/gQnqYpauoqiNeKuVTUyvrZUL6CPWeo",
+	"GwixPLU/KaX3T8CgK4207cK3Gy8eBbth4nuap6FsJPlPQqMfu3E7Q99lU+dWXUg1gwLpuxFN/MgsMWv3",
+	"JVOQaqR0mDVXOu3kTD4u98XtqZi2U/rPErWOax+xldxcivnRTR0hOlqvUTuwKoQHUi4p+XyshdsdK1WN",
+	"/esrCIrFOureP3z8RE4Pc/cQLE+V2K4pP52e/woAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

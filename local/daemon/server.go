@@ -34,7 +34,9 @@ type Options struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" on every
 	// /v1 request except GET /v1/info, which probes use to recognise the
 	// daemon.
-	Token  string
+	Token string
+	// Hub feeds GET /v1/events; it must be the manager's OnEvent.
+	Hub    *Hub
 	Clock  clock.Clock
 	Logger *slog.Logger
 }
@@ -42,6 +44,7 @@ type Options struct {
 // Server serves the API and the dashboard.
 type Server struct {
 	opts    Options
+	hub     *Hub
 	handler http.Handler
 }
 
@@ -56,13 +59,17 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{opts: opts}
+	if opts.Hub == nil {
+		return nil, errors.New("daemon: a hub (the manager's OnEvent) is required")
+	}
+	s := &Server{opts: opts, hub: opts.Hub}
 	v1, err := s.v1Handler()
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", v1)
+	mux.HandleFunc("GET /v1/events", s.events)
 	mux.HandleFunc("GET /{$}", s.dashboard)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, provider.Errorf(provider.NotFound, "no such page %s: the API is under /v1, the dashboard at /", r.URL.Path))

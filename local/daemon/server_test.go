@@ -23,7 +23,9 @@ import (
 
 func newTestServer(t *testing.T, token string) (*httptest.Server, *manager.Manager) {
 	t.Helper()
+	hub := NewHub(nil)
 	m, err := manager.New(manager.Options{
+		OnEvent:   hub.Publish,
 		Root:      t.TempDir(),
 		Runtimes:  map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: runtimetest.New(provider.RuntimeNative)},
 		Snapshots: map[string]manager.Snapshot{manager.DefaultSnapshot: {Command: []string{"w"}, Ready: "none"}},
@@ -33,7 +35,7 @@ func newTestServer(t *testing.T, token string) (*httptest.Server, *manager.Manag
 	})
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
-	s, err := New(Options{Manager: m, Version: "test", Token: token})
+	s, err := New(Options{Manager: m, Hub: hub, Version: "test", Token: token})
 	require.NoError(t, err)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
@@ -245,9 +247,9 @@ func FuzzLabelFilter(f *testing.F) {
 }
 
 func newTestServerF(f *testing.F) (*httptest.Server, *manager.Manager) {
-	t := &testing.T{}
-	_ = t
+	hub := NewHub(nil)
 	m, err := manager.New(manager.Options{
+		OnEvent:   hub.Publish,
 		Root:      f.TempDir(),
 		Runtimes:  map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: runtimetest.New(provider.RuntimeNative)},
 		Snapshots: map[string]manager.Snapshot{manager.DefaultSnapshot: {Command: []string{"w"}, Ready: "none"}},
@@ -257,7 +259,7 @@ func newTestServerF(f *testing.F) (*httptest.Server, *manager.Manager) {
 	})
 	require.NoError(f, err)
 	f.Cleanup(m.Close)
-	s, err := New(Options{Manager: m, Version: "test"})
+	s, err := New(Options{Manager: m, Hub: hub, Version: "test"})
 	require.NoError(f, err)
 	ts := httptest.NewServer(s.Handler())
 	f.Cleanup(ts.Close)

@@ -139,8 +139,8 @@ func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provi
 		return rollback(err)
 	}
 	m.watch(e)
-	m.emit(EventCreated, s, "")
-	m.emit(EventStarted, s, "create")
+	m.emit(provider.EventCreated, s, "")
+	m.emitBumped(provider.EventStarted, s)
 	return s, nil
 }
 
@@ -384,7 +384,7 @@ func (m *Manager) markExited(e *entry, h runtime.Handle, reason string) {
 	if err != nil {
 		m.log.Error("persist exit", "sandbox", rec.ID, "err", err)
 	}
-	m.emit(EventStopped, s, "")
+	m.emitBumped(provider.EventStopped, s)
 }
 
 // Get returns the sandbox, reconciled with its workload. not_found.
@@ -487,7 +487,7 @@ func (m *Manager) Start(ctx context.Context, idOrName string) (provider.Sandbox,
 		if perr != nil {
 			m.log.Error("persist failed start", "sandbox", rec.ID, "err", perr)
 		}
-		m.emit(EventStopped, s, "")
+		m.emit(provider.EventStopped, s, "")
 		return provider.Sandbox{}, err
 	}
 	s, err := m.update(e, func(r *record) {
@@ -498,7 +498,7 @@ func (m *Manager) Start(ctx context.Context, idOrName string) (provider.Sandbox,
 		return provider.Sandbox{}, err
 	}
 	m.watch(e)
-	m.emit(EventStarted, s, "start")
+	m.emitBumped(provider.EventStarted, s)
 	return s, nil
 }
 
@@ -563,7 +563,7 @@ func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (prov
 	if err != nil {
 		return provider.Sandbox{}, err
 	}
-	m.emit(EventStopped, s, "")
+	m.emitBumped(provider.EventStopped, s)
 	return s, nil
 }
 
@@ -606,7 +606,7 @@ func (m *Manager) Delete(ctx context.Context, idOrName string) error {
 	delete(m.sandboxes, rec.ID)
 	m.mu.Unlock()
 	s.State = provider.StateDestroyed
-	m.emit(EventDeleted, s, "")
+	m.emit(provider.EventDeleted, s, "")
 	return nil
 }
 
@@ -620,7 +620,7 @@ func (m *Manager) RefreshActivity(ctx context.Context, idOrName string) error {
 	if err != nil {
 		return err
 	}
-	m.emit(EventActivity, s, "refresh")
+	m.emit(provider.EventActivity, s, provider.SourceRefresh)
 	return nil
 }
 
@@ -638,7 +638,7 @@ func (m *Manager) SetAutoStopInterval(ctx context.Context, idOrName string, minu
 	if err != nil {
 		return provider.Sandbox{}, err
 	}
-	m.emit(EventUpdated, s, "")
+	m.emit(provider.EventUpdated, s, "")
 	return s, nil
 }
 

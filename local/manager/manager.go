@@ -47,25 +47,13 @@ type LaunchHook interface {
 
 // Event is a lifecycle change, for the events feed.
 type Event struct {
-	Type    EventType
+	Type    provider.EventType
 	Sandbox provider.Sandbox
-	// Source says what bumped activity: "create", "start", "stop",
-	// "refresh". Set for activity events.
+	// Source says what bumped activity (provider.SourceRefresh...); set for
+	// provider.EventActivity.
 	Source string
 	Time   time.Time
 }
-
-// EventType names an Event.
-type EventType string
-
-const (
-	EventCreated  EventType = "sandbox.created"
-	EventStarted  EventType = "sandbox.started"
-	EventStopped  EventType = "sandbox.stopped"
-	EventDeleted  EventType = "sandbox.deleted"
-	EventActivity EventType = "sandbox.activity"
-	EventUpdated  EventType = "sandbox.updated"
-)
 
 // Options configure a Manager. Zero values get the defaults noted.
 type Options struct {
@@ -341,7 +329,14 @@ func (m *Manager) previewURL(port int) string {
 	return fmt.Sprintf("http://%s:%d", m.opts.PreviewHost, port)
 }
 
-func (m *Manager) emit(t EventType, s provider.Sandbox, source string) {
+// emitBumped emits a state change that also moved lastActivityAt: every
+// state change is activity, and every bump is an event with its source.
+func (m *Manager) emitBumped(t provider.EventType, s provider.Sandbox) {
+	m.emit(t, s, "")
+	m.emit(provider.EventActivity, s, provider.SourceMutation)
+}
+
+func (m *Manager) emit(t provider.EventType, s provider.Sandbox, source string) {
 	if m.opts.OnEvent == nil {
 		return
 	}

@@ -299,18 +299,18 @@ func TestExitIsNoticedWithoutARead(t *testing.T) {
 	h.rt.Kill(h.handle("dies"), "killed: signal SIGKILL")
 	for ev := range evc {
 		events = append(events, ev)
-		if ev.Type == EventStopped {
+		if ev.Type == provider.EventStopped {
 			break
 		}
 	}
 	last := events[len(events)-1]
 	assert.Equal(t, "killed: signal SIGKILL", last.Sandbox.ErrorReason)
 	assert.Equal(t, provider.StateStopped, last.Sandbox.State)
-	assert.Equal(t, []EventType{EventCreated, EventStarted, EventStopped}, types(events))
+	assert.Equal(t, []provider.EventType{provider.EventCreated, provider.EventStarted, provider.EventActivity, provider.EventStopped}, types(events))
 }
 
-func types(evs []Event) []EventType {
-	var out []EventType
+func types(evs []Event) []provider.EventType {
+	var out []provider.EventType
 	for _, e := range evs {
 		out = append(out, e.Type)
 	}
