@@ -311,3 +311,13 @@ func (p *Provider) classify(err error) error {
 
 // String names the daemon for messages.
 func (p *Provider) String() string { return fmt.Sprintf("local(%s)", p.base) }
+
+func init() {
+	provider.Register("local", func(ctx context.Context, u *url.URL) (provider.Provider, error) {
+		base := ""
+		if u.Host != "" {
+			base = "http://" + u.Host
+		}
+		return New(base)
+	})
+}
