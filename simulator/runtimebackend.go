@@ -86,7 +86,7 @@ func NewRuntimeBackend(cfg RuntimeBackendConfig) (Backend, error) {
 	}
 	return &runtimeBackend{
 		cfg:       cfg,
-		http:      &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 2 * time.Second},
+		http:      &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}},
 		workloads: map[string]*workload{},
 	}, nil
 }
@@ -191,9 +191,7 @@ func (b *runtimeBackend) waitReady(ctx context.Context, h runtime.Handle, port i
 	defer deadline.Stop()
 	probe := baseURL(port) + "/version"
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, probe, nil)
-		if resp, err := b.http.Do(req); err == nil {
-			resp.Body.Close()
+		if b.answers(ctx, probe) {
 			return nil
 		}
 		st, err := b.cfg.Runtime.Status(context.WithoutCancel(ctx), h)
@@ -205,6 +203,24 @@ func (b *runtimeBackend) waitReady(ctx context.Context, h runtime.Handle, port i
 			return fmt.Errorf("the sandbox workload did not answer on port %d within %v", port, b.cfg.ReadyTimeout)
 		}
 	}
+}
+
+// answers reports whether url gives any HTTP response within a second.
+func (b *runtimeBackend) answers(ctx context.Context, url string) bool {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t := b.cfg.Clock.AfterFunc(time.Second, cancel)
+	defer t.Stop()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return true
 }
 
 func tail(b []byte) string {
