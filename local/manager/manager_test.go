@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -434,3 +435,53 @@ func writeRecord(t *testing.T, root string, r record) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+type recordingHook struct {
+	mu     sync.Mutex
+	exited []string
+	refuse bool
+}
+
+func (h *recordingHook) BeforeSpawn(ctx context.Context, spec *runtime.Spec) error {
+	if h.refuse {
+		return errors.New("no spawning today")
+	}
+	spec.Env["FROM_HOOK"] = "1"
+	spec.Command = append([]string{"wrapper"}, spec.Command...)
+	return nil
+}
+
+func (h *recordingHook) AfterExit(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.exited = append(h.exited, id)
+}
+
+func (h *recordingHook) exits() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.exited...)
+}
+
+func TestLaunchHook(t *testing.T) {
+	hook := &recordingHook{}
+	h := newHarness(t, func(o *Options) { o.LaunchHook = hook })
+	ctx := context.Background()
+	h.create(provider.CreateRequest{Id: "hooked"})
+	spec := h.rt.Specs()[0]
+	assert.Equal(t, []string{"wrapper", "workload"}, spec.Command)
+	assert.Equal(t, "1", spec.Env["FROM_HOOK"])
+
+	_, err := h.m.Stop(ctx, "hooked")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"hooked"}, hook.exits(), "cleanup after a stop")
+	_, err = h.m.Start(ctx, "hooked")
+	require.NoError(t, err)
+	h.rt.Kill(h.handle("hooked"), "exited: code 0")
+	h.eventually(func() bool { return len(hook.exits()) == 2 }, "cleanup after an exit nobody asked for")
+
+	hook.refuse = true
+	_, err = h.m.Create(ctx, provider.CreateRequest{Id: "refused"})
+	assert.Equal(t, provider.CreateFailed, provider.Code(err))
+	assert.NoDirExists(t, filepath.Join(h.root, "refused"))
+}
