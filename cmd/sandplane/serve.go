@@ -108,19 +108,12 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	} else {
 		defer d.Close()
 		runtimes[provider.RuntimeDocker] = d
-		// The default snapshot's image is built from this binary when the
-		// engine lacks it: by the first docker create that needs it, and
-		// ahead of time here, in the background so that serve starts at
-		// once whether or not an engine answers.
+		// The default snapshot's image is built from this binary by the
+		// first docker create that uses it, not here: serve starts at once
+		// with or without an engine, and a daemon that only runs native
+		// sandboxes never puts an image on the engine.
 		image := cfg.DockerImage
 		d.SetImageSource(image, func(ctx context.Context) error { return ensureToolboxImage(ctx, d, image, log) })
-		if cfg.Snapshots[manager.DefaultSnapshot].Image == "" {
-			go func() {
-				if err := d.SyncImage(ctx, image); provider.Code(err) == provider.Unavailable {
-					log.Info("docker engine not answering; docker sandboxes fail until it does", "err", provider.Message(err))
-				}
-			}()
-		}
 	}
 	snapshots := cfg.Snapshots
 	if def, ok := snapshots[manager.DefaultSnapshot]; ok && def.Image == "" {

@@ -13,10 +13,10 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
@@ -28,8 +28,9 @@ import (
 // for the image cannot wait forever on a stuck engine.
 const buildTimeout = 5 * time.Minute
 
-// ScratchImage is an image built FROM scratch out of files the caller
-// supplies. Building it never pulls: scratch needs no base image.
+// ScratchImage is an image made FROM scratch out of files the caller
+// supplies: one layer and its configuration, no base image, so making it
+// never pulls.
 type ScratchImage struct {
 	// Files maps a path inside the image to its content. Every file is
 	// executable; parent directories are made 0755.
@@ -39,43 +40,40 @@ type ScratchImage struct {
 	Dirs map[string]fs.FileMode
 	// Entrypoint is the image's ENTRYPOINT. Required.
 	Entrypoint []string
-	// Env and WorkDir become ENV and WORKDIR. Values may not contain
-	// quotes, backslashes, '$' or line breaks.
+	// Env, WorkDir and Labels become the image's ENV, WORKDIR and LABEL.
+	// Names and values may not contain quotes, backslashes, '$' or line
+	// breaks.
 	Env     map[string]string
 	WorkDir string
 	Labels  map[string]string
 }
 
-// BuildScratchImage builds img on the engine behind cli and tags it tag.
+// BuildScratchImage makes img on the engine behind cli and tags it tag. It
+// imports the files as one layer instead of running a build, so the engine
+// never holds half an image: an interrupted call leaves nothing behind.
 func BuildScratchImage(ctx context.Context, cli *client.Client, tag string, img ScratchImage) error {
-	buildCtx, err := img.context()
+	changes, err := img.changes()
 	if err != nil {
 		return fmt.Errorf("build image %s: %w", tag, err)
 	}
-	resp, err := cli.ImageBuild(ctx, bytes.NewReader(buildCtx), build.ImageBuildOptions{
-		Tags:        []string{tag},
-		Remove:      true,
-		ForceRemove: true,
-		Labels:      img.Labels,
-	})
+	layer, err := img.layer()
 	if err != nil {
 		return fmt.Errorf("build image %s: %w", tag, err)
 	}
-	defer resp.Body.Close()
+	resp, err := cli.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(layer), SourceName: "-"}, tag, image.ImportOptions{Changes: changes})
+	if err != nil {
+		return fmt.Errorf("build image %s: %w", tag, err)
+	}
+	defer resp.Close()
 	var out bytes.Buffer
-	if err := jsonmessage.DisplayJSONMessagesStream(resp.Body, &out, 0, false, nil); err != nil {
+	if err := jsonmessage.DisplayJSONMessagesStream(resp, &out, 0, false, nil); err != nil {
 		return fmt.Errorf("build image %s: %w\n%s", tag, err, out.String())
 	}
 	return nil
 }
 
-// context is the build context: a Dockerfile and the image's files under
-// rootfs/.
-func (img ScratchImage) context() ([]byte, error) {
-	dockerfile, err := img.dockerfile()
-	if err != nil {
-		return nil, err
-	}
+// layer is the image's filesystem as a tar stream.
+func (img ScratchImage) layer() ([]byte, error) {
 	dirs := map[string]int64{}
 	addParents := func(p string) {
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
@@ -110,15 +108,11 @@ func (img ScratchImage) context() ([]byte, error) {
 		files[clean] = data
 		addParents(clean)
 	}
-	// Parents sort before their children, so the engine's extractor never
-	// has to guess a directory's mode.
-	sortedDirs := sortedKeys(dirs)
-	sortedFiles := sortedKeys(files)
 
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	// A fixed time keeps the context byte-identical between runs, so the
-	// engine's build cache can reuse layers.
+	// A fixed time keeps the layer byte-identical between runs, so the
+	// engine stores it once.
 	mtime := time.Unix(0, 0)
 	write := func(hdr *tar.Header, data []byte) error {
 		hdr.ModTime = mtime
@@ -128,20 +122,16 @@ func (img ScratchImage) context() ([]byte, error) {
 		_, err := tw.Write(data)
 		return err
 	}
-	if err := write(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), Typeflag: tar.TypeReg}, []byte(dockerfile)); err != nil {
-		return nil, err
-	}
-	if err := write(&tar.Header{Name: "rootfs/", Mode: 0o755, Typeflag: tar.TypeDir}, nil); err != nil {
-		return nil, err
-	}
-	for _, d := range sortedDirs {
-		if err := write(&tar.Header{Name: "rootfs/" + d + "/", Mode: dirs[d], Typeflag: tar.TypeDir}, nil); err != nil {
+	// Parents sort before their children, so the engine's extractor never
+	// has to guess a directory's mode.
+	for _, d := range sortedKeys(dirs) {
+		if err := write(&tar.Header{Name: d + "/", Mode: dirs[d], Typeflag: tar.TypeDir}, nil); err != nil {
 			return nil, err
 		}
 	}
-	for _, name := range sortedFiles {
+	for _, name := range sortedKeys(files) {
 		data := files[name]
-		if err := write(&tar.Header{Name: "rootfs/" + name, Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}, data); err != nil {
+		if err := write(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}, data); err != nil {
 			return nil, err
 		}
 	}
@@ -151,31 +141,39 @@ func (img ScratchImage) context() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func (img ScratchImage) dockerfile() (string, error) {
+// changes are the image's configuration, as Dockerfile instructions.
+func (img ScratchImage) changes() ([]string, error) {
 	if len(img.Entrypoint) == 0 {
-		return "", fmt.Errorf("an entrypoint is required")
+		return nil, fmt.Errorf("an entrypoint is required")
 	}
 	ep, err := json.Marshal(img.Entrypoint)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	var b strings.Builder
-	b.WriteString("FROM scratch\nCOPY rootfs/ /\n")
-	for _, k := range sortedKeys(img.Env) {
-		v := img.Env[k]
-		if k == "" || strings.ContainsAny(k, "= \t") || !plainValue(k) || !plainValue(v) {
-			return "", fmt.Errorf("env %q: names and values may not contain '=', blanks, quotes, backslashes, '$' or line breaks", k)
+	var changes []string
+	pairs := func(instr string, m map[string]string) error {
+		for _, k := range sortedKeys(m) {
+			v := m[k]
+			if k == "" || strings.ContainsAny(k, "= \t") || !plainValue(k) || !plainValue(v) {
+				return fmt.Errorf("%s %q: names and values may not contain '=', blanks, quotes, backslashes, '$' or line breaks", instr, k)
+			}
+			changes = append(changes, fmt.Sprintf("%s %s=\"%s\"", instr, k, v))
 		}
-		fmt.Fprintf(&b, "ENV %s=\"%s\"\n", k, v)
+		return nil
+	}
+	if err := pairs("ENV", img.Env); err != nil {
+		return nil, err
+	}
+	if err := pairs("LABEL", img.Labels); err != nil {
+		return nil, err
 	}
 	if img.WorkDir != "" {
 		if !path.IsAbs(img.WorkDir) || !plainValue(img.WorkDir) || strings.ContainsAny(img.WorkDir, " \t") {
-			return "", fmt.Errorf("workdir %q must be an absolute path without blanks, quotes, backslashes or '$'", img.WorkDir)
+			return nil, fmt.Errorf("workdir %q must be an absolute path without blanks, quotes, backslashes or '$'", img.WorkDir)
 		}
-		fmt.Fprintf(&b, "WORKDIR %s\n", img.WorkDir)
+		changes = append(changes, "WORKDIR "+img.WorkDir)
 	}
-	fmt.Fprintf(&b, "ENTRYPOINT %s\n", ep)
-	return b.String(), nil
+	return append(changes, "ENTRYPOINT "+string(ep)), nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -284,11 +282,16 @@ type imageSource struct {
 	sync ImageSource
 	// lock is held while sync runs, so that concurrent creates build once.
 	lock chan struct{}
+	// ran is set once a run ended (not by a cancelled caller): from then on
+	// a present image is used without asking the source again.
+	ran atomic.Bool
 }
 
-// SetImageSource registers src for image ref: Preflight runs it when ref is
-// missing instead of failing at once, and SyncImage runs it on demand. At
-// most one run per ref is in flight.
+// SetImageSource registers src for image ref. Preflight of ref runs it
+// before the first create that uses ref, so that it can make a missing image
+// or refresh a stale one, and again whenever ref is missing; otherwise the
+// image on the engine is used as it is. SyncImage runs it on demand. At most
+// one run per ref is in flight; the others wait for it.
 func (r *Runtime) SetImageSource(ref string, src ImageSource) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -308,23 +311,24 @@ func (r *Runtime) source(ref string) *imageSource {
 // first. not_found when ref has no source; otherwise what the source
 // returns, or ctx's error.
 func (r *Runtime) SyncImage(ctx context.Context, ref string) error {
-	return r.runSource(ctx, ref, false)
-}
-
-// runSource runs ref's source; when onlyIfMissing, not if the image turns up
-// while waiting for the lock (another create built it).
-func (r *Runtime) runSource(ctx context.Context, ref string, onlyIfMissing bool) error {
 	s := r.source(ref)
 	if s == nil {
 		return provider.Errorf(provider.NotFound, "image %q has no source", ref)
 	}
+	return r.runSource(ctx, ref, s, false)
+}
+
+// runSource runs s, the source of ref. When ifNeeded, it does not if, once
+// the lock is held, s has run and ref is present: a create that waited for
+// another's build uses its result.
+func (r *Runtime) runSource(ctx context.Context, ref string, s *imageSource, ifNeeded bool) error {
 	select {
 	case s.lock <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	defer func() { <-s.lock }()
-	if onlyIfMissing {
+	if ifNeeded && s.ran.Load() {
 		_, err := r.cli.ImageInspect(ctx, ref)
 		if err == nil {
 			return nil
@@ -333,30 +337,37 @@ func (r *Runtime) runSource(ctx context.Context, ref string, onlyIfMissing bool)
 			return r.classify("inspect image "+ref, err)
 		}
 	}
-	ctx, cancel := r.withTimeout(ctx, buildTimeout)
+	sctx, cancel := r.withTimeout(ctx, buildTimeout)
 	defer cancel()
-	return s.sync(ctx)
+	err := s.sync(sctx)
+	if ctx.Err() == nil {
+		s.ran.Store(true)
+	}
+	return err
 }
 
 // ensureImage fails unless image ref is on the engine, running its source
-// first when it has one. preflight_failed naming the image, unavailable.
+// first when SetImageSource says so. preflight_failed naming the image,
+// unavailable.
 func (r *Runtime) ensureImage(ctx context.Context, ref string) error {
+	s := r.source(ref)
 	_, err := r.cli.ImageInspect(ctx, ref)
 	switch {
-	case err == nil:
-		return nil
-	case !cerrdefs.IsNotFound(err):
+	case err != nil && !cerrdefs.IsNotFound(err):
 		return as(provider.PreflightFailed, r.classify("inspect image "+ref, err))
-	case r.source(ref) == nil:
+	case s == nil && err != nil:
 		return r.missingImage(ref, err)
+	case s == nil || err == nil && s.ran.Load():
+		return nil
 	}
-	buildErr := r.runSource(ctx, ref, true)
+	buildErr := r.runSource(ctx, ref, s, true)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	_, err = r.cli.ImageInspect(ctx, ref)
 	switch {
 	case err == nil:
+		// A source that failed to refresh a present image leaves it usable.
 		return nil
 	case !cerrdefs.IsNotFound(err):
 		return as(provider.PreflightFailed, r.classify("inspect image "+ref, err))

@@ -54,9 +54,30 @@ func TestPreflightRunsTheImageSourceOnce(t *testing.T) {
 	h.start(ctx, spec)
 	assert.Equal(t, "hello from the test server\n", getWhenUp(t, baseURL(spec.Port)))
 
+	require.NoError(t, dockertest.RemoveImage(ctx, h.cli, tag))
+	require.NoError(t, h.rt.Preflight(ctx, spec))
+	assert.Equal(t, int32(2), runs.Load(), "a vanished image is made again")
+
 	require.NoError(t, h.rt.SyncImage(ctx, tag))
-	assert.Equal(t, int32(2), runs.Load(), "SyncImage always runs the source")
+	assert.Equal(t, int32(3), runs.Load(), "SyncImage always runs the source")
 	assert.Equal(t, provider.NotFound, provider.Code(h.rt.SyncImage(ctx, "no-source:"+randomHex(4))))
+}
+
+func TestPreflightLetsTheSourceRefreshAPresentImageOnce(t *testing.T) {
+	h := newHarness(t)
+	ctx := testContext(t)
+	tag := tempTag(t, h)
+	require.NoError(t, h.cli.ImageTag(ctx, h.image, tag))
+	var runs atomic.Int32
+	h.rt.SetImageSource(tag, func(context.Context) error {
+		runs.Add(1)
+		return errors.New("cannot refresh it")
+	})
+	spec := h.spec()
+	spec.Image = tag
+	require.NoError(t, h.rt.Preflight(ctx, spec), "a present image stays usable when its refresh fails")
+	require.NoError(t, h.rt.Preflight(ctx, spec))
+	assert.Equal(t, int32(1), runs.Load(), "asked once per runtime")
 }
 
 func TestPreflightReportsWhyTheSourceFailed(t *testing.T) {

@@ -38,35 +38,38 @@ func readTar(t *testing.T, b []byte) (names []string, entries map[string]tarEntr
 	}
 }
 
-func TestScratchImageContext(t *testing.T) {
+func TestScratchImageLayerAndChanges(t *testing.T) {
 	img := ScratchImage{
 		Files:      map[string][]byte{"/sandplane": []byte("bin"), "bin/sh": []byte("sh")},
 		Dirs:       map[string]fs.FileMode{"tmp": fs.ModeSticky | 0o777, "/home/daytona": 0o750},
 		Entrypoint: []string{"/sandplane", "toolbox", "--host", "0.0.0.0"},
 		Env:        map[string]string{"HOME": "/home/daytona", "A": "1"},
 		WorkDir:    "/home/daytona",
-		Labels:     map[string]string{"x": "y"},
+		Labels:     map[string]string{"io.x": "y"},
 	}
-	b, err := img.context()
+	b, err := img.layer()
 	require.NoError(t, err)
 	names, entries := readTar(t, b)
 
-	assert.Equal(t, []string{
-		"Dockerfile", "rootfs/", "rootfs/bin/", "rootfs/home/", "rootfs/home/daytona/", "rootfs/tmp/",
-		"rootfs/bin/sh", "rootfs/sandplane",
-	}, names, "parents before children, files after directories")
-	assert.Equal(t, "FROM scratch\nCOPY rootfs/ /\nENV A=\"1\"\nENV HOME=\"/home/daytona\"\nWORKDIR /home/daytona\n"+
-		"ENTRYPOINT [\"/sandplane\",\"toolbox\",\"--host\",\"0.0.0.0\"]\n", entries["Dockerfile"].data)
-	assert.Equal(t, int64(0o1777), entries["rootfs/tmp/"].mode, "sticky bit kept")
-	assert.Equal(t, int64(0o750), entries["rootfs/home/daytona/"].mode)
-	assert.Equal(t, int64(0o755), entries["rootfs/home/"].mode)
-	assert.Equal(t, byte(tar.TypeDir), entries["rootfs/bin/"].typeflag)
-	assert.Equal(t, tarEntry{mode: 0o755, typeflag: tar.TypeReg, data: "sh"}, entries["rootfs/bin/sh"])
-	assert.Equal(t, "bin", entries["rootfs/sandplane"].data)
+	assert.Equal(t, []string{"bin/", "home/", "home/daytona/", "tmp/", "bin/sh", "sandplane"}, names,
+		"parents before children, files after directories")
+	assert.Equal(t, int64(0o1777), entries["tmp/"].mode, "sticky bit kept")
+	assert.Equal(t, int64(0o750), entries["home/daytona/"].mode)
+	assert.Equal(t, int64(0o755), entries["home/"].mode)
+	assert.Equal(t, byte(tar.TypeDir), entries["bin/"].typeflag)
+	assert.Equal(t, tarEntry{mode: 0o755, typeflag: tar.TypeReg, data: "sh"}, entries["bin/sh"])
+	assert.Equal(t, "bin", entries["sandplane"].data)
 
-	again, err := img.context()
+	again, err := img.layer()
 	require.NoError(t, err)
-	assert.Equal(t, b, again, "byte-identical, so the build cache hits")
+	assert.Equal(t, b, again, "byte-identical, so the engine stores the layer once")
+
+	changes, err := img.changes()
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		`ENV A="1"`, `ENV HOME="/home/daytona"`, `LABEL io.x="y"`, "WORKDIR /home/daytona",
+		`ENTRYPOINT ["/sandplane","toolbox","--host","0.0.0.0"]`,
+	}, changes)
 }
 
 func TestScratchImageRefusesWhatItCannotWrite(t *testing.T) {
@@ -85,17 +88,23 @@ func TestScratchImageRefusesWhatItCannotWrite(t *testing.T) {
 		{"env value with a quote", func(i *ScratchImage) { i.Env = map[string]string{"A": `x"y`} }},
 		{"env value with a newline", func(i *ScratchImage) { i.Env = map[string]string{"A": "x\nRUN y"} }},
 		{"env name with a blank", func(i *ScratchImage) { i.Env = map[string]string{"A B": "x"} }},
+		{"label value with a quote", func(i *ScratchImage) { i.Labels = map[string]string{"a": `x"y`} }},
 		{"relative workdir", func(i *ScratchImage) { i.WorkDir = "home" }},
 		{"workdir with a blank", func(i *ScratchImage) { i.WorkDir = "/a b" }},
 	}
-	_, err := ok.context()
-	require.NoError(t, err)
+	build := func(img ScratchImage) error {
+		if _, err := img.changes(); err != nil {
+			return err
+		}
+		_, err := img.layer()
+		return err
+	}
+	require.NoError(t, build(ok))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			img := ok
 			tt.change(&img)
-			_, err := img.context()
-			assert.Error(t, err)
+			assert.Error(t, build(img))
 		})
 	}
 }
