@@ -275,7 +275,9 @@ func (m *Manager) waitReady(ctx context.Context, rt runtime.Runtime, h runtime.H
 	defer deadline.Stop()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	prober, _ := rt.(runtime.Prober)
-	backoff := time.Millisecond
+	// A refused connect costs microseconds; polling often keeps create
+	// close to the workload's own start-up time.
+	backoff := 500 * time.Microsecond
 	for {
 		var ready bool
 		if prober != nil {
@@ -308,7 +310,7 @@ func (m *Manager) waitReady(ctx context.Context, rt runtime.Runtime, h runtime.H
 			return fmt.Errorf("workload did not listen on port %d within %s: it must serve on $PORT", port, m.opts.ReadyTimeout)
 		case <-t.C():
 		}
-		if backoff < 50*time.Millisecond {
+		if backoff < 5*time.Millisecond {
 			backoff *= 2
 		}
 	}
