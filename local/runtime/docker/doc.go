@@ -8,10 +8,11 @@
 // survives a stop as a Daytona sandbox's does; Remove deletes it.
 //
 // The runtime never pulls: an image must already be on the engine, or have a
-// source (SetImageSource) that Preflight runs to make it, once however many
-// creates wait for it. BuildScratchImage makes such images FROM scratch out
-// of files, a statically linked binary typically, with no registry at all;
-// the daemon builds its toolbox image this way from its own binary.
+// source (SetImageSource) that Preflight runs before the image's first use
+// and whenever it is missing, once however many creates wait for it.
+// BuildScratchImage makes such images FROM scratch out of files, a statically
+// linked binary typically, with no registry at all; the daemon builds its
+// toolbox image this way from its own binary.
 //
 // The workload's port is the same number inside and out, published on
 // 127.0.0.1 only, so the workload must listen on $PORT on all of the
