@@ -240,8 +240,9 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 	}
 	if snap.Ready != "none" {
 		if err := m.waitReady(ctx, rt, h, port); err != nil {
-			m.discard(rt, h)
+			// Logs first: removing a container takes its logs with it.
 			stdout, stderr, _ := rt.Logs(ctx, h, spec.Dir)
+			m.discard(rt, h)
 			return fail(provider.Errorf(provider.CreateFailed, "%v%s", err, logTail(newRedactor(env), stdout, stderr)))
 		}
 	}
