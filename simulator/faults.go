@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -83,6 +84,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 type faults struct {
+	// armed is nonzero while any fault is set, so that the common case
+	// costs one atomic load.
+	armed  atomic.Int32
 	mu     sync.Mutex
 	list   []*Fault
 	nextID int
@@ -101,6 +105,7 @@ func (f *faults) add(ft Fault) Fault {
 	ft.ID = strconv.Itoa(f.nextID)
 	ft.seen, ft.applied = 0, 0
 	f.list = append(f.list, &ft)
+	f.rearmLocked()
 	return ft
 }
 
@@ -119,7 +124,18 @@ func (f *faults) clear() {
 	defer f.mu.Unlock()
 	f.list = nil
 	f.random = nil
+	f.rearmLocked()
 }
+
+func (f *faults) rearmLocked() {
+	if len(f.list) > 0 || f.random != nil {
+		f.armed.Store(1)
+	} else {
+		f.armed.Store(0)
+	}
+}
+
+func (f *faults) any() bool { return f.armed.Load() != 0 }
 
 func (f *faults) setRandom(r *RandomFaults) {
 	f.mu.Lock()
@@ -128,6 +144,7 @@ func (f *faults) setRandom(r *RandomFaults) {
 	if r != nil {
 		f.rng = rand.New(rand.NewPCG(r.Seed, r.Seed+1))
 	}
+	f.rearmLocked()
 }
 
 // match returns the fault for a request, if one applies, and consumes it.
@@ -151,6 +168,7 @@ func (f *faults) match(op string, ids ...string) (Fault, bool) {
 		out := *ft
 		if ft.Times > 0 && ft.applied >= ft.Times {
 			f.list = append(f.list[:i:i], f.list[i+1:]...)
+			f.rearmLocked()
 		}
 		return out, true
 	}

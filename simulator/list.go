@@ -307,7 +307,7 @@ func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
 		}
 		rows = append(rows, keyed{sb, k})
 	}
-	sortRows(rows, desc)
+	rows = topRows(rows, limit+1, desc)
 	more := len(rows) > limit
 	if more {
 		rows = rows[:limit]
@@ -324,6 +324,69 @@ func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
 		resp.NextCursor = &next
 	}
 	return reply{http.StatusOK, resp}, nil
+}
+
+// topRows returns the first k rows in order without sorting them all: a
+// bounded heap keeps the k best seen so far.
+func topRows(rows []keyed, k int, desc bool) []keyed {
+	if len(rows) <= 4*k {
+		sortRows(rows, desc)
+		return rows[:min(k, len(rows))]
+	}
+	// before reports whether a comes before b in the listing.
+	before := func(a, b *keyed) bool {
+		c := a.key.compare(b.key)
+		if c == 0 {
+			c = strings.Compare(a.sb.ID, b.sb.ID)
+		}
+		if desc {
+			return c > 0
+		}
+		return c < 0
+	}
+	// h is a max-heap on listing order: h[0] is the worst of the best k.
+	h := make([]*keyed, 0, k)
+	down := func(i int) {
+		for {
+			l, r, worst := 2*i+1, 2*i+2, i
+			if l < len(h) && before(h[worst], h[l]) {
+				worst = l
+			}
+			if r < len(h) && before(h[worst], h[r]) {
+				worst = r
+			}
+			if worst == i {
+				return
+			}
+			h[i], h[worst] = h[worst], h[i]
+			i = worst
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		if len(h) < k {
+			h = append(h, r)
+			for j := len(h) - 1; j > 0; {
+				p := (j - 1) / 2
+				if !before(h[p], h[j]) {
+					break
+				}
+				h[p], h[j] = h[j], h[p]
+				j = p
+			}
+			continue
+		}
+		if before(r, h[0]) {
+			h[0] = r
+			down(0)
+		}
+	}
+	out := make([]keyed, len(h))
+	for i, r := range h {
+		out[i] = *r
+	}
+	sortRows(out, desc)
+	return out
 }
 
 type paginatedResponse struct {

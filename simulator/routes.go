@@ -22,6 +22,8 @@ type call struct {
 	params map[string]string
 	body   []byte
 	fault  Fault
+	// faultID names the fault that shaped the answer, for the call log.
+	faultID string
 	// sandboxID names the sandbox for the call log.
 	sandboxID string
 	// after runs once the response is written (a createSandbox vanish).
@@ -190,7 +192,7 @@ func (s *Simulator) apiHandler(rt route) http.Handler {
 func (s *Simulator) serveAPI(c *call) (status int, faultID string) {
 	fail := func(e *apiError) (int, string) {
 		s.writeAPIError(c.w, c.r, e)
-		return e.Status, faultID
+		return e.Status, c.faultID
 	}
 	org, aerr := s.authenticate(c.r)
 	if aerr != nil {
@@ -202,32 +204,9 @@ func (s *Simulator) serveAPI(c *call) (status int, faultID string) {
 	if target == "" {
 		target = c.params["sandboxId"]
 	}
-	ids := []string{target}
-	if target != "" {
-		s.mu.Lock()
-		if sb, err := s.lookup(org, target); err == nil {
-			ids = append(ids, sb.ID, sb.Name)
-			c.sandboxID = sb.ID
-		}
-		s.mu.Unlock()
-	}
-	if ft, ok := s.faults.match(c.op, ids...); ok {
-		faultID = ft.ID
-		c.fault = ft
-		if ft.Delay > 0 {
-			if err := clock.Sleep(c.r.Context(), s.clk, durationOf(ft.Delay)); err != nil {
-				return 499, faultID
-			}
-		}
-		if ft.Vanish && target != "" {
-			s.mu.Lock()
-			if sb, err := s.lookup(org, target); err == nil {
-				s.vanishLocked(sb)
-			}
-			s.mu.Unlock()
-		}
-		if ft.Status != 0 {
-			return fail(faultError(c.op, ft))
+	if s.faults.any() {
+		if code, handled := s.applyFault(c, target); handled {
+			return code, c.faultID
 		}
 	}
 
@@ -255,10 +234,50 @@ func (s *Simulator) serveAPI(c *call) (status int, faultID string) {
 	}
 	if rep.body == nil {
 		c.w.WriteHeader(rep.status)
-		return rep.status, faultID
+		return rep.status, c.faultID
 	}
 	writeJSON(c.w, rep.status, rep.body)
-	return rep.status, faultID
+	return rep.status, c.faultID
+}
+
+// applyFault matches the request against the faults and applies the one
+// that fits: its delay, its vanish, its status. handled means the fault
+// answered the request.
+func (s *Simulator) applyFault(c *call, target string) (status int, handled bool) {
+	var ids []string
+	if target != "" {
+		ids = []string{target}
+		s.mu.Lock()
+		if sb, err := s.lookup(c.org, target); err == nil {
+			ids = append(ids, sb.ID, sb.Name)
+			c.sandboxID = sb.ID
+		}
+		s.mu.Unlock()
+	}
+	ft, ok := s.faults.match(c.op, ids...)
+	if !ok {
+		return 0, false
+	}
+	c.faultID = ft.ID
+	c.fault = ft
+	if ft.Delay > 0 {
+		if err := clock.Sleep(c.r.Context(), s.clk, durationOf(ft.Delay)); err != nil {
+			return 499, true
+		}
+	}
+	if ft.Vanish && target != "" {
+		s.mu.Lock()
+		if sb, err := s.lookup(c.org, target); err == nil {
+			s.vanishLocked(sb)
+		}
+		s.mu.Unlock()
+	}
+	if ft.Status != 0 {
+		e := faultError(c.op, ft)
+		s.writeAPIError(c.w, c.r, e)
+		return e.Status, true
+	}
+	return 0, false
 }
 
 var handlers = func() map[string]handlerFunc {

@@ -266,6 +266,11 @@ func loadSpec(path string) (*spec, error) {
 				return nil, fmt.Errorf("spec exception %s%s (%s): %w", ex.Operation, ex.Schema, ex.What, err)
 			}
 		}
+		// The simulator authenticates requests itself, with Daytona's 401;
+		// the validator need not look at credentials again.
+		for _, info := range ops {
+			info.op.Security = &openapi3.SecurityRequirements{}
+		}
 		specCache[path] = doc
 	} else {
 		ops = indexOps(doc)
