@@ -263,8 +263,11 @@ func TestWaitReadableWakesOnExitAndOnCancel(t *testing.T) {
 	cancel()
 	assert.ErrorIs(t, waitReadable(ctx, open()), context.Canceled)
 
+	// Opened before the kill: once the reaper has collected the child, its
+	// pid no longer opens.
+	fd := open()
 	woke := make(chan error, 1)
-	go func() { woke <- waitReadable(testCtx(t), open()) }()
+	go func() { woke <- waitReadable(testCtx(t), fd) }()
 	require.NoError(t, unix.Kill(h.PID, unix.SIGKILL))
 	select {
 	case err := <-woke:
