@@ -1,47 +1,174 @@
 package daemon
 
 import (
+	"embed"
+	"fmt"
 	"html/template"
+	"io/fs"
 	"net/http"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/sandplane/sandplane/provider"
 )
 
-var dashboardTmpl = template.Must(template.New("dashboard").Funcs(template.FuncMap{
-	"ago": func(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() },
-}).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>sandplane</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
-body{font:14px system-ui,sans-serif;margin:2rem;color:#1d1d1f}
-table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.4rem .6rem;border-bottom:1px solid #e5e5e5}
-.dot{display:inline-block;width:.6rem;height:.6rem;border-radius:50%;margin-right:.4rem}
-.started{background:#2da44e}.starting,.stopping{background:#d4a72c}.stopped{background:#8c959f}.error{background:#cf222e}
-.auto{color:#9a6700;font-weight:600}code{background:#f6f8fa;padding:.1rem .3rem}
-</style></head><body>
-<h1>sandplane</h1>
-<p>Daemon {{.Info.Version}} &middot; pid {{.Info.Pid}} &middot; root <code>{{.Info.RootDir}}</code> &middot; one interval minute = {{.Minute}}</p>
-<table><thead><tr><th>State</th><th>Name</th><th>Runtime</th><th>Port</th><th>Age</th><th>Idle / auto-stop</th><th>Reason</th><th>Links</th></tr></thead><tbody>
-{{range .Sandboxes}}<tr>
-<td><span class="dot {{.State}}"></span>{{.State}}</td><td>{{.Name}}</td><td>{{.Runtime}}</td><td>{{if .Port}}{{.Port}}{{end}}</td>
-<td>{{ago $.Now .CreatedAt}}</td><td>{{ago $.Now .LastActivityAt}} / {{if .AutoStopInterval}}{{.AutoStopInterval}}m{{else}}never{{end}}</td>
-<td{{if eq .ErrorReason "auto_stopped"}} class="auto"{{end}}>{{.ErrorReason}}</td>
-<td><a href="/v1/sandboxes/{{.Id}}/entrypoint-logs">logs</a>{{if .PreviewUrl}} &middot; <a href="{{.PreviewUrl}}">preview</a>{{end}}</td>
-</tr>{{else}}<tr><td colspan="8">No sandboxes yet. Create one: <code>curl -X POST -d '{}' http://127.0.0.1:4025/v1/sandboxes</code></td></tr>{{end}}
-</tbody></table></body></html>
-`))
+// The dashboard is plain HTML, CSS and one vanilla script, embedded so the
+// binary serves it with no build step. The page is rendered on the server
+// first, so it shows the sandboxes without JavaScript; the script then
+// keeps it live from GET /v1/events and drives the /v1 API.
+//
+//go:embed web/templates/*.html web/static/*
+var webFS embed.FS
+
+var (
+	templates = template.Must(template.New("").Funcs(template.FuncMap{
+		"age":      humanDuration,
+		"origin":   originOf,
+		"window":   autoStopWindow,
+		"idleFrac": idleFraction,
+		"labels":   formatLabels,
+	}).ParseFS(webFS, "web/templates/*.html"))
+	staticFS = must(fs.Sub(webFS, "web/static"))
+)
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// contentSecurity keeps anything that slipped past escaping from running:
+// only the dashboard's own script and styles load, and fetches stay on the
+// daemon's origin.
+const contentSecurity = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+// routeDashboard adds the dashboard's routes: the page at /, its assets
+// under /ui/, and one sandbox's entrypoint logs at /logs/{idOrName}.
+func (s *Server) routeDashboard(mux *http.ServeMux) {
+	mux.HandleFunc("GET /{$}", s.dashboard)
+	mux.HandleFunc("GET /logs/{idOrName}", s.logsPage)
+	assets := http.StripPrefix("/ui/", http.FileServerFS(staticFS))
+	mux.Handle("GET /ui/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Assets change with the binary, not while it runs; revalidating
+		// keeps an upgraded daemon from serving a stale script.
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		assets.ServeHTTP(w, r)
+	}))
+}
+
+type dashboardData struct {
+	Info      provider.Info
+	Now       time.Time
+	Minute    time.Duration
+	Sandboxes []provider.Sandbox
+}
 
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	info := s.info()
-	data := struct {
-		Info      any
-		Minute    string
-		Now       time.Time
-		Sandboxes []provider.Sandbox
-	}{info, info.Minute, s.opts.Clock.Now(), s.opts.Manager.List(r.Context(), nil)}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := dashboardTmpl.Execute(w, data); err != nil {
-		s.opts.Logger.Error("render dashboard", "err", err)
+	minute, err := time.ParseDuration(info.Minute)
+	if err != nil || minute <= 0 {
+		minute = time.Minute
 	}
+	data := dashboardData{Info: info, Now: s.opts.Clock.Now(), Minute: minute, Sandboxes: s.opts.Manager.List(r.Context(), nil)}
+	s.render(w, "index.html", data)
+}
+
+type logsData struct {
+	Sandbox provider.Sandbox
+	Logs    provider.EntrypointLogs
+	Err     string
+}
+
+func (s *Server) logsPage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("idOrName")
+	var data logsData
+	sb, err := s.opts.Manager.Get(r.Context(), id)
+	if err == nil {
+		data.Sandbox = sb
+		data.Logs, err = s.opts.Manager.EntrypointLogs(r.Context(), sb.Id)
+	}
+	if err != nil {
+		data.Sandbox.Name = id
+		data.Err = provider.Message(err)
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", contentSecurity)
+		w.WriteHeader(provider.HTTPStatus(provider.Code(err)))
+		s.execute(w, "logs.html", data)
+		return
+	}
+	s.render(w, "logs.html", data)
+}
+
+func (s *Server) render(w http.ResponseWriter, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", contentSecurity)
+	w.Header().Set("Cache-Control", "no-store")
+	s.execute(w, name, data)
+}
+
+func (s *Server) execute(w http.ResponseWriter, name string, data any) {
+	if err := templates.ExecuteTemplate(w, name, data); err != nil {
+		s.opts.Logger.Error("render dashboard", "page", name, "err", err)
+	}
+}
+
+// humanDuration is how long ago t was: "250ms", "42s", "3m 12s", "2h 5m",
+// "3d 4h". Milliseconds show only under a second, which matters when the
+// daemon runs with a shrunk minute. The script formats the same way.
+func humanDuration(now, t time.Time) string {
+	return formatDuration(now.Sub(t))
+}
+
+func formatDuration(d time.Duration) string {
+	if d > 0 && d < time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	s := max(int64(d/time.Second), 0)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm %ds", s/60, s%60)
+	case s < 86400:
+		return fmt.Sprintf("%dh %dm", s/3600, s%3600/60)
+	}
+	return fmt.Sprintf("%dd %dh", s/86400, s%86400/3600)
+}
+
+// originOf is the origin label (harness, web-ui, cli...), which says who
+// made the sandbox.
+func originOf(s provider.Sandbox) string { return s.Labels["origin"] }
+
+// autoStopWindow is the idle time after which the sandbox stops, or "" when
+// it never does.
+func autoStopWindow(s provider.Sandbox, minute time.Duration) string {
+	if s.AutoStopInterval <= 0 {
+		return ""
+	}
+	return formatDuration(time.Duration(s.AutoStopInterval) * minute)
+}
+
+// idleFraction is how much of its auto-stop window the sandbox has been
+// idle, capped at 1.
+func idleFraction(s provider.Sandbox, now time.Time, minute time.Duration) float64 {
+	if s.AutoStopInterval <= 0 {
+		return 0
+	}
+	f := float64(now.Sub(s.LastActivityAt)) / float64(time.Duration(s.AutoStopInterval)*minute)
+	return min(max(f, 0), 1)
+}
+
+// formatLabels lists labels other than origin as k=v, sorted.
+func formatLabels(labels map[string]string) string {
+	var out []string
+	for k, v := range labels {
+		if k != "origin" {
+			out = append(out, k+"="+v)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }

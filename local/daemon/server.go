@@ -70,7 +70,7 @@ func New(opts Options) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", v1)
 	mux.HandleFunc("GET /v1/events", s.events)
-	mux.HandleFunc("GET /{$}", s.dashboard)
+	s.routeDashboard(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, provider.Errorf(provider.NotFound, "no such page %s: the API is under /v1, the dashboard at /", r.URL.Path))
 	})

@@ -1,0 +1,348 @@
+// The sandplane dashboard: keeps the table live from GET /v1/events and
+// drives the /v1 API. Everything the API returns goes into the page as text,
+// never as markup: names and labels are user input.
+(() => {
+  "use strict";
+
+  const $ = (id) => document.getElementById(id);
+  const rows = $("rows");
+  const live = $("live");
+  const form = $("create-form");
+  const createButton = $("create-button");
+  const banner = $("error");
+  const bannerText = $("error-text");
+  const minuteMs = parseDuration(document.body.dataset.minute) || 60000;
+
+  const sandboxes = new Map(); // id -> sandbox, as the API spells it
+  const creating = new Map(); // placeholder key -> name, while a create runs
+  const busy = new Set(); // ids with an action in flight
+  const gone = new Set(); // ids deleted: a late answer must not bring them back
+  let nextKey = 0;
+
+  // ---- durations, formatted like the CLI and the server-rendered page
+
+  // parseDuration reads a Go duration such as "1m0s", "200ms" or "1h2m3.5s".
+  function parseDuration(s) {
+    const units = { h: 3600e3, m: 60e3, s: 1e3, ms: 1, us: 1e-3, "µs": 1e-3, ns: 1e-6 };
+    const re = /(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)/g;
+    let total = 0;
+    let matched = "";
+    for (const m of String(s || "").matchAll(re)) {
+      total += parseFloat(m[1]) * units[m[2]];
+      matched += m[0];
+    }
+    return matched && matched === s ? total : 0;
+  }
+
+  function human(ms) {
+    if (ms > 0 && ms < 1000) return `${Math.floor(ms)}ms`;
+    const s = Math.max(0, Math.floor(ms / 1000));
+    if (s < 60) return `${s}s`;
+    if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+    if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+    return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+  }
+
+  // instant splits an RFC 3339 time into epoch seconds and nanosecond digits,
+  // so that ordering matches the daemon's, which is finer than Date's.
+  function instant(t) {
+    const m = /^(.*?)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$/.exec(t || "");
+    if (!m) return [0, ""];
+    return [Date.parse(m[1] + m[3]) || 0, (m[2] || "").padEnd(9, "0")];
+  }
+
+  function compareTimes(a, b) {
+    const [as, an] = instant(a);
+    const [bs, bn] = instant(b);
+    if (as !== bs) return as - bs;
+    return an < bn ? -1 : an > bn ? 1 : 0;
+  }
+
+  // oldestFirst is the order of GET /v1/sandboxes and `sandplane ls`.
+  function oldestFirst(a, b) {
+    return compareTimes(a.createdAt, b.createdAt) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+  }
+
+  // ---- DOM, text only
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === false || v === undefined || v === null) continue;
+      node.setAttribute(k, v === true ? "" : String(v));
+    }
+    for (const c of children) {
+      if (c === null || c === undefined || c === false) continue;
+      node.append(typeof c === "string" ? document.createTextNode(c) : c);
+    }
+    return node;
+  }
+
+  function safeURL(u) {
+    return /^https?:\/\//i.test(u || "") ? u : "";
+  }
+
+  function otherLabels(labels) {
+    return Object.entries(labels || {})
+      .filter(([k]) => k !== "origin")
+      .map(([k, v]) => `${k}=${v}`)
+      .sort()
+      .join(" ");
+  }
+
+  function row(s) {
+    const origin = (s.labels || {}).origin;
+    const labels = otherLabels(s.labels);
+    const preview = s.state === "started" ? safeURL(s.previewUrl) : "";
+    const tr = el("tr", { "data-id": s.id, "data-name": s.name, "data-state": s.state },
+      el("td", { class: "state" }, el("span", { class: "dot", "data-state": s.state }), s.state),
+      el("td", { class: "origin" }, origin
+        ? el("span", { class: "badge", "data-origin": origin }, origin)
+        : el("span", { class: "none" }, "—")),
+      el("td", { class: "name" }, el("strong", {}, s.name),
+        s.name !== s.id ? el("small", { class: "id" }, s.id) : null,
+        labels ? el("small", { class: "labels" }, labels) : null),
+      el("td", { class: "runtime" }, s.runtime || "", el("small", {}, s.snapshot || "")),
+      el("td", { class: "port" }, s.port ? String(s.port) : ""),
+      el("td", { class: "age" }),
+      el("td", { class: "idle" }),
+      el("td", { class: "reason" }, s.errorReason === "auto_stopped"
+        ? el("span", { class: "auto" }, "auto_stopped")
+        : s.errorReason || ""),
+      el("td", { class: "links" },
+        el("a", { href: `/logs/${encodeURIComponent(s.id)}` }, "logs"),
+        preview ? " " : null,
+        preview ? el("a", { href: preview, target: "_blank", rel: "noopener noreferrer" }, "preview") : null),
+      actions(s));
+    times(tr, s, Date.now());
+    return tr;
+  }
+
+  function actions(s) {
+    const td = el("td", { class: "actions" });
+    const moving = busy.has(s.id) || s.state === "starting" || s.state === "stopping";
+    const button = (action, text) => el("button", { type: "button", "data-action": action, disabled: moving }, text);
+    if (s.state === "started") td.append(button("stop", "Stop"));
+    if (s.state === "stopped" || s.state === "error") td.append(button("start", "Start"));
+    if (s.state !== "destroyed") td.append(button("delete", "Delete"));
+    return td;
+  }
+
+  // times fills the cells that change as the clock runs: age and idle time
+  // against the auto-stop window.
+  function times(tr, s, now) {
+    const age = tr.querySelector("td.age");
+    const idle = tr.querySelector("td.idle");
+    age.textContent = human(now - instant(s.createdAt)[0]);
+    const window = s.autoStopInterval > 0 ? s.autoStopInterval * minuteMs : 0;
+    const idleMs = now - instant(s.lastActivityAt)[0];
+    idle.replaceChildren();
+    if (s.state === "started") {
+      idle.append(human(idleMs));
+    } else {
+      idle.append(el("span", { class: "none" }, "—"));
+    }
+    idle.append(` / ${window ? human(window) : "never"}`);
+    if (s.state === "started" && window) {
+      const frac = Math.min(1, Math.max(0, idleMs / window));
+      idle.append(el("meter", { min: 0, max: 1, low: 0.6, high: 0.85, optimum: 0, value: frac.toFixed(3) }));
+    }
+  }
+
+  function render() {
+    const frag = document.createDocumentFragment();
+    for (const s of [...sandboxes.values()].sort(oldestFirst)) frag.append(row(s));
+    for (const name of creating.values()) {
+      frag.append(el("tr", { class: "pending", "data-creating": name },
+        el("td", { class: "state" }, el("span", { class: "dot", "data-state": "starting" }), "creating"),
+        el("td", { colspan: 9 }, `${name}: waiting for the workload to come up…`)));
+    }
+    if (!frag.childNodes.length) {
+      frag.append(el("tr", { class: "empty" }, el("td", { colspan: 10 },
+        "No sandboxes yet. Create one above, or run ", el("code", {}, "sandplane run -- echo hello"), ".")));
+    }
+    rows.replaceChildren(frag);
+  }
+
+  function tick() {
+    const now = Date.now();
+    for (const tr of rows.querySelectorAll("tr[data-id]")) {
+      const s = sandboxes.get(tr.dataset.id);
+      if (s) times(tr, s, now);
+    }
+  }
+
+  // ---- state from the event stream and from answers
+
+  // upsert keeps the newer of two views of a sandbox.
+  function upsert(s) {
+    if (!s || gone.has(s.id)) return;
+    const old = sandboxes.get(s.id);
+    if (old && compareTimes(old.updatedAt, s.updatedAt) > 0) return;
+    sandboxes.set(s.id, s);
+  }
+
+  function remove(id) {
+    gone.add(id);
+    sandboxes.delete(id);
+  }
+
+  function setLive(status, text) {
+    live.dataset.status = status;
+    live.textContent = text;
+  }
+
+  function connect() {
+    const es = new EventSource("/v1/events");
+    es.onopen = () => setLive("live", "live");
+    es.onerror = () => {
+      setLive("reconnecting", "reconnecting…");
+      // The browser retries by itself (resuming from the last event id)
+      // unless the daemon refused the stream outright.
+      if (es.readyState === EventSource.CLOSED) setTimeout(connect, 2000);
+    };
+    es.addEventListener("sandboxes_replaced", (m) => {
+      const ev = JSON.parse(m.data);
+      sandboxes.clear();
+      for (const s of ev.sandboxes || []) sandboxes.set(s.id, s);
+      render();
+    });
+    for (const type of ["sandbox.created", "sandbox.started", "sandbox.stopped", "sandbox.updated", "sandbox.activity"]) {
+      es.addEventListener(type, (m) => {
+        const ev = JSON.parse(m.data);
+        if (!ev.sandbox) return;
+        if (type === "sandbox.created") gone.delete(ev.sandbox.id);
+        upsert(ev.sandbox);
+        render();
+      });
+    }
+    es.addEventListener("sandbox.deleted", (m) => {
+      const ev = JSON.parse(m.data);
+      if (ev.sandbox) remove(ev.sandbox.id);
+      render();
+    });
+  }
+
+  // ---- the API
+
+  async function api(method, path, body) {
+    const init = { method, headers: { Accept: "application/json" } };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await fetch(path, init);
+    } catch (err) {
+      throw new Error("the daemon does not answer: is `sandplane serve` still running?");
+    }
+    const text = await res.text();
+    let data = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch (err) {
+      data = null;
+    }
+    if (!res.ok) {
+      const e = data && data.error;
+      throw new Error(e && e.message ? e.message : `HTTP ${res.status} ${res.statusText}`);
+    }
+    return data;
+  }
+
+  function showError(msg) {
+    bannerText.textContent = msg;
+    banner.hidden = false;
+  }
+
+  $("error-close").addEventListener("click", () => { banner.hidden = true; });
+
+  function createBody(fd) {
+    const body = {};
+    const name = String(fd.get("name") || "").trim();
+    if (name) body.name = name;
+    const snapshot = String(fd.get("snapshot") || "");
+    if (snapshot) body.snapshot = snapshot;
+    const runtime = String(fd.get("runtime") || "");
+    if (runtime) body.runtime = runtime;
+    const labels = {};
+    for (const item of String(fd.get("labels") || "").split(",")) {
+      const kv = item.trim();
+      if (!kv) continue;
+      const i = kv.indexOf("=");
+      if (i <= 0) throw new Error(`label "${kv}" is not key=value`);
+      labels[kv.slice(0, i).trim()] = kv.slice(i + 1).trim();
+    }
+    if (!labels.origin) labels.origin = "web-ui";
+    body.labels = labels;
+    const auto = String(fd.get("autoStopInterval") || "").trim();
+    if (auto) {
+      const n = Number(auto);
+      if (!Number.isInteger(n) || n < 0) throw new Error("auto-stop must be a whole number of minutes, 0 for never");
+      body.autoStopInterval = n;
+    }
+    return body;
+  }
+
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    let body;
+    try {
+      body = createBody(new FormData(form));
+    } catch (err) {
+      showError(err.message);
+      return;
+    }
+    const key = nextKey++;
+    creating.set(key, body.name || "new sandbox");
+    createButton.disabled = true;
+    render();
+    try {
+      const s = await api("POST", "/v1/sandboxes", body);
+      gone.delete(s.id);
+      upsert(s);
+      form.elements.name.value = "";
+      banner.hidden = true;
+    } catch (err) {
+      showError(`Create failed: ${err.message}`);
+    } finally {
+      creating.delete(key);
+      createButton.disabled = false;
+      render();
+    }
+  });
+
+  rows.addEventListener("click", async (e) => {
+    const button = e.target.closest("button[data-action]");
+    if (!button) return;
+    const id = button.closest("tr").dataset.id;
+    const s = sandboxes.get(id);
+    if (!s) return;
+    const action = button.dataset.action;
+    if (action === "delete" && !window.confirm(`Delete sandbox "${s.name}"? Its workload is stopped and its files are removed.`)) {
+      return;
+    }
+    busy.add(id);
+    render();
+    const path = `/v1/sandboxes/${encodeURIComponent(id)}`;
+    try {
+      if (action === "delete") {
+        await api("DELETE", path);
+        remove(id);
+      } else {
+        upsert(await api("POST", `${path}/${action}`));
+      }
+    } catch (err) {
+      showError(`${action[0].toUpperCase()}${action.slice(1)} ${s.name} failed: ${err.message}`);
+    } finally {
+      busy.delete(id);
+      render();
+    }
+  });
+
+  $("create-fields").disabled = false;
+  setLive("reconnecting", "connecting…");
+  connect();
+  setInterval(tick, 1000);
+})();
