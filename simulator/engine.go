@@ -37,7 +37,9 @@ func (s *Simulator) plan(sb *sandbox) (step, bool) {
 		case stDestroyed:
 			return step{}, false
 		}
-		return step{to: stDestroyed, work: remove}, true
+		// error, build_failed, archived, pending_build: straight to
+		// destroyed, with no destroying in between.
+		return step{to: stDestroyed, delay: p.Destroy, work: remove}, true
 	case dsStarted:
 		w := Workload{SandboxID: id, User: sb.User, Env: copyMap(sb.Env), Labels: copyMap(sb.Labels)}
 		if sb.Snapshot != nil {

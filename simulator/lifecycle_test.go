@@ -198,3 +198,71 @@ func TestHealthIsPublic(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 	assert.JSONEq(t, `{"status":"ok"}`, string(body))
 }
+
+func TestMinuteShrinksIntervalsAndJobs(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Minute = time.Second })
+	sb := h.create(apiclient.CreateSandbox{AutoStopInterval: ptr[int32](1)})
+	// One interval minute is a second; the 10 s job runs every 10/60 s.
+	h.clk.Advance(time.Second)
+	assert.Equal(t, apiclient.SANDBOXSTATE_STARTED, h.get(sb.Id).GetState())
+	h.clk.Advance(200 * time.Millisecond)
+	assert.Equal(t, apiclient.SANDBOXSTATE_STOPPED, h.get(sb.Id).GetState())
+}
+
+func TestDeprecatedPaginatedList(t *testing.T) {
+	h := newHarness(t)
+	var ids []string
+	for i := 0; i < 5; i++ {
+		ids = append(ids, h.create(apiclient.CreateSandbox{Labels: &map[string]string{"n": "x"}}).Id)
+		h.clk.Advance(time.Second)
+	}
+	page, _, err := h.api.SandboxAPI.ListSandboxesPaginatedDeprecated(h.ctx).Page(2).Limit(2).Execute()
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, page.Total)
+	assert.EqualValues(t, 2, page.Page)
+	assert.EqualValues(t, 3, page.TotalPages)
+	require.Len(t, page.Items, 2)
+	// createdAt descending by default: the third and second newest.
+	assert.Equal(t, ids[2], page.Items[0].Id)
+	assert.Equal(t, ids[1], page.Items[1].Id)
+	assert.NotNil(t, page.Items[0].Env, "items are full Sandboxes")
+}
+
+func TestListFilters(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.Profile = InstantProfile()
+		c.Profile.Destroy = Range{Min: time.Second, Max: time.Second}
+	})
+	api := h.api.SandboxAPI
+	a := h.create(apiclient.CreateSandbox{Name: ptr("alpha-1")})
+	h.clk.Advance(time.Second)
+	b := h.create(apiclient.CreateSandbox{Name: ptr("beta-1"), Public: ptr(true)})
+	_, _, err := api.StopSandbox(h.ctx, b.Id).Execute()
+	require.NoError(t, err)
+	h.sim.AddFault(Fault{Op: "startSandbox", FailStart: "boom", Times: 1})
+	_, _, err = api.StartSandbox(h.ctx, b.Id).Execute()
+	require.Error(t, err)
+	_, _, err = api.DeleteSandbox(h.ctx, b.Id).Execute()
+	require.NoError(t, err)
+
+	names := func(req apiclient.SandboxAPIListSandboxesRequest) []string {
+		t.Helper()
+		list, _, err := req.Execute()
+		require.NoError(t, err)
+		var out []string
+		for _, it := range list.Items {
+			out = append(out, it.Name)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"alpha-1"}, names(api.ListSandboxes(h.ctx).Name("ALPHA")), "name is a case-insensitive prefix")
+	assert.Equal(t, []string{"alpha-1"}, names(api.ListSandboxes(h.ctx).Id(a.Id[:8])))
+	assert.Equal(t, []string{"alpha-1"}, names(api.ListSandboxes(h.ctx)), "errored sandboxes being deleted are hidden")
+	assert.Len(t, names(api.ListSandboxes(h.ctx).IncludeErroredDeleted(true)), 2)
+	assert.Len(t, names(api.ListSandboxes(h.ctx).IncludeErroredDeleted(true).IsPublic(true)), 1)
+	assert.Equal(t, []string{"alpha-1"}, names(api.ListSandboxes(h.ctx).Sort(apiclient.SANDBOXLISTSORTFIELD_NAME).Order(apiclient.SANDBOXLISTSORTDIRECTION_ASC).MinCpu(1).MaxCpu(1)))
+	assert.Empty(t, names(api.ListSandboxes(h.ctx).MinCpu(2)))
+
+	h.clk.Advance(time.Second)
+	assert.Len(t, names(api.ListSandboxes(h.ctx).IncludeErroredDeleted(true)), 1, "destroyed rows are never listed")
+}
