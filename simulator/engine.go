@@ -170,6 +170,7 @@ func (s *Simulator) finish(sb *sandbox, st step, gen uint64, url string, err err
 			sb.Recoverable = fail.Recoverable
 		} else {
 			reason = err.Error()
+			s.cfg.Logger.Warn("sandbox workload failed", "sandbox", sb.ID, "step", st.to, "err", err)
 		}
 		sb.ErrorReason = &reason
 		sb.toolboxURL = ""

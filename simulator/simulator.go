@@ -221,7 +221,11 @@ func (s *Simulator) vanishLocked(sb *sandbox) {
 	sb.notify()
 	if !s.syncWork {
 		id := sb.ID
-		s.goBackground(func(ctx context.Context) { _ = s.backend.Remove(ctx, id) })
+		s.goBackground(func(ctx context.Context) {
+			if err := s.backend.Remove(ctx, id); err != nil {
+				s.cfg.Logger.Warn("remove the workload of a vanished sandbox", "sandbox", id, "err", err)
+			}
+		})
 	}
 }
 
