@@ -32,7 +32,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 		Version:       versionString(),
 	}
-	root.AddCommand(newServeCmd(), newToolboxCmd())
+	root.AddCommand(newServeCmd(), newToolboxCmd(), newSimCmd())
 	return root
 }
 
