@@ -30,8 +30,11 @@ test-deps:
 	done
 
 ## bench: each figure beside its baseline measured in the same run, as a ratio
+# Lifecycle benchmarks spawn real workloads: a fixed count keeps them short.
+# The simulator's are request loops: they run on time.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./... | tee /dev/stderr | $(GO) run ./internal/benchreport
+	{ $(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./local/... && \
+	  $(GO) test -run '^$$' -bench . -benchtime 1s -timeout 30m ./simulator/... ; } | tee /dev/stderr | $(GO) run ./internal/benchreport
 
 ## generate: regenerate code from openapi/controlplane.yaml
 generate:

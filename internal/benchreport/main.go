@@ -12,6 +12,10 @@ import (
 type row struct {
 	name                     string
 	subject, baseline, ratio float64
+	// other holds the benchmark's remaining custom metrics, such as req/s.
+	other []string
+	// versus is true when the benchmark reported a baseline.
+	versus bool
 }
 
 func main() {
@@ -46,16 +50,20 @@ func parse(r io.Reader) ([]row, error) {
 			if err != nil {
 				continue
 			}
-			switch f[i+1] {
+			switch unit := f[i+1]; unit {
 			case "ms/op-subject":
 				rw.subject, found = v, found+1
 			case "ms/op-baseline":
 				rw.baseline, found = v, found+1
 			case "x-baseline":
 				rw.ratio, found = v, found+1
+			case "ns/op", "B/op", "allocs/op":
+			default:
+				rw.other = append(rw.other, f[i]+" "+unit)
 			}
 		}
-		if found == 3 {
+		rw.versus = found == 3
+		if rw.versus || len(rw.other) > 0 {
 			rows = append(rows, rw)
 		}
 	}
@@ -77,12 +85,22 @@ func shortPkg(pkg string) string {
 
 func write(w io.Writer, rows []row) {
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Figures beside their baselines (medians, same run):")
+	fmt.Fprintln(w, "Figures beside their baselines (same run):")
 	fmt.Fprintf(w, "  %-48s %12s %12s %8s\n", "figure", "ms", "baseline ms", "ratio")
+	n := 0
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %-48s %12.2f %12.2f %7.2fx\n", r.name, r.subject, r.baseline, r.ratio)
+		if r.versus {
+			fmt.Fprintf(w, "  %-48s %12.2f %12.2f %7.2fx\n", r.name, r.subject, r.baseline, r.ratio)
+			n++
+		}
 	}
-	if len(rows) == 0 {
+	if n == 0 {
 		fmt.Fprintln(w, "  (no benchmark reported a baseline)")
+	}
+	fmt.Fprintln(w, "Other figures:")
+	for _, r := range rows {
+		if len(r.other) > 0 {
+			fmt.Fprintf(w, "  %-48s %s\n", r.name, strings.Join(r.other, ", "))
+		}
 	}
 }
