@@ -249,6 +249,17 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 	return nil
 }
 
+// runtimeOf returns the runtime a sandbox was created on. A daemon restarted
+// without it (docker disabled, say) keeps the sandbox as recorded but cannot
+// act on it. unavailable.
+func (m *Manager) runtimeOf(r *record) (runtime.Runtime, error) {
+	if rt, ok := m.opts.Runtimes[r.Runtime]; ok {
+		return rt, nil
+	}
+	return nil, provider.Errorf(provider.Unavailable,
+		"sandbox %s runs on the %s runtime, which is not enabled on this daemon (enabled: %v): restart the daemon with %s available", r.ID, r.Runtime, m.Runtimes(), r.Runtime)
+}
+
 // discard kills and removes a workload that never became a started sandbox.
 func (m *Manager) discard(rt runtime.Runtime, h runtime.Handle) {
 	ctx := context.Background()
@@ -429,11 +440,12 @@ func (m *Manager) reconcile(ctx context.Context, e *entry) provider.Sandbox {
 	m.mu.Lock()
 	rec := e.rec
 	m.mu.Unlock()
-	if rec.State != provider.StateStarted || rec.Handle == nil || !e.op.tryLock() {
+	rt, rtErr := m.runtimeOf(rec)
+	if rec.State != provider.StateStarted || rec.Handle == nil || rtErr != nil || !e.op.tryLock() {
 		return m.info(rec)
 	}
 	defer e.op.unlock()
-	st, err := m.opts.Runtimes[rec.Runtime].Status(ctx, *rec.Handle)
+	st, err := rt.Status(ctx, *rec.Handle)
 	if err == nil && !st.Running {
 		m.markExited(e, *rec.Handle, st.Exit.Reason)
 	}
@@ -464,8 +476,12 @@ func (m *Manager) Start(ctx context.Context, idOrName string) (provider.Sandbox,
 		return provider.Sandbox{}, provider.Errorf(provider.FailedPrecondition,
 			"sandbox %s: its previous workload could not be killed yet (%v); the daemon keeps retrying, start again once it is stopped", rec.ID, e.killErr)
 	}
+	rt, err := m.runtimeOf(rec)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
 	if rec.State == provider.StateStarted {
-		st, err := m.opts.Runtimes[rec.Runtime].Status(ctx, *rec.Handle)
+		st, err := rt.Status(ctx, *rec.Handle)
 		if err != nil {
 			return provider.Sandbox{}, err
 		}
@@ -536,12 +552,15 @@ func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (prov
 	if rec.State == provider.StateStopped || rec.Handle == nil {
 		return m.info(rec), nil
 	}
+	rt, err := m.runtimeOf(rec)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
 	if rec.State != provider.StateStopping {
 		if _, err := m.update(e, func(r *record) { r.State = provider.StateStopping }); err != nil {
 			return provider.Sandbox{}, err
 		}
 	}
-	rt := m.opts.Runtimes[rec.Runtime]
 	if err := rt.Stop(ctx, *rec.Handle, m.opts.StopGrace); err != nil {
 		e.killErr = err
 		s, _ := m.update(e, func(r *record) { r.ErrorReason = "kill failed: " + provider.Message(err) })
@@ -596,7 +615,11 @@ func (m *Manager) Delete(ctx context.Context, idOrName string) error {
 	rec := e.rec
 	m.mu.Unlock()
 	if rec.Handle != nil {
-		if err := m.opts.Runtimes[rec.Runtime].Remove(ctx, *rec.Handle); err != nil {
+		rt, err := m.runtimeOf(rec)
+		if err != nil {
+			return err
+		}
+		if err := rt.Remove(ctx, *rec.Handle); err != nil {
 			return err
 		}
 	}
@@ -693,7 +716,11 @@ func (m *Manager) EntrypointLogs(ctx context.Context, idOrName string) (provider
 	if err != nil {
 		return provider.EntrypointLogs{}, provider.Errorf(provider.Internal, "read sandbox env: %w", err)
 	}
-	stdout, stderr, err := m.opts.Runtimes[rec.Runtime].Logs(ctx, h, m.dir(rec.ID))
+	rt, err := m.runtimeOf(rec)
+	if err != nil {
+		return provider.EntrypointLogs{}, err
+	}
+	stdout, stderr, err := rt.Logs(ctx, h, m.dir(rec.ID))
 	if err != nil {
 		return provider.EntrypointLogs{}, err
 	}
