@@ -2,7 +2,12 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,4 +52,91 @@ func TestSandboxOfADisabledRuntime(t *testing.T) {
 	}
 	assert.Equal(t, 1, dockerRT.Running(), "the workload is left alone, not forgotten")
 	assert.Equal(t, provider.StateStarted, h.get("boxed").State)
+}
+
+// gatedStop holds every Stop until the test releases it, then behaves like
+// the native runtime, whose wait for the exit ends with its context.
+type gatedStop struct {
+	*runtimetest.Fake
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newGatedStop() *gatedStop {
+	return &gatedStop{Fake: runtimetest.New(provider.RuntimeNative), entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gatedStop) Stop(ctx context.Context, h runtime.Handle, grace time.Duration) error {
+	g.entered <- struct{}{}
+	<-g.release
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return g.Fake.Stop(ctx, h, grace)
+}
+
+func useRuntime(rt runtime.Runtime) func(*Options) {
+	return func(o *Options) { o.Runtimes = map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: rt} }
+}
+
+func readRecord(t *testing.T, root, id string) record {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, id, recordFile))
+	require.NoError(t, err)
+	var r record
+	require.NoError(t, json.Unmarshal(data, &r))
+	return r
+}
+
+func TestFailingStopsScheduleOneRetry(t *testing.T) {
+	h := newHarness(t)
+	h.create(provider.CreateRequest{Id: "stubborn"})
+	idle := h.clk.Waiters() // the reaper's ticker
+	h.rt.FailStop(errors.New("operation not permitted"))
+	for i := 0; i < 3; i++ {
+		_, err := h.m.Stop(context.Background(), "stubborn")
+		require.Error(t, err)
+	}
+	assert.Equal(t, idle+1, h.clk.Waiters(), "one pending retry, however often the stop was asked for")
+
+	h.clk.Advance(killRetry) // fails again and re-arms
+	h.eventually(func() bool { return h.clk.Waiters() == idle+1 }, "the failed retry schedules the next")
+	h.rt.FailStop(nil)
+	h.clk.Advance(killRetry)
+	h.eventually(func() bool { return h.get("stubborn").State == provider.StateStopped }, "the retry stops it")
+	h.eventually(func() bool { return h.clk.Waiters() == idle }, "nothing left pending once stopped")
+}
+
+// A kill retry that is running when the manager closes must not write the
+// registry after Close returned: the next manager on the root owns it then.
+func TestCloseWaitsForAKillRetry(t *testing.T) {
+	g := newGatedStop()
+	h := newHarness(t, useRuntime(g))
+	h.create(provider.CreateRequest{Id: "stubborn"})
+	g.FailStop(errors.New("operation not permitted"))
+	stopped := make(chan error, 1)
+	go func() { _, err := h.m.Stop(context.Background(), "stubborn"); stopped <- err }()
+	<-g.entered
+	g.release <- struct{}{}
+	require.Error(t, <-stopped)
+
+	g.FailStop(nil)
+	advanced := make(chan struct{})
+	go func() { h.clk.Advance(killRetry); close(advanced) }()
+	<-g.entered // the retry is killing
+	closed := make(chan struct{})
+	go func() { h.m.Close(); close(closed) }()
+	h.eventually(func() bool { return h.m.ctx.Err() != nil }, "Close began")
+	select {
+	case <-closed:
+		before := readRecord(t, h.root, "stubborn")
+		close(g.release)
+		<-advanced
+		h.eventually(func() bool { return g.Running() == 0 }, "the retry ran")
+		assert.Equal(t, before, readRecord(t, h.root, "stubborn"), "the registry was written after Close returned")
+	case <-time.After(100 * time.Millisecond):
+		close(g.release) // Close is waiting for the retry, as it should
+		<-closed
+		<-advanced
+	}
 }

@@ -564,11 +564,7 @@ func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (prov
 	if err := rt.Stop(ctx, *rec.Handle, m.opts.StopGrace); err != nil {
 		e.killErr = err
 		s, _ := m.update(e, func(r *record) { r.ErrorReason = "kill failed: " + provider.Message(err) })
-		m.clk.AfterFunc(killRetry, func() {
-			if m.ctx.Err() == nil {
-				_, _ = m.stop(m.ctx, e, reason)
-			}
-		})
+		m.retryKill(e, reason)
 		return s, provider.Errorf(provider.Internal, "sandbox %s: the workload could not be killed (%v); the daemon retries every %s", rec.ID, err, killRetry)
 	}
 	e.killErr = nil
@@ -587,6 +583,36 @@ func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (prov
 	}
 	m.emitBumped(provider.EventStopped, s)
 	return s, nil
+}
+
+// retryKill schedules another stop of e unless one is pending. The retry
+// belongs to the manager: Close ends a pending one and waits for a running
+// one, so nothing writes the registry after Close. The caller holds e.op.
+func (m *Manager) retryKill(e *entry, reason string) {
+	if e.retryPending {
+		return
+	}
+	e.retryPending = true
+	t := m.clk.NewTimer(killRetry)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer t.Stop()
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C():
+		}
+		if e.op.lock(m.ctx) != nil {
+			return
+		}
+		defer e.op.unlock()
+		e.retryPending = false
+		if m.ctx.Err() != nil {
+			return
+		}
+		_, _ = m.stopLocked(detach(m.ctx), e, reason)
+	}()
 }
 
 // Delete stops and removes the sandbox and its directory. A missing sandbox

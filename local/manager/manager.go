@@ -118,6 +118,8 @@ type entry struct {
 	// killErr is set while a stop could not kill the workload; the sandbox
 	// refuses to spawn another until a retry succeeds.
 	killErr error
+	// retryPending is set while a kill retry is scheduled; guarded by op.
+	retryPending bool
 }
 
 func newEntry(rec *record) *entry { return &entry{op: make(opLock, 1), rec: rec} }
