@@ -70,7 +70,9 @@ func (m *Manager) autoStop(e *entry) {
 	if !idle {
 		return
 	}
-	if _, err := m.stopLocked(m.ctx, e, provider.ErrorReasonAutoStopped); err != nil {
+	// Detached: a Close arriving mid-kill waits for it (bounded by
+	// StopGrace) instead of failing it into a spurious "kill failed".
+	if _, err := m.stopLocked(detach(m.ctx), e, provider.ErrorReasonAutoStopped); err != nil {
 		m.log.Error("auto-stop", "sandbox", rec.ID, "err", err)
 	}
 }

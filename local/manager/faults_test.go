@@ -140,3 +140,21 @@ func TestCloseWaitsForAKillRetry(t *testing.T) {
 		<-advanced
 	}
 }
+// An auto-stop in progress when the manager closes finishes its kill instead
+// of failing it with the manager's cancelled context.
+func TestCloseDuringAutoStop(t *testing.T) {
+	g := newGatedStop()
+	h := newHarness(t, useRuntime(g))
+	h.create(provider.CreateRequest{Id: "idle", AutoStopInterval: ptr(1)})
+	h.clk.Advance(time.Minute)
+	<-g.entered // the reaper is killing
+	closed := make(chan struct{})
+	go func() { h.m.Close(); close(closed) }()
+	h.eventually(func() bool { return h.m.ctx.Err() != nil }, "Close began")
+	close(g.release)
+	<-closed
+	r := readRecord(t, h.root, "idle")
+	assert.Equal(t, provider.StateStopped, r.State)
+	assert.Equal(t, provider.ErrorReasonAutoStopped, r.ErrorReason)
+	assert.Zero(t, g.Running())
+}
