@@ -1,0 +1,157 @@
+package daytona
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// The environment the official SDKs read.
+const (
+	EnvAPIKey = "DAYTONA_API_KEY"
+	EnvAPIURL = "DAYTONA_API_URL"
+	EnvTarget = "DAYTONA_TARGET"
+	// envServerURL is the deprecated name of DAYTONA_API_URL that the SDKs
+	// still honour.
+	envServerURL = "DAYTONA_SERVER_URL"
+)
+
+// DefaultAPIURL is Daytona's cloud API, the SDKs' default.
+const DefaultAPIURL = "https://app.daytona.io/api"
+
+// keysURL is where a Daytona API key is made, for error messages.
+const keysURL = "https://app.daytona.io/dashboard/keys"
+
+// Defaults of the options.
+const (
+	DefaultWaitTimeout = 60 * time.Second
+	DefaultRetries     = 4
+	DefaultPreviewTTL  = time.Hour
+	// requestTimeout bounds one request; create and start wait on the
+	// server for up to 30 s, so theirs is longer.
+	requestTimeout   = 30 * time.Second
+	lifecycleTimeout = 90 * time.Second
+)
+
+// Config is what the provider needs to reach Daytona.
+type Config struct {
+	// APIKey is sent as a bearer token. Required.
+	APIKey string
+	// APIURL is the API base, ending in /api. Default DefaultAPIURL.
+	APIURL string
+	// Target is the region new sandboxes go to; empty means the
+	// organization's default.
+	Target string
+	// Clock paces waits, polls and retries. Default clock.Real().
+	Clock clock.Clock
+	// HTTPClient carries every request; its Transport is wrapped, never
+	// changed. Default: a client on http.DefaultTransport.
+	HTTPClient *http.Client
+}
+
+// FromEnv reads DAYTONA_API_KEY, DAYTONA_API_URL (or the deprecated
+// DAYTONA_SERVER_URL) and DAYTONA_TARGET, as the official SDKs do.
+func FromEnv() Config {
+	c := Config{APIKey: os.Getenv(EnvAPIKey), APIURL: os.Getenv(EnvAPIURL), Target: os.Getenv(EnvTarget)}
+	if c.APIURL == "" {
+		c.APIURL = os.Getenv(envServerURL)
+	}
+	return c
+}
+
+// Option tunes a Provider.
+type Option func(*Provider)
+
+// WithWaitTimeout bounds how long Create, Start, Stop and Delete wait for
+// the sandbox to settle. Default DefaultWaitTimeout.
+func WithWaitTimeout(d time.Duration) Option { return func(p *Provider) { p.waitTimeout = d } }
+
+// WithRetries sets how many times a transient failure is retried. Default
+// DefaultRetries; 0 disables retries.
+func WithRetries(n int) Option { return func(p *Provider) { p.retries = n } }
+
+// WithPreviewTTL sets how long PreviewURL's signed URLs live, at most 24
+// hours (Daytona's limit). Default DefaultPreviewTTL.
+func WithPreviewTTL(d time.Duration) Option { return func(p *Provider) { p.previewTTL = d } }
+
+// WithMinute tells the provider the length of the backend's interval minute,
+// for a simulator run with a shrunk minute. Info reports it. Default one
+// minute, Daytona's own.
+func WithMinute(d time.Duration) Option { return func(p *Provider) { p.minute = d } }
+
+// New returns a provider for the Daytona API that cfg names. It does no I/O.
+// unauthenticated: no API key. invalid_argument: a malformed API URL.
+func New(cfg Config, opts ...Option) (*Provider, error) {
+	if strings.TrimSpace(cfg.APIKey) == "" {
+		return nil, provider.Errorf(provider.Unauthenticated,
+			"no Daytona API key: set %s (make one at %s); %s (default %s) and %s are optional",
+			EnvAPIKey, keysURL, EnvAPIURL, DefaultAPIURL, EnvTarget)
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPIURL
+	}
+	u, err := url.Parse(cfg.APIURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, provider.Errorf(provider.InvalidArgument, "%s %q is not an http(s) URL like %s", EnvAPIURL, cfg.APIURL, DefaultAPIURL)
+	}
+	cfg.APIURL = strings.TrimRight(u.String(), "/")
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	p := &Provider{
+		cfg:         cfg,
+		clk:         cfg.Clock,
+		waitTimeout: DefaultWaitTimeout,
+		retries:     DefaultRetries,
+		previewTTL:  DefaultPreviewTTL,
+		minute:      time.Minute,
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	p.previewTTL = min(max(p.previewTTL, time.Second), 24*time.Hour)
+
+	hc := http.Client{}
+	if cfg.HTTPClient != nil {
+		hc = *cfg.HTTPClient
+	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = &retryTransport{base: base, clk: p.clk, retries: p.retries}
+	p.http = &hc
+
+	ac := apiclient.NewConfiguration()
+	ac.Servers = apiclient.ServerConfigurations{{URL: cfg.APIURL}}
+	ac.HTTPClient = p.http
+	ac.UserAgent = "sandplane-daytona/" + apiclient.ClientVersion
+	ac.AddDefaultHeader("X-Daytona-Source", "sandplane")
+	p.api = apiclient.NewAPIClient(ac)
+	return p, nil
+}
+
+func init() {
+	provider.Register("daytona", func(ctx context.Context, u *url.URL) (provider.Provider, error) {
+		cfg := FromEnv()
+		if u.Host != "" {
+			// daytona://host/api names the API URL: https, but plain http
+			// for a simulator on loopback.
+			scheme := "https"
+			if ip := net.ParseIP(u.Hostname()); u.Hostname() == "localhost" || ip != nil && ip.IsLoopback() {
+				scheme = "http"
+			}
+			cfg.APIURL = scheme + "://" + u.Host + u.Path
+		}
+		return New(cfg)
+	})
+}

@@ -1,0 +1,53 @@
+// Package daytona is a provider.Provider for Daytona (v0.190.0), on the
+// official Go api-client. The same provider drives the sandplane simulator
+// (`sandplane sim`), which speaks the same API.
+//
+//	p, err := daytona.New(daytona.FromEnv()) // DAYTONA_API_KEY, DAYTONA_API_URL, DAYTONA_TARGET
+//	p, err := provider.Open(ctx, "daytona://")
+//
+// What the Provider contract asks for and Daytona does not do by itself, the
+// provider does on the injected clock: Create and Start return once the
+// sandbox is started, Stop once it is stopped, Delete once the sandbox is
+// gone; a sandbox that lands in error or build_failed fails the wait at once
+// with its errorReason. Transient failures (429 with Retry-After, 5xx,
+// refused or reset connections) are retried with backoff, except that a
+// create whose request may have reached the server is never sent again
+// blindly: when it has a name, the provider looks the name up first and
+// adopts what it finds.
+//
+// Daytona's native answers are classified in two functions: mapState for
+// states and classify for errors. A 404, 409, 400 and 401 become not_found,
+// failed_precondition, invalid_argument and unauthenticated, with the
+// server's message kept, refined where the Provider contract names a more
+// precise code for the same situation:
+//
+//   - a 409 on create is a name conflict: already_exists;
+//   - a 400 on start or stop refuses a state ("not in a stoppable state",
+//     "errored state"): failed_precondition, as the contract says for a stop
+//     of a stopped sandbox;
+//   - a 400 "Sandbox failed to start" is create_failed, an unknown snapshot
+//     preflight_failed;
+//   - a 404 for a route the server does not have (resize behind Daytona's
+//     SANDBOX_RESIZE flag) is unsupported;
+//   - an HTML answer means DAYTONA_API_URL lacks its /api suffix:
+//     invalid_argument, saying so.
+//
+// Where Daytona differs from the local control plane (see Traits):
+//
+//   - stopping a stopped sandbox is failed_precondition (Daytona answers 400);
+//   - Stop waits for stopped, so it is synchronous for the caller (SyncStop);
+//   - auto-stop runs every 10 s, a sixth of a minute (ReapIntervalMinutes);
+//   - Resize is real when the organization has resize enabled, unsupported
+//     otherwise;
+//   - EntrypointLogs is unsupported: Daytona keeps build logs only;
+//   - an auto-stopped sandbox carries no errorReason: Daytona does not record
+//     why a sandbox stopped;
+//   - PreviewURL returns a signed preview URL (the token is in the URL, so it
+//     needs no header) that expires after the preview TTL (WithPreviewTTL,
+//     one hour by default); port 0 is invalid_argument, because a Daytona
+//     sandbox has no port of its own;
+//   - Sandbox.Runtime is left empty: Daytona runs its own containers, which
+//     are neither of the local runtimes;
+//   - Create rejects a caller-chosen Id and a Runtime (invalid_argument):
+//     Daytona assigns ids and picks its own runtime.
+package daytona

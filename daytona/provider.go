@@ -1,0 +1,412 @@
+package daytona
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+	"github.com/google/uuid"
+
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// Provider is a provider.Provider backed by the Daytona API. It is safe for
+// concurrent use.
+type Provider struct {
+	cfg         Config
+	clk         clock.Clock
+	http        *http.Client
+	api         *apiclient.APIClient
+	waitTimeout time.Duration
+	retries     int
+	previewTTL  time.Duration
+	minute      time.Duration
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// URL is the API base the provider talks to.
+func (p *Provider) URL() string { return p.cfg.APIURL }
+
+// String names the backend for messages.
+func (p *Provider) String() string { return "daytona(" + p.cfg.APIURL + ")" }
+
+// Traits of Daytona; see the package documentation for why each is so.
+func (p *Provider) Traits() provider.Traits {
+	return provider.Traits{
+		Name:                "daytona",
+		StopStoppedIsNoop:   false,
+		ResizeIsNoop:        false,
+		SyncStop:            true,
+		ReapIntervalMinutes: 10.0 / 60,
+	}
+}
+
+// auth is ctx with the API key the api-client sends as a bearer token.
+func (p *Provider) auth(ctx context.Context) context.Context {
+	return context.WithValue(ctx, apiclient.ContextAccessToken, p.cfg.APIKey)
+}
+
+// bound ends ctx after d on the provider's clock, with errTimedOut as the
+// cause, unless the caller's context ends first.
+func (p *Provider) bound(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := p.clk.AfterFunc(d, func() { cancel(errTimedOut) })
+	return ctx, func() {
+		t.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+// Info checks that the API answers (GET /api/health, which needs no key)
+// and reports the client's version of the Daytona API.
+func (p *Provider) Info(ctx context.Context) (*provider.Info, error) {
+	ctx, cancel := p.bound(ctx, requestTimeout)
+	defer cancel()
+	resp, err := p.api.HealthAPI.HealthControllerLive(ctx).Execute()
+	if err != nil {
+		return nil, p.classify(ctx, opInfo, resp, err)
+	}
+	if isHTML(resp) {
+		return nil, p.classify(ctx, opInfo, resp, errors.New("a web page instead of the API"))
+	}
+	return &provider.Info{
+		Name:       "daytona",
+		ApiVersion: "daytona/" + apiclient.ClientVersion,
+		Version:    apiclient.ClientVersion,
+		Minute:     p.minute.String(),
+		Runtimes:   []provider.Runtime{},
+		Snapshots:  []string{},
+	}, nil
+}
+
+func (p *Provider) Create(ctx context.Context, req provider.CreateRequest) (*provider.Sandbox, error) {
+	switch {
+	case req.Id != "":
+		return nil, provider.Errorf(provider.InvalidArgument, "Daytona assigns sandbox ids itself: leave Id empty and use Name to pick a name")
+	case req.Runtime != "":
+		return nil, provider.Errorf(provider.InvalidArgument, "Daytona runs sandboxes on its own runtime: leave Runtime empty (got %q)", req.Runtime)
+	case req.AutoStopInterval != nil && *req.AutoStopInterval < 0:
+		return nil, provider.Errorf(provider.InvalidArgument, "autoStopInterval must not be negative (0 disables auto-stop)")
+	}
+	body := apiclient.CreateSandbox{}
+	if req.Name != "" {
+		body.Name = &req.Name
+	}
+	// "default" is the local name of whatever a backend runs by default.
+	if req.Snapshot != "" && req.Snapshot != "default" {
+		body.Snapshot = &req.Snapshot
+	}
+	if p.cfg.Target != "" {
+		body.Target = &p.cfg.Target
+	}
+	if len(req.EnvVars) > 0 {
+		body.Env = &req.EnvVars
+	}
+	if len(req.Labels) > 0 {
+		body.Labels = &req.Labels
+	}
+	if req.AutoStopInterval != nil {
+		n := int32(*req.AutoStopInterval)
+		body.AutoStopInterval = &n
+	}
+	sb, err := p.create(ctx, req, body)
+	if err != nil {
+		if provider.Code(err) == provider.CreateFailed && req.Name != "" {
+			// Daytona answered 400 and kept the errored sandbox; only its
+			// name says which one it is.
+			p.rollback(ctx, req.Name)
+		}
+		return nil, err
+	}
+	got, err := p.awaitStarted(ctx, opCreate, sb)
+	if err != nil {
+		if provider.Code(err) == provider.CreateFailed {
+			p.rollback(ctx, sb.Id)
+		}
+		return nil, err
+	}
+	return toSandbox(got), nil
+}
+
+// create posts the create. When the answer is lost after the server may
+// have acted (a 5xx, a broken connection), it does not post again blindly:
+// a named sandbox is looked up and adopted when it exists, and only
+// otherwise created again.
+func (p *Provider) create(ctx context.Context, req provider.CreateRequest, body apiclient.CreateSandbox) (*apiclient.Sandbox, error) {
+	post := func() (*apiclient.Sandbox, bool, error) {
+		rctx, cancel := p.bound(sentOnce(p.auth(ctx)), lifecycleTimeout)
+		defer cancel()
+		sb, resp, err := p.api.SandboxAPI.CreateSandbox(rctx).CreateSandbox(body).Execute()
+		if err == nil {
+			return sb, false, nil
+		}
+		return nil, mayHaveActed(resp, err), p.classify(rctx, opCreate, resp, err)
+	}
+	sb, unsure, err := post()
+	if !unsure || req.Name == "" {
+		return sb, err
+	}
+	if found, gerr := p.get(ctx, req.Name); gerr == nil {
+		return found, nil
+	} else if !provider.IsNotFound(gerr) {
+		return nil, err
+	}
+	sb, _, err = post()
+	if provider.Code(err) == provider.AlreadyExists {
+		// The first create landed after all.
+		return p.get(ctx, req.Name)
+	}
+	return sb, err
+}
+
+// mayHaveActed reports a failed request that reached the server, or may
+// have, without an answer saying what it did.
+func mayHaveActed(resp *http.Response, err error) bool {
+	if resp != nil {
+		return resp.StatusCode >= 500
+	}
+	var oe *net.OpError
+	var dns *net.DNSError
+	return !errors.As(err, &dns) && !(errors.As(err, &oe) && oe.Op == "dial")
+}
+
+// rollback deletes a sandbox whose create failed, as the contract promises;
+// a failure to do so is left for a later Delete.
+func (p *Provider) rollback(ctx context.Context, idOrName string) {
+	ctx, cancel := p.bound(p.auth(context.WithoutCancel(ctx)), requestTimeout)
+	defer cancel()
+	_, _, _ = p.api.SandboxAPI.DeleteSandbox(ctx, idOrName).Execute()
+}
+
+func (p *Provider) get(ctx context.Context, idOrName string) (*apiclient.Sandbox, error) {
+	ctx, cancel := p.bound(p.auth(ctx), requestTimeout)
+	defer cancel()
+	sb, resp, err := p.api.SandboxAPI.GetSandbox(ctx, idOrName).Execute()
+	if err != nil {
+		return nil, p.classify(ctx, opGet, resp, err)
+	}
+	return sb, nil
+}
+
+func (p *Provider) Get(ctx context.Context, idOrName string) (*provider.Sandbox, error) {
+	sb, err := p.get(ctx, idOrName)
+	if err != nil {
+		return nil, err
+	}
+	return toSandbox(sb), nil
+}
+
+// List follows Daytona's cursor to the last page. Labels go as Daytona's
+// JSON filter, which matches by containment, as the contract asks.
+func (p *Provider) List(ctx context.Context, opts provider.ListOptions) ([]provider.Sandbox, error) {
+	var filter string
+	if len(opts.Labels) > 0 {
+		b, err := json.Marshal(opts.Labels)
+		if err != nil {
+			return nil, provider.Errorf(provider.InvalidArgument, "labels: %v", err)
+		}
+		filter = string(b)
+	}
+	out := []provider.Sandbox{}
+	cursor := ""
+	for page := 0; ; page++ {
+		if page > 10000 {
+			return nil, provider.Errorf(provider.Internal, "list: Daytona's cursor never ended")
+		}
+		rctx, cancel := p.bound(p.auth(ctx), requestTimeout)
+		r := p.api.SandboxAPI.ListSandboxes(rctx).Limit(200).
+			Sort(apiclient.SANDBOXLISTSORTFIELD_CREATED_AT).Order(apiclient.SANDBOXLISTSORTDIRECTION_ASC)
+		if filter != "" {
+			r = r.Labels(filter)
+		}
+		if cursor != "" {
+			r = r.Cursor(cursor)
+		}
+		res, resp, err := r.Execute()
+		if err != nil {
+			err = p.classify(rctx, opList, resp, err)
+			cancel()
+			return nil, err
+		}
+		cancel()
+		for i := range res.Items {
+			out = append(out, fromListItem(&res.Items[i]))
+		}
+		if cursor = res.GetNextCursor(); cursor == "" {
+			break
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].Id < out[j].Id
+	})
+	return out, nil
+}
+
+func (p *Provider) Start(ctx context.Context, idOrName string) (*provider.Sandbox, error) {
+	rctx, cancel := p.bound(p.auth(ctx), lifecycleTimeout)
+	sb, resp, err := p.api.SandboxAPI.StartSandbox(rctx, idOrName).Execute()
+	err = p.classify(rctx, opStart, resp, err)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	got, err := p.awaitStarted(ctx, opStart, sb)
+	if err != nil {
+		return nil, err
+	}
+	return toSandbox(got), nil
+}
+
+// Stop asks Daytona to stop, which answers stopping, and waits for stopped.
+// An ephemeral sandbox (autoDeleteInterval 0) is deleted by a stop; it is
+// returned as destroyed.
+func (p *Provider) Stop(ctx context.Context, idOrName string) (*provider.Sandbox, error) {
+	rctx, cancel := p.bound(p.auth(ctx), requestTimeout)
+	sb, resp, err := p.api.SandboxAPI.StopSandbox(rctx, idOrName).Execute()
+	err = p.classify(rctx, opStop, resp, err)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	last := sb
+	got, err := p.await(ctx, opStop, sb, func(sb *apiclient.Sandbox) (bool, error) {
+		if sb == nil {
+			return true, nil
+		}
+		last = sb
+		return mapState(sb.GetState()) == provider.StateStopped, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if got == nil {
+		gone := toSandbox(last)
+		gone.State = provider.StateDestroyed
+		return gone, nil
+	}
+	return toSandbox(got), nil
+}
+
+// Delete asks Daytona to delete and waits until the sandbox is gone, so
+// that its name is free and List no longer shows it.
+func (p *Provider) Delete(ctx context.Context, idOrName string) error {
+	rctx, cancel := p.bound(p.auth(ctx), requestTimeout)
+	sb, resp, err := p.api.SandboxAPI.DeleteSandbox(rctx, idOrName).Execute()
+	err = p.classify(rctx, opDelete, resp, err)
+	cancel()
+	switch {
+	case provider.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	_, err = p.await(ctx, opDelete, sb, func(sb *apiclient.Sandbox) (bool, error) { return sb == nil, nil })
+	return err
+}
+
+// RefreshActivity resets the idle clock. Daytona accepts a name here but
+// records nothing for it, so a name is resolved to the id first.
+func (p *Provider) RefreshActivity(ctx context.Context, idOrName string) error {
+	id := idOrName
+	if _, err := uuid.Parse(idOrName); err != nil {
+		sb, err := p.get(ctx, idOrName)
+		if err != nil {
+			return err
+		}
+		id = sb.Id
+	}
+	ctx, cancel := p.bound(p.auth(ctx), requestTimeout)
+	defer cancel()
+	resp, err := p.api.SandboxAPI.UpdateLastActivity(ctx, id).Execute()
+	return p.classify(ctx, opRefresh, resp, err)
+}
+
+func (p *Provider) SetAutoStopInterval(ctx context.Context, idOrName string, minutes int) (*provider.Sandbox, error) {
+	if minutes < 0 {
+		return nil, provider.Errorf(provider.InvalidArgument, "the auto-stop interval must not be negative (0 disables auto-stop)")
+	}
+	ctx, cancel := p.bound(p.auth(ctx), requestTimeout)
+	defer cancel()
+	sb, resp, err := p.api.SandboxAPI.SetAutostopInterval(ctx, idOrName, float32(minutes)).Execute()
+	if err != nil {
+		return nil, p.classify(ctx, opAutoStop, resp, err)
+	}
+	return toSandbox(sb), nil
+}
+
+func (p *Provider) Resize(ctx context.Context, idOrName string, req provider.ResizeRequest) (*provider.Sandbox, error) {
+	if req.Cpu < 0 || req.Memory < 0 || req.Disk < 0 {
+		return nil, provider.Errorf(provider.InvalidArgument, "resources must not be negative")
+	}
+	body := apiclient.ResizeSandbox{}
+	set := func(v int) *int32 {
+		if v == 0 {
+			return nil
+		}
+		n := int32(v)
+		return &n
+	}
+	body.Cpu, body.Memory, body.Disk = set(req.Cpu), set(req.Memory), set(req.Disk)
+	ctx, cancel := p.bound(p.auth(ctx), lifecycleTimeout)
+	defer cancel()
+	sb, resp, err := p.api.SandboxAPI.ResizeSandbox(ctx, idOrName).ResizeSandbox(body).Execute()
+	if err != nil {
+		return nil, p.classify(ctx, opResize, resp, err)
+	}
+	return toSandbox(sb), nil
+}
+
+// PreviewURL returns a signed preview URL for port: its token is part of
+// the URL, so it works without Daytona's preview-token header, until the
+// preview TTL runs out.
+func (p *Provider) PreviewURL(ctx context.Context, idOrName string, port int) (string, error) {
+	if port < 1 || port > 65535 {
+		return "", provider.Errorf(provider.InvalidArgument,
+			"port %d: a Daytona sandbox has no port of its own; name the port (1-65535) your server listens on", port)
+	}
+	sb, err := p.get(ctx, idOrName)
+	if err != nil {
+		return "", err
+	}
+	if st := mapState(sb.GetState()); st != provider.StateStarted {
+		return "", provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", sb.Id, st)
+	}
+	ctx, cancel := p.bound(p.auth(ctx), requestTimeout)
+	defer cancel()
+	res, resp, err := p.api.SandboxAPI.GetSignedPortPreviewUrl(ctx, sb.Id, int32(port)).
+		ExpiresInSeconds(int32(p.previewTTL / time.Second)).Execute()
+	if err != nil {
+		return "", p.classify(ctx, opPreview, resp, err)
+	}
+	return res.Url, nil
+}
+
+// EntrypointLogs is unsupported: Daytona keeps build logs only.
+func (p *Provider) EntrypointLogs(ctx context.Context, idOrName string) (*provider.EntrypointLogs, error) {
+	return nil, provider.Errorf(provider.Unsupported,
+		"Daytona keeps no entrypoint logs (build logs only): run your workload with its output in a file and read it through the toolbox")
+}
+
+// Toolbox returns the base URL of the sandbox's toolbox, Daytona's
+// {toolboxProxyUrl}/{id}, and the header that authenticates to it.
+// not_found.
+func (p *Provider) Toolbox(ctx context.Context, idOrName string) (string, http.Header, error) {
+	sb, err := p.get(ctx, idOrName)
+	if err != nil {
+		return "", nil, err
+	}
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+p.cfg.APIKey)
+	return strings.TrimRight(sb.ToolboxProxyUrl, "/") + "/" + sb.Id, h, nil
+}

@@ -1,0 +1,248 @@
+package daytona
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/simulator"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestLifecycleOnTheSimulator(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	p := h.p
+
+	sb, err := p.Create(ctx, provider.CreateRequest{
+		Name:             "box",
+		Labels:           map[string]string{"team": "a"},
+		EnvVars:          map[string]string{"K": "v"},
+		AutoStopInterval: ptr(5),
+	})
+	require.NoError(t, err)
+	_, err = uuid.Parse(sb.Id)
+	assert.NoError(t, err, "Daytona ids are UUIDs")
+	assert.Equal(t, "box", sb.Name)
+	assert.Equal(t, provider.StateStarted, sb.State)
+	assert.Equal(t, map[string]string{"team": "a"}, sb.Labels)
+	assert.Equal(t, 5, sb.AutoStopInterval)
+	assert.Equal(t, "daytonaio/sandbox:0.6.0-slim", sb.Snapshot)
+	assert.Empty(t, sb.Runtime, "Daytona's runtime is neither local one")
+	assert.False(t, sb.CreatedAt.IsZero())
+	assert.False(t, sb.LastActivityAt.IsZero())
+
+	got, err := p.Get(ctx, "box")
+	require.NoError(t, err)
+	assert.Equal(t, sb.Id, got.Id, "get by name")
+
+	_, err = p.Create(ctx, provider.CreateRequest{Name: "box"})
+	assert.Equal(t, provider.AlreadyExists, provider.Code(err))
+	assert.Equal(t, "Sandbox with name box already exists", provider.Message(err), "the server's message is kept")
+
+	list, err := p.List(ctx, provider.ListOptions{Labels: map[string]string{"team": "a"}})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, sb.Id, list[0].Id)
+	list, err = p.List(ctx, provider.ListOptions{Labels: map[string]string{"team": "b"}})
+	require.NoError(t, err)
+	assert.Empty(t, list)
+
+	stopped := drive(h.clk, func() *provider.Sandbox {
+		s, err := p.Stop(ctx, sb.Id)
+		require.NoError(t, err)
+		return s
+	})
+	assert.Equal(t, provider.StateStopped, stopped.State, "stop waits for stopped")
+	_, err = p.Stop(ctx, sb.Id)
+	assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "Daytona refuses to stop a stopped sandbox")
+	assert.Equal(t, "Sandbox is not in a stoppable state", provider.Message(err))
+	_, err = p.PreviewURL(ctx, sb.Id, 3000)
+	assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "no preview of a stopped sandbox")
+
+	started := drive(h.clk, func() *provider.Sandbox {
+		s, err := p.Start(ctx, "box")
+		require.NoError(t, err)
+		return s
+	})
+	assert.Equal(t, provider.StateStarted, started.State)
+	assert.Equal(t, sb.Id, started.Id)
+
+	before, err := p.Get(ctx, sb.Id)
+	require.NoError(t, err)
+	h.clk.Advance(time.Minute)
+	require.NoError(t, p.RefreshActivity(ctx, "box"), "by name: resolved to the id, which Daytona needs")
+	after, err := p.Get(ctx, sb.Id)
+	require.NoError(t, err)
+	assert.True(t, after.LastActivityAt.After(before.LastActivityAt), "refresh moved lastActivityAt")
+
+	set, err := p.SetAutoStopInterval(ctx, sb.Id, 0)
+	require.NoError(t, err)
+	assert.Equal(t, 0, set.AutoStopInterval)
+	assert.Equal(t, after.LastActivityAt, set.LastActivityAt, "a setter is not activity")
+	_, err = p.SetAutoStopInterval(ctx, sb.Id, -1)
+	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
+
+	url, err := p.PreviewURL(ctx, sb.Id, 3000)
+	require.NoError(t, err)
+	assert.Contains(t, url, "/_preview/3000-", "a signed preview URL carries its token")
+	_, err = p.PreviewURL(ctx, sb.Id, 0)
+	assert.Equal(t, provider.InvalidArgument, provider.Code(err), "a Daytona sandbox has no port of its own")
+
+	base, hdr, err := p.Toolbox(ctx, "box")
+	require.NoError(t, err)
+	assert.Equal(t, h.srv.URL+"/toolbox/"+sb.Id, base)
+	assert.Equal(t, "Bearer "+testKey, hdr.Get("Authorization"))
+
+	_, err = p.Resize(ctx, sb.Id, provider.ResizeRequest{Cpu: 2})
+	assert.Equal(t, provider.Unsupported, provider.Code(err), "resize sits behind a feature flag")
+	_, err = p.EntrypointLogs(ctx, sb.Id)
+	assert.Equal(t, provider.Unsupported, provider.Code(err))
+
+	drive(h.clk, func() error {
+		require.NoError(t, p.Delete(ctx, "box"))
+		return nil
+	})
+	_, err = p.Get(ctx, sb.Id)
+	assert.Equal(t, provider.NotFound, provider.Code(err), "delete waits until the sandbox is gone")
+	assert.NoError(t, p.Delete(ctx, sb.Id), "deleting a missing sandbox is not an error")
+	list, err = p.List(ctx, provider.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, list)
+}
+
+func TestCreateFailsFastWithTheErrorReason(t *testing.T) {
+	h := newHarness(t)
+	h.sim.AddFault(simulator.Fault{Op: "createSandbox", FailStart: "image pull failed"})
+	_, err := h.p.Create(context.Background(), provider.CreateRequest{Name: "doomed"})
+	assert.Equal(t, provider.CreateFailed, provider.Code(err))
+	assert.Contains(t, provider.Message(err), "image pull failed")
+	assert.Equal(t, []string{"createSandbox", "deleteSandbox"}, h.ops(), "the errored sandbox is rolled back")
+	_, err = h.p.Get(context.Background(), "doomed")
+	assert.Equal(t, provider.NotFound, provider.Code(err))
+}
+
+func TestListFollowsTheCursorOldestFirst(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	var ids []string
+	for i := 0; i < 205; i++ {
+		sb, err := h.p.Create(ctx, provider.CreateRequest{Labels: map[string]string{"batch": "x"}})
+		require.NoError(t, err)
+		ids = append(ids, sb.Id)
+		h.clk.Advance(time.Millisecond)
+	}
+	list, err := h.p.List(ctx, provider.ListOptions{Labels: map[string]string{"batch": "x"}})
+	require.NoError(t, err)
+	require.Len(t, list, len(ids))
+	for i, sb := range list {
+		assert.Equal(t, ids[i], sb.Id)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		p    *Provider
+		code provider.ErrorCode
+		msg  string
+	}{
+		{"good key", h.p, "", ""},
+		{"bad key", h.provider("wrong", nil), provider.Unauthenticated, EnvAPIKey},
+		{"nothing answers", unreachable(t), provider.Unavailable, EnvAPIURL},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := tt.p.Status(ctx)
+			assert.True(t, st.Configured)
+			assert.Equal(t, "daytona", st.Provider)
+			assert.Equal(t, tt.code == "", st.Authenticated)
+			assert.Equal(t, tt.code, st.Code)
+			assert.Contains(t, st.Message, tt.msg)
+		})
+	}
+}
+
+// unreachable is a provider of an address where nothing listens.
+func unreachable(t *testing.T) *Provider {
+	t.Helper()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.URL
+	srv.Close()
+	p, err := New(Config{APIKey: "k", APIURL: addr + "/api"}, WithRetries(0))
+	require.NoError(t, err)
+	return p
+}
+
+func TestInfo(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	info, err := h.provider(testKey, nil, WithMinute(time.Second)).Info(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "daytona", info.Name)
+	assert.Equal(t, "1s", info.Minute)
+	assert.Contains(t, info.ApiVersion, "0.190.0")
+
+	p, err := New(Config{APIKey: testKey, APIURL: h.srv.URL, Clock: h.clk})
+	require.NoError(t, err)
+	_, err = p.Info(ctx)
+	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
+	assert.Contains(t, provider.Message(err), "must end in /api")
+
+	_, err = unreachable(t).Info(ctx)
+	assert.Equal(t, provider.Unavailable, provider.Code(err))
+}
+
+func TestConfiguration(t *testing.T) {
+	t.Setenv(EnvAPIKey, "")
+	t.Setenv(EnvAPIURL, "")
+	t.Setenv(envServerURL, "http://old.example/api")
+	t.Setenv(EnvTarget, "eu")
+	cfg := FromEnv()
+	assert.Equal(t, Config{APIURL: "http://old.example/api", Target: "eu"}, cfg, "the deprecated URL variable still counts")
+
+	_, err := provider.Open(context.Background(), "daytona://")
+	assert.Equal(t, provider.Unauthenticated, provider.Code(err))
+	assert.Contains(t, err.Error(), EnvAPIKey, "the error says what to set")
+
+	t.Setenv(EnvAPIKey, "k")
+	t.Setenv(EnvAPIURL, "http://127.0.0.1:4026/api/")
+	p, err := provider.Open(context.Background(), "daytona")
+	require.NoError(t, err)
+	assert.Equal(t, "http://127.0.0.1:4026/api", p.(*Provider).URL())
+
+	t.Setenv(provider.EnvProvider, "daytona://127.0.0.1:4026/api")
+	p, err = provider.Open(context.Background(), "")
+	require.NoError(t, err)
+	assert.Equal(t, "http://127.0.0.1:4026/api", p.(*Provider).URL(), "a loopback host speaks plain http")
+
+	_, err = New(Config{APIKey: "k", APIURL: "app.daytona.io"})
+	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
+	assert.True(t, strings.Contains(err.Error(), EnvAPIURL))
+}
+
+func TestCreateRejectsWhatDaytonaDecides(t *testing.T) {
+	h := newHarness(t)
+	for name, req := range map[string]provider.CreateRequest{
+		"id":       {Id: "mine"},
+		"runtime":  {Runtime: provider.RuntimeDocker},
+		"autostop": {AutoStopInterval: ptr(-1)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := h.p.Create(context.Background(), req)
+			assert.Equal(t, provider.InvalidArgument, provider.Code(err))
+		})
+	}
+	assert.Empty(t, h.ops(), "nothing reached the server")
+}

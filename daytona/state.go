@@ -1,0 +1,107 @@
+package daytona
+
+import (
+	"time"
+
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+
+	"github.com/sandplane/sandplane/provider"
+)
+
+// mapState is the one translation of Daytona's (derived, display) states
+// into the contract's six. Transitions toward running are starting, toward
+// rest stopping; archived and paused sandboxes are stopped (start brings
+// them back); a sandbox being resized, snapshotted or forked keeps running.
+// A state this client does not know is an error, so that nobody waits on it
+// forever.
+func mapState(s apiclient.SandboxState) provider.State {
+	switch s {
+	case apiclient.SANDBOXSTATE_STARTED,
+		apiclient.SANDBOXSTATE_RESIZING, apiclient.SANDBOXSTATE_SNAPSHOTTING, apiclient.SANDBOXSTATE_FORKING:
+		return provider.StateStarted
+	case apiclient.SANDBOXSTATE_CREATING, apiclient.SANDBOXSTATE_STARTING, apiclient.SANDBOXSTATE_RESTORING,
+		apiclient.SANDBOXSTATE_RESUMING, apiclient.SANDBOXSTATE_UNKNOWN, apiclient.SANDBOXSTATE_PULLING_SNAPSHOT,
+		apiclient.SANDBOXSTATE_PENDING_BUILD, apiclient.SANDBOXSTATE_BUILDING_SNAPSHOT:
+		return provider.StateStarting
+	case apiclient.SANDBOXSTATE_STOPPING, apiclient.SANDBOXSTATE_PAUSING, apiclient.SANDBOXSTATE_ARCHIVING:
+		return provider.StateStopping
+	case apiclient.SANDBOXSTATE_STOPPED, apiclient.SANDBOXSTATE_ARCHIVED, apiclient.SANDBOXSTATE_PAUSED:
+		return provider.StateStopped
+	case apiclient.SANDBOXSTATE_DESTROYING, apiclient.SANDBOXSTATE_DESTROYED:
+		// A destroying sandbox has already lost its name; it cannot come back.
+		return provider.StateDestroyed
+	}
+	return provider.StateError // error, build_failed, and anything newer than this client
+}
+
+// failed reports the states in which waiting is pointless.
+func failed(s apiclient.SandboxState) bool {
+	return mapState(s) == provider.StateError
+}
+
+// toSandbox maps a Daytona Sandbox. Runtime stays empty: Daytona runs its own
+// containers, neither of the local runtimes.
+func toSandbox(sb *apiclient.Sandbox) *provider.Sandbox {
+	out := &provider.Sandbox{
+		Id:               sb.Id,
+		Name:             sb.Name,
+		State:            mapState(sb.GetState()),
+		Labels:           labels(sb.Labels),
+		Snapshot:         sb.GetSnapshot(),
+		AutoStopInterval: int(sb.GetAutoStopInterval()),
+		ErrorReason:      errorReason(sb.GetState(), sb.GetErrorReason()),
+		CreatedAt:        timestamp(sb.CreatedAt),
+		UpdatedAt:        timestamp(sb.UpdatedAt),
+		LastActivityAt:   timestamp(sb.LastActivityAt),
+	}
+	return out
+}
+
+// fromListItem maps a list item, which is a Sandbox without env and a few
+// other fields.
+func fromListItem(it *apiclient.SandboxListItem) provider.Sandbox {
+	return provider.Sandbox{
+		Id:               it.Id,
+		Name:             it.Name,
+		State:            mapState(it.GetState()),
+		Labels:           labels(it.Labels),
+		Snapshot:         it.GetSnapshot(),
+		AutoStopInterval: int(it.GetAutoStopInterval()),
+		ErrorReason:      errorReason(it.GetState(), it.GetErrorReason()),
+		CreatedAt:        timestamp(it.CreatedAt),
+		UpdatedAt:        timestamp(it.UpdatedAt),
+		LastActivityAt:   timestamp(it.LastActivityAt),
+	}
+}
+
+// errorReason names a state the contract cannot express when Daytona gives
+// no reason of its own.
+func errorReason(s apiclient.SandboxState, reason string) string {
+	switch {
+	case reason != "" || mapState(s) != provider.StateError || s == apiclient.SANDBOXSTATE_ERROR:
+	case s == apiclient.SANDBOXSTATE_UNKNOWN_DEFAULT_OPEN_API:
+		return "Daytona reports a state this client does not know"
+	default:
+		return "Daytona state " + string(s)
+	}
+	return reason
+}
+
+func labels(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// timestamp parses Daytona's ISO timestamps; a missing or odd one is zero.
+func timestamp(s *string) time.Time {
+	if s == nil {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, *s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
