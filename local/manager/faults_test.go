@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,6 +141,7 @@ func TestCloseWaitsForAKillRetry(t *testing.T) {
 		<-advanced
 	}
 }
+
 // An auto-stop in progress when the manager closes finishes its kill instead
 // of failing it with the manager's cancelled context.
 func TestCloseDuringAutoStop(t *testing.T) {
@@ -157,4 +159,28 @@ func TestCloseDuringAutoStop(t *testing.T) {
 	assert.Equal(t, provider.StateStopped, r.State)
 	assert.Equal(t, provider.ErrorReasonAutoStopped, r.ErrorReason)
 	assert.Zero(t, g.Running())
+}
+
+// Updates that race must reach sandbox.json in the order they took effect:
+// a stale write landing last would make the registry disagree with the
+// daemon (and a stale creating=true would roll a created sandbox back at
+// the next restart).
+func TestConcurrentUpdatesPersistTheLatest(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	h.create(provider.CreateRequest{Id: "racy"})
+	for round := 0; round < 20; round++ {
+		var wg sync.WaitGroup
+		for i := 1; i <= 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := h.m.SetAutoStopInterval(ctx, "racy", round*10+i)
+				assert.NoError(t, err)
+			}()
+		}
+		wg.Wait()
+		want := h.get("racy").AutoStopInterval
+		require.Equal(t, want, readRecord(t, h.root, "racy").AutoStopInterval, "round %d: sandbox.json holds a stale record", round)
+	}
 }

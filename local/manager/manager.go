@@ -111,8 +111,11 @@ type Manager struct {
 // never mutated, so a reader may keep the pointer it got. op serialises
 // lifecycle operations on the sandbox.
 type entry struct {
-	op  opLock
-	rec *record
+	op opLock
+	// persistMu orders the writes of sandbox.json: held from the swap of
+	// rec to the end of its write, so the file ends with the latest record.
+	persistMu sync.Mutex
+	rec       *record
 	// stopWatch ends the goroutine that notices the workload's exit.
 	stopWatch context.CancelFunc
 	// killErr is set while a stop could not kill the workload; the sandbox
@@ -296,6 +299,8 @@ func (m *Manager) entries() []*entry {
 // update applies fn to e's record under the registry lock, stamps it,
 // persists it and returns the new public view.
 func (m *Manager) update(e *entry, fn func(r *record)) (provider.Sandbox, error) {
+	e.persistMu.Lock()
+	defer e.persistMu.Unlock()
 	m.mu.Lock()
 	next := e.rec.clone()
 	fn(next)
