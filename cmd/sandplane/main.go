@@ -32,7 +32,8 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 		Version:       versionString(),
 	}
-	root.AddCommand(newServeCmd(), newToolboxCmd(), newSimCmd())
+	root.AddCommand(newServeCmd(), newToolboxCmd(), newSimCmd(),
+		newRunCmd(), newLsCmd(), newCreateCmd(), newStopCmd(), newStartCmd(), newRmCmd(), newLogsCmd(), newWatchCmd(), newInfoCmd())
 	return root
 }
 

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/sandplane/sandplane/local"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// The client commands (run, ls, create, stop, start, rm, logs, watch, info)
+// talk to any provider. Tables are for people; --json is for scripts; the
+// exit code follows the error's class (see exitCode).
+
+// clientOptions are the flags every client command shares.
+type clientOptions struct {
+	provider string
+	json     bool
+	clk      clock.Clock
+	stdout   io.Writer
+	stderr   io.Writer
+}
+
+func newClientOptions(cmd *cobra.Command, withJSON bool) *clientOptions {
+	o := &clientOptions{clk: clock.Real()}
+	cmd.Flags().StringVar(&o.provider, "provider", "", "local:// (the daemon at $AGENT_CONTROL_PLANE_URL or 127.0.0.1:4025), local://HOST:PORT, daytona:// (default $"+provider.EnvProvider+" or local://)")
+	if withJSON {
+		cmd.Flags().BoolVar(&o.json, "json", false, "print JSON for scripts instead of a table")
+	}
+	return o
+}
+
+// bind takes the command's output streams; call it first in RunE.
+func (o *clientOptions) bind(cmd *cobra.Command) {
+	o.stdout, o.stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+}
+
+func (o *clientOptions) open(ctx context.Context) (provider.Provider, error) {
+	return provider.Open(ctx, o.provider)
+}
+
+// dashboardURL is where a person sees the provider's sandboxes, when it has
+// a dashboard this binary knows of.
+func dashboardURL(p provider.Provider) string {
+	if lp, ok := p.(*local.Provider); ok {
+		return lp.URL() + "/"
+	}
+	return ""
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// parseKeyValues reads repeated k=v flags.
+func parseKeyValues(flag string, items []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, it := range items {
+		k, v, ok := strings.Cut(it, "=")
+		if !ok || k == "" {
+			return nil, provider.Errorf(provider.InvalidArgument, "--%s %q: want key=value", flag, it)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// shortDuration formats d compactly, with no spaces so that a table column
+// stays one word: "250ms", "42s", "3m12s", "2h5m", "3d4h".
+func shortDuration(d time.Duration) string {
+	if d > 0 && d < time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	s := max(int64(d/time.Second), 0)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm%ds", s/60, s%60)
+	case s < 86400:
+		return fmt.Sprintf("%dh%dm", s/3600, s%3600/60)
+	}
+	return fmt.Sprintf("%dd%dh", s/86400, s%86400/3600)
+}
+
+// minuteOf is the length of the provider's interval minute: shrunk on a
+// daemon started with --minute, a real minute everywhere else.
+func minuteOf(ctx context.Context, p provider.Provider) time.Duration {
+	info, err := p.Info(ctx)
+	if err != nil || info.Minute == "" {
+		return time.Minute
+	}
+	d, err := time.ParseDuration(info.Minute)
+	if err != nil || d <= 0 {
+		return time.Minute
+	}
+	return d
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// isTerminal reports whether w is a terminal, where a redrawn progress line
+// makes sense.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// progress redraws "what... 3s" on w while a long wait runs, when w is a
+// terminal; the returned stop erases it. Scripts see nothing.
+func progress(w io.Writer, clk clock.Clock, what string) (stop func()) {
+	if !isTerminal(w) {
+		return func() {}
+	}
+	start := clk.Now()
+	tick := clk.NewTicker(100 * time.Millisecond)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		frames := []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+		for i := 0; ; i++ {
+			fmt.Fprintf(w, "\r\033[K%c %s... %s", frames[i%len(frames)], what, shortDuration(clk.Since(start).Truncate(time.Second)))
+			select {
+			case <-done:
+				fmt.Fprint(w, "\r\033[K")
+				return
+			case <-tick.C():
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			tick.Stop()
+			close(done)
+			wg.Wait()
+		})
+	}
+}
+
+// detached is a context for cleanup that must run even though ctx ended
+// (an interrupted run still deletes its sandbox), bounded by d on clk.
+func detached(ctx context.Context, clk clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	t := clk.AfterFunc(d, cancel)
+	return cctx, func() { t.Stop(); cancel() }
+}

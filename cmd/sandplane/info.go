@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sandplane/sandplane/local"
+)
+
+func newInfoCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "info",
+		Short: "Describe the provider: daemon version, root, runtimes, snapshots",
+		Long: `Describe the provider: for the local daemon, what GET /v1/info answers (its
+version, pid, root, interval minute, runtimes and snapshots) and the
+dashboard's address. Exit code 4 means no daemon answers.`,
+		Args: cobra.NoArgs,
+	}
+	o := newClientOptions(cmd, true)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		o.bind(cmd)
+		ctx := cmd.Context()
+		p, err := o.open(ctx)
+		if err != nil {
+			return err
+		}
+		info, err := p.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return printJSON(o.stdout, info)
+		}
+		tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "provider:\t%s\n", p.Traits().Name)
+		fmt.Fprintf(tw, "name:\t%s\n", info.Name)
+		fmt.Fprintf(tw, "version:\t%s (API %s)\n", info.Version, info.ApiVersion)
+		if lp, ok := p.(*local.Provider); ok {
+			fmt.Fprintf(tw, "url:\t%s\n", lp.URL())
+			fmt.Fprintf(tw, "dashboard:\t%s\n", dashboardURL(p))
+		}
+		if info.Pid != 0 {
+			fmt.Fprintf(tw, "pid:\t%d\n", info.Pid)
+		}
+		if info.RootDir != "" {
+			fmt.Fprintf(tw, "root:\t%s\n", info.RootDir)
+		}
+		if info.Minute != "" {
+			fmt.Fprintf(tw, "minute:\t%s\n", info.Minute)
+		}
+		runtimes := make([]string, len(info.Runtimes))
+		for i, r := range info.Runtimes {
+			runtimes[i] = string(r)
+		}
+		fmt.Fprintf(tw, "runtimes:\t%s\n", strings.Join(runtimes, ", "))
+		fmt.Fprintf(tw, "snapshots:\t%s\n", strings.Join(info.Snapshots, ", "))
+		return tw.Flush()
+	}
+	return cmd
+}

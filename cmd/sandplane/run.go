@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/toolbox/client"
+)
+
+const (
+	// interruptedCode is the shell's code for a command ended by SIGINT.
+	interruptedCode = 130
+	// maxKeepAlive bounds the pause between activity refreshes, whatever
+	// the sandbox's auto-stop window.
+	maxKeepAlive = 30 * time.Second
+	minKeepAlive = 50 * time.Millisecond
+	// cleanupTimeout bounds the delete of --rm after an interrupt.
+	cleanupTimeout = 90 * time.Second
+)
+
+// osExit ends the process with the command's own code once every cleanup
+// has run; main only knows the codes of errors.
+var osExit = os.Exit
+
+func newRunCmd() *cobra.Command {
+	var (
+		f  createFlags
+		rm bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run [flags] [--] [COMMAND [ARG...]]",
+		Short: "Create a sandbox, run a command in it, stream its output, exit with its code",
+		Long: `Create a sandbox labelled origin=cli, wait until it is started, run COMMAND in
+it and stream its stdout and stderr, then exit with the command's exit code.
+The arguments are passed as they are, one word each; for shell syntax, run
+sh -c '...'. Without COMMAND it follows the snapshot's own workload (its
+entrypoint logs) until the workload ends, and exits with its code.
+
+While the command runs, run keeps the sandbox from auto-stopping. It prints
+"Sandbox: <id>" and the dashboard's address on stderr. --rm deletes the
+sandbox when the command ends, or on Ctrl-C (press it again to leave the
+sandbox as it is).
+
+Commands run through the sandbox's toolbox API, so any provider whose
+sandboxes serve one works: the local daemon's default snapshot, Daytona.`,
+		Args: cobra.ArbitraryArgs,
+	}
+	cmd.Flags().SetInterspersed(false) // run -- ls -l: the flags after COMMAND are its own
+	o := newClientOptions(cmd, false)
+	f.register(cmd)
+	cmd.Flags().BoolVar(&rm, "rm", false, "delete the sandbox when the command ends or on Ctrl-C")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		o.bind(cmd)
+		req, err := f.request(cmd)
+		if err != nil {
+			return err
+		}
+		if req.Name == "" {
+			req.Name = "run-" + randomSuffix() // shorter to read than a uuid
+		}
+		code, err := runInSandbox(cmd.Context(), o, req, args, rm)
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			osExit(code)
+		}
+		return nil
+	}
+	return cmd
+}
+
+// runInSandbox is run without the exit: it returns the command's code, or
+// interruptedCode when ctx ended first, after cleaning up.
+func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequest, args []string, rm bool) (code int, err error) {
+	p, err := o.open(ctx)
+	if err != nil {
+		return 0, err
+	}
+	// Once interrupted, a second Ctrl-C must be able to cut the cleanup
+	// short, so the first one stops catching the signal.
+	stopReset := context.AfterFunc(ctx, func() { signal.Reset(os.Interrupt, syscall.SIGTERM) })
+	defer stopReset()
+
+	// The create is not abandoned on Ctrl-C: the daemon would finish it
+	// anyway, and only its answer tells which sandbox --rm must delete.
+	cctx, cancel := detached(ctx, o.clk, cleanupTimeout)
+	stopProgress := progress(o.stderr, o.clk, "creating sandbox "+req.Name)
+	s, err := p.Create(cctx, req)
+	stopProgress()
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(o.stderr, "Sandbox: %s\n", s.Id)
+	if d := dashboardURL(p); d != "" {
+		fmt.Fprintf(o.stderr, "Dashboard: %s\n", d)
+	}
+	if rm {
+		defer func() {
+			cctx, cancel := detached(ctx, o.clk, cleanupTimeout)
+			defer cancel()
+			if ctx.Err() != nil {
+				fmt.Fprintf(o.stderr, "Deleting sandbox %s (Ctrl-C again to leave it)\n", s.Id)
+			}
+			if derr := p.Delete(cctx, s.Id); derr != nil {
+				fmt.Fprintf(o.stderr, "sandplane: delete sandbox %s: %v\n", s.Id, derr)
+				if err == nil && code == 0 {
+					err = derr
+				}
+			}
+		}()
+	}
+
+	if ctx.Err() != nil {
+		return interruptedCode, nil
+	}
+
+	kctx, stopKeepAlive := context.WithCancel(ctx)
+	defer stopKeepAlive()
+	go keepAlive(kctx, p, o.clk, s, minuteOf(ctx, p))
+
+	if len(args) == 0 {
+		last, ferr := followLogs(ctx, p, o.clk, s.Id, o.stdout, o.stderr, followInterval)
+		if ctx.Err() != nil {
+			return interruptedCode, nil
+		}
+		if ferr != nil {
+			return 0, ferr
+		}
+		return workloadCode(last), nil
+	}
+	tb, ok := p.(provider.Toolboxer)
+	if !ok {
+		return 0, provider.Errorf(provider.Unsupported, "provider %s cannot run commands in sandboxes: run without a COMMAND to follow the snapshot's own workload", p.Traits().Name)
+	}
+	base, header, err := tb.Toolbox(ctx, s.Id)
+	if err != nil {
+		return 0, err
+	}
+	c := client.New(base, header, client.WithClock(o.clk))
+	code, err = c.Run(ctx, shellJoin(args), o.stdout, o.stderr)
+	if ctx.Err() != nil {
+		return interruptedCode, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return code, nil
+}
+
+// keepAlive refreshes the sandbox's activity often enough that it never
+// reaches its auto-stop window while run is attached: a command that runs
+// quietly for longer than the window is still in use.
+func keepAlive(ctx context.Context, p provider.Provider, clk clock.Clock, s *provider.Sandbox, minute time.Duration) {
+	if s.AutoStopInterval <= 0 {
+		return
+	}
+	every := min(max(time.Duration(s.AutoStopInterval)*minute/4, minKeepAlive), maxKeepAlive)
+	t := clk.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			// A failed refresh is retried at the next tick; if the sandbox
+			// is gone, the command's own stream says so.
+			_ = p.RefreshActivity(ctx, s.Id)
+		}
+	}
+}
+
+var exitedCode = regexp.MustCompile(`^exited: code (\d+)$`)
+
+// workloadCode is the exit code of a snapshot's workload, read from the
+// reason it stopped with: "exited: code N" is N, a kill or an error 1, and
+// a stop by someone else 0.
+func workloadCode(s *provider.Sandbox) int {
+	if s == nil {
+		return 0
+	}
+	if m := exitedCode.FindStringSubmatch(s.ErrorReason); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	if strings.HasPrefix(s.ErrorReason, "killed: signal ") || s.State == provider.StateError {
+		return 1
+	}
+	return 0
+}
+
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// shellJoin turns argv into a command line for the toolbox's shell, quoting
+// only the words that need it so the line stays readable.
+func shellJoin(args []string) string {
+	words := make([]string, len(args))
+	for i, a := range args {
+		if plainWord.MatchString(a) {
+			words[i] = a
+		} else {
+			words[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+func randomSuffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // never fails: it crashes the program instead
+	return hex.EncodeToString(b)
+}
