@@ -1,0 +1,307 @@
+package browser
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/local"
+	"github.com/sandplane/sandplane/provider"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/dashboard.png from this run")
+
+var sandplaneBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "sandplane-browser-")
+	if err != nil {
+		panic(err)
+	}
+	sandplaneBin = filepath.Join(dir, "sandplane")
+	build := exec.Command("go", "build", "-o", sandplaneBin, "github.com/sandplane/sandplane/cmd/sandplane")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build sandplane: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// chromium finds Debian's chromium or another Chrome on PATH.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium binary on PATH: install it (Debian: apt-get install chromium) to run the dashboard's browser test")
+	return ""
+}
+
+type daemon struct {
+	url  string
+	root string
+	p    *local.Provider
+}
+
+// startDaemon runs `sandplane serve` on a free port with its own root and
+// a one-second interval minute, so that auto-stop shows within the test.
+func startDaemon(t *testing.T) *daemon {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	d := &daemon{url: "http://" + addr, root: t.TempDir()}
+	var log bytes.Buffer
+	cmd := exec.Command(sandplaneBin, "serve", "--listen", addr, "--root", d.root, "--minute", "1s")
+	cmd.Stderr = &lockedWriter{w: &log}
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		// The sandboxes go first: a daemon outlives nothing it started.
+		if list, err := d.p.List(context.Background(), provider.ListOptions{}); err == nil {
+			for _, s := range list {
+				_ = d.p.Delete(context.Background(), s.Id)
+			}
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	d.p, err = local.New(d.url)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := d.p.Info(context.Background())
+		return err == nil
+	}, 20*time.Second, 20*time.Millisecond, "daemon did not come up")
+	return d
+}
+
+// browser starts a headless Chromium with a fresh profile; Cleanup ends it.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	exe := chromium(t)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1360, 760),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("no-proxy-server", true),
+		chromedp.Flag("hide-scrollbars", true),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	// The first run starts the browser and must not carry a timeout.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")))
+	return ctx
+}
+
+// step runs actions with a generous bound, so that a broken page fails the
+// test instead of hanging it.
+func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(sctx, actions...), what)
+}
+
+func eval[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(sctx, chromedp.Evaluate[T](js))
+	require.NoError(t, err, js)
+	return v
+}
+
+func row(name, state string) chromedp.CSS {
+	return chromedp.CSS(fmt.Sprintf(`#rows tr[data-name=%q][data-state=%q]`, name, state))
+}
+
+func TestDashboardInABrowser(t *testing.T) {
+	d := startDaemon(t)
+	ctx := browser(t)
+	bg := context.Background()
+
+	// Sandboxes from elsewhere, for the page to show from its first load.
+	_, err := d.p.Create(bg, provider.CreateRequest{Name: "agent-triage-17", Labels: map[string]string{"origin": "harness", "task": "triage"}, AutoStopInterval: ptr(600)})
+	require.NoError(t, err)
+	idle, err := d.p.Create(bg, provider.CreateRequest{Name: "agent-review-4", Labels: map[string]string{"origin": "harness", "task": "review"}, AutoStopInterval: ptr(1)})
+	require.NoError(t, err)
+
+	step(t, ctx, "load the page",
+		chromedp.Navigate(d.url+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#live[data-status="live"]`)),
+		chromedp.WaitVisible(row("agent-triage-17", "started")),
+	)
+	// A reload would lose this; it must survive every step below.
+	eval[string](t, ctx, `window.__sameDocument = "yes"`)
+
+	// Create from the page, with snapshot, runtime, labels and auto-stop.
+	step(t, ctx, "create from the form",
+		chromedp.SendKeys(chromedp.CSS(`#create-form input[name=name]`), "from-browser"),
+		chromedp.SetValue(chromedp.CSS(`#create-form select[name=runtime]`), "native"),
+		chromedp.SendKeys(chromedp.CSS(`#create-form input[name=labels]`), "task=demo, team=web"),
+		chromedp.SendKeys(chromedp.CSS(`#create-form input[name=autoStopInterval]`), "120"),
+		chromedp.Click(chromedp.CSS(`#create-button`)),
+		chromedp.WaitVisible(row("from-browser", "started")),
+	)
+	made, err := d.p.Get(bg, "from-browser")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"origin": "web-ui", "task": "demo", "team": "web"}, made.Labels)
+	assert.Equal(t, 120, made.AutoStopInterval)
+	assert.Equal(t, provider.RuntimeNative, made.Runtime)
+	assert.Equal(t, "web-ui", eval[string](t, ctx, `document.querySelector('#rows tr[data-name="from-browser"] .badge').textContent`))
+
+	// Stop from the page: the row turns stopped without a reload.
+	step(t, ctx, "stop from the page",
+		chromedp.Click(chromedp.CSS(`#rows tr[data-name="from-browser"] button[data-action=stop]`)),
+		chromedp.WaitVisible(row("from-browser", "stopped")),
+		chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-name="from-browser"] button[data-action=start]`)),
+	)
+	// Changes made elsewhere arrive from the event stream.
+	_, err = d.p.Start(bg, "from-browser")
+	require.NoError(t, err)
+	step(t, ctx, "see a start made through the API", chromedp.WaitVisible(row("from-browser", "started")))
+	step(t, ctx, "see an auto-stop, highlighted",
+		chromedp.WaitVisible(row("agent-review-4", "stopped")),
+		chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-name="agent-review-4"] td.reason .auto`)),
+	)
+	got, err := d.p.Get(bg, idle.Id)
+	require.NoError(t, err)
+	assert.Equal(t, provider.ErrorReasonAutoStopped, got.ErrorReason)
+
+	// An error from the API shows its message.
+	step(t, ctx, "create a duplicate",
+		chromedp.SendKeys(chromedp.CSS(`#create-form input[name=name]`), "from-browser"),
+		chromedp.Click(chromedp.CSS(`#create-button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#error:not([hidden])`)),
+	)
+	assert.Contains(t, eval[string](t, ctx, `document.getElementById("error-text").textContent`), `a sandbox named "from-browser" already exists`)
+	step(t, ctx, "dismiss the error",
+		chromedp.Click(chromedp.CSS(`#error-close`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#error`)),
+	)
+	eval[string](t, ctx, `document.querySelector("#create-form input[name=name]").value = ""`)
+
+	// Names and labels are user input: they show as text and never run.
+	_, err = d.p.Create(bg, provider.CreateRequest{Name: "hostile", AutoStopInterval: ptr(0),
+		Labels: map[string]string{"note": `<img src=x onerror="window.__injected=1">`}})
+	require.NoError(t, err)
+	step(t, ctx, "see a hostile label", chromedp.WaitVisible(row("hostile", "started")))
+	assert.Contains(t, eval[string](t, ctx, `document.querySelector('#rows tr[data-name="hostile"] .labels').textContent`), `<img src=x`)
+	assert.False(t, eval[bool](t, ctx, `"__injected" in window`))
+
+	// Delete asks first; declining keeps the sandbox, accepting removes it.
+	answer := make(chan bool, 2)
+	answer <- false
+	answer <- true
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	var dialogText []string
+	var mu sync.Mutex
+	go func() {
+		for ev, err := range dialogs {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			dialogText = append(dialogText, ev.Message)
+			mu.Unlock()
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: <-answer})
+		}
+	}()
+	step(t, ctx, "decline a delete", chromedp.Click(chromedp.CSS(`#rows tr[data-name="hostile"] button[data-action=delete]`)))
+	require.Eventually(t, func() bool { return len(answer) == 1 }, 20*time.Second, 10*time.Millisecond, "no confirmation asked")
+	_, err = d.p.Get(bg, "hostile")
+	require.NoError(t, err, "declined: the sandbox stays")
+	step(t, ctx, "accept a delete",
+		chromedp.Click(chromedp.CSS(`#rows tr[data-name="hostile"] button[data-action=delete]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#rows tr[data-name="hostile"]`)),
+	)
+	_, err = d.p.Get(bg, "hostile")
+	assert.True(t, provider.IsNotFound(err), "accepted: the sandbox is gone")
+	mu.Lock()
+	assert.Contains(t, strings.Join(dialogText, "\n"), `Delete sandbox "hostile"?`)
+	mu.Unlock()
+
+	assert.Equal(t, "yes", eval[string](t, ctx, `window.__sameDocument`), "every change arrived without a reload")
+	assert.Equal(t, "live", eval[string](t, ctx, `document.getElementById("live").dataset.status`))
+
+	// The rows match the API's list, in its order.
+	list, err := d.p.List(bg, provider.ListOptions{})
+	require.NoError(t, err)
+	var want []string
+	for _, s := range list {
+		want = append(want, s.Name+":"+string(s.State))
+	}
+	shown := eval[[]string](t, ctx, `[...document.querySelectorAll("#rows tr[data-id]")].map(tr => tr.dataset.name + ":" + tr.dataset.state)`)
+	assert.Equal(t, want, shown)
+
+	if *update {
+		// One sandbox from the CLI, so the picture shows every origin.
+		_, err = d.p.Create(bg, provider.CreateRequest{Name: "run-3f9c2a1e", Labels: map[string]string{"origin": "cli"}})
+		require.NoError(t, err)
+		step(t, ctx, "settle", chromedp.WaitVisible(row("run-3f9c2a1e", "started")))
+		// The picture shows the default root, not this run's temp dir.
+		eval[string](t, ctx, `document.querySelector(".meta code").textContent = "~/.local/state/sandplane"`)
+		sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+		defer cancel()
+		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "dashboard.png"), png, 0o644))
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
