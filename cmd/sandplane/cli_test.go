@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -52,7 +53,11 @@ func TestMain(m *testing.M) {
 
 // cliConfig adds snapshots whose workload is not the default toolbox.
 func cliConfig() string {
-	return `
+	// Sandbox ports of its own, away from the default range other daemons
+	// on the machine (other tests) use: two daemons that pick the same free
+	// port at the same moment would collide.
+	base := 20000 + rand.IntN(100)*100
+	return fmt.Sprintf("ports:\n  min: %d\n  max: %d\n", base, base+99) + `
 snapshots:
   slow-start:
     command: [sh, -c, "sleep 1; exec '` + cliBin + `' toolbox"]
@@ -107,6 +112,11 @@ func startCLIDaemon(t *testing.T) *cliDaemon {
 		_, err := d.p.Info(context.Background())
 		return err == nil
 	}, 20*time.Second, 20*time.Millisecond, "daemon did not come up: %s", d.log)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", d.log)
+		}
+	})
 	return d
 }
 

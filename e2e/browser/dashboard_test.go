@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -74,8 +75,10 @@ func startDaemon(t *testing.T) *daemon {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 	d := &daemon{url: "http://" + addr, root: t.TempDir()}
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(portsConfig()), 0o600))
 	var log bytes.Buffer
-	cmd := exec.Command(sandplaneBin, "serve", "--listen", addr, "--root", d.root, "--minute", "1s")
+	cmd := exec.Command(sandplaneBin, "serve", "--listen", addr, "--root", d.root, "--minute", "1s", "--config", cfg)
 	cmd.Stderr = &lockedWriter{w: &log}
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})
@@ -101,7 +104,20 @@ func startDaemon(t *testing.T) *daemon {
 		_, err := d.p.Info(context.Background())
 		return err == nil
 	}, 20*time.Second, 20*time.Millisecond, "daemon did not come up")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", cmd.Stderr.(*lockedWriter).String())
+		}
+	})
 	return d
+}
+
+// portsConfig gives the daemon sandbox ports of its own, away from the
+// default range that other daemons on the machine (other tests) use: two
+// daemons that pick the same free port at the same moment would collide.
+func portsConfig() string {
+	base := 20000 + rand.IntN(100)*100
+	return fmt.Sprintf("ports:\n  min: %d\n  max: %d\n", base, base+99)
 }
 
 // browser starts a headless Chromium with a fresh profile; Cleanup ends it.
@@ -155,8 +171,35 @@ func eval[T any](t *testing.T, ctx context.Context, js string) T {
 	return v
 }
 
-func row(name, state string) chromedp.CSS {
-	return chromedp.CSS(fmt.Sprintf(`#rows tr[data-name=%q][data-state=%q]`, name, state))
+// present waits until an element matches sel. It polls a query instead of
+// holding on to a node, because the page re-renders its rows on every
+// event and a held node may be replaced before it is checked.
+func present(sel string) chromedp.Action[chromedp.Void] {
+	return poll(fmt.Sprintf(`document.querySelector(%q) !== null`, sel))
+}
+
+func absent(sel string) chromedp.Action[chromedp.Void] {
+	return poll(fmt.Sprintf(`document.querySelector(%q) === null`, sel))
+}
+
+func poll(expr string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Poll[bool](expr, chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(40*time.Second))(ctx, t)
+		return chromedp.Void{}, err
+	}
+}
+
+// click clicks the element sel names at the moment of the click, for the
+// same reason.
+func click(sel string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const el = document.querySelector(%q); if (!el) throw new Error("nothing matches %s"); el.click(); return true })()`, sel, strings.ReplaceAll(sel, `"`, `'`)))(ctx, t)
+		return chromedp.Void{}, err
+	}
+}
+
+func row(name, state string) string {
+	return fmt.Sprintf(`#rows tr[data-name=%q][data-state=%q]`, name, state)
 }
 
 func TestDashboardInABrowser(t *testing.T) {
@@ -172,8 +215,8 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	step(t, ctx, "load the page",
 		chromedp.Navigate(d.url+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`#live[data-status="live"]`)),
-		chromedp.WaitVisible(row("agent-triage-17", "started")),
+		present(`#live[data-status="live"]`),
+		present(row("agent-triage-17", "started")),
 	)
 	// A reload would lose this; it must survive every step below.
 	eval[string](t, ctx, `window.__sameDocument = "yes"`)
@@ -185,7 +228,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#create-form input[name=labels]`), "task=demo, team=web"),
 		chromedp.SendKeys(chromedp.CSS(`#create-form input[name=autoStopInterval]`), "120"),
 		chromedp.Click(chromedp.CSS(`#create-button`)),
-		chromedp.WaitVisible(row("from-browser", "started")),
+		present(row("from-browser", "started")),
 	)
 	made, err := d.p.Get(bg, "from-browser")
 	require.NoError(t, err)
@@ -196,17 +239,17 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	// Stop from the page: the row turns stopped without a reload.
 	step(t, ctx, "stop from the page",
-		chromedp.Click(chromedp.CSS(`#rows tr[data-name="from-browser"] button[data-action=stop]`)),
-		chromedp.WaitVisible(row("from-browser", "stopped")),
-		chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-name="from-browser"] button[data-action=start]`)),
+		click(`#rows tr[data-name="from-browser"] button[data-action=stop]`),
+		present(row("from-browser", "stopped")),
+		present(`#rows tr[data-name="from-browser"] button[data-action=start]`),
 	)
 	// Changes made elsewhere arrive from the event stream.
 	_, err = d.p.Start(bg, "from-browser")
 	require.NoError(t, err)
-	step(t, ctx, "see a start made through the API", chromedp.WaitVisible(row("from-browser", "started")))
+	step(t, ctx, "see a start made through the API", present(row("from-browser", "started")))
 	step(t, ctx, "see an auto-stop, highlighted",
-		chromedp.WaitVisible(row("agent-review-4", "stopped")),
-		chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-name="agent-review-4"] td.reason .auto`)),
+		present(row("agent-review-4", "stopped")),
+		present(`#rows tr[data-name="agent-review-4"] td.reason .auto`),
 	)
 	got, err := d.p.Get(bg, idle.Id)
 	require.NoError(t, err)
@@ -229,7 +272,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	_, err = d.p.Create(bg, provider.CreateRequest{Name: "hostile", AutoStopInterval: ptr(0),
 		Labels: map[string]string{"note": `<img src=x onerror="window.__injected=1">`}})
 	require.NoError(t, err)
-	step(t, ctx, "see a hostile label", chromedp.WaitVisible(row("hostile", "started")))
+	step(t, ctx, "see a hostile label", present(row("hostile", "started")))
 	assert.Contains(t, eval[string](t, ctx, `document.querySelector('#rows tr[data-name="hostile"] .labels').textContent`), `<img src=x`)
 	assert.False(t, eval[bool](t, ctx, `"__injected" in window`))
 
@@ -251,13 +294,13 @@ func TestDashboardInABrowser(t *testing.T) {
 			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: <-answer})
 		}
 	}()
-	step(t, ctx, "decline a delete", chromedp.Click(chromedp.CSS(`#rows tr[data-name="hostile"] button[data-action=delete]`)))
+	step(t, ctx, "decline a delete", click(`#rows tr[data-name="hostile"] button[data-action=delete]`))
 	require.Eventually(t, func() bool { return len(answer) == 1 }, 20*time.Second, 10*time.Millisecond, "no confirmation asked")
 	_, err = d.p.Get(bg, "hostile")
 	require.NoError(t, err, "declined: the sandbox stays")
 	step(t, ctx, "accept a delete",
-		chromedp.Click(chromedp.CSS(`#rows tr[data-name="hostile"] button[data-action=delete]`)),
-		chromedp.WaitNotPresent(chromedp.CSS(`#rows tr[data-name="hostile"]`)),
+		click(`#rows tr[data-name="hostile"] button[data-action=delete]`),
+		absent(`#rows tr[data-name="hostile"]`),
 	)
 	_, err = d.p.Get(bg, "hostile")
 	assert.True(t, provider.IsNotFound(err), "accepted: the sandbox is gone")
@@ -282,7 +325,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		// One sandbox from the CLI, so the picture shows every origin.
 		_, err = d.p.Create(bg, provider.CreateRequest{Name: "run-3f9c2a1e", Labels: map[string]string{"origin": "cli"}})
 		require.NoError(t, err)
-		step(t, ctx, "settle", chromedp.WaitVisible(row("run-3f9c2a1e", "started")))
+		step(t, ctx, "settle", present(row("run-3f9c2a1e", "started")))
 		// The picture shows the default root, not this run's temp dir.
 		eval[string](t, ctx, `document.querySelector(".meta code").textContent = "~/.local/state/sandplane"`)
 		sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
@@ -298,6 +341,12 @@ func ptr[T any](v T) *T { return &v }
 type lockedWriter struct {
 	mu sync.Mutex
 	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
