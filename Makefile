@@ -25,7 +25,7 @@ test: test-deps
 
 # Node packages for the tests that drive the official TypeScript SDK.
 test-deps:
-	@for d in $$(find . -path ./node_modules -prune -o -name package-lock.json -path '*testdata*' -print | xargs -r -n1 dirname); do \
+	@for d in $$(find . -name node_modules -prune -o -name package-lock.json -path '*testdata*' -print | xargs -r -n1 dirname); do \
 		if command -v npm >/dev/null; then (cd $$d && npm ci --no-audit --no-fund --loglevel=error) || exit 1; fi; \
 	done
 
