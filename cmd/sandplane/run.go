@@ -31,10 +31,6 @@ const (
 	cleanupTimeout = 90 * time.Second
 )
 
-// osExit ends the process with the command's own code once every cleanup
-// has run; main only knows the codes of errors.
-var osExit = os.Exit
-
 func newRunCmd() *cobra.Command {
 	var (
 		f  createFlags
@@ -76,7 +72,9 @@ sandboxes serve one works: the local daemon's default snapshot, Daytona.`,
 			return err
 		}
 		if code != 0 {
-			osExit(code)
+			// The command's own code, now that every cleanup has run;
+			// main only knows the codes of errors.
+			os.Exit(code)
 		}
 		return nil
 	}
