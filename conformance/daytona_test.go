@@ -1,0 +1,208 @@
+package conformance_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/conformance"
+	"github.com/sandplane/sandplane/conformance/cassette"
+	"github.com/sandplane/sandplane/daytona"
+	"github.com/sandplane/sandplane/local/runtime/native"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/simulator"
+)
+
+// daytonaExpect is what daytona.Provider promises, on the real service and
+// on the simulator alike.
+var daytonaExpect = conformance.Expectations{
+	Traits:           provider.Traits{Name: "daytona", SyncStop: true, ReapIntervalMinutes: 10.0 / 60},
+	NoEntrypointLogs: true,
+	NoStopReason:     true,
+}
+
+// simKey is the simulator's API key; recordings scrub it.
+const simKey = "conformance-sim-key"
+
+// simProfile gives every transition a short delay, so that the provider's
+// waits for started, stopped and gone are exercised.
+var simProfile = simulator.Profile{
+	Name:    "conformance",
+	Create:  simulator.Range{Min: 30 * time.Millisecond, Max: 80 * time.Millisecond},
+	Start:   simulator.Range{Min: 30 * time.Millisecond, Max: 80 * time.Millisecond},
+	Stop:    simulator.Range{Min: 30 * time.Millisecond, Max: 80 * time.Millisecond},
+	Destroy: simulator.Range{Min: 20 * time.Millisecond, Max: 50 * time.Millisecond},
+}
+
+// daytonaPair is the provider under test and its unreachable twin, both on
+// rt, built the same way for a live run, a recording and a replay, so that
+// a replay makes the requests the recording made.
+func daytonaPair(t *testing.T, key, apiBase, downBase string, clk clock.Clock, rt http.RoundTripper, minute time.Duration) (p, down *daytona.Provider) {
+	t.Helper()
+	hc := &http.Client{Transport: rt}
+	p, err := daytona.New(daytona.Config{APIKey: key, APIURL: apiBase + "/api", Clock: clk, HTTPClient: hc}, daytona.WithMinute(minute))
+	require.NoError(t, err)
+	down, err = daytona.New(daytona.Config{APIKey: key, APIURL: downBase + "/api", Clock: clk, HTTPClient: hc}, daytona.WithRetries(1))
+	require.NoError(t, err)
+	return p, down
+}
+
+// recording wraps rt in a recorder when -record is set, and saves the
+// cassette of a scenario that passed.
+func recording(t *testing.T, providerName string, rt http.RoundTripper, key, apiBase, downBase, run string, minute time.Duration) http.RoundTripper {
+	t.Helper()
+	if !*recordFlag {
+		return rt
+	}
+	norm := cassette.NewNormalizer(true)
+	norm.Secret(key)
+	norm.ReplaceBase(apiBase, cassette.APIBase)
+	norm.ReplaceBase(downBase, cassette.UnreachableBase)
+	norm.Replace(run, cassette.RunID)
+	rec := cassette.NewRecorder(rt, norm)
+	path := filepath.Join("testdata", providerName, scenarioName(t)+".replay")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("not recording %s: the scenario failed", path)
+			return
+		}
+		m := cassette.Manifest{Provider: providerName, Test: scenarioName(t), Minute: minute.String()}
+		if err := cassette.Save(path, m, rec.Frames()); err != nil {
+			t.Errorf("save the cassette: %v", err)
+		}
+	})
+	return rec
+}
+
+// simMaker makes a harness of a fresh simulator per scenario, in process,
+// whose sandboxes run `sandplane toolbox` as real processes, behind
+// daytona.Provider.
+func simMaker(ctx context.Context, t *testing.T) (conformance.Harness, error) {
+	needBinary(t)
+	clk := clock.Real()
+	root := t.TempDir()
+	t.Cleanup(func() { killMarked(t, root) })
+	be, err := simulator.NewRuntimeBackend(simulator.RuntimeBackendConfig{
+		Runtime:   native.New(clk),
+		Clock:     clk,
+		Root:      root,
+		Command:   []string{sandplaneBin, "toolbox"},
+		StopGrace: 2 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sim, err := simulator.New(simulator.Config{
+		Clock:             clk,
+		APIKeys:           []string{simKey},
+		Profile:           simProfile,
+		Minute:            *minuteFlag,
+		Backend:           be,
+		Seed:              1,
+		ValidateResponses: true,
+	})
+	if err != nil {
+		_ = be.Close()
+		return nil, err
+	}
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		assert.NoError(t, sim.Close())
+		assert.Empty(t, sim.SpecViolations(), "simulator answers that do not match Daytona's OpenAPI document")
+	})
+	downBase := "http://" + freeAddr(t)
+	run := runID()
+	rt := recording(t, "sim", http.DefaultTransport, simKey, srv.URL, downBase, run, *minuteFlag)
+	p, down := daytonaPair(t, simKey, srv.URL, downBase, clk, rt, *minuteFlag)
+	return &conformance.Static{
+		P: p, Down: down, MinuteLen: *minuteFlag, Clk: clk,
+		Client: &http.Client{Transport: rt}, Run: run, Want: daytonaExpect,
+	}, nil
+}
+
+// daytonaMaker is the staging spot-check against the real service. Every
+// sandbox carries the run id; whatever a scenario left is deleted when the
+// run ends, failed or not.
+func daytonaMaker(t *testing.T) conformance.HarnessMaker {
+	cfg := daytona.FromEnv()
+	if cfg.APIKey == "" {
+		t.Fatalf("-provider=daytona runs against the real service: set %s (and %s for another server)", daytona.EnvAPIKey, daytona.EnvAPIURL)
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = daytona.DefaultAPIURL
+	}
+	run := runID()
+	t.Logf("run id %s: every sandbox is labelled %s=%s", run, conformance.LabelRun, run)
+	sweeper, err := daytona.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		left, err := sweeper.List(ctx, provider.ListOptions{Labels: map[string]string{conformance.LabelRun: run}})
+		if err != nil {
+			t.Errorf("list what the run left: %v", err)
+			return
+		}
+		for _, sb := range left {
+			if err := sweeper.Delete(ctx, sb.Id); err != nil {
+				t.Errorf("delete %s: %v", sb.Id, err)
+			}
+		}
+	})
+	u, err := url.Parse(cfg.APIURL)
+	require.NoError(t, err)
+	if u.Path != "/api" && u.Path != "/api/" {
+		t.Fatalf("%s %q: the conformance run wants an API URL ending in /api", daytona.EnvAPIURL, cfg.APIURL)
+	}
+	apiBase := u.Scheme + "://" + u.Host
+	return func(ctx context.Context, t *testing.T) (conformance.Harness, error) {
+		downBase := "http://" + freeAddr(t)
+		rt := recording(t, "daytona", http.DefaultTransport, cfg.APIKey, apiBase, downBase, run, time.Minute)
+		p, down := daytonaPair(t, cfg.APIKey, apiBase, downBase, clock.Real(), rt, time.Minute)
+		return &conformance.Static{
+			P: p, Down: down, MinuteLen: time.Minute, Clk: clock.Real(),
+			Client: &http.Client{Transport: rt}, Run: run, Want: daytonaExpect,
+		}, nil
+	}
+}
+
+// replayKey is what a replay sends as its API key; scrubbed like any.
+const replayKey = "conformance-replay-key"
+
+// replayMaker makes a harness that answers every request from the
+// scenario's cassette in dir, on a virtual clock, with no network.
+func replayMaker(dir string) conformance.HarnessMaker {
+	return func(ctx context.Context, t *testing.T) (conformance.Harness, error) {
+		path := filepath.Join(dir, scenarioName(t)+".replay")
+		if _, err := os.Stat(path); err != nil {
+			return nil, err
+		}
+		m, frames, err := cassette.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		minute, err := time.ParseDuration(m.Minute)
+		if err != nil {
+			return nil, err
+		}
+		norm := cassette.NewNormalizer(false)
+		norm.Secret(replayKey)
+		rp := cassette.NewReplayer(t, frames, norm)
+		t.Cleanup(rp.Finish)
+		clk := cassette.NewVirtual()
+		p, down := daytonaPair(t, replayKey, cassette.APIBase, cassette.UnreachableBase, clk, rp, minute)
+		return &conformance.Static{
+			P: p, Down: down, MinuteLen: minute, Clk: clk,
+			Client: &http.Client{Transport: rp}, Run: cassette.RunID, Want: daytonaExpect,
+		}, nil
+	}
+}

@@ -1,0 +1,89 @@
+package conformance
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// Harness is one fresh backend for one scenario, and what the suite needs to
+// know about it. The maker that builds it stops whatever it started with
+// t.Cleanup.
+type Harness interface {
+	// Provider is the provider under test.
+	Provider() provider.Provider
+	// Unreachable is a provider of the same kind whose backend does not
+	// answer.
+	Unreachable() provider.Provider
+	// Minute is the length of the backend's interval minute.
+	Minute() time.Duration
+	// Clock paces the scenarios' polls: clock.Real() for a live backend.
+	Clock() clock.Clock
+	// HTTPClient carries the scenarios' own requests to toolbox and preview
+	// URLs.
+	HTTPClient() *http.Client
+	// RunID is put in the name and labels of every sandbox the suite
+	// creates, so that a shared backend can be swept after the run.
+	RunID() string
+	// Expect is what the suite holds the provider to.
+	Expect() Expectations
+}
+
+// HarnessMaker builds a fresh Harness for the scenario t runs.
+type HarnessMaker func(ctx context.Context, t *testing.T) (Harness, error)
+
+// Expectations are what a harness promises about its provider.
+type Expectations struct {
+	// Traits must equal what the provider reports; the scenarios then check
+	// the behaviour each trait describes.
+	Traits provider.Traits
+	// NoEntrypointLogs: EntrypointLogs answers unsupported (Daytona keeps
+	// build logs only). Traits has no field for it yet.
+	NoEntrypointLogs bool
+	// NoStopReason: an auto-stopped sandbox carries no errorReason (Daytona
+	// does not record why a sandbox stopped). Traits has no field for it yet.
+	NoStopReason bool
+}
+
+// Labels every sandbox of the suite carries.
+const (
+	LabelRun      = "conformance-run"
+	LabelScenario = "conformance-scenario"
+)
+
+// Static is a Harness made of fixed values, for host projects whose
+// provider needs nothing more.
+type Static struct {
+	P, Down   provider.Provider
+	MinuteLen time.Duration
+	Clk       clock.Clock // default clock.Real()
+	Client    *http.Client
+	Run       string
+	Want      Expectations
+}
+
+var _ Harness = (*Static)(nil)
+
+func (s *Static) Provider() provider.Provider    { return s.P }
+func (s *Static) Unreachable() provider.Provider { return s.Down }
+func (s *Static) Minute() time.Duration          { return s.MinuteLen }
+func (s *Static) RunID() string                  { return s.Run }
+func (s *Static) Expect() Expectations           { return s.Want }
+
+func (s *Static) Clock() clock.Clock {
+	if s.Clk == nil {
+		return clock.Real()
+	}
+	return s.Clk
+}
+
+func (s *Static) HTTPClient() *http.Client {
+	if s.Client == nil {
+		return http.DefaultClient
+	}
+	return s.Client
+}

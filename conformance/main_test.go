@@ -1,0 +1,154 @@
+package conformance_test
+
+import (
+	"context"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/conformance"
+	"github.com/sandplane/sandplane/local/runtime/native"
+)
+
+var (
+	providerFlag = flag.String("provider", "", "run against one provider: local, docker, sim, daytona or replay (default: every one this machine can run)")
+	recordFlag   = flag.Bool("record", false, "record the HTTP exchanges of a sim or daytona run into testdata/<provider>/<scenario>.replay")
+	minuteFlag   = flag.Duration("minute", 600*time.Millisecond, "the interval minute of the local daemons and the simulator")
+)
+
+// sandplaneBin is the binary the local harnesses run as daemons and the
+// simulator runs as its workload (`sandplane toolbox`).
+var sandplaneBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// The scenarios mostly wait on their backends: let more of them wait at
+	// once than there are CPUs.
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", "8")
+	}
+	var dir string
+	if p := *providerFlag; p != "replay" && p != "daytona" {
+		var err error
+		if dir, err = os.MkdirTemp("", "sandplane-conformance-"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		sandplaneBin = filepath.Join(dir, "sandplane")
+		build := exec.Command("go", "build", "-o", sandplaneBin, "github.com/sandplane/sandplane/cmd/sandplane")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build sandplane: %v\n%s", err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+// TestConformance runs the suite against the providers -provider names, or
+// every one this machine can run.
+func TestConformance(t *testing.T) {
+	providers := []string{"local", "docker", "sim", "replay"}
+	switch {
+	case *providerFlag != "":
+		providers = []string{*providerFlag}
+	case *recordFlag:
+		providers = []string{"sim"}
+	}
+	for _, name := range providers {
+		if *recordFlag && name != "sim" && name != "daytona" {
+			t.Fatalf("-record records a sim or daytona run, not %s", name)
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			switch name {
+			case "local":
+				conformance.Run(t, localMaker(nil))
+			case "docker":
+				conformance.Run(t, localMaker(newDockerEnv(t)))
+			case "sim":
+				conformance.Run(t, simMaker)
+			case "daytona":
+				conformance.Run(t, daytonaMaker(t))
+			case "replay":
+				dirs, err := filepath.Glob(filepath.Join("testdata", "*"))
+				require.NoError(t, err)
+				if len(dirs) == 0 {
+					t.Fatal("no cassettes in testdata: record some with -record -provider=sim")
+				}
+				for _, dir := range dirs {
+					t.Run(filepath.Base(dir), func(t *testing.T) {
+						t.Parallel()
+						conformance.Run(t, replayMaker(dir))
+					})
+				}
+			default:
+				t.Fatalf("unknown -provider %q: want local, docker, sim, daytona or replay", name)
+			}
+		})
+	}
+}
+
+// runID names one run of the suite. Its letters are not hex digits, so it
+// is never mistaken for part of an id when a recording replaces it.
+func runID() string {
+	const alphabet = "ghjkmnpqrstvwxyz"
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return "r" + string(b)
+}
+
+// scenarioName is the scenario t runs, the last element of its name.
+func scenarioName(t *testing.T) string { return path.Base(t.Name()) }
+
+// freeAddr is a loopback address nobody listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// killMarked kills every native workload marked with root, whatever became
+// of the daemon or simulator that spawned it.
+func killMarked(t *testing.T, root string) {
+	orphans, err := native.New(nil).Orphans(context.Background(), root, nil)
+	if err != nil {
+		t.Logf("scan for leftover workloads of %s: %v", root, err)
+		return
+	}
+	for _, h := range orphans {
+		_ = syscall.Kill(-h.PID, syscall.SIGKILL)
+	}
+}
+
+// needBinary fails a harness that runs the sandplane binary when TestMain
+// did not build it.
+func needBinary(t *testing.T) {
+	t.Helper()
+	if sandplaneBin == "" || strings.TrimSpace(sandplaneBin) == "" {
+		t.Fatal("the sandplane binary was not built for this -provider")
+	}
+}
