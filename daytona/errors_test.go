@@ -22,12 +22,18 @@ func nest(status int, message string) string {
 
 func TestClassify(t *testing.T) {
 	calls := map[op]func(p *Provider) error{
-		opGet:      func(p *Provider) error { _, err := p.Get(context.Background(), "x"); return err },
-		opCreate:   func(p *Provider) error { _, err := p.Create(context.Background(), provider.CreateRequest{}); return err },
-		opStart:    func(p *Provider) error { _, err := p.Start(context.Background(), "x"); return err },
-		opStop:     func(p *Provider) error { _, err := p.Stop(context.Background(), "x"); return err },
-		opList:     func(p *Provider) error { _, err := p.List(context.Background(), provider.ListOptions{}); return err },
-		opResize:   func(p *Provider) error { _, err := p.Resize(context.Background(), "x", provider.ResizeRequest{Cpu: 2}); return err },
+		opGet: func(p *Provider) error { _, err := p.Get(context.Background(), "x"); return err },
+		opCreate: func(p *Provider) error {
+			_, err := p.Create(context.Background(), provider.CreateRequest{})
+			return err
+		},
+		opStart: func(p *Provider) error { _, err := p.Start(context.Background(), "x"); return err },
+		opStop:  func(p *Provider) error { _, err := p.Stop(context.Background(), "x"); return err },
+		opList:  func(p *Provider) error { _, err := p.List(context.Background(), provider.ListOptions{}); return err },
+		opResize: func(p *Provider) error {
+			_, err := p.Resize(context.Background(), "x", provider.ResizeRequest{Cpu: 2})
+			return err
+		},
 		opAutoStop: func(p *Provider) error { _, err := p.SetAutoStopInterval(context.Background(), "x", 1); return err },
 	}
 	tests := []struct {

@@ -105,7 +105,9 @@ func refuseFirst() http.RoundTripper {
 	})
 }
 
-func isCreate(r *http.Request) bool { return r.Method == http.MethodPost && r.URL.Path == "/api/sandbox" }
+func isCreate(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == "/api/sandbox"
+}
 
 func TestCreateIsNeverRetriedBlindly(t *testing.T) {
 	tests := []struct {

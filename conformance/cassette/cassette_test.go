@@ -134,8 +134,10 @@ func TestNormalizerForReplayKeepsIDs(t *testing.T) {
 // fakeTB collects what a Replayer reports.
 type fakeTB struct{ errs []string }
 
-func (f *fakeTB) Helper()                           {}
-func (f *fakeTB) Errorf(format string, args ...any) { f.errs = append(f.errs, fmt.Sprintf(format, args...)) }
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Errorf(format string, args ...any) {
+	f.errs = append(f.errs, fmt.Sprintf(format, args...))
+}
 
 // record runs calls against a live server through a Recorder and returns
 // the decoded cassette.
