@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -83,7 +84,11 @@ func startDaemonAt(t testing.TB, root, addr string, env ...string) *daemon {
 		t.Cleanup(func() { killMarked(t, root) })
 	}
 	cfg := filepath.Join(root, "..", filepath.Base(root)+".yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(slowConfig), 0o600))
+	// Each daemon gets its own port window: daemons of concurrently running
+	// test packages would otherwise both find a port free and hand it out.
+	base := 10000 + rand.IntN(45)*200 // below the ephemeral range, which outgoing connections take from
+	ports := fmt.Sprintf("ports: {min: %d, max: %d}\n", base, base+199)
+	require.NoError(t, os.WriteFile(cfg, []byte(ports+slowConfig), 0o600))
 	d := &daemon{t: t, root: root, addr: addr, stderr: &lockedWriter{w: &bytes.Buffer{}}, exited: make(chan struct{})}
 	d.cmd = exec.Command(sandplaneBin, "serve", "--listen", d.addr, "--root", root, "--minute", "200ms", "--config", cfg)
 	d.cmd.Env = append(os.Environ(), env...)
