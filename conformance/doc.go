@@ -25,6 +25,10 @@
 // that a replay makes exactly the recorded requests. Local and simulated
 // backends run with a shrunk minute; the real service with real minutes.
 //
+// The suite runs commands in sandboxes through provider.Toolboxer (and reads
+// files back through the toolbox in the preview scenario), so a provider
+// under test implements it.
+//
 // Differences between backends are never accidents: a harness states the
 // Traits its provider must report, and the scenarios check the behaviour
 // each trait describes.

@@ -159,25 +159,15 @@ func (e *env) waitState(id string, want provider.State, minutes float64) *provid
 	return nil
 }
 
-// toolboxer is the optional capability of a provider whose sandboxes serve
-// Daytona's toolbox API.
-type toolboxer interface {
-	Toolbox(ctx context.Context, idOrName string) (baseURL string, header http.Header, err error)
-}
-
-// toolbox is where the sandbox's toolbox answers. A provider without a
-// Toolbox method is taken to run a toolbox on the sandbox's own port, as
-// the local control plane's default snapshot does.
+// toolbox is where the sandbox's toolbox answers. The suite runs commands
+// in sandboxes through provider.Toolboxer, so a provider must implement it.
 func (e *env) toolbox(sb *provider.Sandbox) (string, http.Header) {
 	e.t.Helper()
-	if tb, ok := e.p.(toolboxer); ok {
-		base, h, err := tb.Toolbox(e.ctx, sb.Id)
-		require.NoError(e.t, err, "toolbox")
-		return strings.TrimRight(base, "/"), h
-	}
-	base, err := e.p.PreviewURL(e.ctx, sb.Id, 0)
-	require.NoError(e.t, err, "the provider has no Toolbox method, so the sandbox's own port must serve the toolbox")
-	return strings.TrimRight(base, "/"), http.Header{}
+	tb, ok := e.p.(provider.Toolboxer)
+	require.True(e.t, ok, "%T does not implement provider.Toolboxer, through which the suite runs commands in sandboxes", e.p)
+	base, h, err := tb.Toolbox(e.ctx, sb.Id)
+	require.NoError(e.t, err, "toolbox")
+	return strings.TrimRight(base, "/"), h
 }
 
 type execResult struct {

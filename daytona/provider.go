@@ -398,13 +398,19 @@ func (p *Provider) EntrypointLogs(ctx context.Context, idOrName string) (*provid
 		"Daytona keeps no entrypoint logs (build logs only): run your workload with its output in a file and read it through the toolbox")
 }
 
+var _ provider.Toolboxer = (*Provider)(nil)
+
 // Toolbox returns the base URL of the sandbox's toolbox, Daytona's
-// {toolboxProxyUrl}/{id}, and the header that authenticates to it.
-// not_found.
+// {toolboxProxyUrl}/{id}, and the header that authenticates to it: the API
+// key, which Daytona's proxy accepts. not_found, failed_precondition (not
+// started: Daytona's proxy would answer 400).
 func (p *Provider) Toolbox(ctx context.Context, idOrName string) (string, http.Header, error) {
 	sb, err := p.get(ctx, idOrName)
 	if err != nil {
 		return "", nil, err
+	}
+	if st := mapState(sb.GetState()); st != provider.StateStarted {
+		return "", nil, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", sb.Id, st)
 	}
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+p.cfg.APIKey)

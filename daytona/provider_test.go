@@ -68,6 +68,8 @@ func TestLifecycleOnTheSimulator(t *testing.T) {
 	assert.Equal(t, "Sandbox is not in a stoppable state", provider.Message(err))
 	_, err = p.PreviewURL(ctx, sb.Id, 3000)
 	assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "no preview of a stopped sandbox")
+	_, _, err = p.Toolbox(ctx, sb.Id)
+	assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "no toolbox in a stopped sandbox")
 
 	started := drive(h.clk, func() *provider.Sandbox {
 		s, err := p.Start(ctx, "box")
