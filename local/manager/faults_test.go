@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,4 +184,46 @@ func TestConcurrentUpdatesPersistTheLatest(t *testing.T) {
 		want := h.get("racy").AutoStopInterval
 		require.Equal(t, want, readRecord(t, h.root, "racy").AutoStopInterval, "round %d: sandbox.json holds a stale record", round)
 	}
+}
+
+// probeSabotage is ready at once, but first makes sandbox.json unwritable
+// (a directory in its place), so the create's final write fails.
+type probeSabotage struct {
+	*runtimetest.Fake
+	off atomic.Bool
+}
+
+func (p *probeSabotage) Probe(ctx context.Context, h runtime.Handle, port int) (bool, error) {
+	if p.off.Load() {
+		return true, nil
+	}
+	for _, s := range p.Specs() {
+		path := filepath.Join(s.Dir, recordFile)
+		if err := os.Remove(path); err == nil {
+			if err := os.Mkdir(path, 0o700); err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
+}
+
+func TestCreateReleasesThePortWhenItsLastWriteFails(t *testing.T) {
+	hook := &recordingHook{}
+	p := &probeSabotage{Fake: runtimetest.New(provider.RuntimeNative)}
+	h := newHarness(t, useRuntime(p), func(o *Options) {
+		o.PortMin, o.PortMax = 14400, 14400
+		o.LaunchHook = hook
+		o.Snapshots[DefaultSnapshot] = Snapshot{Command: []string{"workload"}}
+	})
+	_, err := h.m.Create(context.Background(), provider.CreateRequest{Id: "unlucky"})
+	assert.Equal(t, provider.CreateFailed, provider.Code(err), "%v", err)
+	assert.Zero(t, p.Running(), "the workload is killed")
+	assert.NoDirExists(t, filepath.Join(h.root, "unlucky"))
+	assert.Equal(t, []string{"unlucky"}, hook.exits(), "the launch hook cleans up")
+
+	p.off.Store(true)
+	s, err := h.m.Create(context.Background(), provider.CreateRequest{Id: "lucky"})
+	require.NoError(t, err)
+	assert.Equal(t, 14400, s.Port)
 }

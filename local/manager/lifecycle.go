@@ -135,8 +135,13 @@ func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provi
 		r.LastActivityAt = m.clk.Now()
 	})
 	if err != nil {
+		// spawn handed the port and the launch hook over with the workload.
 		m.killQuietly(e)
-		return rollback(err)
+		m.ports.release(s.Port)
+		if hook := m.opts.LaunchHook; hook != nil {
+			hook.AfterExit(rec.ID)
+		}
+		return rollback(provider.Errorf(provider.CreateFailed, "%s; the create was rolled back", provider.Message(err)))
 	}
 	m.watch(e)
 	m.emit(provider.EventCreated, s, "")
