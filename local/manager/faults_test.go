@@ -227,3 +227,45 @@ func TestCreateReleasesThePortWhenItsLastWriteFails(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 14400, s.Port)
 }
+
+// statusDown answers Status with unavailable while down is set, like a
+// docker engine that does not answer.
+type statusDown struct {
+	*runtimetest.Fake
+	down atomic.Bool
+}
+
+func (s *statusDown) Status(ctx context.Context, h runtime.Handle) (runtime.Status, error) {
+	if s.down.Load() {
+		return runtime.Status{}, provider.Errorf(provider.Unavailable, "engine does not answer")
+	}
+	return s.Fake.Status(ctx, h)
+}
+
+// A sandbox that rehydrate cannot check keeps its port: its workload may
+// still serve there, so handing the port out again would put two
+// sandboxes on it.
+func TestUncheckedSandboxKeepsItsPort(t *testing.T) {
+	tests := []struct {
+		name  string
+		blind func(h *harness, rt *statusDown)
+	}{
+		{"status fails", func(h *harness, rt *statusDown) { rt.down.Store(true) }},
+		{"runtime disabled", func(h *harness, rt *statusDown) {
+			h.opts.Runtimes = map[provider.Runtime]runtime.Runtime{provider.RuntimeDocker: runtimetest.New(provider.RuntimeDocker)}
+			h.opts.Snapshots = map[string]Snapshot{DefaultSnapshot: {Image: "img", Ready: "none"}}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := &statusDown{Fake: runtimetest.New(provider.RuntimeNative)}
+			h := newHarness(t, useRuntime(rt), func(o *Options) { o.PortMin, o.PortMax = 14500, 14500 })
+			first := h.create(provider.CreateRequest{Id: "first"})
+			tt.blind(h, rt)
+			h.restart()
+			s, err := h.m.Create(context.Background(), provider.CreateRequest{Id: "second"})
+			assert.Equal(t, provider.ResourceExhausted, provider.Code(err), "port %d handed out again", s.Port)
+			assert.Equal(t, first.Port, h.get("first").Port)
+		})
+	}
+}

@@ -28,6 +28,7 @@ func (m *Manager) rehydrate(ctx context.Context) error {
 		if !ok {
 			m.log.Warn("sandbox uses a runtime that is not enabled; keeping it as it is", "sandbox", r.ID, "runtime", r.Runtime)
 			m.sandboxes[r.ID] = newEntry(r)
+			m.ports.reserve(r.Port) // its workload may still serve there
 			continue
 		}
 		if r.Creating {
@@ -56,6 +57,7 @@ func (m *Manager) rehydrate(ctx context.Context) error {
 		switch {
 		case err != nil:
 			m.log.Error("cannot tell whether a workload runs; leaving the sandbox as recorded", "sandbox", r.ID, "err", err)
+			m.ports.reserve(r.Port)
 			continue
 		case !st.Running:
 			m.settle(e, reasonGone)
