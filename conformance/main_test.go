@@ -38,7 +38,11 @@ func TestMain(m *testing.M) {
 	parallelSet := false
 	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
 	if !parallelSet {
-		_ = flag.Set("test.parallel", "8")
+		n := "8"
+		if *providerFlag == "daytona" {
+			n = "4" // stay well inside a real organization's quota
+		}
+		_ = flag.Set("test.parallel", n)
 	}
 	var dir string
 	if p := *providerFlag; p != "replay" && p != "daytona" {
