@@ -269,3 +269,33 @@ func TestUncheckedSandboxKeepsItsPort(t *testing.T) {
 		})
 	}
 }
+
+// A sandbox left stopping by a daemon that could not finish the kill must
+// not get a second workload beside the first on start.
+func TestStartFinishesAnInterruptedStopFirst(t *testing.T) {
+	rt := &statusDown{Fake: runtimetest.New(provider.RuntimeNative)}
+	h := newHarness(t, useRuntime(rt))
+	ctx := context.Background()
+	h.create(provider.CreateRequest{Id: "stubborn"})
+	rt.FailStop(errors.New("operation not permitted"))
+	_, err := h.m.Stop(ctx, "stubborn")
+	require.Error(t, err)
+	rt.down.Store(true) // the restarted daemon cannot check it
+	h.restart()
+	rt.down.Store(false)
+	require.Equal(t, provider.StateStopping, h.get("stubborn").State)
+
+	_, err = h.m.Start(ctx, "stubborn")
+	assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "%v", err)
+	assert.Equal(t, 1, rt.Running(), "no second workload while the first may live")
+
+	rt.FailStop(nil)
+	h.clk.Advance(killRetry)
+	h.eventually(func() bool { return h.get("stubborn").State == provider.StateStopped }, "the retry stops it")
+	assert.Zero(t, rt.Running())
+	s, err := h.m.Start(ctx, "stubborn")
+	require.NoError(t, err)
+	assert.Equal(t, provider.StateStarted, s.State)
+	assert.Empty(t, s.ErrorReason)
+	assert.Equal(t, 1, rt.Running())
+}

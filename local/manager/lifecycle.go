@@ -477,6 +477,16 @@ func (m *Manager) Start(ctx context.Context, idOrName string) (provider.Sandbox,
 	if deleted {
 		return provider.Sandbox{}, provider.Errorf(provider.NotFound, "sandbox %q was deleted", idOrName)
 	}
+	if rec.State == provider.StateStopping && e.killErr == nil {
+		// A stop that never finished, say a daemon restarted mid-kill that
+		// could not check the workload: finish it before spawning another.
+		if _, err := m.stopLocked(ctx, e, ""); err != nil && e.killErr == nil {
+			return provider.Sandbox{}, err
+		}
+		m.mu.Lock()
+		rec = e.rec
+		m.mu.Unlock()
+	}
 	if e.killErr != nil {
 		return provider.Sandbox{}, provider.Errorf(provider.FailedPrecondition,
 			"sandbox %s: its previous workload could not be killed yet (%v); the daemon keeps retrying, start again once it is stopped", rec.ID, e.killErr)
