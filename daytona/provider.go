@@ -151,20 +151,40 @@ func (p *Provider) create(ctx context.Context, req provider.CreateRequest, body 
 		return nil, mayHaveActed(resp, err), p.classify(rctx, opCreate, resp, err)
 	}
 	sb, unsure, err := post()
-	if !unsure || req.Name == "" {
+	switch {
+	case !unsure:
 		return sb, err
+	case req.Name == "":
+		return nil, &provider.Error{Code: provider.Code(err), Err: err, Message: provider.Message(err) +
+			"; the create may have reached Daytona, so a sandbox may exist: give creates a name to have them retried safely, or look for it by its labels"}
 	}
 	if found, gerr := p.get(ctx, req.Name); gerr == nil {
-		return found, nil
+		return p.adopt(found, req, err)
 	} else if !provider.IsNotFound(gerr) {
 		return nil, err
 	}
 	sb, _, err = post()
 	if provider.Code(err) == provider.AlreadyExists {
 		// The first create landed after all.
-		return p.get(ctx, req.Name)
+		found, gerr := p.get(ctx, req.Name)
+		if gerr != nil {
+			return nil, err
+		}
+		return p.adopt(found, req, err)
 	}
 	return sb, err
+}
+
+// adopt takes found as the sandbox a lost create made, unless its labels
+// say it is somebody else's of the same name.
+func (p *Provider) adopt(found *apiclient.Sandbox, req provider.CreateRequest, lost error) (*apiclient.Sandbox, error) {
+	for k, v := range req.Labels {
+		if found.Labels[k] != v {
+			return nil, provider.Errorf(provider.AlreadyExists,
+				"sandbox name %s is taken by a sandbox with other labels (the create's answer was lost: %v)", req.Name, lost)
+		}
+	}
+	return found, nil
 }
 
 // mayHaveActed reports a failed request that reached the server, or may

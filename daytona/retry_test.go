@@ -115,6 +115,7 @@ func TestCreateIsNeverRetriedBlindly(t *testing.T) {
 		req   provider.CreateRequest
 		fault *simulator.Fault
 		rt    func() http.RoundTripper
+		pre   func(h *harness)
 		code  provider.ErrorCode
 		ops   []string
 		count int
@@ -137,6 +138,18 @@ func TestCreateIsNeverRetriedBlindly(t *testing.T) {
 			req:   provider.CreateRequest{Name: "box"},
 			rt:    func() http.RoundTripper { return lose(isCreate) },
 			ops:   []string{"createSandbox", "getSandbox"},
+			count: 1,
+		},
+		{
+			name: "a lost create is not confused with another sandbox of the name",
+			pre: func(h *harness) {
+				_, err := h.p.Create(context.Background(), provider.CreateRequest{Name: "box", Labels: map[string]string{"owner": "other"}})
+				require.NoError(h.t, err)
+			},
+			req:   provider.CreateRequest{Name: "box", Labels: map[string]string{"owner": "me"}},
+			rt:    func() http.RoundTripper { return lose(isCreate) },
+			code:  provider.AlreadyExists,
+			ops:   []string{"createSandbox", "createSandbox", "getSandbox"},
 			count: 1,
 		},
 		{
@@ -166,6 +179,9 @@ func TestCreateIsNeverRetriedBlindly(t *testing.T) {
 			var rt http.RoundTripper
 			if tt.rt != nil {
 				rt = tt.rt()
+			}
+			if tt.pre != nil {
+				tt.pre(h)
 			}
 			p := h.provider(testKey, rt)
 			if tt.fault != nil {
