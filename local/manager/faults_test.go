@@ -299,3 +299,35 @@ func TestStartFinishesAnInterruptedStopFirst(t *testing.T) {
 	assert.Empty(t, s.ErrorReason)
 	assert.Equal(t, 1, rt.Running())
 }
+
+// A create that crashed between making its directory and writing its first
+// record leaves a directory without sandbox.json. It must not keep the id
+// taken forever nor keep the env file (secrets) around; a directory with
+// anything else in it is not ours to remove.
+func TestRehydrateRemovesDirectoriesOfCreatesThatNeverWroteARecord(t *testing.T) {
+	h := newHarness(t)
+	h.m.Close()
+	leftovers := map[string][]string{
+		"born-empty": nil,
+		"born-env":   {envFile},
+		"born-tmp":   {envFile, ".sandbox.json.tmp-123", ".runtime-env.json.tmp-9"},
+	}
+	for id, files := range leftovers {
+		require.NoError(t, os.Mkdir(filepath.Join(h.root, id), 0o700))
+		for _, f := range files {
+			require.NoError(t, os.WriteFile(filepath.Join(h.root, id, f), []byte(`{"TOKEN":"secret-value"}`), 0o600))
+		}
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(h.root, "foreign"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(h.root, "foreign", "notes.txt"), []byte("mine"), 0o600))
+
+	h.m = nil
+	h.restart()
+	for id := range leftovers {
+		assert.NoDirExists(t, filepath.Join(h.root, id))
+		h.create(provider.CreateRequest{Id: id})
+	}
+	assert.FileExists(t, filepath.Join(h.root, "foreign", "notes.txt"))
+	_, err := h.m.Create(context.Background(), provider.CreateRequest{Id: "foreign"})
+	assert.Equal(t, provider.AlreadyExists, provider.Code(err))
+}

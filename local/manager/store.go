@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sandplane/sandplane/local/runtime"
@@ -159,6 +160,13 @@ func (m *Manager) loadRecords() ([]*record, error) {
 		path := filepath.Join(m.opts.Root, e.Name(), recordFile)
 		data, err := os.ReadFile(path)
 		if os.IsNotExist(err) {
+			if m.unborn(e.Name()) {
+				// A create that crashed before its first record: nothing
+				// was spawned yet, but the id would stay taken for good.
+				if err := m.removeDir(e.Name()); err != nil {
+					m.log.Error("remove directory of a create that never wrote its record", "sandbox", e.Name(), "err", err)
+				}
+			}
 			continue // not a sandbox directory
 		}
 		var r record
@@ -178,6 +186,24 @@ func (m *Manager) loadRecords() ([]*record, error) {
 		recs = append(recs, &r)
 	}
 	return recs, nil
+}
+
+// unborn reports whether the directory of id holds nothing but what a
+// create writes before its first record: the env file and temp files.
+// Anything else means the directory is not ours to remove.
+func (m *Manager) unborn(id string) bool {
+	files, err := os.ReadDir(m.dir(id))
+	if err != nil {
+		return false
+	}
+	for _, f := range files {
+		name := f.Name()
+		temp := strings.HasPrefix(name, "."+recordFile+".tmp-") || strings.HasPrefix(name, "."+envFile+".tmp-")
+		if !f.Type().IsRegular() || (name != envFile && !temp) {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *Manager) quarantine(name string, cause error) {
