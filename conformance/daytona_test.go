@@ -57,8 +57,9 @@ func daytonaPair(t *testing.T, key, apiBase, downBase string, clk clock.Clock, r
 }
 
 // recording wraps rt in a recorder when -record is set, and saves the
-// cassette of a scenario that passed.
-func recording(t *testing.T, providerName string, rt http.RoundTripper, key, apiBase, downBase, run string, minute time.Duration) http.RoundTripper {
+// cassette of a scenario that passed. replace names further strings to
+// write as placeholders, such as a directory of this machine.
+func recording(t *testing.T, providerName string, rt http.RoundTripper, key, apiBase, downBase, run string, minute time.Duration, replace map[string]string) http.RoundTripper {
 	t.Helper()
 	if !*recordFlag {
 		return rt
@@ -68,6 +69,9 @@ func recording(t *testing.T, providerName string, rt http.RoundTripper, key, api
 	norm.ReplaceBase(apiBase, cassette.APIBase)
 	norm.ReplaceBase(downBase, cassette.UnreachableBase)
 	norm.Replace(run, cassette.RunID)
+	for old, placeholder := range replace {
+		norm.Replace(old, placeholder)
+	}
 	rec := cassette.NewRecorder(rt, norm)
 	path := filepath.Join("testdata", providerName, scenarioName(t)+".replay")
 	t.Cleanup(func() {
@@ -122,7 +126,8 @@ func simMaker(ctx context.Context, t *testing.T) (conformance.Harness, error) {
 	})
 	downBase := "http://" + freeAddr(t)
 	run := runID()
-	rt := recording(t, "sim", http.DefaultTransport, simKey, srv.URL, downBase, run, *minuteFlag)
+	// Workloads live under root, which shows in what they print.
+	rt := recording(t, "sim", http.DefaultTransport, simKey, srv.URL, downBase, run, *minuteFlag, map[string]string{root: "/sim-root"})
 	p, down := daytonaPair(t, simKey, srv.URL, downBase, clk, rt, *minuteFlag)
 	return &conformance.Static{
 		P: p, Down: down, MinuteLen: *minuteFlag, Clk: clk,
@@ -166,7 +171,7 @@ func daytonaMaker(t *testing.T) conformance.HarnessMaker {
 	apiBase := u.Scheme + "://" + u.Host
 	return func(ctx context.Context, t *testing.T) (conformance.Harness, error) {
 		downBase := "http://" + freeAddr(t)
-		rt := recording(t, "daytona", http.DefaultTransport, cfg.APIKey, apiBase, downBase, run, time.Minute)
+		rt := recording(t, "daytona", http.DefaultTransport, cfg.APIKey, apiBase, downBase, run, time.Minute, nil)
 		p, down := daytonaPair(t, cfg.APIKey, apiBase, downBase, clock.Real(), rt, time.Minute)
 		return &conformance.Static{
 			P: p, Down: down, MinuteLen: time.Minute, Clk: clock.Real(),
