@@ -149,7 +149,11 @@ func traits(e *env) {
 		assert.Equal(e.t, sb.Id, resized.Id)
 		assert.Equal(e.t, provider.StateStarted, resized.State, "and changes nothing")
 	} else if err != nil {
-		assert.Equal(e.t, provider.Unsupported, provider.Code(err), "a real resize either works or is unsupported: %v", err)
+		// A real resize may be off for the organization, or refused for the
+		// sandbox's state or size; what it may not be is an unclassified
+		// failure.
+		assert.Contains(e.t, []provider.ErrorCode{provider.Unsupported, provider.FailedPrecondition, provider.InvalidArgument},
+			provider.Code(err), "resize: %v", err)
 	}
 
 	stopped, err := e.p.Stop(e.ctx, sb.Id)

@@ -331,3 +331,33 @@ func TestRehydrateRemovesDirectoriesOfCreatesThatNeverWroteARecord(t *testing.T)
 	_, err := h.m.Create(context.Background(), provider.CreateRequest{Id: "foreign"})
 	assert.Equal(t, provider.AlreadyExists, provider.Code(err))
 }
+
+// A setter that races a delete answers not_found, never an internal error
+// about a sandbox.json it could not write.
+func TestSettersRacingDeleteAnswerNotFound(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	for round := 0; round < 30; round++ {
+		h.create(provider.CreateRequest{Id: "short-lived"})
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() { defer wg.Done(); assert.NoError(t, h.m.Delete(ctx, "short-lived")) }()
+		for _, set := range []func() error{
+			func() error { return h.m.RefreshActivity(ctx, "short-lived") },
+			func() error { _, err := h.m.SetAutoStopInterval(ctx, "short-lived", 5); return err },
+		} {
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 20; i++ {
+					if err := set(); err != nil {
+						assert.Equal(t, provider.NotFound, provider.Code(err), "round %d: %v", round, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		assert.NoDirExists(t, filepath.Join(h.root, "short-lived"))
+	}
+}
+

@@ -302,6 +302,13 @@ func (m *Manager) update(e *entry, fn func(r *record)) (provider.Sandbox, error)
 	e.persistMu.Lock()
 	defer e.persistMu.Unlock()
 	m.mu.Lock()
+	if m.sandboxes[e.rec.ID] != e {
+		// Deleted (or rolled back) since the caller looked it up: writing
+		// now would recreate a record in a directory that is gone, or in
+		// a successor's with the same id.
+		m.mu.Unlock()
+		return m.info(e.rec), provider.Errorf(provider.NotFound, "sandbox %q was deleted", e.rec.ID)
+	}
 	next := e.rec.clone()
 	fn(next)
 	next.UpdatedAt = m.clk.Now()
@@ -309,6 +316,23 @@ func (m *Manager) update(e *entry, fn func(r *record)) (provider.Sandbox, error)
 	m.mu.Unlock()
 	err := m.persist(next)
 	return m.info(next), err
+}
+
+// unregister removes e from the registry after remove, its directory's
+// removal, succeeded. It holds e's persist lock throughout, so no update
+// that looked e up earlier can write once the directory is gone.
+func (m *Manager) unregister(e *entry, remove func() error) error {
+	e.persistMu.Lock()
+	defer e.persistMu.Unlock()
+	if err := remove(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sandboxes[e.rec.ID] == e {
+		delete(m.sandboxes, e.rec.ID)
+	}
+	return nil
 }
 
 func (m *Manager) info(r *record) provider.Sandbox {
