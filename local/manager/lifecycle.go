@@ -98,10 +98,25 @@ func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provi
 	e := newEntry(rec)
 	e.op.lock(ctx)
 	defer e.op.unlock()
+	// The persist lock is held until the first record is on disk, and again
+	// while rolling back, so that an update racing the create (a refresh by
+	// id) never writes into a directory that is not, or no longer, this
+	// sandbox's.
+	e.persistMu.Lock()
+	persistLocked := true
+	defer func() {
+		if persistLocked {
+			e.persistMu.Unlock()
+		}
+	}()
 	if err := m.insert(e); err != nil {
 		return provider.Sandbox{}, err
 	}
 	rollback := func(cause error) (provider.Sandbox, error) {
+		if !persistLocked {
+			e.persistMu.Lock()
+			persistLocked = true
+		}
 		m.mu.Lock()
 		delete(m.sandboxes, rec.ID)
 		m.mu.Unlock()
@@ -126,6 +141,8 @@ func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provi
 	if err := m.persist(rec); err != nil {
 		return rollback(err)
 	}
+	persistLocked = false
+	e.persistMu.Unlock()
 	if err := m.spawn(ctx, e, snap); err != nil {
 		return rollback(err)
 	}
@@ -666,12 +683,17 @@ func (m *Manager) Delete(ctx context.Context, idOrName string) error {
 	}
 	// The rename into the trash is the commit point: before it the sandbox
 	// is still whole, after it the sandbox is gone even if we crash.
+	// Under the persist lock, so that no update that looked the sandbox up
+	// earlier writes once the directory is gone.
+	e.persistMu.Lock()
 	if err := m.removeDir(rec.ID); err != nil {
+		e.persistMu.Unlock()
 		return provider.Errorf(provider.Internal, "remove sandbox directory: %w", err)
 	}
 	m.mu.Lock()
 	delete(m.sandboxes, rec.ID)
 	m.mu.Unlock()
+	e.persistMu.Unlock()
 	s.State = provider.StateDestroyed
 	m.emit(provider.EventDeleted, s, "")
 	return nil

@@ -318,23 +318,6 @@ func (m *Manager) update(e *entry, fn func(r *record)) (provider.Sandbox, error)
 	return m.info(next), err
 }
 
-// unregister removes e from the registry after remove, its directory's
-// removal, succeeded. It holds e's persist lock throughout, so no update
-// that looked e up earlier can write once the directory is gone.
-func (m *Manager) unregister(e *entry, remove func() error) error {
-	e.persistMu.Lock()
-	defer e.persistMu.Unlock()
-	if err := remove(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.sandboxes[e.rec.ID] == e {
-		delete(m.sandboxes, e.rec.ID)
-	}
-	return nil
-}
-
 func (m *Manager) info(r *record) provider.Sandbox {
 	s := provider.Sandbox{
 		Id:               r.ID,
