@@ -25,9 +25,7 @@ import (
 // daytonaExpect is what daytona.Provider promises, on the real service and
 // on the simulator alike.
 var daytonaExpect = conformance.Expectations{
-	Traits:           provider.Traits{Name: "daytona", SyncStop: true, ReapIntervalMinutes: 10.0 / 60},
-	NoEntrypointLogs: true,
-	NoStopReason:     true,
+	Traits: provider.Traits{Name: "daytona", SyncStop: true, ReapIntervalMinutes: 10.0 / 60, NoEntrypointLogs: true, NoStopReason: true},
 }
 
 // simKey is the simulator's API key; recordings scrub it.

@@ -41,12 +41,6 @@ type Expectations struct {
 	// Traits must equal what the provider reports; the scenarios then check
 	// the behaviour each trait describes.
 	Traits provider.Traits
-	// NoEntrypointLogs: EntrypointLogs answers unsupported (Daytona keeps
-	// build logs only). Traits has no field for it yet.
-	NoEntrypointLogs bool
-	// NoStopReason: an auto-stopped sandbox carries no errorReason (Daytona
-	// does not record why a sandbox stopped). Traits has no field for it yet.
-	NoStopReason bool
 }
 
 // Labels every sandbox of the suite carries.

@@ -183,7 +183,7 @@ func traits(e *env) {
 func (e *env) autoStopped(sb *provider.Sandbox) {
 	e.t.Helper()
 	assert.Equal(e.t, provider.StateStopped, sb.State)
-	if !e.want.NoStopReason {
+	if !e.want.Traits.NoStopReason {
 		assert.Equal(e.t, provider.ErrorReasonAutoStopped, sb.ErrorReason)
 	}
 }
@@ -340,7 +340,7 @@ func execThroughToolbox(e *env) {
 func entrypointLogsRedacted(e *env) {
 	secret := "cf-secret-" + e.h.RunID() + "-0123456789"
 	sb := e.create(provider.CreateRequest{Name: e.name("logs"), EnvVars: map[string]string{"CF_SECRET": secret}})
-	if e.want.NoEntrypointLogs {
+	if e.want.Traits.NoEntrypointLogs {
 		_, err := e.p.EntrypointLogs(e.ctx, sb.Id)
 		assert.Equal(e.t, provider.Unsupported, provider.Code(err), "%v", err)
 		return

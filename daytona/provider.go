@@ -46,6 +46,8 @@ func (p *Provider) Traits() provider.Traits {
 		ResizeIsNoop:        false,
 		SyncStop:            true,
 		ReapIntervalMinutes: 10.0 / 60,
+		NoEntrypointLogs:    true,
+		NoStopReason:        true,
 	}
 }
 

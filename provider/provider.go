@@ -153,4 +153,11 @@ type Traits struct {
 	// ReapInterval is how often, in interval minutes, auto-stop is checked;
 	// an idle sandbox stops up to this much after its interval ends.
 	ReapIntervalMinutes float64
+	// NoEntrypointLogs: EntrypointLogs answers unsupported, because the
+	// backend keeps no workload output (Daytona keeps build logs only).
+	NoEntrypointLogs bool
+	// NoStopReason: a sandbox that stopped on its own, auto-stop included,
+	// carries no errorReason, because the backend does not record why
+	// (Daytona).
+	NoStopReason bool
 }
