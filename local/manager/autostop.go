@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -52,6 +53,9 @@ func (m *Manager) reapIdle() {
 func (m *Manager) idle(r *record, now time.Time) bool {
 	if r.State != provider.StateStarted || r.AutoStopInterval <= 0 {
 		return false
+	}
+	if int64(r.AutoStopInterval) > math.MaxInt64/int64(m.opts.Minute) {
+		return false // longer than a Duration can hold: practically never
 	}
 	return now.Sub(r.LastActivityAt) >= time.Duration(r.AutoStopInterval)*m.opts.Minute
 }

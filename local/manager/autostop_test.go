@@ -2,6 +2,8 @@ package manager
 
 import (
 	"context"
+	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -118,4 +120,17 @@ func TestSetAutoStopIntervalValidates(t *testing.T) {
 	h.create(provider.CreateRequest{Id: "v"})
 	_, err := h.m.SetAutoStopInterval(context.Background(), "v", -5)
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
+}
+
+// Clients spell "practically never" with a large interval; the interval in
+// nanoseconds must not overflow into a negative that stops at once.
+func TestHugeAutoStopIntervalNeverOverflows(t *testing.T) {
+	for _, minutes := range []int{math.MaxInt32, math.MaxInt64} {
+		t.Run(strconv.Itoa(minutes), func(t *testing.T) {
+			h := newHarness(t)
+			h.create(provider.CreateRequest{Id: "long", AutoStopInterval: ptr(minutes)})
+			h.tick(2)
+			assert.Equal(t, provider.StateStarted, h.get("long").State)
+		})
+	}
 }

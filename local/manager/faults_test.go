@@ -360,4 +360,3 @@ func TestSettersRacingDeleteAnswerNotFound(t *testing.T) {
 		assert.NoDirExists(t, filepath.Join(h.root, "short-lived"))
 	}
 }
-
