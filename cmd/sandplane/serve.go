@@ -160,8 +160,12 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	go func() { errc <- hs.Serve(ln) }()
 
 	url := "http://" + ln.Addr().String()
-	fmt.Fprintf(os.Stderr, "sandplane %s serving\n  API:       %s/v1\n  dashboard: %s/\n  root:      %s\n  minute:    %s\n",
-		versionString(), url, url, cfg.Root, cfg.Minute)
+	dashboard := url + "/"
+	if cfg.Token != "" {
+		dashboard += "?token=" + cfg.Token // like Jupyter: the person at this terminal owns the token
+	}
+	fmt.Fprintf(os.Stderr, "sandplane %s serving\n  API:       %s/v1\n  dashboard: %s\n  root:      %s\n  minute:    %s\n",
+		versionString(), url, dashboard, cfg.Root, cfg.Minute)
 
 	select {
 	case err := <-errc:

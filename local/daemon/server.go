@@ -225,16 +225,33 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	})
 }
 
+// tokenCookie carries the token for the dashboard, whose EventSource
+// cannot send an Authorization header. SameSite=Strict keeps other sites
+// from riding on it; the Origin check refuses them anyway.
+const tokenCookie = "sandplane_token"
+
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	if s.opts.Token == "" {
 		return next
 	}
-	want := []byte("Bearer " + s.opts.Token)
+	want := []byte(s.opts.Token)
+	valid := func(got string) bool { return subtle.ConstantTimeCompare([]byte(got), want) == 1 }
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Opening the dashboard as /?token=... once stores the token in a
+		// cookie and drops it from the address bar.
+		if t := r.URL.Query().Get("token"); r.Method == http.MethodGet && r.URL.Path == "/" && t != "" && valid(t) {
+			http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+			return
+		}
+		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if c, err := r.Cookie(tokenCookie); got == "" && err == nil {
+			got = c.Value
+		}
 		public := r.Method == http.MethodGet && r.URL.Path == "/v1/info"
-		got := []byte(r.Header.Get("Authorization"))
-		if !public && subtle.ConstantTimeCompare(got, want) != 1 {
-			writeError(w, provider.Errorf(provider.Unauthenticated, "missing or wrong bearer token: send Authorization: Bearer <token> as configured with SANDPLANE_TOKEN"))
+		if !public && !valid(got) {
+			writeError(w, provider.Errorf(provider.Unauthenticated,
+				"missing or wrong token: send Authorization: Bearer <token> as configured with SANDPLANE_TOKEN, or open /?token=<token> once in the browser"))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -193,6 +193,26 @@ func TestBearerToken(t *testing.T) {
 	assert.Equal(t, 401, do(t, ts, "GET", "/v1/sandboxes", "", "Authorization", "Bearer wrong").status)
 	assert.Equal(t, 200, do(t, ts, "GET", "/v1/sandboxes", "", "Authorization", "Bearer s3cret-token").status)
 	assert.Equal(t, 200, do(t, ts, "GET", "/v1/info", "").status, "probes identify the daemon without the token")
+	assert.Equal(t, 401, do(t, ts, "GET", "/", "").status)
+	assert.Equal(t, 401, do(t, ts, "GET", "/v1/events", "", "Cookie", tokenCookie+"=wrong").status)
+
+	// The dashboard: /?token= once, then the cookie carries it, SSE included.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(ts.URL + "/?token=s3cret-token")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Len(t, resp.Cookies(), 1)
+	c := resp.Cookies()[0]
+	assert.True(t, c.HttpOnly)
+	assert.Equal(t, http.SameSiteStrictMode, c.SameSite)
+	cookie := tokenCookie + "=" + c.Value
+	assert.Equal(t, 200, do(t, ts, "GET", "/", "", "Cookie", cookie).status)
+	assert.Equal(t, 200, do(t, ts, "GET", "/v1/sandboxes", "", "Cookie", cookie).status)
+	resp, err = noRedirect.Get(ts.URL + "/?token=wrong")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 401, resp.StatusCode)
 }
 
 func TestInfoAndDashboard(t *testing.T) {
