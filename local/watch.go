@@ -24,7 +24,9 @@ const maxReconnectDelay = 5 * time.Second
 // sandboxes_replaced snapshot. After a dropped connection it reconnects with
 // the last sequence number it saw, so the daemon replays what was missed (or
 // sends a fresh snapshot when the gap is too old). The first connection is
-// made before Watch returns: unavailable when no daemon answers.
+// made before Watch returns: unavailable when no daemon answers. The channel
+// closes when ctx ends or when a reconnect is refused for good (a changed
+// token, say).
 func (p *Provider) Watch(ctx context.Context, opts provider.WatchOptions) (<-chan provider.Event, error) {
 	body, err := p.openStream(ctx, opts, -1)
 	if err != nil {
@@ -47,6 +49,12 @@ func (p *Provider) Watch(ctx context.Context, opts provider.WatchOptions) (<-cha
 				delay = min(2*delay, maxReconnectDelay)
 				if body, err = p.openStream(ctx, opts, last); err == nil {
 					break
+				}
+				switch provider.Code(err) {
+				case provider.Unauthenticated, provider.PermissionDenied, provider.InvalidArgument:
+					// Retrying cannot fix these; closing the channel tells the caller.
+					p.log.Warn("event stream refused; giving up", "err", err)
+					return
 				}
 				p.log.Debug("reconnect to the event stream", "err", err)
 			}
