@@ -67,6 +67,9 @@ type Options struct {
 	Clock          clock.Clock
 	// PortMin..PortMax is the range sandbox ports come from (4100-4999).
 	PortMin, PortMax int
+	// PortLockDir is where daemons on one machine coordinate ports (a
+	// per-user directory under the system temp dir).
+	PortLockDir string
 	// Minute is the length of one interval minute (1m).
 	Minute time.Duration
 	// AutoStopMinutes is the default autoStopInterval (15); negative means 0.
@@ -168,6 +171,9 @@ func New(opts Options) (*Manager, error) {
 	if opts.PortMin <= 0 || opts.PortMax > 65535 || opts.PortMin > opts.PortMax {
 		return nil, provider.Errorf(provider.InvalidArgument, "manager: invalid port range %d-%d", opts.PortMin, opts.PortMax)
 	}
+	if opts.PortLockDir == "" {
+		opts.PortLockDir = defaultPortLockDir()
+	}
 	if opts.Minute <= 0 {
 		opts.Minute = time.Minute
 	}
@@ -208,7 +214,7 @@ func New(opts Options) (*Manager, error) {
 		opts:      opts,
 		clk:       opts.Clock,
 		log:       opts.Logger,
-		ports:     newPortAllocator(opts.PortMin, opts.PortMax),
+		ports:     newPortAllocator(opts.PortMin, opts.PortMax, opts.PortLockDir),
 		sandboxes: map[string]*entry{},
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
@@ -226,6 +232,7 @@ func New(opts Options) (*Manager, error) {
 func (m *Manager) Close() {
 	m.cancel()
 	m.wg.Wait()
+	m.ports.close()
 }
 
 // StopAll stops every started sandbox, for a daemon asked to reap on exit.

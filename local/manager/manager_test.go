@@ -485,3 +485,20 @@ func TestLaunchHook(t *testing.T) {
 	assert.Equal(t, provider.CreateFailed, provider.Code(err))
 	assert.NoDirExists(t, filepath.Join(h.root, "refused"))
 }
+
+func TestDaemonsOnOneMachineNeverShareAPort(t *testing.T) {
+	lockDir := t.TempDir()
+	a := newHarness(t, func(o *Options) { o.PortMin, o.PortMax, o.PortLockDir = 14400, 14401, lockDir })
+	b := newHarness(t, func(o *Options) { o.PortMin, o.PortMax, o.PortLockDir = 14400, 14401, lockDir })
+	sa := a.create(provider.CreateRequest{})
+	sb := b.create(provider.CreateRequest{})
+	assert.NotEqual(t, sa.Port, sb.Port, "two managers (two roots) coordinate through the lock directory")
+	_, err := a.m.Create(context.Background(), provider.CreateRequest{})
+	assert.Equal(t, provider.ResourceExhausted, provider.Code(err), "the other daemon's port is not free")
+
+	_, err = b.m.Stop(context.Background(), sb.Id)
+	require.NoError(t, err)
+	s, err := a.m.Create(context.Background(), provider.CreateRequest{})
+	require.NoError(t, err, "a stopped sandbox's port is free for everyone")
+	assert.Equal(t, sb.Port, s.Port)
+}

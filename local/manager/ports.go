@@ -1,25 +1,45 @@
 package manager
 
 import (
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandplane/sandplane/provider"
 )
 
 // portAllocator hands out sandbox ports. A port is never handed out twice
-// while held, and a port that something outside sandplane already listens on
-// is skipped.
+// while held, a port that something already listens on is skipped, and
+// daemons on one machine (each with its own root) never hand out the same
+// port: each holds a machine-wide advisory lock on every port it assigned.
+// Binding alone cannot guarantee that, since two daemons may both find a
+// port free before either workload binds it.
 type portAllocator struct {
 	min, max int
-	mu       sync.Mutex
-	held     map[int]bool
-	next     int
+	lockDir  string // "" disables cross-daemon locks
+
+	mu   sync.Mutex
+	held map[int]*os.File // the lock file of each held port, or nil
+	next int
 }
 
-func newPortAllocator(min, max int) *portAllocator {
-	return &portAllocator{min: min, max: max, held: map[int]bool{}, next: min}
+func newPortAllocator(min, max int, lockDir string) *portAllocator {
+	if lockDir != "" {
+		if err := os.MkdirAll(lockDir, 0o700); err != nil {
+			lockDir = "" // locking is a courtesy between daemons; binding still guards
+		}
+	}
+	return &portAllocator{min: min, max: max, lockDir: lockDir, held: map[int]*os.File{}, next: min}
+}
+
+// defaultPortLockDir is shared by every daemon of this user on this machine.
+func defaultPortLockDir() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("sandplane-ports-%d", os.Getuid()))
 }
 
 // allocate returns a free port, preferring prefer when it is free.
@@ -27,8 +47,7 @@ func newPortAllocator(min, max int) *portAllocator {
 func (p *portAllocator) allocate(prefer int) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if prefer >= p.min && prefer <= p.max && !p.held[prefer] && bindable(prefer) {
-		p.held[prefer] = true
+	if prefer >= p.min && prefer <= p.max && p.take(prefer) {
 		return prefer, nil
 	}
 	size := p.max - p.min + 1
@@ -38,14 +57,48 @@ func (p *portAllocator) allocate(prefer int) (int, error) {
 		if p.next > p.max {
 			p.next = p.min
 		}
-		if p.held[port] || !bindable(port) {
-			continue
+		if p.take(port) {
+			return port, nil
 		}
-		p.held[port] = true
-		return port, nil
 	}
 	return 0, provider.Errorf(provider.ResourceExhausted,
-		"no free port in %d-%d: delete unused sandboxes or widen the range with --ports", p.min, p.max)
+		"no free port in %d-%d: delete unused sandboxes or widen the range (ports in the config file)", p.min, p.max)
+}
+
+// take holds port if no one has it. The caller holds p.mu.
+func (p *portAllocator) take(port int) bool {
+	if _, ok := p.held[port]; ok {
+		return false
+	}
+	lock, ok := p.lock(port)
+	if !ok {
+		return false
+	}
+	if !bindable(port) {
+		if lock != nil {
+			lock.Close()
+		}
+		return false
+	}
+	p.held[port] = lock
+	return true
+}
+
+// lock takes the machine-wide lock of port: false when another daemon holds
+// it. The lock ends with the file, or with the process.
+func (p *portAllocator) lock(port int) (*os.File, bool) {
+	if p.lockDir == "" {
+		return nil, true
+	}
+	f, err := os.OpenFile(filepath.Join(p.lockDir, strconv.Itoa(port)+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, true // cannot coordinate; binding still guards
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, false
+	}
+	return f, true
 }
 
 // reserve marks a port held by a workload adopted after a restart.
@@ -55,13 +108,33 @@ func (p *portAllocator) reserve(port int) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.held[port] = true
+	if _, ok := p.held[port]; ok {
+		return
+	}
+	lock, _ := p.lock(port) // the workload has the port whatever the lock says
+	p.held[port] = lock
 }
 
 func (p *portAllocator) release(port int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if lock := p.held[port]; lock != nil {
+		lock.Close()
+	}
 	delete(p.held, port)
+}
+
+// close drops every port lock, for a manager that is done; the next one on
+// the same root reserves the ports of the workloads it adopts.
+func (p *portAllocator) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for port, lock := range p.held {
+		if lock != nil {
+			lock.Close()
+		}
+		delete(p.held, port)
+	}
 }
 
 // bindable reports whether nothing listens on the loopback port now. Bind, not
