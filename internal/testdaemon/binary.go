@@ -1,0 +1,61 @@
+package testdaemon
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+const mainPackage = "github.com/sandplane/sandplane/cmd/sandplane"
+
+var built struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// Binary is the path of a sandplane binary built from this tree, the same
+// for every test of the process. The first call builds it; a failed build
+// fails every test that asks.
+func Binary(t testing.TB) string {
+	t.Helper()
+	built.once.Do(build)
+	if built.err != nil {
+		t.Fatalf("build sandplane: %v", built.err)
+	}
+	return built.path
+}
+
+func build() {
+	dir, err := os.MkdirTemp("", "sandplane-testdaemon-")
+	if err != nil {
+		built.err = err
+		return
+	}
+	built.dir = dir
+	path := filepath.Join(dir, "sandplane")
+	// Static, so that the same binary runs on the host and in the docker
+	// runtime's FROM-scratch toolbox image.
+	cmd := exec.Command("go", "build", "-o", path, mainPackage)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		built.err = fmt.Errorf("%w\n%s", err, out)
+		return
+	}
+	built.path = path
+}
+
+// Main runs the tests of m and removes the binary they built, if any; it
+// returns m's exit code.
+func Main(m *testing.M) int {
+	code := m.Run()
+	built.once.Do(func() {}) // waits for a build under way; none starts after
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	return code
+}
