@@ -16,6 +16,7 @@ import (
 	"github.com/sandplane/sandplane/conformance"
 	"github.com/sandplane/sandplane/conformance/cassette"
 	"github.com/sandplane/sandplane/daytona"
+	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local/runtime/native"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
@@ -89,15 +90,14 @@ func recording(t *testing.T, providerName string, rt http.RoundTripper, key, api
 // whose sandboxes run `sandplane toolbox` as real processes, behind
 // daytona.Provider.
 func simMaker(ctx context.Context, t *testing.T) (conformance.Harness, error) {
-	needBinary(t)
 	clk := clock.Real()
 	root := t.TempDir()
-	t.Cleanup(func() { killMarked(t, root) })
+	t.Cleanup(func() { testdaemon.KillMarked(t, root) })
 	be, err := simulator.NewRuntimeBackend(simulator.RuntimeBackendConfig{
 		Runtime:   native.New(clk),
 		Clock:     clk,
 		Root:      root,
-		Command:   []string{sandplaneBin, "toolbox"},
+		Command:   []string{testdaemon.Binary(t), "toolbox"},
 		StopGrace: 2 * time.Second,
 	})
 	if err != nil {
@@ -122,7 +122,7 @@ func simMaker(ctx context.Context, t *testing.T) (conformance.Harness, error) {
 		assert.NoError(t, sim.Close())
 		assert.Empty(t, sim.SpecViolations(), "simulator answers that do not match Daytona's OpenAPI document")
 	})
-	downBase := "http://" + freeAddr(t)
+	downBase := "http://" + testdaemon.FreeAddr(t)
 	run := runID()
 	// Workloads live under root, which shows in what they print.
 	rt := recording(t, "sim", http.DefaultTransport, simKey, srv.URL, downBase, run, *minuteFlag, map[string]string{root: "/sim-root"})
@@ -168,7 +168,7 @@ func daytonaMaker(t *testing.T) conformance.HarnessMaker {
 	}
 	apiBase := u.Scheme + "://" + u.Host
 	return func(ctx context.Context, t *testing.T) (conformance.Harness, error) {
-		downBase := "http://" + freeAddr(t)
+		downBase := "http://" + testdaemon.FreeAddr(t)
 		rt := recording(t, "daytona", http.DefaultTransport, cfg.APIKey, apiBase, downBase, run, time.Minute, nil)
 		p, down := daytonaPair(t, cfg.APIKey, apiBase, downBase, clock.Real(), rt, time.Minute)
 		return &conformance.Static{

@@ -1,24 +1,18 @@
 package conformance_test
 
 import (
-	"context"
 	"crypto/rand"
 	"flag"
-	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/conformance"
-	"github.com/sandplane/sandplane/local/runtime/native"
+	"github.com/sandplane/sandplane/internal/testdaemon"
 )
 
 var (
@@ -26,10 +20,6 @@ var (
 	recordFlag   = flag.Bool("record", false, "record the HTTP exchanges of a sim or daytona run into testdata/<provider>/<scenario>.replay")
 	minuteFlag   = flag.Duration("minute", 600*time.Millisecond, "the interval minute of the local daemons and the simulator")
 )
-
-// sandplaneBin is the binary the local harnesses run as daemons and the
-// simulator runs as its workload (`sandplane toolbox`).
-var sandplaneBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -44,27 +34,7 @@ func TestMain(m *testing.M) {
 		}
 		_ = flag.Set("test.parallel", n)
 	}
-	var dir string
-	if p := *providerFlag; p != "replay" && p != "daytona" {
-		var err error
-		if dir, err = os.MkdirTemp("", "sandplane-conformance-"); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		sandplaneBin = filepath.Join(dir, "sandplane")
-		build := exec.Command("go", "build", "-o", sandplaneBin, "github.com/sandplane/sandplane/cmd/sandplane")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build sandplane: %v\n%s", err, out)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	if dir != "" {
-		os.RemoveAll(dir)
-	}
-	os.Exit(code)
+	os.Exit(testdaemon.Main(m))
 }
 
 // TestConformance runs the suite against the providers -provider names, or
@@ -125,34 +95,3 @@ func runID() string {
 
 // scenarioName is the scenario t runs, the last element of its name.
 func scenarioName(t *testing.T) string { return path.Base(t.Name()) }
-
-// freeAddr is a loopback address nobody listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// killMarked kills every native workload marked with root, whatever became
-// of the daemon or simulator that spawned it.
-func killMarked(t *testing.T, root string) {
-	orphans, err := native.New(nil).Orphans(context.Background(), root, nil)
-	if err != nil {
-		t.Logf("scan for leftover workloads of %s: %v", root, err)
-		return
-	}
-	for _, h := range orphans {
-		_ = syscall.Kill(-h.PID, syscall.SIGKILL)
-	}
-}
-
-// needBinary fails a harness that runs the sandplane binary when TestMain
-// did not build it.
-func needBinary(t *testing.T) {
-	t.Helper()
-	if sandplaneBin == "" || strings.TrimSpace(sandplaneBin) == "" {
-		t.Fatal("the sandplane binary was not built for this -provider")
-	}
-}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -25,11 +26,11 @@ func BenchmarkCreateToStarted(b *testing.B) {
 	var subject, baseline []time.Duration
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		s, err := d.p.Create(ctx, provider.CreateRequest{AutoStopInterval: ptr(0)})
+		s, err := d.P.Create(ctx, provider.CreateRequest{AutoStopInterval: ptr(0)})
 		require.NoError(b, err)
 		subject = append(subject, time.Since(start))
 		b.StopTimer()
-		require.NoError(b, d.p.Delete(ctx, s.Id))
+		require.NoError(b, d.P.Delete(ctx, s.Id))
 		baseline = append(baseline, bareSpawn(b))
 		b.StartTimer()
 	}
@@ -39,10 +40,10 @@ func BenchmarkCreateToStarted(b *testing.B) {
 // bareSpawn starts `sandplane toolbox` directly and waits until it accepts
 // connections: the floor any control plane pays.
 func bareSpawn(b *testing.B) time.Duration {
-	addr := freeAddr(b)
+	addr := testdaemon.FreeAddr(b)
 	_, port, _ := net.SplitHostPort(addr)
 	start := time.Now()
-	cmd := exec.Command(sandplaneBin, "toolbox")
+	cmd := exec.Command(testdaemon.Binary(b), "toolbox")
 	cmd.Env = append(os.Environ(), "PORT="+port)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	require.NoError(b, cmd.Start())

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -25,7 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandplane/sandplane/local"
+	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local/runtime"
 	"github.com/sandplane/sandplane/local/runtime/docker"
 	"github.com/sandplane/sandplane/local/runtime/docker/dockertest"
@@ -79,37 +77,16 @@ snapshots:
 `, env.image, env.missing)
 }
 
-// startDockerDaemon runs `sandplane serve` as startDaemon does, with the
-// docker snapshots. A new root gets a cleanup that removes every container
-// and image labelled with it, whatever the test did to the daemon.
-func startDockerDaemon(t testing.TB, env *dockerEnv, root string, extraEnv ...string) *daemon {
+// startDockerDaemon runs `sandplane serve` with the docker snapshots. A new
+// root gets a cleanup that removes every container and image labelled with
+// it, whatever the test did to the daemon.
+func startDockerDaemon(t testing.TB, env *dockerEnv, root string, extraEnv ...string) *testdaemon.Daemon {
 	t.Helper()
 	if root == "" {
 		root = t.TempDir()
 		t.Cleanup(func() { env.removeRoot(t, root) })
 	}
-	cfg := filepath.Join(t.TempDir(), "docker.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(env.config()), 0o600))
-	d := &daemon{t: t, root: root, addr: freeAddr(t), stderr: &lockedWriter{w: &bytes.Buffer{}}, exited: make(chan struct{})}
-	d.cmd = exec.Command(sandplaneBin, "serve", "--listen", d.addr, "--root", root, "--minute", "200ms", "--config", cfg)
-	d.cmd.Env = append(os.Environ(), extraEnv...)
-	d.cmd.Stderr = d.stderr
-	require.NoError(t, d.cmd.Start())
-	go func() { _ = d.cmd.Wait(); close(d.exited) }()
-	t.Cleanup(d.stop)
-	var err error
-	d.p, err = local.New("http://" + d.addr)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, err := d.p.Info(context.Background())
-		return err == nil
-	}, 20*time.Second, 20*time.Millisecond, "daemon did not come up: %s", d.stderr)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("daemon stderr:\n%s", d.stderr)
-		}
-	})
-	return d
+	return testdaemon.Start(t, testdaemon.Options{Root: root, Config: env.config(), Env: extraEnv})
 }
 
 func (env *dockerEnv) containersOf(t testing.TB, root string) []container.Summary {
@@ -175,14 +152,14 @@ func needShell(t *testing.T) {
 	}
 }
 
-func dockerCreate(t *testing.T, d *daemon, req provider.CreateRequest) *provider.Sandbox {
+func dockerCreate(t *testing.T, d *testdaemon.Daemon, req provider.CreateRequest) *provider.Sandbox {
 	t.Helper()
 	req.Runtime = provider.RuntimeDocker
 	if req.AutoStopInterval == nil {
 		req.AutoStopInterval = ptr(0)
 	}
-	s, err := d.p.Create(context.Background(), req)
-	require.NoError(t, err, "daemon stderr:\n%s", d.stderr)
+	s, err := d.P.Create(context.Background(), req)
+	require.NoError(t, err, "daemon stderr:\n%s", d.Stderr)
 	require.Equal(t, provider.StateStarted, s.State)
 	require.Equal(t, provider.RuntimeDocker, s.Runtime)
 	return s
@@ -215,7 +192,7 @@ func testDockerLifecycle(t *testing.T, env *dockerEnv) {
 	c := env.sandboxContainer(t, s.Id)
 	assert.True(t, c.State.Running)
 	assert.Equal(t, env.image, c.Config.Image)
-	assert.Equal(t, d.root, c.Config.Labels[docker.LabelRoot])
+	assert.Equal(t, d.Root, c.Config.Labels[docker.LabelRoot])
 	assert.Equal(t, "http://127.0.0.1:"+strconv.Itoa(s.Port), s.PreviewUrl)
 	workloadPID(t, s) // the toolbox knows its sandbox
 
@@ -228,33 +205,33 @@ func testDockerLifecycle(t *testing.T, env *dockerEnv) {
 	got = execute(t, s, "echo to-stdout > /proc/1/fd/1; echo to-stderr $SECRET_TOKEN > /proc/1/fd/2")
 	require.Zero(t, got.ExitCode, got.Result)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		logs, err := d.p.EntrypointLogs(ctx, s.Id)
+		logs, err := d.P.EntrypointLogs(ctx, s.Id)
 		require.NoError(c, err)
 		assert.Contains(c, logs.Stdout, "to-stdout\n")
 		assert.Contains(c, logs.Stderr, "to-stderr")
 		assert.NotContains(c, logs.Output, secret, "env values are redacted")
 	}, 10*time.Second, 50*time.Millisecond)
 
-	stopped, err := d.p.Stop(ctx, s.Id)
+	stopped, err := d.P.Stop(ctx, s.Id)
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStopped, stopped.State)
 	kept := env.sandboxContainer(t, s.Id)
 	assert.False(t, kept.State.Running, "stop keeps the container")
 	assert.Equal(t, c.ID, kept.ID)
 
-	started, err := d.p.Start(ctx, s.Id)
+	started, err := d.P.Start(ctx, s.Id)
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, started.State)
 	assert.Equal(t, c.ID, env.sandboxContainer(t, s.Id).ID, "start restarts the same container")
 	got = execute(t, started, "cat state.txt; echo $SECRET_TOKEN")
 	assert.Equal(t, "kept\n"+secret+"\n", got.Result, "files and env survive the stop")
 
-	require.NoError(t, d.p.Delete(ctx, s.Id))
+	require.NoError(t, d.P.Delete(ctx, s.Id))
 	_, err = env.cli.ContainerInspect(ctx, c.ID)
 	assert.True(t, cerrdefs.IsNotFound(err), "delete removes the container: %v", err)
-	_, err = d.p.Get(ctx, s.Id)
+	_, err = d.P.Get(ctx, s.Id)
 	assert.Equal(t, provider.NotFound, provider.Code(err))
-	assert.Empty(t, env.containersOf(t, d.root))
+	assert.Empty(t, env.containersOf(t, d.Root))
 }
 
 // testDockerNewPortKeepsFiles restarts a stopped sandbox whose port was
@@ -267,21 +244,21 @@ func testDockerNewPortKeepsFiles(t *testing.T, env *dockerEnv) {
 	s := dockerCreate(t, d, provider.CreateRequest{Name: "mover"})
 	require.Zero(t, execute(t, s, "echo kept > state.txt").ExitCode)
 	before := env.sandboxContainer(t, s.Id)
-	_, err := d.p.Stop(ctx, s.Id)
+	_, err := d.P.Stop(ctx, s.Id)
 	require.NoError(t, err)
 
 	squatter, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)))
 	require.NoError(t, err)
 	defer squatter.Close()
-	moved, err := d.p.Start(ctx, s.Id)
-	require.NoError(t, err, "daemon stderr:\n%s", d.stderr)
+	moved, err := d.P.Start(ctx, s.Id)
+	require.NoError(t, err, "daemon stderr:\n%s", d.Stderr)
 	require.NotEqual(t, s.Port, moved.Port)
 	assert.NotEqual(t, before.ID, env.sandboxContainer(t, s.Id).ID, "a new port needs a new container")
 	assert.Equal(t, "kept\n", execute(t, moved, "cat state.txt").Result)
 
-	require.NoError(t, d.p.Delete(ctx, s.Id))
-	assert.Empty(t, env.containersOf(t, d.root))
-	images, err := env.cli.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelRoot+"="+d.root))})
+	require.NoError(t, d.P.Delete(ctx, s.Id))
+	assert.Empty(t, env.containersOf(t, d.Root))
+	images, err := env.cli.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelRoot+"="+d.Root))})
 	require.NoError(t, err)
 	assert.Empty(t, images, "delete removes the image that carried the files")
 }
@@ -291,12 +268,12 @@ func testDockerKilledFromOutside(t *testing.T, env *dockerEnv) {
 	s := dockerCreate(t, d, provider.CreateRequest{Name: "victim"})
 	require.NoError(t, env.cli.ContainerKill(context.Background(), docker.ContainerName(s.Id), "KILL"))
 
-	got := eventuallyState(t, d.p, s.Id, provider.StateStopped)
+	got := eventuallyState(t, d.P, s.Id, provider.StateStopped)
 	assert.Equal(t, "killed: signal SIGKILL", got.ErrorReason)
 	assert.Zero(t, got.Port)
 	assert.Empty(t, got.PreviewUrl)
 
-	restarted, err := d.p.Start(context.Background(), s.Id)
+	restarted, err := d.P.Start(context.Background(), s.Id)
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, restarted.State)
 	workloadPID(t, restarted)
@@ -309,12 +286,12 @@ func testDockerDaemonRestart(t *testing.T, env *dockerEnv) {
 	lost := dockerCreate(t, d, provider.CreateRequest{Name: "lost"})
 	before := env.sandboxContainer(t, keep.Id)
 
-	d.stop() // SIGTERM: containers keep running
+	d.Stop() // SIGTERM: containers keep running
 	assert.True(t, env.sandboxContainer(t, keep.Id).State.Running, "a container outlives its daemon")
 	require.NoError(t, env.cli.ContainerKill(ctx, docker.ContainerName(lost.Id), "KILL"))
 
-	d2 := startDockerDaemon(t, env, d.root)
-	got, err := d2.p.Get(ctx, "keep")
+	d2 := startDockerDaemon(t, env, d.Root)
+	got, err := d2.P.Get(ctx, "keep")
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, got.State)
 	assert.Equal(t, keep.Port, got.Port)
@@ -322,12 +299,12 @@ func testDockerDaemonRestart(t *testing.T, env *dockerEnv) {
 	assert.Equal(t, before.ID, after.ID)
 	assert.Equal(t, before.State.StartedAt, after.State.StartedAt, "adopted, not restarted")
 	workloadPID(t, got)
-	gone := eventuallyState(t, d2.p, "lost", provider.StateStopped)
+	gone := eventuallyState(t, d2.P, "lost", provider.StateStopped)
 	assert.Equal(t, "daemon restart: process gone", gone.ErrorReason)
 
 	// The adopted container is watched like any other.
 	require.NoError(t, env.cli.ContainerKill(ctx, docker.ContainerName(keep.Id), "KILL"))
-	stopped := eventuallyState(t, d2.p, "keep", provider.StateStopped)
+	stopped := eventuallyState(t, d2.P, "keep", provider.StateStopped)
 	assert.Equal(t, "killed: signal SIGKILL", stopped.ErrorReason)
 }
 
@@ -337,19 +314,19 @@ func testDockerOrphans(t *testing.T, env *dockerEnv) {
 
 	created := make(chan error, 1)
 	go func() {
-		_, err := d.p.Create(ctx, provider.CreateRequest{Id: "half", Runtime: provider.RuntimeDocker, Snapshot: "never-ready"})
+		_, err := d.P.Create(ctx, provider.CreateRequest{Id: "half", Runtime: provider.RuntimeDocker, Snapshot: "never-ready"})
 		created <- err
 	}()
 	// Wait until the container runs, then kill the daemon under the create.
 	require.Eventually(t, func() bool {
-		for _, c := range env.containersOf(t, d.root) {
+		for _, c := range env.containersOf(t, d.Root) {
 			if c.State == container.StateRunning {
 				return true
 			}
 		}
 		return false
-	}, 30*time.Second, 20*time.Millisecond, "the half-created container never ran: %s", d.stderr)
-	d.kill9()
+	}, 30*time.Second, 20*time.Millisecond, "the half-created container never ran: %s", d.Stderr)
+	d.Kill9()
 	assert.Equal(t, provider.Unavailable, provider.Code(<-created))
 
 	// And a container of this root that no registry entry names at all.
@@ -358,20 +335,20 @@ func testDockerOrphans(t *testing.T, env *dockerEnv) {
 	t.Cleanup(func() { _ = rt.Close() })
 	port := freePort(t)
 	stray, err := rt.Start(ctx, runtime.Spec{
-		SandboxID: "stray", Root: d.root, Image: env.image, Port: port,
+		SandboxID: "stray", Root: d.Root, Image: env.image, Port: port,
 		Env: map[string]string{"PORT": strconv.Itoa(port)},
 	})
 	require.NoError(t, err)
-	require.Len(t, env.containersOf(t, d.root), 2)
+	require.Len(t, env.containersOf(t, d.Root), 2)
 
-	d2 := startDockerDaemon(t, env, d.root)
-	assert.Empty(t, env.containersOf(t, d.root), "the restarted daemon removed both")
+	d2 := startDockerDaemon(t, env, d.Root)
+	assert.Empty(t, env.containersOf(t, d.Root), "the restarted daemon removed both")
 	st, err := rt.Status(ctx, stray)
 	require.NoError(t, err)
 	assert.Equal(t, docker.ReasonGone, st.Exit.Reason)
-	_, err = d2.p.Get(ctx, "half")
+	_, err = d2.P.Get(ctx, "half")
 	assert.Equal(t, provider.NotFound, provider.Code(err))
-	assert.NoDirExists(t, filepath.Join(d.root, "half"))
+	assert.NoDirExists(t, filepath.Join(d.Root, "half"))
 
 	s := dockerCreate(t, d2, provider.CreateRequest{Id: "half"})
 	assert.Equal(t, "half", s.Id, "the id is free again")
@@ -382,22 +359,22 @@ func testDockerCreateFailures(t *testing.T, env *dockerEnv) {
 	ctx := context.Background()
 
 	t.Run("a missing image fails preflight, naming it", func(t *testing.T) {
-		_, err := d.p.Create(ctx, provider.CreateRequest{Name: "nope", Runtime: provider.RuntimeDocker, Snapshot: "missing"})
+		_, err := d.P.Create(ctx, provider.CreateRequest{Name: "nope", Runtime: provider.RuntimeDocker, Snapshot: "missing"})
 		require.Error(t, err)
 		assert.Equal(t, provider.PreflightFailed, provider.Code(err))
 		assert.Contains(t, err.Error(), env.missing)
 		assert.Contains(t, err.Error(), "never pulls")
-		_, err = d.p.Get(ctx, "nope")
+		_, err = d.P.Get(ctx, "nope")
 		assert.Equal(t, provider.NotFound, provider.Code(err))
 	})
 	t.Run("a workload that exits fails the create with its output", func(t *testing.T) {
-		_, err := d.p.Create(ctx, provider.CreateRequest{Name: "broken", Runtime: provider.RuntimeDocker, Snapshot: "broken"})
+		_, err := d.P.Create(ctx, provider.CreateRequest{Name: "broken", Runtime: provider.RuntimeDocker, Snapshot: "broken"})
 		require.Error(t, err)
 		assert.Equal(t, provider.CreateFailed, provider.Code(err))
 		assert.Contains(t, err.Error(), "exited: code 1")
 		assert.Contains(t, err.Error(), "unknown flag: --no-such-flag")
 	})
-	assert.Empty(t, env.containersOf(t, d.root), "failed creates leave no container")
+	assert.Empty(t, env.containersOf(t, d.Root), "failed creates leave no container")
 }
 
 func TestDockerCreateWithoutAnEngine(t *testing.T) {
@@ -405,20 +382,20 @@ func TestDockerCreateWithoutAnEngine(t *testing.T) {
 	// creates say what to do.
 	env := &dockerEnv{image: "sandplane-e2e-toolbox:" + randHex(6), missing: "sandplane-e2e-missing:" + randHex(6)}
 	d := startDockerDaemon(t, env, t.TempDir(), "DOCKER_HOST=unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
-	t.Cleanup(func() { killMarked(t, d.root) })
-	_, err := d.p.Create(context.Background(), provider.CreateRequest{Runtime: provider.RuntimeDocker})
+	t.Cleanup(func() { testdaemon.KillMarked(t, d.Root) })
+	_, err := d.P.Create(context.Background(), provider.CreateRequest{Runtime: provider.RuntimeDocker})
 	require.Error(t, err)
 	assert.Equal(t, provider.Unavailable, provider.Code(err))
 	assert.Contains(t, err.Error(), "start dockerd or set DOCKER_HOST")
 
-	s, err := d.p.Create(context.Background(), provider.CreateRequest{})
+	s, err := d.P.Create(context.Background(), provider.CreateRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, provider.RuntimeNative, s.Runtime)
 }
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	_, port, err := net.SplitHostPort(freeAddr(t))
+	_, port, err := net.SplitHostPort(testdaemon.FreeAddr(t))
 	require.NoError(t, err)
 	n, err := strconv.Atoi(port)
 	require.NoError(t, err)
@@ -434,12 +411,12 @@ func BenchmarkDockerCreateToStarted(b *testing.B) {
 	d := startDockerDaemon(b, env, "")
 	ctx := context.Background()
 	create := func() *provider.Sandbox {
-		s, err := d.p.Create(ctx, provider.CreateRequest{Runtime: provider.RuntimeDocker, AutoStopInterval: ptr(0)})
-		require.NoError(b, err, "daemon stderr:\n%s", d.stderr)
+		s, err := d.P.Create(ctx, provider.CreateRequest{Runtime: provider.RuntimeDocker, AutoStopInterval: ptr(0)})
+		require.NoError(b, err, "daemon stderr:\n%s", d.Stderr)
 		return s
 	}
 	// Untimed: the daemon builds the image on the first create.
-	require.NoError(b, d.p.Delete(ctx, create().Id))
+	require.NoError(b, d.P.Delete(ctx, create().Id))
 
 	var subject, baseline []time.Duration
 	b.ResetTimer()
@@ -448,8 +425,8 @@ func BenchmarkDockerCreateToStarted(b *testing.B) {
 		s := create()
 		subject = append(subject, time.Since(start))
 		b.StopTimer()
-		require.NoError(b, d.p.Delete(ctx, s.Id))
-		baseline = append(baseline, env.bareDockerRun(b, d.root))
+		require.NoError(b, d.P.Delete(ctx, s.Id))
+		baseline = append(baseline, env.bareDockerRun(b, d.Root))
 		b.StartTimer()
 	}
 	reportVersus(b, subject, baseline)

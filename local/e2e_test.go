@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local"
 	"github.com/sandplane/sandplane/local/runtime/native"
 	"github.com/sandplane/sandplane/provider"
@@ -31,24 +30,7 @@ import (
 // children, real HTTP on loopback. They prove what unit tests with fakes
 // cannot: what survives a kill -9.
 
-var sandplaneBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sandplane-e2e-")
-	if err != nil {
-		panic(err)
-	}
-	sandplaneBin = filepath.Join(dir, "sandplane")
-	build := exec.Command("go", "build", "-o", sandplaneBin, "github.com/sandplane/sandplane/cmd/sandplane")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build sandplane: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testdaemon.Main(m)) }
 
 const slowConfig = `
 snapshots:
@@ -56,112 +38,11 @@ snapshots:
     command: [sh, -c, "echo started; exec sleep 120"]
 `
 
-type daemon struct {
-	t      testing.TB
-	root   string
-	addr   string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	p      *local.Provider
-	stderr *lockedWriter
-}
-
-// startDaemon runs `sandplane serve` on a free loopback port with a shrunk
-// minute. Cleanup stops it and kills anything left marked with its root.
-func startDaemon(t testing.TB, root string, env ...string) *daemon {
+// startDaemon runs `sandplane serve` with the never-ready snapshot, on root
+// ("" for a fresh one).
+func startDaemon(t testing.TB, root string, env ...string) *testdaemon.Daemon {
 	t.Helper()
-	return startDaemonAt(t, root, "", env...)
-}
-
-// startDaemonAt is startDaemon on a given address ("" for a free one).
-func startDaemonAt(t testing.TB, root, addr string, env ...string) *daemon {
-	t.Helper()
-	if addr == "" {
-		addr = freeAddr(t)
-	}
-	if root == "" {
-		root = t.TempDir()
-		t.Cleanup(func() { killMarked(t, root) })
-	}
-	cfg := filepath.Join(root, "..", filepath.Base(root)+".yaml")
-	// Each daemon gets its own port window: daemons of concurrently running
-	// test packages would otherwise both find a port free and hand it out.
-	base := 10000 + rand.IntN(45)*200 // below the ephemeral range, which outgoing connections take from
-	ports := fmt.Sprintf("ports: {min: %d, max: %d}\n", base, base+199)
-	require.NoError(t, os.WriteFile(cfg, []byte(ports+slowConfig), 0o600))
-	d := &daemon{t: t, root: root, addr: addr, stderr: &lockedWriter{w: &bytes.Buffer{}}, exited: make(chan struct{})}
-	d.cmd = exec.Command(sandplaneBin, "serve", "--listen", d.addr, "--root", root, "--minute", "200ms", "--config", cfg)
-	d.cmd.Env = append(os.Environ(), env...)
-	d.cmd.Stderr = d.stderr
-	require.NoError(t, d.cmd.Start())
-	go func() { _ = d.cmd.Wait(); close(d.exited) }()
-	t.Cleanup(d.stop)
-	var err error
-	d.p, err = local.New("http://" + d.addr)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, err := d.p.Info(context.Background())
-		return err == nil
-	}, 20*time.Second, 20*time.Millisecond, "daemon did not come up: %s", d.stderr)
-	return d
-}
-
-func (d *daemon) stop() {
-	select {
-	case <-d.exited:
-		return
-	default:
-	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.exited:
-	case <-time.After(15 * time.Second):
-		_ = d.cmd.Process.Kill()
-		<-d.exited
-	}
-}
-
-func (d *daemon) kill9() {
-	_ = d.cmd.Process.Kill()
-	<-d.exited
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.(fmt.Stringer).String()
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// killMarked kills every process that carries root's marker, so that no
-// test leaves a workload behind, whatever it did to the daemon.
-func killMarked(t testing.TB, root string) {
-	orphans, err := native.New(nil).Orphans(context.Background(), root, nil)
-	if err != nil {
-		t.Logf("scan for leftover workloads: %v", err)
-		return
-	}
-	for _, h := range orphans {
-		_ = syscall.Kill(-h.PID, syscall.SIGKILL)
-	}
+	return testdaemon.Start(t, testdaemon.Options{Root: root, Config: slowConfig, Env: env})
 }
 
 // workloadPID asks the sandbox's toolbox for its pid.
@@ -196,10 +77,10 @@ func eventuallyState(t *testing.T, p provider.Provider, id string, want provider
 func TestKillNineOfAChildShowsStoppedWithItsReason(t *testing.T) {
 	d := startDaemon(t, "")
 	ctx := context.Background()
-	s, err := d.p.Create(ctx, provider.CreateRequest{Name: "victim", AutoStopInterval: ptr(0)})
+	s, err := d.P.Create(ctx, provider.CreateRequest{Name: "victim", AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
 	require.NoError(t, syscall.Kill(workloadPID(t, s), syscall.SIGKILL))
-	got := eventuallyState(t, d.p, s.Id, provider.StateStopped)
+	got := eventuallyState(t, d.P, s.Id, provider.StateStopped)
 	assert.Equal(t, "killed: signal SIGKILL", got.ErrorReason)
 	assert.Zero(t, got.Port)
 }
@@ -207,31 +88,31 @@ func TestKillNineOfAChildShowsStoppedWithItsReason(t *testing.T) {
 func TestDaemonRestartKeepsLiveChildren(t *testing.T) {
 	d := startDaemon(t, "")
 	ctx := context.Background()
-	keep, err := d.p.Create(ctx, provider.CreateRequest{Name: "keep", AutoStopInterval: ptr(0)})
+	keep, err := d.P.Create(ctx, provider.CreateRequest{Name: "keep", AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
-	lost, err := d.p.Create(ctx, provider.CreateRequest{Name: "lost", AutoStopInterval: ptr(0)})
+	lost, err := d.P.Create(ctx, provider.CreateRequest{Name: "lost", AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
 	keepPID, lostPID := workloadPID(t, keep), workloadPID(t, lost)
 
-	d.stop() // SIGTERM: children keep running
+	d.Stop() // SIGTERM: children keep running
 	require.NoError(t, syscall.Kill(keepPID, 0), "a child survives its daemon")
 	require.NoError(t, syscall.Kill(lostPID, syscall.SIGKILL))
 
-	d2 := startDaemon(t, d.root)
-	got, err := d2.p.Get(ctx, "keep")
+	d2 := startDaemon(t, d.Root)
+	got, err := d2.P.Get(ctx, "keep")
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, got.State)
 	assert.Equal(t, keep.Port, got.Port)
 	assert.Equal(t, keepPID, workloadPID(t, got), "the same process, adopted")
-	gone := eventuallyState(t, d2.p, "lost", provider.StateStopped)
+	gone := eventuallyState(t, d2.P, "lost", provider.StateStopped)
 	assert.Equal(t, "daemon restart: process gone", gone.ErrorReason)
 
 	// The adopted child is watched like any other.
 	require.NoError(t, syscall.Kill(keepPID, syscall.SIGKILL))
-	eventuallyState(t, d2.p, "keep", provider.StateStopped)
+	eventuallyState(t, d2.P, "keep", provider.StateStopped)
 
 	// And a stopped sandbox restarts in its preserved directory.
-	restarted, err := d2.p.Start(ctx, "lost")
+	restarted, err := d2.P.Start(ctx, "lost")
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, restarted.State)
 	assert.NotEqual(t, lostPID, workloadPID(t, restarted))
@@ -241,28 +122,28 @@ func TestKillNineOfTheDaemonMidCreateLeavesNoOrphan(t *testing.T) {
 	d := startDaemon(t, "")
 	created := make(chan error, 1)
 	go func() {
-		_, err := d.p.Create(context.Background(), provider.CreateRequest{Id: "half", Snapshot: "never-ready"})
+		_, err := d.P.Create(context.Background(), provider.CreateRequest{Id: "half", Snapshot: "never-ready"})
 		created <- err
 	}()
 	// Wait until the workload runs, then kill the daemon under the create.
 	require.Eventually(t, func() bool {
-		out, err := os.ReadFile(filepath.Join(d.root, "half", "stdout.log"))
+		out, err := os.ReadFile(filepath.Join(d.Root, "half", "stdout.log"))
 		return err == nil && strings.Contains(string(out), "started")
 	}, 20*time.Second, 10*time.Millisecond)
-	orphans, err := native.New(nil).Orphans(context.Background(), d.root, nil)
+	orphans, err := native.New(nil).Orphans(context.Background(), d.Root, nil)
 	require.NoError(t, err)
 	require.Len(t, orphans, 1, "the half-created workload runs")
-	d.kill9()
+	d.Kill9()
 	assert.Equal(t, provider.Unavailable, provider.Code(<-created))
 
-	d2 := startDaemon(t, d.root)
-	orphans, err = native.New(nil).Orphans(context.Background(), d.root, nil)
+	d2 := startDaemon(t, d.Root)
+	orphans, err = native.New(nil).Orphans(context.Background(), d.Root, nil)
 	require.NoError(t, err)
 	assert.Empty(t, orphans, "the restarted daemon killed the half-created workload")
-	_, err = d2.p.Get(context.Background(), "half")
+	_, err = d2.P.Get(context.Background(), "half")
 	assert.Equal(t, provider.NotFound, provider.Code(err))
-	assert.NoDirExists(t, filepath.Join(d.root, "half"))
-	s, err := d2.p.Create(context.Background(), provider.CreateRequest{Id: "half"})
+	assert.NoDirExists(t, filepath.Join(d.Root, "half"))
+	s, err := d2.P.Create(context.Background(), provider.CreateRequest{Id: "half"})
 	require.NoError(t, err, "the id is free again")
 	assert.Equal(t, provider.StateStarted, s.State)
 }
@@ -277,7 +158,7 @@ func TestHundredParallelCreatesGetDistinctPorts(t *testing.T) {
 	results := make(chan result, n)
 	for i := 0; i < n; i++ {
 		go func() {
-			s, err := d.p.Create(context.Background(), provider.CreateRequest{Labels: map[string]string{"batch": "100"}, AutoStopInterval: ptr(0)})
+			s, err := d.P.Create(context.Background(), provider.CreateRequest{Labels: map[string]string{"batch": "100"}, AutoStopInterval: ptr(0)})
 			results <- result{s, err}
 		}()
 	}
@@ -290,7 +171,7 @@ func TestHundredParallelCreatesGetDistinctPorts(t *testing.T) {
 		require.False(t, dup, "port %d given to %s and %s", r.s.Port, prev, r.s.Id)
 		ports[r.s.Port] = r.s.Id
 	}
-	list, err := d.p.List(context.Background(), provider.ListOptions{Labels: map[string]string{"batch": "100"}})
+	list, err := d.P.List(context.Background(), provider.ListOptions{Labels: map[string]string{"batch": "100"}})
 	require.NoError(t, err)
 	assert.Len(t, list, n)
 	var wg sync.WaitGroup
@@ -298,11 +179,11 @@ func TestHundredParallelCreatesGetDistinctPorts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			assert.NoError(t, d.p.Delete(context.Background(), s.Id))
+			assert.NoError(t, d.P.Delete(context.Background(), s.Id))
 		}()
 	}
 	wg.Wait()
-	orphans, err := native.New(nil).Orphans(context.Background(), d.root, nil)
+	orphans, err := native.New(nil).Orphans(context.Background(), d.Root, nil)
 	require.NoError(t, err)
 	assert.Empty(t, orphans, "delete leaves no process")
 }
@@ -310,7 +191,7 @@ func TestHundredParallelCreatesGetDistinctPorts(t *testing.T) {
 func TestStopStartPreservesTheDirectory(t *testing.T) {
 	d := startDaemon(t, "")
 	ctx := context.Background()
-	s, err := d.p.Create(ctx, provider.CreateRequest{Name: "keeper", EnvVars: map[string]string{"SECRET_TOKEN": "hunter2-very-secret"}})
+	s, err := d.P.Create(ctx, provider.CreateRequest{Name: "keeper", EnvVars: map[string]string{"SECRET_TOKEN": "hunter2-very-secret"}})
 	require.NoError(t, err)
 	exec := func(s *provider.Sandbox, cmd string) string {
 		body, _ := json.Marshal(map[string]any{"command": cmd})
@@ -326,16 +207,16 @@ func TestStopStartPreservesTheDirectory(t *testing.T) {
 		return out.Result
 	}
 	exec(s, "echo kept > state.txt; echo token=$SECRET_TOKEN")
-	stopped, err := d.p.Stop(ctx, "keeper")
+	stopped, err := d.P.Stop(ctx, "keeper")
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStopped, stopped.State)
-	started, err := d.p.Start(ctx, "keeper")
+	started, err := d.P.Start(ctx, "keeper")
 	require.NoError(t, err)
 	assert.Equal(t, s.Id, started.Id)
 	assert.Equal(t, "kept\n", exec(started, "cat state.txt"))
 	assert.Equal(t, "hunter2-very-secret\n", exec(started, "echo $SECRET_TOKEN"), "env survives the restart")
 
-	logs, err := d.p.EntrypointLogs(ctx, "keeper")
+	logs, err := d.P.EntrypointLogs(ctx, "keeper")
 	require.NoError(t, err)
 	assert.NotContains(t, logs.Output, "hunter2-very-secret")
 }
@@ -343,37 +224,37 @@ func TestStopStartPreservesTheDirectory(t *testing.T) {
 func TestAutoStopEndToEnd(t *testing.T) {
 	d := startDaemon(t, "") // one interval minute = 200ms
 	ctx := context.Background()
-	idle, err := d.p.Create(ctx, provider.CreateRequest{Name: "idle", AutoStopInterval: ptr(1)})
+	idle, err := d.P.Create(ctx, provider.CreateRequest{Name: "idle", AutoStopInterval: ptr(1)})
 	require.NoError(t, err)
-	busy, err := d.p.Create(ctx, provider.CreateRequest{Name: "busy", AutoStopInterval: ptr(1)})
+	busy, err := d.P.Create(ctx, provider.CreateRequest{Name: "busy", AutoStopInterval: ptr(1)})
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
-			s, err := d.p.Get(ctx, "idle")
+			s, err := d.P.Get(ctx, "idle")
 			if err != nil || s.State != provider.StateStarted {
 				return
 			}
-			_ = d.p.RefreshActivity(ctx, "busy")
+			_ = d.P.RefreshActivity(ctx, "busy")
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
-	got := eventuallyState(t, d.p, idle.Id, provider.StateStopped)
+	got := eventuallyState(t, d.P, idle.Id, provider.StateStopped)
 	<-done
 	assert.Equal(t, provider.ErrorReasonAutoStopped, got.ErrorReason)
-	b, err := d.p.Get(ctx, busy.Id)
+	b, err := d.P.Get(ctx, busy.Id)
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, b.State, "refresh-activity kept it alive")
-	eventuallyState(t, d.p, busy.Id, provider.StateStopped)
+	eventuallyState(t, d.P, busy.Id, provider.StateStopped)
 }
 
 func TestReapOnExit(t *testing.T) {
 	d := startDaemon(t, "", "AGENT_CONTROL_PLANE_REAP_ON_EXIT=1")
-	s, err := d.p.Create(context.Background(), provider.CreateRequest{})
+	s, err := d.P.Create(context.Background(), provider.CreateRequest{})
 	require.NoError(t, err)
 	pid := workloadPID(t, s)
-	d.stop()
+	d.Stop()
 	assert.Error(t, syscall.Kill(pid, 0), "the child was stopped with the daemon")
 }
 
@@ -382,23 +263,23 @@ func TestServeRefusesATakenPort(t *testing.T) {
 	require.NoError(t, err)
 	defer squatter.Close()
 	go http.Serve(squatter, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") }))
-	out, err := exec.Command(sandplaneBin, "serve", "--listen", squatter.Addr().String(), "--root", t.TempDir()).CombinedOutput()
+	out, err := exec.Command(testdaemon.Binary(t), "serve", "--listen", squatter.Addr().String(), "--root", t.TempDir()).CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), "not a sandplane daemon")
 
 	d := startDaemon(t, "")
-	out, err = exec.Command(sandplaneBin, "serve", "--listen", d.addr, "--root", t.TempDir()).CombinedOutput()
+	out, err = exec.Command(testdaemon.Binary(t), "serve", "--listen", d.Addr, "--root", t.TempDir()).CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), "a sandplane daemon")
 	assert.Contains(t, string(out), "already serves")
 
-	out, err = exec.Command(sandplaneBin, "serve", "--listen", freeAddr(t), "--root", d.root).CombinedOutput()
+	out, err = exec.Command(testdaemon.Binary(t), "serve", "--listen", testdaemon.FreeAddr(t), "--root", d.Root).CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), "already uses root")
 }
 
 func TestUnreachableDaemonIsUnavailable(t *testing.T) {
-	p, err := local.New("http://" + freeAddr(t))
+	p, err := local.New("http://" + testdaemon.FreeAddr(t))
 	require.NoError(t, err)
 	_, err = p.Get(context.Background(), "x")
 	assert.Equal(t, provider.Unavailable, provider.Code(err))
@@ -407,14 +288,18 @@ func TestUnreachableDaemonIsUnavailable(t *testing.T) {
 
 func TestDaemonPrintsItsURLs(t *testing.T) {
 	d := startDaemon(t, "")
-	sc := bufio.NewScanner(strings.NewReader(d.stderr.String()))
-	var lines []string
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	joined := strings.Join(lines, "\n")
-	assert.Contains(t, joined, "http://"+d.addr+"/v1")
-	assert.Contains(t, joined, "http://"+d.addr+"/")
+	// The daemon listens before it serves, so a request may be answered a
+	// moment before the banner that follows reaches its stderr.
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		sc := bufio.NewScanner(strings.NewReader(d.Stderr.String()))
+		var lines []string
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		joined := strings.Join(lines, "\n")
+		assert.Contains(c, joined, "http://"+d.Addr+"/v1")
+		assert.Contains(c, joined, "http://"+d.Addr+"/")
+	}, 10*time.Second, 10*time.Millisecond)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -423,7 +308,7 @@ func TestWatchSurvivesADaemonRestart(t *testing.T) {
 	d := startDaemon(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	events, err := d.p.Watch(ctx, provider.WatchOptions{Labels: map[string]string{"origin": "watch"}})
+	events, err := d.P.Watch(ctx, provider.WatchOptions{Labels: map[string]string{"origin": "watch"}})
 	require.NoError(t, err)
 	next := func(want provider.EventType) provider.Event {
 		t.Helper()
@@ -440,12 +325,12 @@ func TestWatchSurvivesADaemonRestart(t *testing.T) {
 		}
 	}
 	assert.Empty(t, next(provider.EventSandboxesReplaced).Sandboxes)
-	s, err := d.p.Create(ctx, provider.CreateRequest{Name: "w", Labels: map[string]string{"origin": "watch"}})
+	s, err := d.P.Create(ctx, provider.CreateRequest{Name: "w", Labels: map[string]string{"origin": "watch"}})
 	require.NoError(t, err)
 	assert.Equal(t, s.Id, next(provider.EventStarted).Sandbox.Id)
 
-	d.stop()
-	startDaemonAt(t, d.root, d.addr)
+	d.Stop()
+	d.Restart(t)
 	snap := next(provider.EventSandboxesReplaced)
 	require.Len(t, snap.Sandboxes, 1, "after the restart the client gets a fresh snapshot")
 	assert.Equal(t, provider.StateStarted, snap.Sandboxes[0].State)

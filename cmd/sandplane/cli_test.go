@@ -4,18 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local"
 	"github.com/sandplane/sandplane/local/runtime/native"
 	"github.com/sandplane/sandplane/provider"
@@ -31,36 +27,14 @@ import (
 // The CLI tests run the built binary against a daemon process of their own:
 // real processes, real HTTP, real signals.
 
-var cliBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sandplane-cli-")
-	if err != nil {
-		panic(err)
-	}
-	cliBin = filepath.Join(dir, "sandplane")
-	build := exec.Command("go", "build", "-o", cliBin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build sandplane: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testdaemon.Main(m)) }
 
 // cliConfig adds snapshots whose workload is not the default toolbox.
-func cliConfig() string {
-	// Sandbox ports of its own, away from the default range other daemons
-	// on the machine (other tests) use: two daemons that pick the same free
-	// port at the same moment would collide.
-	base := 20000 + rand.IntN(100)*100
-	return fmt.Sprintf("ports:\n  min: %d\n  max: %d\n", base, base+99) + `
+func cliConfig(t *testing.T) string {
+	return `
 snapshots:
   slow-start:
-    command: [sh, -c, "sleep 1; exec '` + cliBin + `' toolbox"]
+    command: [sh, -c, "sleep 1; exec '` + testdaemon.Binary(t) + `' toolbox"]
   exits-four:
     command: [sh, -c, "echo from-entrypoint; echo to-stderr >&2; sleep 0.3; exit 4"]
     ready: none
@@ -71,53 +45,25 @@ snapshots:
 }
 
 type cliDaemon struct {
-	root   string
-	url    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	p      *local.Provider
-	log    *syncBuffer
+	root string
+	url  string
+	p    *local.Provider
 }
 
-// startCLIDaemon runs `sandplane serve` on a free port with its own root and
-// a 200ms interval minute. Cleanup stops it and kills whatever is left
-// marked with its root.
+// startCLIDaemon runs `sandplane serve` with its own root. Cleanup stops it
+// and kills whatever is left marked with its root.
 func startCLIDaemon(t *testing.T) *cliDaemon {
 	t.Helper()
 	root := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(cliConfig()), 0o600))
-	addr := freeLoopbackAddr(t)
-	d := &cliDaemon{root: root, url: "http://" + addr, exited: make(chan struct{}), log: &syncBuffer{}}
-	d.cmd = exec.Command(cliBin, "serve", "--listen", addr, "--root", root, "--minute", "200ms", "--config", cfg)
-	d.cmd.Stderr = d.log
-	require.NoError(t, d.cmd.Start())
-	go func() { _ = d.cmd.Wait(); close(d.exited) }()
+	// Registered before the daemon's own cleanup, so it runs after the
+	// daemon stopped.
 	t.Cleanup(func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-d.exited:
-		case <-time.After(15 * time.Second):
-			_ = d.cmd.Process.Kill()
-			<-d.exited
-		}
 		for _, pid := range markedProcesses(t, root) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	var err error
-	d.p, err = local.New(d.url)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, err := d.p.Info(context.Background())
-		return err == nil
-	}, 20*time.Second, 20*time.Millisecond, "daemon did not come up: %s", d.log)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", d.log)
-		}
-	})
-	return d
+	d := testdaemon.Start(t, testdaemon.Options{Root: root, Config: cliConfig(t), Ports: 100})
+	return &cliDaemon{root: d.Root, url: d.URL, p: d.P}
 }
 
 // assertNothingLeft checks the daemon's list and the process table: no
@@ -144,7 +90,7 @@ func (d *cliDaemon) cli(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cliBin, args...)
+	cmd := exec.CommandContext(ctx, testdaemon.Binary(t), args...)
 	cmd.Env = cliEnv(d.url)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -162,8 +108,8 @@ func (d *cliDaemon) cli(t *testing.T, args ...string) result {
 // test did not wait for it.
 func (d *cliDaemon) start(t *testing.T, args ...string) *running {
 	t.Helper()
-	r := &running{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
-	r.cmd = exec.Command(cliBin, args...)
+	r := &running{stdout: &testdaemon.Buffer{}, stderr: &testdaemon.Buffer{}, done: make(chan struct{})}
+	r.cmd = exec.Command(testdaemon.Binary(t), args...)
 	r.cmd.Env = cliEnv(d.url)
 	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
 	require.NoError(t, r.cmd.Start())
@@ -188,7 +134,7 @@ func (d *cliDaemon) start(t *testing.T, args ...string) *running {
 
 type running struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *testdaemon.Buffer
 	done           chan struct{}
 	code           int
 }
@@ -315,7 +261,7 @@ func TestRunFollowsTheSnapshotsOwnWorkload(t *testing.T) {
 }
 
 func TestRunWithoutADaemonSaysHowToStartOne(t *testing.T) {
-	d := &cliDaemon{url: "http://" + freeLoopbackAddr(t)}
+	d := &cliDaemon{url: "http://" + testdaemon.FreeAddr(t)}
 	r := d.cli(t, "run", "--", "true")
 	assert.Equal(t, 4, r.code)
 	assert.Contains(t, r.stderr, "sandplane serve")
@@ -570,14 +516,6 @@ func nextEvent(t *testing.T, ch <-chan provider.Event) provider.Event {
 	}
 }
 
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // markedProcesses lists every live process that carries root's marker in
 // its environment: workloads and whatever they started.
 func markedProcesses(t *testing.T, root string) []int {
@@ -612,22 +550,4 @@ func processAlive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
-// syncBuffer is written by a process while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

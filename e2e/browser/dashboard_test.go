@@ -1,18 +1,14 @@
 package browser
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,31 +17,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandplane/sandplane/local"
+	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/provider"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/dashboard.png from this run")
 
-var sandplaneBin string
-
 func TestMain(m *testing.M) {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "sandplane-browser-")
-	if err != nil {
-		panic(err)
-	}
-	sandplaneBin = filepath.Join(dir, "sandplane")
-	build := exec.Command("go", "build", "-o", sandplaneBin, "github.com/sandplane/sandplane/cmd/sandplane")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build sandplane: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testdaemon.Main(m))
 }
 
 // chromium finds Debian's chromium or another Chrome on PATH.
@@ -60,64 +40,20 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-type daemon struct {
-	url  string
-	root string
-	p    *local.Provider
-}
-
-// startDaemon runs `sandplane serve` on a free port with its own root and
-// a one-second interval minute, so that auto-stop shows within the test.
-func startDaemon(t *testing.T) *daemon {
+// startDaemon runs `sandplane serve` with its own root and a one-second
+// interval minute, so that auto-stop shows within the test.
+func startDaemon(t *testing.T) *testdaemon.Daemon {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	d := &daemon{url: "http://" + addr, root: t.TempDir()}
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(portsConfig()), 0o600))
-	var log bytes.Buffer
-	cmd := exec.Command(sandplaneBin, "serve", "--listen", addr, "--root", d.root, "--minute", "1s", "--config", cfg)
-	cmd.Stderr = &lockedWriter{w: &log}
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	d := testdaemon.Start(t, testdaemon.Options{Minute: time.Second, Ports: 100})
 	t.Cleanup(func() {
 		// The sandboxes go first: a daemon outlives nothing it started.
-		if list, err := d.p.List(context.Background(), provider.ListOptions{}); err == nil {
+		if list, err := d.P.List(context.Background(), provider.ListOptions{}); err == nil {
 			for _, s := range list {
-				_ = d.p.Delete(context.Background(), s.Id)
+				_ = d.P.Delete(context.Background(), s.Id)
 			}
-		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	d.p, err = local.New(d.url)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, err := d.p.Info(context.Background())
-		return err == nil
-	}, 20*time.Second, 20*time.Millisecond, "daemon did not come up")
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", cmd.Stderr.(*lockedWriter).String())
 		}
 	})
 	return d
-}
-
-// portsConfig gives the daemon sandbox ports of its own, away from the
-// default range that other daemons on the machine (other tests) use: two
-// daemons that pick the same free port at the same moment would collide.
-func portsConfig() string {
-	base := 20000 + rand.IntN(100)*100
-	return fmt.Sprintf("ports:\n  min: %d\n  max: %d\n", base, base+99)
 }
 
 // browser starts a headless Chromium with a fresh profile; Cleanup ends it.
@@ -208,13 +144,13 @@ func TestDashboardInABrowser(t *testing.T) {
 	bg := context.Background()
 
 	// Sandboxes from elsewhere, for the page to show from its first load.
-	_, err := d.p.Create(bg, provider.CreateRequest{Name: "agent-triage-17", Labels: map[string]string{"origin": "harness", "task": "triage"}, AutoStopInterval: ptr(600)})
+	_, err := d.P.Create(bg, provider.CreateRequest{Name: "agent-triage-17", Labels: map[string]string{"origin": "harness", "task": "triage"}, AutoStopInterval: ptr(600)})
 	require.NoError(t, err)
-	idle, err := d.p.Create(bg, provider.CreateRequest{Name: "agent-review-4", Labels: map[string]string{"origin": "harness", "task": "review"}, AutoStopInterval: ptr(1)})
+	idle, err := d.P.Create(bg, provider.CreateRequest{Name: "agent-review-4", Labels: map[string]string{"origin": "harness", "task": "review"}, AutoStopInterval: ptr(1)})
 	require.NoError(t, err)
 
 	step(t, ctx, "load the page",
-		chromedp.Navigate(d.url+"/"),
+		chromedp.Navigate(d.URL+"/"),
 		present(`#live[data-status="live"]`),
 		present(row("agent-triage-17", "started")),
 	)
@@ -230,7 +166,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#create-button`)),
 		present(row("from-browser", "started")),
 	)
-	made, err := d.p.Get(bg, "from-browser")
+	made, err := d.P.Get(bg, "from-browser")
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"origin": "web-ui", "task": "demo", "team": "web"}, made.Labels)
 	assert.Equal(t, 120, made.AutoStopInterval)
@@ -244,14 +180,14 @@ func TestDashboardInABrowser(t *testing.T) {
 		present(`#rows tr[data-name="from-browser"] button[data-action=start]`),
 	)
 	// Changes made elsewhere arrive from the event stream.
-	_, err = d.p.Start(bg, "from-browser")
+	_, err = d.P.Start(bg, "from-browser")
 	require.NoError(t, err)
 	step(t, ctx, "see a start made through the API", present(row("from-browser", "started")))
 	step(t, ctx, "see an auto-stop, highlighted",
 		present(row("agent-review-4", "stopped")),
 		present(`#rows tr[data-name="agent-review-4"] td.reason .auto`),
 	)
-	got, err := d.p.Get(bg, idle.Id)
+	got, err := d.P.Get(bg, idle.Id)
 	require.NoError(t, err)
 	assert.Equal(t, provider.ErrorReasonAutoStopped, got.ErrorReason)
 
@@ -269,7 +205,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	eval[string](t, ctx, `document.querySelector("#create-form input[name=name]").value = ""`)
 
 	// Names and labels are user input: they show as text and never run.
-	_, err = d.p.Create(bg, provider.CreateRequest{Name: "hostile", AutoStopInterval: ptr(0),
+	_, err = d.P.Create(bg, provider.CreateRequest{Name: "hostile", AutoStopInterval: ptr(0),
 		Labels: map[string]string{"note": `<img src=x onerror="window.__injected=1">`}})
 	require.NoError(t, err)
 	step(t, ctx, "see a hostile label", present(row("hostile", "started")))
@@ -296,13 +232,13 @@ func TestDashboardInABrowser(t *testing.T) {
 	}()
 	step(t, ctx, "decline a delete", click(`#rows tr[data-name="hostile"] button[data-action=delete]`))
 	require.Eventually(t, func() bool { return len(answer) == 1 }, 20*time.Second, 10*time.Millisecond, "no confirmation asked")
-	_, err = d.p.Get(bg, "hostile")
+	_, err = d.P.Get(bg, "hostile")
 	require.NoError(t, err, "declined: the sandbox stays")
 	step(t, ctx, "accept a delete",
 		click(`#rows tr[data-name="hostile"] button[data-action=delete]`),
 		absent(`#rows tr[data-name="hostile"]`),
 	)
-	_, err = d.p.Get(bg, "hostile")
+	_, err = d.P.Get(bg, "hostile")
 	assert.True(t, provider.IsNotFound(err), "accepted: the sandbox is gone")
 	mu.Lock()
 	assert.Contains(t, strings.Join(dialogText, "\n"), `Delete sandbox "hostile"?`)
@@ -312,7 +248,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	assert.Equal(t, "live", eval[string](t, ctx, `document.getElementById("live").dataset.status`))
 
 	// The rows match the API's list, in its order.
-	list, err := d.p.List(bg, provider.ListOptions{})
+	list, err := d.P.List(bg, provider.ListOptions{})
 	require.NoError(t, err)
 	var want []string
 	for _, s := range list {
@@ -323,7 +259,7 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	if *update {
 		// One sandbox from the CLI, so the picture shows every origin.
-		_, err = d.p.Create(bg, provider.CreateRequest{Name: "run-3f9c2a1e", Labels: map[string]string{"origin": "cli"}})
+		_, err = d.P.Create(bg, provider.CreateRequest{Name: "run-3f9c2a1e", Labels: map[string]string{"origin": "cli"}})
 		require.NoError(t, err)
 		step(t, ctx, "settle", present(row("run-3f9c2a1e", "started")))
 		// The picture shows the default root, not this run's temp dir.
@@ -337,20 +273,3 @@ func TestDashboardInABrowser(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
