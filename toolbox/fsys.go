@@ -15,25 +15,59 @@ import (
 	"time"
 )
 
-// fsys performs every file operation through an os.Root, so a confined
-// toolbox cannot be walked out of its tree by ".." or by symlinks, races
-// included. Unconfined, the root is "/" and nothing changes for the caller.
+// fsys performs every file operation through a tree. Confined, the tree is
+// an os.Root, so the toolbox cannot be walked out of it by ".." or by
+// symlinks, races included. Unconfined, it is the host's file system, where
+// symlinks are followed wherever they point, absolute ones included, as the
+// sandbox user sees them.
 type fsys struct {
-	root    *os.Root
-	base    string // the root's absolute path
+	root    tree
+	base    string // the tree's absolute path
 	workDir string
 }
 
+// tree is the part of *os.Root that fsys uses; names are relative to it.
+type tree interface {
+	Open(name string) (*os.File, error)
+	OpenFile(name string, flag int, perm os.FileMode) (*os.File, error)
+	Stat(name string) (fs.FileInfo, error)
+	Lstat(name string) (fs.FileInfo, error)
+	MkdirAll(name string, perm os.FileMode) error
+	Remove(name string) error
+	RemoveAll(name string) error
+	Rename(oldname, newname string) error
+}
+
 func newFsys(rootDir, workDir string) (*fsys, error) {
-	base := rootDir
-	if base == "" {
-		base = string(filepath.Separator)
+	if rootDir == "" {
+		return &fsys{root: hostTree{}, base: string(filepath.Separator), workDir: workDir}, nil
 	}
-	r, err := os.OpenRoot(base)
+	r, err := os.OpenRoot(rootDir)
 	if err != nil {
 		return nil, fmt.Errorf("toolbox: root: %w", err)
 	}
-	return &fsys{root: r, base: base, workDir: workDir}, nil
+	return &fsys{root: r, base: rootDir, workDir: workDir}, nil
+}
+
+// hostTree is the whole file system, with no confinement: os.Root would
+// refuse every absolute symlink, even with "/" as its root.
+type hostTree struct{}
+
+func (hostTree) abs(name string) string { return filepath.Join(string(filepath.Separator), name) }
+
+func (h hostTree) Open(name string) (*os.File, error) { return os.Open(h.abs(name)) }
+func (h hostTree) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile(h.abs(name), flag, perm)
+}
+func (h hostTree) Stat(name string) (fs.FileInfo, error)  { return os.Stat(h.abs(name)) }
+func (h hostTree) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(h.abs(name)) }
+func (h hostTree) MkdirAll(name string, perm os.FileMode) error {
+	return os.MkdirAll(h.abs(name), perm)
+}
+func (h hostTree) Remove(name string) error    { return os.Remove(h.abs(name)) }
+func (h hostTree) RemoveAll(name string) error { return os.RemoveAll(h.abs(name)) }
+func (h hostTree) Rename(oldname, newname string) error {
+	return os.Rename(h.abs(oldname), h.abs(newname))
 }
 
 // target is a resolved request path.

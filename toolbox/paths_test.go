@@ -27,6 +27,17 @@ func TestUnconfinedPaths(t *testing.T) {
 	resp := ts.get(t, "/files/info?path="+q(filepath.Join(parent, "x", "..", "beside.txt")))
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 
+	t.Run("absolute symlinks are followed", func(t *testing.T) {
+		// Sandbox images are full of them (/etc/localtime, alternatives).
+		require.NoError(t, os.Symlink(filepath.Join(parent, "beside.txt"), filepath.Join(work, "abs-link")))
+		resp := ts.get(t, "/files/download?path=abs-link")
+		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+		assert.Equal(t, "up", string(resp.body))
+		require.Equal(t, http.StatusOK, ts.upload(t, "abs-link", "through").status)
+		b, err := os.ReadFile(filepath.Join(parent, "beside.txt"))
+		require.NoError(t, err)
+		assert.Equal(t, "through", string(b))
+	})
 	t.Run("NUL bytes are refused", func(t *testing.T) {
 		resp := ts.get(t, "/files/info?path="+q("a\x00b"))
 		require.Equal(t, http.StatusBadRequest, resp.status)
