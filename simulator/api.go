@@ -325,16 +325,16 @@ func (s *Simulator) startSandbox(c *call) (reply, *apiError) {
 }
 
 func (s *Simulator) stopSandbox(c *call) (reply, *apiError) {
-	force := false
-	if v := c.r.URL.Query().Get("force"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil || v != "true" && v != "false" {
-			return reply{}, errorf(http.StatusBadRequest, msgBoolExpected)
-		}
-		force = b
-	}
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		force := false
+		switch v := c.r.URL.Query().Get("force"); v {
+		case "", "false":
+		case "true":
+			force = true
+		default:
+			return reply{}, errorf(http.StatusBadRequest, msgBoolExpected)
+		}
 		if sb.errored() {
 			return reply{}, errorf(http.StatusBadRequest, msgErrored)
 		}
@@ -495,17 +495,18 @@ func intervalParam(c *call) (int, *apiError) {
 	return int(v), nil
 }
 
-// The interval setters are not activity and are not gated on state.
+// The interval setters are not activity and are not gated on state. Like
+// every parameter check, theirs comes after the access guard's 404.
 func (s *Simulator) setAutostop(c *call) (reply, *apiError) {
-	n, err := intervalParam(c)
-	if err != nil {
-		return reply{}, err
-	}
-	if n < 0 {
-		return reply{}, errorf(http.StatusBadRequest, "Auto-stop interval must be non-negative")
-	}
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		n, err := intervalParam(c)
+		if err != nil {
+			return reply{}, err
+		}
+		if n < 0 {
+			return reply{}, errorf(http.StatusBadRequest, "Auto-stop interval must be non-negative")
+		}
 		sb.AutoStop = n
 		sb.UpdatedAt = s.clk.Now()
 		return reply{http.StatusCreated, sb.dto(tbx, false)}, nil
@@ -513,15 +514,15 @@ func (s *Simulator) setAutostop(c *call) (reply, *apiError) {
 }
 
 func (s *Simulator) setAutoArchive(c *call) (reply, *apiError) {
-	n, err := intervalParam(c)
-	if err != nil {
-		return reply{}, err
-	}
-	if n < 0 {
-		return reply{}, errorf(http.StatusBadRequest, "Auto-archive interval must be non-negative")
-	}
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		n, err := intervalParam(c)
+		if err != nil {
+			return reply{}, err
+		}
+		if n < 0 {
+			return reply{}, errorf(http.StatusBadRequest, "Auto-archive interval must be non-negative")
+		}
 		sb.AutoArchive = clampArchive(n)
 		sb.UpdatedAt = s.clk.Now()
 		return reply{http.StatusCreated, sb.dto(tbx, false)}, nil
@@ -529,12 +530,12 @@ func (s *Simulator) setAutoArchive(c *call) (reply, *apiError) {
 }
 
 func (s *Simulator) setAutoDelete(c *call) (reply, *apiError) {
-	n, err := intervalParam(c)
-	if err != nil {
-		return reply{}, err
-	}
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		n, err := intervalParam(c)
+		if err != nil {
+			return reply{}, err
+		}
 		if sb.GPU > 0 && n != 0 {
 			return reply{}, errorf(http.StatusBadRequest, "GPU sandboxes must remain ephemeral")
 		}
@@ -601,12 +602,12 @@ type signedToken struct {
 }
 
 func (s *Simulator) previewURL(c *call) (reply, *apiError) {
-	port, perr := portParam(c)
-	if perr != nil {
-		return reply{}, perr
-	}
 	base := s.baseURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		port, perr := portParam(c)
+		if perr != nil {
+			return reply{}, perr
+		}
 		return reply{http.StatusOK, previewURLDTO{SandboxID: sb.ID, URL: previewLink(base, port, sb.ID), Token: sb.AuthToken}}, nil
 	})
 }
@@ -616,20 +617,20 @@ func previewLink(base string, port int, label string) string {
 }
 
 func (s *Simulator) signedPreviewURL(c *call) (reply, *apiError) {
-	port, perr := portParam(c)
-	if perr != nil {
-		return reply{}, perr
-	}
-	expires := defaultSignedPreviewS
-	if v := c.r.URL.Query().Get("expiresInSeconds"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 86400 {
-			return reply{}, errorf(http.StatusBadRequest, "expiresInSeconds must be between 1 second and 24 hours")
-		}
-		expires = n
-	}
 	base := s.baseURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		port, perr := portParam(c)
+		if perr != nil {
+			return reply{}, perr
+		}
+		expires := defaultSignedPreviewS
+		if v := c.r.URL.Query().Get("expiresInSeconds"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 86400 {
+				return reply{}, errorf(http.StatusBadRequest, "expiresInSeconds must be between 1 second and 24 hours")
+			}
+			expires = n
+		}
 		tok := s.token(16, signedAlphabet)
 		s.signed[tok] = &signedToken{sandboxID: sb.ID, port: port, expires: s.clk.Now().Add(time.Duration(expires) * time.Second)}
 		return reply{http.StatusOK, signedPreviewURLDTO{SandboxID: sb.ID, Port: port, Token: tok, URL: previewLink(base, port, tok)}}, nil
@@ -639,10 +640,10 @@ func (s *Simulator) signedPreviewURL(c *call) (reply, *apiError) {
 // expireSignedPreviewURL succeeds even for an unknown token, as a Redis DEL
 // does.
 func (s *Simulator) expireSignedPreviewURL(c *call) (reply, *apiError) {
-	if _, err := portParam(c); err != nil {
-		return reply{}, err
-	}
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		if _, err := portParam(c); err != nil {
+			return reply{}, err
+		}
 		if t := s.signed[c.params["token"]]; t != nil && t.sandboxID == sb.ID {
 			delete(s.signed, c.params["token"])
 		}

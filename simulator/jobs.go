@@ -1,6 +1,9 @@
 package simulator
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // jobPeriod is how often Daytona's auto-stop, auto-archive and auto-delete
 // crons run.
@@ -38,6 +41,11 @@ func (s *Simulator) runJobsLocked() {
 	now := s.clk.Now()
 	minute := s.cfg.Minute
 	idle := func(sb *sandbox, interval int) bool {
+		// Daytona's intervals reach 2^31-1 minutes, beyond what a Duration
+		// holds: one that overflows never runs out.
+		if interval > int(math.MaxInt64/minute) {
+			return false
+		}
 		return sb.LastActivity.Before(now.Add(-time.Duration(interval) * minute))
 	}
 	var touched []*sandbox

@@ -155,6 +155,8 @@ func (f *filter) match(sb *sandbox) bool {
 }
 
 // sortKey is a row's value in the sort column: a number, a string or a time.
+// Times are cut to the milliseconds the cursor carries (Daytona's are JS
+// Dates), so that a row compares with its own cursor as equal.
 type sortKey struct {
 	num float64
 	str string
@@ -162,6 +164,12 @@ type sortKey struct {
 }
 
 func keyOf(sb *sandbox, field string) sortKey {
+	k := rawKeyOf(sb, field)
+	k.t = k.t.Truncate(time.Millisecond)
+	return k
+}
+
+func rawKeyOf(sb *sandbox, field string) sortKey {
 	switch field {
 	case "name":
 		return sortKey{str: sb.Name}
@@ -266,8 +274,11 @@ func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
 	limit := 100
 	if v := q.Get("limit"); v != "" {
 		n, perr := strconv.ParseFloat(v, 64)
-		if perr != nil || n < 1 || n > 200 {
+		switch {
+		case perr != nil || n < 1:
 			return reply{}, errorf(http.StatusBadRequest, "limit must not be less than 1")
+		case n > 200:
+			return reply{}, errorf(http.StatusBadRequest, "limit must not be greater than 200")
 		}
 		limit = int(n)
 	}

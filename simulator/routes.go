@@ -221,6 +221,16 @@ func (s *Simulator) serveAPI(c *call) (status int, faultID string) {
 			c.r.Header.Set("Content-Type", "application/json")
 		}
 	}
+	if target != "" {
+		// Daytona's access guard runs before any pipe or validation: an
+		// unknown sandbox is a 404 whatever else is wrong with the request.
+		s.mu.Lock()
+		_, gerr := s.lookup(c.org, target)
+		s.mu.Unlock()
+		if gerr != nil {
+			return fail(gerr)
+		}
+	}
 	if s.spec != nil && !s.cfg.DisableValidation {
 		if verr := s.spec.validateRequest(c.r, c.op, c.params); verr != nil {
 			return fail(verr)

@@ -1,0 +1,91 @@
+package simulator
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Timestamps finer than the cursor's milliseconds must not make pages skip
+// or repeat sandboxes.
+func TestCursorPagesEverySandboxOnceWithSubMillisecondTimes(t *testing.T) {
+	h := newHarness(t)
+	var want []string
+	for i := 0; i < 7; i++ {
+		want = append(want, h.create(apiclient.CreateSandbox{}).Id)
+		h.clk.Advance(300 * time.Microsecond)
+	}
+	for _, order := range []apiclient.SandboxListSortDirection{apiclient.SANDBOXLISTSORTDIRECTION_ASC, apiclient.SANDBOXLISTSORTDIRECTION_DESC} {
+		for _, field := range []apiclient.SandboxListSortField{apiclient.SANDBOXLISTSORTFIELD_CREATED_AT, apiclient.SANDBOXLISTSORTFIELD_LAST_ACTIVITY_AT} {
+			t.Run(string(field)+" "+string(order), func(t *testing.T) {
+				var got []string
+				cursor := ""
+				for pages := 0; ; pages++ {
+					require.Less(t, pages, 10)
+					req := h.api.SandboxAPI.ListSandboxes(h.ctx).Limit(2).Sort(field).Order(order)
+					if cursor != "" {
+						req = req.Cursor(cursor)
+					}
+					list, _, err := req.Execute()
+					require.NoError(t, err)
+					for _, it := range list.Items {
+						got = append(got, it.Id)
+					}
+					if cursor = list.GetNextCursor(); cursor == "" {
+						break
+					}
+				}
+				assert.ElementsMatch(t, want, got)
+				assert.Len(t, got, len(want), "no sandbox twice")
+			})
+		}
+	}
+}
+
+// The largest interval Daytona's integer column holds must not overflow the
+// idle comparison and stop the sandbox at the next tick.
+func TestHugeAutoStopIntervalNeverFires(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create(apiclient.CreateSandbox{AutoStopInterval: ptr[int32](2147483647)})
+	h.clk.Advance(time.Minute)
+	assert.Equal(t, apiclient.SANDBOXSTATE_STARTED, h.get(sb.Id).GetState())
+
+	sb = h.create(apiclient.CreateSandbox{AutoStopInterval: ptr[int32](0), AutoDeleteInterval: ptr[int32](2147483647)})
+	_, _, err := h.api.SandboxAPI.StopSandbox(h.ctx, sb.Id).Execute()
+	require.NoError(t, err)
+	h.clk.Advance(time.Minute)
+	assert.Equal(t, apiclient.SANDBOXSTATE_STOPPED, h.get(sb.Id).GetState(), "a huge auto-delete interval does not delete")
+}
+
+// Daytona's access guard runs before the pipes and the service, so an
+// unknown sandbox is a 404 whatever else is wrong with the request.
+func TestUnknownSandboxIs404BeforeParameterChecks(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct{ method, path string }{
+		{"POST", "/api/sandbox/nope/stop?force=yes"},
+		{"POST", "/api/sandbox/nope/autostop/-1"},
+		{"POST", "/api/sandbox/nope/autoarchive/-1"},
+		{"POST", "/api/sandbox/nope/autodelete/x"},
+		{"GET", "/api/sandbox/nope/ports/0/preview-url"},
+		{"GET", "/api/sandbox/nope/ports/0/signed-preview-url"},
+		{"GET", "/api/sandbox/nope/ports/80/signed-preview-url?expiresInSeconds=0"},
+		{"POST", "/api/sandbox/nope/ports/0/signed-preview-url/tok/expire"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			code, body, _ := h.raw(tc.method, tc.path, nil)
+			assert.Equal(t, http.StatusNotFound, code, string(body))
+			assert.Equal(t, "Sandbox with ID or name nope not found", h.nestError(body).Message)
+		})
+	}
+}
+
+func TestListLimitAboveTheMaximumSaysSo(t *testing.T) {
+	h := newHarness(t)
+	code, body, _ := h.raw("GET", "/api/sandbox?limit=201", nil)
+	require.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "limit must not be greater than 200", h.nestError(body).Message)
+}
