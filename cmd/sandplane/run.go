@@ -123,21 +123,26 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 		}()
 	}
 
+	code, err = attach(ctx, p, o, s, args)
 	if ctx.Err() != nil {
+		// Whatever failed after Ctrl-C failed because of it.
 		return interruptedCode, nil
 	}
+	return code, err
+}
 
+// attach runs args in the started sandbox s, or follows its workload when
+// there are none, keeping s from auto-stopping meanwhile, and returns the
+// exit code.
+func attach(ctx context.Context, p provider.Provider, o *clientOptions, s *provider.Sandbox, args []string) (int, error) {
 	kctx, stopKeepAlive := context.WithCancel(ctx)
 	defer stopKeepAlive()
 	go keepAlive(kctx, p, o.clk, s, minuteOf(ctx, p))
 
 	if len(args) == 0 {
-		last, ferr := followLogs(ctx, p, o.clk, s.Id, o.stdout, o.stderr, followInterval)
-		if ctx.Err() != nil {
-			return interruptedCode, nil
-		}
-		if ferr != nil {
-			return 0, ferr
+		last, err := followLogs(ctx, p, o.clk, s.Id, o.stdout, o.stderr, followInterval)
+		if err != nil {
+			return 0, err
 		}
 		return workloadCode(last), nil
 	}
@@ -149,15 +154,7 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 	if err != nil {
 		return 0, err
 	}
-	c := client.New(base, header, client.WithClock(o.clk))
-	code, err = c.Run(ctx, shellJoin(args), o.stdout, o.stderr)
-	if ctx.Err() != nil {
-		return interruptedCode, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return code, nil
+	return client.New(base, header, client.WithClock(o.clk)).Run(ctx, shellJoin(args), o.stdout, o.stderr)
 }
 
 // keepAlive refreshes the sandbox's activity often enough that it never
