@@ -40,11 +40,8 @@ func parseExecuteRequest(body []byte) (ExecuteRequest, error) {
 	if err := decodeJSON(body, &req); err != nil {
 		return req, err
 	}
-	if strings.TrimSpace(req.Command) == "" {
-		return req, errorf(http.StatusBadRequest, "command cannot be empty or whitespace-only")
-	}
-	if strings.IndexByte(req.Command, 0) >= 0 {
-		return req, errorf(http.StatusBadRequest, "command must not contain NUL bytes")
+	if err := validCommand(req.Command); err != nil {
+		return req, err
 	}
 	if req.Cwd != nil && strings.IndexByte(*req.Cwd, 0) >= 0 {
 		return req, errorf(http.StatusBadRequest, "cwd must not contain NUL bytes")
@@ -56,6 +53,16 @@ func parseExecuteRequest(body []byte) (ExecuteRequest, error) {
 		return req, err
 	}
 	return req, nil
+}
+
+func validCommand(command string) error {
+	if strings.TrimSpace(command) == "" {
+		return errorf(http.StatusBadRequest, "command cannot be empty or whitespace-only")
+	}
+	if strings.IndexByte(command, 0) >= 0 {
+		return errorf(http.StatusBadRequest, "command must not contain NUL bytes")
+	}
+	return nil
 }
 
 // validateEnv rejects names the kernel would mangle. Values are never echoed.
@@ -91,13 +98,13 @@ func (s *server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	dir := s.opts.WorkDir
-	if req.Cwd != nil && *req.Cwd != "" {
-		dir = s.absPath(*req.Cwd)
+	var cwd string
+	if req.Cwd != nil {
+		cwd = *req.Cwd
 	}
 	res := s.run(r.Context(), runSpec{
 		command: req.Command,
-		dir:     dir,
+		dir:     s.absPath(cwd),
 		env:     envList(req.Envs),
 		timeout: timeoutDuration(req.Timeout),
 	})
@@ -112,7 +119,7 @@ func (s *server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ExecuteResponse{ExitCode: res.exitCode, Result: string(res.output)})
 }
 
-// absPath anchors a relative path at the work dir.
+// absPath anchors a relative path at the work dir; empty is the work dir.
 func (s *server) absPath(p string) string {
 	if p == "" {
 		return s.opts.WorkDir

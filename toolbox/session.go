@@ -540,13 +540,7 @@ func parseSessionExecuteRequest(body []byte) (SessionExecuteRequest, error) {
 	if err := decodeJSON(body, &req); err != nil {
 		return req, err
 	}
-	if strings.TrimSpace(req.Command) == "" {
-		return req, errorf(http.StatusBadRequest, "command cannot be empty or whitespace-only")
-	}
-	if strings.IndexByte(req.Command, 0) >= 0 {
-		return req, errorf(http.StatusBadRequest, "command must not contain NUL bytes")
-	}
-	return req, nil
+	return req, validCommand(req.Command)
 }
 
 func (s *server) handleSessionExec(w http.ResponseWriter, r *http.Request) {

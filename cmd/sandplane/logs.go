@@ -38,17 +38,13 @@ object ({stdout, stderr, output}) once.`,
 		if err != nil {
 			return err
 		}
-		if o.json {
-			logs, err := p.EntrypointLogs(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return printJSON(o.stdout, logs)
-		}
 		if !follow {
 			logs, err := p.EntrypointLogs(ctx, args[0])
 			if err != nil {
 				return err
+			}
+			if o.json {
+				return printJSON(o.stdout, logs)
 			}
 			if _, err := io.WriteString(o.stdout, logs.Stdout); err != nil {
 				return err
