@@ -11,9 +11,10 @@
 // gone; a sandbox that lands in error or build_failed fails the wait at once
 // with its errorReason. Transient failures (429 with Retry-After, 5xx,
 // refused or reset connections) are retried with backoff, except that a
-// create whose request may have reached the server is never sent again
-// blindly: when it has a name, the provider looks the name up first and
-// adopts what it finds.
+// create, start, stop or delete whose request may have reached the server is
+// never sent again blindly: the provider reads the sandbox back first (a
+// create by its name, and only when it has one) and carries on from what it
+// finds.
 //
 // Daytona's native answers are classified in two functions: mapState for
 // states and classify for errors. A 404, 409, 400 and 401 become not_found,

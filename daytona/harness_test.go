@@ -29,8 +29,15 @@ type harness struct {
 
 func newHarness(t *testing.T, opts ...Option) *harness {
 	t.Helper()
+	return newHarnessWith(t, simulator.InstantProfile(), opts...)
+}
+
+// newHarnessWith is newHarness with the simulator's transitions taking the
+// times of profile.
+func newHarnessWith(t *testing.T, profile simulator.Profile, opts ...Option) *harness {
+	t.Helper()
 	clk := clocktest.NewFake(time.Time{})
-	sim, err := simulator.New(simulator.Config{Clock: clk, APIKeys: []string{testKey}, ValidateResponses: true, Seed: 7})
+	sim, err := simulator.New(simulator.Config{Clock: clk, APIKeys: []string{testKey}, ValidateResponses: true, Seed: 7, Profile: profile})
 	require.NoError(t, err)
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(func() {

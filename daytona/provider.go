@@ -275,13 +275,54 @@ func (p *Provider) List(ctx context.Context, opts provider.ListOptions) ([]provi
 	return out, nil
 }
 
+// lifecycle sends a start, stop or delete. Once such a request may have
+// reached Daytona it is not sent again blindly, because a repeat meets the
+// transition the first one began (409) or its end (400 for a stop): the
+// sandbox is read back instead, and when took says the first request took
+// effect, that is the answer. nil with no error means the sandbox is gone.
+func (p *Provider) lifecycle(ctx context.Context, op op, idOrName string, timeout time.Duration,
+	send func(ctx context.Context) (*apiclient.Sandbox, *http.Response, error),
+	took func(*apiclient.Sandbox) bool) (*apiclient.Sandbox, error) {
+	delay := retryBaseDelay
+	for attempt := 0; ; attempt++ {
+		rctx, cancel := p.bound(sentOnce(p.auth(ctx)), timeout)
+		sb, resp, err := send(rctx)
+		unsure := err != nil && mayHaveActed(resp, err)
+		err = p.classify(rctx, op, resp, err)
+		cancel()
+		if !unsure || attempt >= p.retries {
+			return sb, err
+		}
+		found, gerr := p.get(ctx, idOrName)
+		switch {
+		case provider.IsNotFound(gerr):
+			return nil, nil
+		case gerr != nil:
+			return nil, err
+		case took(found):
+			return found, nil
+		}
+		if err := clock.Sleep(ctx, p.clk, delay); err != nil {
+			return nil, p.classify(ctx, op, nil, err)
+		}
+		delay = min(2*delay, retryMaxDelay)
+	}
+}
+
 func (p *Provider) Start(ctx context.Context, idOrName string) (*provider.Sandbox, error) {
-	rctx, cancel := p.bound(p.auth(ctx), lifecycleTimeout)
-	sb, resp, err := p.api.SandboxAPI.StartSandbox(rctx, idOrName).Execute()
-	err = p.classify(rctx, opStart, resp, err)
-	cancel()
-	if err != nil {
+	sb, err := p.lifecycle(ctx, opStart, idOrName, lifecycleTimeout,
+		func(ctx context.Context) (*apiclient.Sandbox, *http.Response, error) {
+			return p.api.SandboxAPI.StartSandbox(ctx, idOrName).Execute()
+		},
+		func(sb *apiclient.Sandbox) bool {
+			st := mapState(sb.GetState())
+			return st == provider.StateStarting || st == provider.StateStarted
+		})
+	switch {
+	case err != nil:
 		return nil, err
+	case sb == nil:
+		return nil, provider.Errorf(provider.NotFound, "Sandbox with ID or name %s not found", idOrName)
 	}
 	got, err := p.awaitStarted(ctx, opStart, sb)
 	if err != nil {
@@ -294,12 +335,20 @@ func (p *Provider) Start(ctx context.Context, idOrName string) (*provider.Sandbo
 // An ephemeral sandbox (autoDeleteInterval 0) is deleted by a stop; it is
 // returned as destroyed.
 func (p *Provider) Stop(ctx context.Context, idOrName string) (*provider.Sandbox, error) {
-	rctx, cancel := p.bound(p.auth(ctx), requestTimeout)
-	sb, resp, err := p.api.SandboxAPI.StopSandbox(rctx, idOrName).Execute()
-	err = p.classify(rctx, opStop, resp, err)
-	cancel()
-	if err != nil {
+	sb, err := p.lifecycle(ctx, opStop, idOrName, requestTimeout,
+		func(ctx context.Context) (*apiclient.Sandbox, *http.Response, error) {
+			return p.api.SandboxAPI.StopSandbox(ctx, idOrName).Execute()
+		},
+		func(sb *apiclient.Sandbox) bool {
+			st := mapState(sb.GetState())
+			return st == provider.StateStopping || st == provider.StateStopped || st == provider.StateDestroyed
+		})
+	switch {
+	case err != nil:
 		return nil, err
+	case sb == nil:
+		// An ephemeral sandbox, deleted by the stop whose answer was lost.
+		return &provider.Sandbox{Id: idOrName, Name: idOrName, State: provider.StateDestroyed, Labels: map[string]string{}}, nil
 	}
 	last := sb
 	got, err := p.await(ctx, opStop, sb, func(sb *apiclient.Sandbox) (bool, error) {
@@ -323,12 +372,13 @@ func (p *Provider) Stop(ctx context.Context, idOrName string) (*provider.Sandbox
 // Delete asks Daytona to delete and waits until the sandbox is gone, so
 // that its name is free and List no longer shows it.
 func (p *Provider) Delete(ctx context.Context, idOrName string) error {
-	rctx, cancel := p.bound(p.auth(ctx), requestTimeout)
-	sb, resp, err := p.api.SandboxAPI.DeleteSandbox(rctx, idOrName).Execute()
-	err = p.classify(rctx, opDelete, resp, err)
-	cancel()
+	sb, err := p.lifecycle(ctx, opDelete, idOrName, requestTimeout,
+		func(ctx context.Context) (*apiclient.Sandbox, *http.Response, error) {
+			return p.api.SandboxAPI.DeleteSandbox(ctx, idOrName).Execute()
+		},
+		func(sb *apiclient.Sandbox) bool { return mapState(sb.GetState()) == provider.StateDestroyed })
 	switch {
-	case provider.IsNotFound(err):
+	case provider.IsNotFound(err), err == nil && sb == nil:
 		return nil
 	case err != nil:
 		return err

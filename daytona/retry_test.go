@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -209,4 +210,74 @@ func TestUnreachableIsUnavailableAfterRetries(t *testing.T) {
 	assert.Equal(t, provider.Unavailable, provider.Code(err))
 	assert.Contains(t, provider.Message(err), EnvAPIURL, "says what to check")
 	assert.Equal(t, int32(DefaultRetries+1), attempts.Load())
+}
+
+// A start, stop or delete whose answer was lost may have acted: sending it
+// again meets Daytona's 409 (state change in progress) or, once the
+// transition is over, 400 (not stoppable). The operation went through, so
+// the provider must not report it failed.
+func TestLostLifecycleAnswerIsNotAFailure(t *testing.T) {
+	path := func(suffix string) func(*http.Request) bool {
+		return func(r *http.Request) bool {
+			return r.Method != http.MethodGet && strings.HasSuffix(r.URL.Path, suffix) && r.URL.Path != "/api/sandbox"
+		}
+	}
+	tests := []struct {
+		name    string
+		profile simulator.Profile
+		match   func(*http.Request) bool
+		run     func(p *Provider, id string) error
+		want    provider.State
+	}{
+		{"stop, instant", simulator.InstantProfile(), path("/stop"), stopOf, provider.StateStopped},
+		{"stop, slow", simulator.DaytonaProfile(), path("/stop"), stopOf, provider.StateStopped},
+		{"start, slow", simulator.DaytonaProfile(), path("/start"), startOf, provider.StateStarted},
+		{"delete, slow", simulator.DaytonaProfile(), func(r *http.Request) bool { return r.Method == http.MethodDelete }, deleteOf, provider.StateDestroyed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarnessWith(t, tt.profile)
+			sb := drive(h.clk, func() *provider.Sandbox {
+				sb, err := h.p.Create(context.Background(), provider.CreateRequest{Name: "box"})
+				require.NoError(t, err)
+				return sb
+			})
+			if tt.want == provider.StateStarted {
+				require.NoError(t, drive(h.clk, func() error { return stopOf(h.p, sb.Id) }))
+			}
+			p := h.provider(testKey, lose(tt.match))
+			err := drive(h.clk, func() error { return tt.run(p, sb.Id) })
+			require.NoError(t, err)
+			got, err := h.p.Get(context.Background(), sb.Id)
+			if tt.want == provider.StateDestroyed {
+				assert.True(t, provider.IsNotFound(err), "%v", err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got.State)
+		})
+	}
+}
+
+func stopOf(p *Provider, id string) error   { _, err := p.Stop(context.Background(), id); return err }
+func startOf(p *Provider, id string) error  { _, err := p.Start(context.Background(), id); return err }
+func deleteOf(p *Provider, id string) error { return p.Delete(context.Background(), id) }
+
+// A 5xx may come after Daytona acted, so a stop is read back before it is
+// sent again, and sent again only when it did not take.
+func TestLifecycle5xxIsReadBackThenResent(t *testing.T) {
+	h := newHarness(t)
+	sb := drive(h.clk, func() *provider.Sandbox {
+		sb, err := h.p.Create(context.Background(), provider.CreateRequest{Name: "box"})
+		require.NoError(t, err)
+		return sb
+	})
+	h.sim.AddFault(simulator.Fault{Op: "stopSandbox", Status: 503, Times: 1})
+	start := h.clk.Now()
+	require.NoError(t, drive(h.clk, func() error { return stopOf(h.p, sb.Id) }))
+	assert.Equal(t, []string{"createSandbox", "stopSandbox", "getSandbox", "stopSandbox"}, h.ops()[:4])
+	assert.GreaterOrEqual(t, h.clk.Since(start), retryBaseDelay, "the resend backs off on the clock")
+	got, err := h.p.Get(context.Background(), sb.Id)
+	require.NoError(t, err)
+	assert.Equal(t, provider.StateStopped, got.State)
 }
