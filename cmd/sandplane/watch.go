@@ -18,7 +18,8 @@ func newWatchCmd() *cobra.Command {
 		Short: "Print lifecycle events as they happen",
 		Long: `Print the provider's lifecycle events until Ctrl-C: first every sandbox as it
 is now, then each created, started, stopped, updated, activity and deleted
-event. A dropped connection is resumed where it left off. --json prints one
+event. A dropped connection is resumed where it left off; a stream the
+provider refuses for good ends watch with exit code 4. --json prints one
 event object per line.`,
 		Args: cobra.NoArgs,
 	}
@@ -54,7 +55,12 @@ event object per line.`,
 				return err
 			}
 		}
-		return nil // the stream ends with ctx: Ctrl-C
+		if ctx.Err() != nil {
+			return nil // Ctrl-C is how a person ends watch
+		}
+		// The provider gave up on the stream (the daemon refuses it for
+		// good); a script must not take that for a clean end.
+		return provider.Errorf(provider.Unavailable, "the event stream of provider %s ended: no more events will come", p.Traits().Name)
 	}
 	return cmd
 }
