@@ -120,15 +120,17 @@ func commandPath(sessionID, cmdID string) string {
 // command, and returns ctx's error.
 func (c *Client) Run(ctx context.Context, command string, stdout, stderr io.Writer) (int, error) {
 	sid := "sandplane-run-" + randomHex(8)
-	if err := c.CreateSession(ctx, sid); err != nil {
-		return -1, err
-	}
 	defer func() {
-		// The command must not outlive Run, even when ctx is what ended it.
+		// The command must not outlive Run, even when ctx is what ended it,
+		// nor the session a create that ctx cut short after the toolbox
+		// made it.
 		cctx, cancel := c.detached(ctx, cleanupTimeout)
 		defer cancel()
 		_ = c.DeleteSession(cctx, sid)
 	}()
+	if err := c.CreateSession(ctx, sid); err != nil {
+		return -1, err
+	}
 	cmdID, err := c.ExecAsync(ctx, sid, command)
 	if err != nil {
 		return -1, err

@@ -279,3 +279,28 @@ func alive(pid int) bool {
 }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+func TestRunCancelledDuringSessionCreateLeavesNoSession(t *testing.T) {
+	workDir := t.TempDir()
+	h := toolbox.NewHandler(toolbox.Options{WorkDir: workDir, HomeDir: workDir})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/process/session" {
+			// The session is made, but Ctrl-C lands before the answer.
+			h.ServeHTTP(httptest.NewRecorder(), r)
+			cancel()
+			<-r.Context().Done()
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		ts.Close()
+		h.(io.Closer).Close()
+	})
+
+	_, err := client.New(ts.URL, nil).Run(ctx, "true", nil, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Empty(t, sessions(t, ts.URL), "the session's shell does not outlive Run")
+}
