@@ -370,14 +370,19 @@ func (s *session) view() Session {
 	return v
 }
 
+// logs are the command's output so far. The truncation note waits for the
+// command's end: until then its count grows, and a client that follows a log
+// by its length must only ever see it grow.
 func (s *session) logs(c *sessionCommand) SessionCommandLogs {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SessionCommandLogs{
-		Output: string(c.output.bytes()),
-		Stdout: string(c.stdout.bytes()),
-		Stderr: string(c.stderr.bytes()),
+	text := func(b *cappedBuffer) string {
+		if c.exit == nil {
+			return string(b.buf)
+		}
+		return string(b.bytes())
 	}
+	return SessionCommandLogs{Output: text(&c.output), Stdout: text(&c.stdout), Stderr: text(&c.stderr)}
 }
 
 // readStream attributes one stream of the shell to the oldest command whose

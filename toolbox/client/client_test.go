@@ -304,3 +304,20 @@ func TestRunCancelledDuringSessionCreateLeavesNoSession(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Empty(t, sessions(t, ts.URL), "the session's shell does not outlive Run")
 }
+
+func TestRunPrintsTheTruncationNoteOnce(t *testing.T) {
+	workDir := t.TempDir()
+	h := toolbox.NewHandler(toolbox.Options{WorkDir: workDir, HomeDir: workDir, MaxOutputBytes: 10})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() {
+		ts.Close()
+		h.(io.Closer).Close()
+	})
+	c := client.New(ts.URL, nil, client.WithPollInterval(10*time.Millisecond))
+	// Polls see the log cut while the count of dropped bytes still grows.
+	var stdout bytes.Buffer
+	code, err := c.Run(context.Background(), "printf 0123456789abcdefghij; sleep 0.3; printf %0200d 0", &stdout, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, "0123456789\n[sandplane: output truncated, 210 more bytes dropped]\n", stdout.String())
+}
