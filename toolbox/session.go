@@ -252,15 +252,12 @@ func (s *session) wait() {
 	// What the shell wrote before exiting may still sit in the pipes.
 	t := s.clock.NewTimer(s.grace)
 	defer t.Stop()
-	expired := false
+drain:
 	for _, eof := range []chan struct{}{s.outEOF, s.errEOF} {
-		if expired {
-			break
-		}
 		select {
 		case <-eof:
 		case <-t.C():
-			expired = true
+			break drain
 		}
 	}
 	s.mu.Lock()
