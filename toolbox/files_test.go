@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -145,7 +146,17 @@ func TestDownloadErrors(t *testing.T) {
 		{"missing path", "", 400, "BAD_REQUEST"},
 		{"not found", "nope.txt", 404, "NOT_FOUND"},
 		{"directory", "dir", 400, "BAD_REQUEST"},
+		{"named pipe", "fifo", 400, "BAD_REQUEST"},
 	}
+	// Opening a pipe for reading waits for a writer; a download must not.
+	fifo := filepath.Join(ts.workDir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	t.Cleanup(func() {
+		// Let a download stuck in open(2) go, so the server can close.
+		if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
+			f.Close()
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := ts.get(t, "/files/download?path="+q(tt.path))

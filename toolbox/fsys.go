@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -225,9 +226,10 @@ func (f *fsys) remove(t target, recursive bool) error {
 	return nil
 }
 
-// openFile opens a regular file for download.
+// openFile opens a regular file for download. Other files are refused:
+// without O_NONBLOCK, opening a named pipe would wait for a writer forever.
 func (f *fsys) openFile(t target) (*os.File, fs.FileInfo, error) {
-	file, err := f.root.Open(t.rel)
+	file, err := f.root.OpenFile(t.rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, f.fsError(t, err)
 	}
@@ -236,9 +238,13 @@ func (f *fsys) openFile(t target) (*os.File, fs.FileInfo, error) {
 		file.Close()
 		return nil, nil, f.fsError(t, err)
 	}
-	if fi.IsDir() {
+	switch {
+	case fi.IsDir():
 		file.Close()
 		return nil, nil, errorf(http.StatusBadRequest, "invalid file path: path points to a directory: %s", t.given)
+	case !fi.Mode().IsRegular():
+		file.Close()
+		return nil, nil, errorf(http.StatusBadRequest, "invalid file path: %s is not a regular file (%s)", t.given, fi.Mode().Type())
 	}
 	return file, fi, nil
 }
