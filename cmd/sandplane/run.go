@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -136,8 +137,11 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 // exit code.
 func attach(ctx context.Context, p provider.Provider, o *clientOptions, s *provider.Sandbox, args []string) (int, error) {
 	kctx, stopKeepAlive := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { keepAlive(kctx, p, o.clk, s, minuteOf(ctx, p)) })
+	// No refresh may still be on its way when --rm deletes the sandbox.
+	defer wg.Wait()
 	defer stopKeepAlive()
-	go keepAlive(kctx, p, o.clk, s, minuteOf(ctx, p))
 
 	if len(args) == 0 {
 		last, err := followLogs(ctx, p, o.clk, s.Id, o.stdout, o.stderr, followInterval)
