@@ -95,12 +95,12 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 	defer stopReset()
 
 	// The create is not abandoned on Ctrl-C: the daemon would finish it
-	// anyway, and only its answer tells which sandbox --rm must delete.
-	cctx, cancel := detached(ctx, o.clk, cleanupTimeout)
+	// anyway, and only its answer tells which sandbox --rm must delete. It
+	// is not bounded either: the provider bounds its own creates, and a
+	// second Ctrl-C ends the wait.
 	stopProgress := progress(o.stderr, o.clk, "creating sandbox "+req.Name)
-	s, err := p.Create(cctx, req)
+	s, err := p.Create(context.WithoutCancel(ctx), req)
 	stopProgress()
-	cancel()
 	if err != nil {
 		return 0, err
 	}

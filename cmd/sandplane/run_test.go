@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/provider/clock/clocktest"
 )
 
 // interruptingProvider is a provider whose Toolbox call is where Ctrl-C
@@ -54,4 +56,44 @@ func TestRunInterruptedAnywhereExitsWithTheInterruptCode(t *testing.T) {
 	assert.Equal(t, interruptedCode, code)
 	assert.Equal(t, []string{"sb-1"}, fake.deleted, "--rm still deletes the sandbox")
 	assert.Contains(t, stderr.String(), "Deleting sandbox sb-1")
+}
+
+// slowCreator is a provider whose Create takes as long as the test says.
+type slowCreator struct {
+	interruptingProvider
+	called, release chan struct{}
+}
+
+func (p *slowCreator) Create(ctx context.Context, req provider.CreateRequest) (*provider.Sandbox, error) {
+	close(p.called)
+	<-p.release
+	if err := ctx.Err(); err != nil {
+		return nil, provider.Errorf(provider.Unavailable, "create: %v", err)
+	}
+	return p.interruptingProvider.Create(ctx, req)
+}
+
+func (p *slowCreator) Toolbox(context.Context, string) (string, http.Header, error) {
+	return "", nil, provider.Errorf(provider.Unsupported, "no toolbox in this test")
+}
+
+func TestRunWaitsForASlowCreate(t *testing.T) {
+	fake := &slowCreator{called: make(chan struct{}), release: make(chan struct{})}
+	provider.Register("slow-create-test", func(context.Context, *url.URL) (provider.Provider, error) { return fake, nil })
+	clk := clocktest.NewFake(time.Time{})
+	var stderr bytes.Buffer
+	o := &clientOptions{provider: "slow-create-test://", clk: clk, stdout: &bytes.Buffer{}, stderr: &stderr}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := runInSandbox(context.Background(), o, provider.CreateRequest{Name: "x"}, []string{"true"}, true)
+		errc <- err
+	}()
+	<-fake.called
+	// Only an interrupt bounds the wait: a create is as slow as it is.
+	clk.Advance(2 * cleanupTimeout)
+	close(fake.release)
+	err := <-errc
+	assert.Equal(t, provider.Unsupported, provider.Code(err), "the create succeeded and run got as far as the toolbox: %v", err)
+	assert.Contains(t, stderr.String(), "Sandbox: sb-1")
+	assert.Equal(t, []string{"sb-1"}, fake.deleted)
 }
