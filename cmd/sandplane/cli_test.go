@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -550,4 +551,27 @@ func processAlive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func TestRunRmLeavesNothingWhenTheReaderGoesAway(t *testing.T) {
+	d := startCLIDaemon(t)
+	// sandplane run --rm -- yes | head -1
+	cmd := exec.Command(testdaemon.Binary(t), "run", "--rm", "--", "sh", "-c", "while :; do echo y; sleep 0.01; done")
+	cmd.Env = cliEnv(d.url)
+	var stderr testdaemon.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, "stderr: %s", &stderr)
+	assert.Equal(t, "y\n", line)
+	require.NoError(t, stdout.Close())
+
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, brokenPipeCode, ee.ExitCode(), "the shell's code for a process a broken pipe ended; stderr: %s", &stderr)
+	d.assertNothingLeft(t)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -24,6 +25,8 @@ import (
 const (
 	// interruptedCode is the shell's code for a command ended by SIGINT.
 	interruptedCode = 130
+	// brokenPipeCode is the shell's code for a command ended by SIGPIPE.
+	brokenPipeCode = 128 + int(syscall.SIGPIPE)
 	// maxKeepAlive bounds the pause between activity refreshes, whatever
 	// the sandbox's auto-stop window.
 	maxKeepAlive = 30 * time.Second
@@ -48,8 +51,9 @@ entrypoint logs) until the workload ends, and exits with its code.
 
 While the command runs, run keeps the sandbox from auto-stopping. It prints
 "Sandbox: <id>" and the dashboard's address on stderr. --rm deletes the
-sandbox when the command ends, or on Ctrl-C (press it again to leave the
-sandbox as it is).
+sandbox when the command ends, when the reader of the output goes away (exit
+code 141, as for SIGPIPE), or on Ctrl-C (exit code 130; press it again to
+leave the sandbox as it is).
 
 Commands run through the sandbox's toolbox API, so any provider whose
 sandboxes serve one works: the local daemon's default snapshot, Daytona.`,
@@ -93,6 +97,9 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 	// short, so the first one stops catching the signal.
 	stopReset := context.AfterFunc(ctx, func() { signal.Reset(os.Interrupt, syscall.SIGTERM) })
 	defer stopReset()
+	// A reader that goes away (run ... | head) must not kill run before the
+	// cleanup: the write fails with EPIPE instead, and run ends after it.
+	signal.Ignore(syscall.SIGPIPE)
 
 	// The create is not abandoned on Ctrl-C: the daemon would finish it
 	// anyway, and only its answer tells which sandbox --rm must delete. It
@@ -125,9 +132,12 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 	}
 
 	code, err = attach(ctx, p, o, s, args)
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		// Whatever failed after Ctrl-C failed because of it.
 		return interruptedCode, nil
+	case errors.Is(err, syscall.EPIPE):
+		return brokenPipeCode, nil
 	}
 	return code, err
 }
