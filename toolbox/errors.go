@@ -88,7 +88,7 @@ func writeError(w http.ResponseWriter, r *http.Request, c clock.Clock, err error
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e := asAPIError(err)
 	s.opts.Logger.Info("request failed", "method", r.Method, "path", r.URL.Path, "status", e.status, "error", e.msg)
-	writeJSON(w, e.status, newErrorResponse(r, s.opts.Clock, e))
+	writeError(w, r, s.opts.Clock, e)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
