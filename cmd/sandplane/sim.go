@@ -175,10 +175,8 @@ func serveSim(ctx context.Context, clk clock.Clock, listen string, sim *simulato
 		return err
 	case <-ctx.Done():
 	}
-	shutdown, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	shutdown, cancel := detached(ctx, clk, 10*time.Second)
 	defer cancel()
-	grace := clk.AfterFunc(10*time.Second, cancel)
-	defer grace.Stop()
 	if err := srv.Shutdown(shutdown); err != nil {
 		_ = srv.Close()
 	}
