@@ -208,13 +208,18 @@ func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
 	s.kick(sb)
 	s.mu.Unlock()
 
+	return s.replyStarted(c, sb, tbx, true)
+}
+
+// replyStarted holds a create, start or recover as the API does, then
+// answers with the sandbox as it is by then; fresh as for dto.
+func (s *Simulator) replyStarted(c *call, sb *sandbox, tbx string, fresh bool) (reply, *apiError) {
 	if err := s.waitStarted(c.ctx(), sb, createWait); err != nil {
 		return reply{}, err
 	}
 	s.mu.Lock()
-	d := sb.dto(tbx, true)
-	s.mu.Unlock()
-	return reply{http.StatusOK, d}, nil
+	defer s.mu.Unlock()
+	return reply{http.StatusOK, sb.dto(tbx, fresh)}, nil
 }
 
 func intOr(v *float64, def int) int {
@@ -316,12 +321,7 @@ func (s *Simulator) startSandbox(c *call) (reply, *apiError) {
 	if err != nil || sb == nil {
 		return rep, err
 	}
-	if err := s.waitStarted(c.ctx(), sb, createWait); err != nil {
-		return reply{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return reply{http.StatusOK, sb.dto(tbx, false)}, nil
+	return s.replyStarted(c, sb, tbx, false)
 }
 
 func (s *Simulator) stopSandbox(c *call) (reply, *apiError) {
@@ -421,12 +421,7 @@ func (s *Simulator) recoverSandbox(c *call) (reply, *apiError) {
 	if err != nil || sb == nil {
 		return rep, err
 	}
-	if err := s.waitStarted(c.ctx(), sb, createWait); err != nil {
-		return reply{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return reply{http.StatusOK, sb.dto(tbx, false)}, nil
+	return s.replyStarted(c, sb, tbx, false)
 }
 
 // resizeSandbox: resize sits behind the SANDBOX_RESIZE feature flag, off by
@@ -495,53 +490,51 @@ func intervalParam(c *call) (int, *apiError) {
 	return int(v), nil
 }
 
-// The interval setters are not activity and are not gated on state. Like
-// every parameter check, theirs comes after the access guard's 404.
-func (s *Simulator) setAutostop(c *call) (reply, *apiError) {
+// setInterval is the three interval setters: set checks and stores the
+// path's interval. None is activity or gated on state, and like every
+// parameter check, theirs comes after the access guard's 404.
+func (s *Simulator) setInterval(c *call, set func(sb *sandbox, n int) *apiError) (reply, *apiError) {
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		n, err := intervalParam(c)
 		if err != nil {
 			return reply{}, err
 		}
-		if n < 0 {
-			return reply{}, errorf(http.StatusBadRequest, "Auto-stop interval must be non-negative")
+		if err := set(sb, n); err != nil {
+			return reply{}, err
 		}
-		sb.AutoStop = n
 		sb.UpdatedAt = s.clk.Now()
 		return reply{http.StatusCreated, sb.dto(tbx, false)}, nil
+	})
+}
+
+func (s *Simulator) setAutostop(c *call) (reply, *apiError) {
+	return s.setInterval(c, func(sb *sandbox, n int) *apiError {
+		if n < 0 {
+			return errorf(http.StatusBadRequest, "Auto-stop interval must be non-negative")
+		}
+		sb.AutoStop = n
+		return nil
 	})
 }
 
 func (s *Simulator) setAutoArchive(c *call) (reply, *apiError) {
-	tbx := s.toolboxProxyURL(c.r)
-	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
-		n, err := intervalParam(c)
-		if err != nil {
-			return reply{}, err
-		}
+	return s.setInterval(c, func(sb *sandbox, n int) *apiError {
 		if n < 0 {
-			return reply{}, errorf(http.StatusBadRequest, "Auto-archive interval must be non-negative")
+			return errorf(http.StatusBadRequest, "Auto-archive interval must be non-negative")
 		}
 		sb.AutoArchive = clampArchive(n)
-		sb.UpdatedAt = s.clk.Now()
-		return reply{http.StatusCreated, sb.dto(tbx, false)}, nil
+		return nil
 	})
 }
 
 func (s *Simulator) setAutoDelete(c *call) (reply, *apiError) {
-	tbx := s.toolboxProxyURL(c.r)
-	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
-		n, err := intervalParam(c)
-		if err != nil {
-			return reply{}, err
-		}
+	return s.setInterval(c, func(sb *sandbox, n int) *apiError {
 		if sb.GPU > 0 && n != 0 {
-			return reply{}, errorf(http.StatusBadRequest, "GPU sandboxes must remain ephemeral")
+			return errorf(http.StatusBadRequest, "GPU sandboxes must remain ephemeral")
 		}
 		sb.AutoDelete = n
-		sb.UpdatedAt = s.clk.Now()
-		return reply{http.StatusCreated, sb.dto(tbx, false)}, nil
+		return nil
 	})
 }
 

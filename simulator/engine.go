@@ -203,7 +203,8 @@ func (s *Simulator) finish(sb *sandbox, st step, gen uint64, url string, err err
 }
 
 // waitStarted holds a create or start request until sb is started, errored
-// or gone, for at most d on the clock, like the API's 30 s wait. A start
+// or gone, for at most d on the clock, like the API's 30 s wait, or until
+// the simulator closes. A start
 // failure inside the window is Daytona's 400.
 func (s *Simulator) waitStarted(ctx context.Context, sb *sandbox, d time.Duration) *apiError {
 	var timer interface{ Stop() bool }
@@ -235,6 +236,8 @@ func (s *Simulator) waitStarted(ctx context.Context, sb *sandbox, d time.Duratio
 			return nil
 		case <-ctx.Done():
 			return nil
+		case <-s.bg.Done():
+			return nil
 		}
 	}
 }
@@ -244,13 +247,15 @@ func (s *Simulator) fillPoolLocked() {
 	if s.cfg.WarmPool <= 0 || s.closed {
 		return
 	}
-	creating := 0
+	// The pool's sandboxes, started or still starting, are the indexed
+	// rows of its organization.
+	n := 0
 	for _, sb := range s.byID {
 		if sb.OrgID == warmPoolOrg {
-			creating++
+			n++
 		}
 	}
-	for n := len(s.pool) + creating; n < s.cfg.WarmPool; n++ {
+	for ; n < s.cfg.WarmPool; n++ {
 		snap := s.snapshots[s.cfg.DefaultSnapshot]
 		sb := s.newSandboxLocked(warmPoolOrg, "", snap)
 		s.insertLocked(sb)

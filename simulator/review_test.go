@@ -89,3 +89,43 @@ func TestListLimitAboveTheMaximumSaysSo(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, code)
 	assert.Equal(t, "limit must not be greater than 200", h.nestError(body).Message)
 }
+
+// Every takeover refills the pool, however large it is.
+func TestWarmPoolRefillsAfterEveryTakeover(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.Profile = slowProfile()
+		c.WarmPool = 3
+	})
+	warm := func() int {
+		h.sim.mu.Lock()
+		defer h.sim.mu.Unlock()
+		n := 0
+		for _, sb := range h.sim.byID {
+			if sb.OrgID == warmPoolOrg {
+				n++
+			}
+		}
+		return n
+	}
+	h.clk.Advance(time.Hour)
+	require.Equal(t, 3, warm())
+	for i := 0; i < 3; i++ {
+		sb := h.create(apiclient.CreateSandbox{})
+		assert.Equal(t, apiclient.SANDBOXSTATE_STARTED, sb.GetState())
+		assert.Equal(t, 3, warm(), "the pool is topped up after takeover %d", i+1)
+		h.clk.Advance(time.Minute)
+	}
+}
+
+// Close releases the requests that wait for a sandbox to start.
+func TestCloseReleasesWaitingCreates(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Profile = slowProfile() })
+	ch := h.createAsync(apiclient.CreateSandbox{})
+	require.NoError(t, h.sim.Close())
+	select {
+	case res := <-ch:
+		require.NoError(t, res.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the create still waits after Close")
+	}
+}
