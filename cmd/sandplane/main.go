@@ -19,7 +19,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRootCmd().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "sandplane:", err)
+		msg := err.Error()
+		if e, ok := err.(*provider.Error); ok {
+			msg = e.Message // the code is for scripts, and they have the exit code
+		}
+		fmt.Fprintln(os.Stderr, "sandplane:", msg)
 		os.Exit(exitCode(err))
 	}
 }
@@ -32,6 +36,10 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 		Version:       versionString(),
 	}
+	// A bad flag is a usage error, and scripts get its exit code (2).
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return provider.Errorf(provider.InvalidArgument, "%v (see %s --help)", err, cmd.CommandPath())
+	})
 	root.AddCommand(newServeCmd(), newToolboxCmd(), newSimCmd(),
 		newRunCmd(), newLsCmd(), newCreateCmd(), newStopCmd(), newStartCmd(), newRmCmd(), newLogsCmd(), newWatchCmd(), newInfoCmd())
 	return root
