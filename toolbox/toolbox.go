@@ -246,10 +246,8 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 
-	graceCtx, cancel := context.WithCancel(context.Background())
+	graceCtx, cancel := clock.WithTimeout(context.Background(), s.opts.Clock, s.opts.ShutdownGrace)
 	defer cancel()
-	t := s.opts.Clock.AfterFunc(s.opts.ShutdownGrace, cancel)
-	defer t.Stop()
 	if err := srv.Shutdown(graceCtx); err != nil {
 		// Grace is over: cancel the remaining requests' contexts, which
 		// kills their process groups.

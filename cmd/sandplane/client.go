@@ -160,7 +160,5 @@ func progress(w io.Writer, clk clock.Clock, what string) (stop func()) {
 // detached is a context for cleanup that must run even though ctx ended
 // (an interrupted run still deletes its sandbox), bounded by d on clk.
 func detached(ctx context.Context, clk clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {
-	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	t := clk.AfterFunc(d, cancel)
-	return cctx, func() { t.Stop(); cancel() }
+	return clock.WithTimeout(context.WithoutCancel(ctx), clk, d)
 }

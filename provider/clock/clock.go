@@ -71,3 +71,11 @@ type realTicker struct{ t *time.Ticker }
 func (r realTicker) C() <-chan time.Time   { return r.t.C }
 func (r realTicker) Stop()                 { r.t.Stop() }
 func (r realTicker) Reset(d time.Duration) { r.t.Reset(d) }
+
+// WithTimeout is context.WithTimeout on c: the context ends d after now as
+// c counts it, so a fake clock drives it in tests.
+func WithTimeout(parent context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	t := c.AfterFunc(d, cancel)
+	return ctx, func() { t.Stop(); cancel() }
+}

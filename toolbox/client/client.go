@@ -173,9 +173,7 @@ func (c *Client) ended(ctx context.Context, err error) error {
 // detached is a context that survives ctx's cancellation, bounded by d on
 // the client's clock.
 func (c *Client) detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	t := c.clk.AfterFunc(d, cancel)
-	return cctx, func() { t.Stop(); cancel() }
+	return clock.WithTimeout(context.WithoutCancel(ctx), c.clk, d)
 }
 
 // tail remembers how much of a growing log was already written.

@@ -329,9 +329,7 @@ func (r *Runtime) detached(ctx context.Context, d time.Duration) (context.Contex
 
 // withTimeout is context.WithTimeout on the runtime's clock.
 func (r *Runtime) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	t := r.clk.AfterFunc(d, cancel)
-	return ctx, func() { t.Stop(); cancel() }
+	return clock.WithTimeout(ctx, r.clk, d)
 }
 
 func handle(id string) runtime.Handle {

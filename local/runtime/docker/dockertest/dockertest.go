@@ -55,10 +55,8 @@ func NewClient() (*client.Client, error) {
 
 // Ping reports whether the engine behind cli answers within a few seconds.
 func Ping(ctx context.Context, cli *client.Client) error {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := clock.WithTimeout(ctx, clock.Real(), pingTimeout)
 	defer cancel()
-	t := clock.Real().AfterFunc(pingTimeout, cancel)
-	defer t.Stop()
 	if _, err := cli.Ping(ctx); err != nil {
 		return fmt.Errorf("docker engine at %s: %w", cli.DaemonHost(), err)
 	}
