@@ -77,13 +77,13 @@ func TestCommandUserAndWorkDir(t *testing.T) {
 	spec := h.spec()
 	spec.Command = []string{"/server", "-body", "overridden\n"}
 	spec.User = "1234:1234"
-	spec.WorkDir = "/work/dir"
+	spec.WorkDir = "/srv/app"
 
 	h.start(ctx, spec)
 	assert.Equal(t, "overridden\n", getWhenUp(t, baseURL(spec.Port)+"/"))
 	si := info(t, spec.Port)
 	assert.Equal(t, 1234, si.UID)
-	assert.Equal(t, "/work/dir", si.CWD)
+	assert.Equal(t, "/srv/app", si.CWD)
 	assert.Equal(t, spec.Command, si.Args)
 }
 
