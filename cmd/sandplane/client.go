@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/sandplane/sandplane/internal/humanize"
 	"github.com/sandplane/sandplane/local"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
@@ -77,23 +78,9 @@ func parseKeyValues(flag string, items []string) (map[string]string, error) {
 	return out, nil
 }
 
-// shortDuration formats d compactly, with no spaces so that a table column
-// stays one word: "250ms", "42s", "3m12s", "2h5m", "3d4h".
-func shortDuration(d time.Duration) string {
-	if d > 0 && d < time.Second {
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	}
-	s := max(int64(d/time.Second), 0)
-	switch {
-	case s < 60:
-		return fmt.Sprintf("%ds", s)
-	case s < 3600:
-		return fmt.Sprintf("%dm%ds", s/60, s%60)
-	case s < 86400:
-		return fmt.Sprintf("%dh%dm", s/3600, s%3600/60)
-	}
-	return fmt.Sprintf("%dd%dh", s/86400, s%86400/3600)
-}
+// shortDuration formats d with no spaces, so that a table column stays one
+// word: "250ms", "3m12s".
+func shortDuration(d time.Duration) string { return humanize.Duration(d, "") }
 
 // minuteOf is the length of the provider's interval minute: shrunk on a
 // daemon started with --minute, a real minute everywhere else.

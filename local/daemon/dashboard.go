@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"embed"
-	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandplane/sandplane/internal/humanize"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -118,25 +118,9 @@ func (s *Server) execute(w http.ResponseWriter, name string, data any) {
 // humanDuration is how long ago t was: "250ms", "42s", "3m 12s", "2h 5m",
 // "3d 4h". Milliseconds show only under a second, which matters when the
 // daemon runs with a shrunk minute. The script formats the same way.
-func humanDuration(now, t time.Time) string {
-	return formatDuration(now.Sub(t))
-}
+func humanDuration(now, t time.Time) string { return formatDuration(now.Sub(t)) }
 
-func formatDuration(d time.Duration) string {
-	if d > 0 && d < time.Second {
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	}
-	s := max(int64(d/time.Second), 0)
-	switch {
-	case s < 60:
-		return fmt.Sprintf("%ds", s)
-	case s < 3600:
-		return fmt.Sprintf("%dm %ds", s/60, s%60)
-	case s < 86400:
-		return fmt.Sprintf("%dh %dm", s/3600, s%3600/60)
-	}
-	return fmt.Sprintf("%dd %dh", s/86400, s%86400/3600)
-}
+func formatDuration(d time.Duration) string { return humanize.Duration(d, " ") }
 
 // originOf is the origin label (harness, web-ui, cli...), which says who
 // made the sandbox.
