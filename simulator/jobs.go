@@ -60,6 +60,7 @@ func (s *Simulator) runJobsLocked() {
 			} else {
 				sb.Desired = dsStopped
 				sb.Pending = true
+				sb.forceStop = false
 				sb.notify()
 			}
 			touched = append(touched, sb)

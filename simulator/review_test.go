@@ -1,7 +1,9 @@
 package simulator
 
 import (
+	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,4 +130,36 @@ func TestCloseReleasesWaitingCreates(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the create still waits after Close")
 	}
+}
+
+// forceBackend records the force flag of every Stop.
+type forceBackend struct {
+	noneBackend
+	mu     sync.Mutex
+	forces []bool
+}
+
+func (b *forceBackend) Stop(_ context.Context, _ string, force bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.forces = append(b.forces, force)
+	return nil
+}
+
+// An auto-stop is a graceful stop, even after a forced manual one.
+func TestAutoStopIsNotForcedByAnEarlierForcedStop(t *testing.T) {
+	be := &forceBackend{}
+	h := newHarness(t, func(c *Config) { c.Backend = be })
+	sb := h.create(apiclient.CreateSandbox{AutoStopInterval: ptr[int32](1)})
+	_, _, err := h.api.SandboxAPI.StopSandbox(h.ctx, sb.Id).Force(true).Execute()
+	require.NoError(t, err)
+	stopped := func() bool { return h.get(sb.Id).GetState() == apiclient.SANDBOXSTATE_STOPPED }
+	require.Eventually(t, stopped, 10*time.Second, time.Millisecond)
+	_, _, err = h.api.SandboxAPI.StartSandbox(h.ctx, sb.Id).Execute()
+	require.NoError(t, err)
+	h.clk.Advance(2 * time.Minute)
+	require.Eventually(t, stopped, 10*time.Second, time.Millisecond)
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	assert.Equal(t, []bool{true, false}, be.forces)
 }
