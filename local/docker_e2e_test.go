@@ -371,7 +371,7 @@ func testDockerCreateFailures(t *testing.T, env *dockerEnv) {
 		_, err := d.P.Create(ctx, provider.CreateRequest{Name: "broken", Runtime: provider.RuntimeDocker, Snapshot: "broken"})
 		require.Error(t, err)
 		assert.Equal(t, provider.CreateFailed, provider.Code(err))
-		assert.Contains(t, err.Error(), "exited: code 1")
+		assert.Contains(t, err.Error(), "exited: code 2", "the workload's own exit code: 2 for a usage error")
 		assert.Contains(t, err.Error(), "unknown flag: --no-such-flag")
 	})
 	assert.Empty(t, env.containersOf(t, d.Root), "failed creates leave no container")
