@@ -56,6 +56,12 @@ func WithToken(token string) Option { return func(p *Provider) { p.token = token
 // WithClock sets the clock Watch's reconnect backoff runs on.
 func WithClock(c clock.Clock) Option { return func(p *Provider) { p.clk = c } }
 
+// WithHTTPClient sends every request through c, for a transport that
+// records, proxies or adds TLS. c should have no overall Timeout: event
+// streams last as long as their context, and the other calls set their own
+// deadlines.
+func WithHTTPClient(c *http.Client) Option { return func(p *Provider) { p.stream = c } }
+
 // WithLogger receives warnings such as an API version mismatch.
 func WithLogger(l *slog.Logger) Option { return func(p *Provider) { p.log = l } }
 
@@ -80,7 +86,7 @@ func New(baseURL string, opts ...Option) (*Provider, error) {
 		p.token = os.Getenv(config.EnvToken)
 	}
 	p.client, err = api.NewClientWithResponses(p.base+"/v1",
-		api.WithHTTPClient(&http.Client{}),
+		api.WithHTTPClient(p.stream),
 		api.WithRequestEditorFn(func(ctx context.Context, req *http.Request) error {
 			if p.token != "" {
 				req.Header.Set("Authorization", "Bearer "+p.token)

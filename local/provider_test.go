@@ -63,3 +63,24 @@ func TestNewValidatesTheURL(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "http://127.0.0.1:7", opened.(*Provider).URL())
 }
+
+type countingTransport struct{ n int }
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n++
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestWithHTTPClientCarriesEveryRequest(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(api.Info{Name: "sandplane", ApiVersion: APIVersion})
+	}))
+	defer ts.Close()
+	tr := &countingTransport{}
+	p, err := New(ts.URL, WithHTTPClient(&http.Client{Transport: tr}))
+	require.NoError(t, err)
+	_, err = p.Info(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 1, tr.n)
+}
