@@ -1,0 +1,165 @@
+package simulator
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/local/runtime/docker"
+	"github.com/sandplane/sandplane/local/runtime/docker/dockertest"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// dockerHome is the sandbox user's home and working directory in the image,
+// as in the image `sandplane sim --backend docker` builds.
+const dockerHome = "/home/daytona"
+
+// dockerToolboxImage builds, FROM scratch, an image of the docker test
+// toolbox with busybox as /bin/sh, and removes it when t ends.
+func dockerToolboxImage(t *testing.T, cli *client.Client) string {
+	t.Helper()
+	sh, ok := dockertest.StaticBusybox()
+	if !ok {
+		// process/execute runs every command through /bin/sh.
+		t.Skip(dockertest.NoBusyboxMessage)
+	}
+	ctx := context.Background()
+	bin, err := dockertest.BuildStaticGo(ctx, cli, "./testdata/docker/toolbox")
+	require.NoError(t, err)
+	tag := "sandplane-simtest-toolbox:" + randomHex(t)
+	t.Cleanup(func() { assert.NoError(t, dockertest.RemoveImage(context.Background(), cli, tag)) })
+	require.NoError(t, docker.BuildScratchImage(ctx, cli, tag, docker.ScratchImage{
+		Files:      map[string][]byte{"toolbox": bin, "bin/sh": sh},
+		Dirs:       map[string]fs.FileMode{"tmp": fs.ModeSticky | 0o777, dockerHome[1:]: 0o755},
+		Entrypoint: []string{"/toolbox"},
+		Env:        map[string]string{"HOME": dockerHome},
+		WorkDir:    dockerHome,
+		Labels:     map[string]string{dockertest.Label: "true"},
+	}))
+	return tag
+}
+
+func randomHex(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 6)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return hex.EncodeToString(b)
+}
+
+// dockerHarness is a harness whose sandboxes run the toolbox in containers
+// of the engine DOCKER_HOST names. It returns the state root, whose label
+// marks every container the harness makes; they are all removed when t
+// ends, whatever the test left behind.
+func dockerHarness(t *testing.T) (*harness, *client.Client, string) {
+	t.Helper()
+	cli := dockertest.Engine(t)
+	tag := dockerToolboxImage(t, cli)
+	rt, err := docker.New(clock.Real(), docker.WithClient(cli))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Close() })
+	root := t.TempDir()
+	t.Cleanup(func() {
+		for _, c := range containersOf(t, cli, root) {
+			assert.NoError(t, cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}))
+		}
+	})
+	be, err := NewRuntimeBackend(RuntimeBackendConfig{
+		Runtime:   rt,
+		Root:      root,
+		Image:     tag,
+		StopGrace: 2 * time.Second,
+	})
+	require.NoError(t, err)
+	return newHarness(t, func(c *Config) { c.Backend = be }), cli, root
+}
+
+// containersOf lists every container, running or not, labelled with root.
+func containersOf(t *testing.T, cli *client.Client, root string) []container.Summary {
+	t.Helper()
+	cs, err := cli.ContainerList(context.Background(), container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", docker.LabelRoot+"="+root)),
+	})
+	require.NoError(t, err)
+	return cs
+}
+
+// proxyExecute runs command through the toolbox proxy URL that the API
+// hands out for sandbox id.
+func (h *harness) proxyExecute(id, command string) (int, executeResponse, []byte) {
+	h.t.Helper()
+	proxy, _, err := h.api.SandboxAPI.GetToolboxProxyUrl(h.ctx, id).Execute()
+	require.NoError(h.t, err)
+	body, err := json.Marshal(map[string]any{"command": command})
+	require.NoError(h.t, err)
+	req, err := http.NewRequest("POST", strings.TrimSuffix(proxy.Url, "/")+"/"+id+"/process/execute", bytes.NewReader(body))
+	require.NoError(h.t, err)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.srv.Client().Do(req)
+	require.NoError(h.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(h.t, err)
+	var out executeResponse
+	if resp.StatusCode == http.StatusOK {
+		require.NoError(h.t, json.Unmarshal(b, &out), string(b))
+	}
+	return resp.StatusCode, out, b
+}
+
+func TestDockerBackendLifecycle(t *testing.T) {
+	h, cli, root := dockerHarness(t)
+	api := h.api.SandboxAPI
+	sb := h.create(apiclient.CreateSandbox{Env: &map[string]string{"GREETING": "hello"}})
+	require.Equal(t, apiclient.SANDBOXSTATE_STARTED, sb.GetState(), sb.GetErrorReason())
+
+	cs := containersOf(t, cli, root)
+	require.Len(t, cs, 1, "one container per sandbox")
+	assert.Equal(t, sb.Id, cs[0].Labels[docker.LabelSandbox])
+	assert.Equal(t, "running", cs[0].State)
+
+	code, res, body := h.proxyExecute(sb.Id, "echo $GREETING $DAYTONA_SANDBOX_ID; echo $HOME; pwd; echo kept across restarts > note.txt")
+	require.Equal(t, http.StatusOK, code, string(body))
+	assert.Equal(t, 0, res.ExitCode, res.Result)
+	assert.Equal(t, "hello "+sb.Id+"\n"+dockerHome+"\n"+dockerHome+"\n", res.Result)
+
+	_, _, err := api.StopSandbox(h.ctx, sb.Id).Execute()
+	require.NoError(t, err)
+	h.waitState(sb.Id, apiclient.SANDBOXSTATE_STOPPED)
+	cs = containersOf(t, cli, root)
+	require.Len(t, cs, 1, "a stopped sandbox keeps its container")
+	assert.Equal(t, "exited", cs[0].State)
+	code, _, body = h.proxyExecute(sb.Id, "true")
+	assert.Equal(t, http.StatusBadRequest, code, string(body))
+
+	started, _, err := api.StartSandbox(h.ctx, sb.Id).Execute()
+	require.NoError(t, err)
+	require.Equal(t, apiclient.SANDBOXSTATE_STARTED, started.GetState(), started.GetErrorReason())
+	code, res, body = h.proxyExecute(sb.Id, "cat note.txt")
+	require.Equal(t, http.StatusOK, code, string(body))
+	assert.Equal(t, 0, res.ExitCode, res.Result)
+	assert.Equal(t, "kept across restarts\n", res.Result)
+
+	_, _, err = api.DeleteSandbox(h.ctx, sb.Id).Execute()
+	require.NoError(t, err)
+	h.waitGone(sb.Id)
+	assert.Eventually(t, func() bool { return len(containersOf(t, cli, root)) == 0 },
+		20*time.Second, 50*time.Millisecond, "a deleted sandbox leaves no container")
+}
