@@ -97,6 +97,9 @@ func TestDaemonRestartKeepsLiveChildren(t *testing.T) {
 	d.Stop() // SIGTERM: children keep running
 	require.NoError(t, syscall.Kill(keepPID, 0), "a child survives its daemon")
 	require.NoError(t, syscall.Kill(lostPID, syscall.SIGKILL))
+	// kill returns before the process is dead: wait, so that the new daemon
+	// finds it gone rather than adopting it in its last moments.
+	require.Eventually(t, func() bool { return !running(lostPID) }, 10*time.Second, 5*time.Millisecond)
 
 	d2 := startDaemon(t, d.Root)
 	got, err := d2.P.Get(ctx, "keep")
@@ -334,4 +337,14 @@ func TestWatchSurvivesADaemonRestart(t *testing.T) {
 	snap := next(provider.EventSandboxesReplaced)
 	require.Len(t, snap.Sandboxes, 1, "after the restart the client gets a fresh snapshot")
 	assert.Equal(t, provider.StateStarted, snap.Sandboxes[0].State)
+}
+
+// running reports whether pid names a live process (not a zombie).
+func running(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
 }
