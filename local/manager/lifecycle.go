@@ -643,6 +643,15 @@ func (m *Manager) retryKill(e *entry, reason string) {
 		if m.ctx.Err() != nil {
 			return
 		}
+		if reason == reasonDeleted {
+			if err := m.deleteLocked(detach(m.ctx), e); err != nil {
+				m.mu.Lock()
+				id := e.rec.ID
+				m.mu.Unlock()
+				m.log.Error("finish a delete after a kill retry", "sandbox", id, "err", err)
+			}
+			return
+		}
 		_, _ = m.stopLocked(detach(m.ctx), e, reason)
 	}()
 }
@@ -665,7 +674,16 @@ func (m *Manager) Delete(ctx context.Context, idOrName string) error {
 	if gone {
 		return nil
 	}
-	s, err := m.stopLocked(ctx, e, "deleted")
+	return m.deleteLocked(ctx, e)
+}
+
+// reasonDeleted marks a stop that is part of a delete, so that a kill retry
+// finishes the delete rather than leaving the sandbox merely stopped.
+const reasonDeleted = "deleted"
+
+// deleteLocked is Delete for a caller that holds e.op.
+func (m *Manager) deleteLocked(ctx context.Context, e *entry) error {
+	s, err := m.stopLocked(ctx, e, reasonDeleted)
 	if err != nil {
 		return err
 	}

@@ -502,3 +502,21 @@ func TestDaemonsOnOneMachineNeverShareAPort(t *testing.T) {
 	require.NoError(t, err, "a stopped sandbox's port is free for everyone")
 	assert.Equal(t, sb.Port, s.Port)
 }
+
+func TestDeleteWhoseKillFailsFinishesOnTheRetry(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	h.create(provider.CreateRequest{Id: "doomed"})
+	h.rt.FailStop(errors.New("operation not permitted"))
+	require.Error(t, h.m.Delete(ctx, "doomed"))
+	assert.Equal(t, provider.StateStopping, h.get("doomed").State, "still there, and says why")
+
+	h.rt.FailStop(nil)
+	h.clk.Advance(killRetry)
+	h.eventually(func() bool {
+		_, err := h.m.Get(ctx, "doomed")
+		return provider.IsNotFound(err)
+	}, "the retry finishes the delete the client asked for")
+	assert.NoDirExists(t, filepath.Join(h.root, "doomed"))
+	assert.Zero(t, h.rt.Running())
+}
