@@ -589,7 +589,7 @@ func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (prov
 		return provider.Sandbox{}, err
 	}
 	if rec.State != provider.StateStopping {
-		if _, err := m.update(e, func(r *record) { r.State = provider.StateStopping }); err != nil {
+		if _, err := m.update(e, func(r *record) { r.State, r.StopReason = provider.StateStopping, reason }); err != nil {
 			return provider.Sandbox{}, err
 		}
 	}
@@ -608,6 +608,7 @@ func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (prov
 		r.State = provider.StateStopped
 		r.Port = 0
 		r.ErrorReason = reason
+		r.StopReason = ""
 		r.LastActivityAt = m.clk.Now()
 	})
 	if err != nil {

@@ -520,3 +520,39 @@ func TestDeleteWhoseKillFailsFinishesOnTheRetry(t *testing.T) {
 	assert.NoDirExists(t, filepath.Join(h.root, "doomed"))
 	assert.Zero(t, h.rt.Running())
 }
+
+func TestRehydrateFinishesInterruptedStopsAndDeletes(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"auto", "del-stopping", "del-stopped"} {
+		h.create(provider.CreateRequest{Id: id})
+	}
+	h.m.Close()
+	// What a crash leaves: a stop under way for the reaper, a delete under
+	// way, and a delete that stopped the workload but never removed the dir.
+	rewrite := func(id string, fn func(r *record)) {
+		data, err := os.ReadFile(filepath.Join(h.root, id, recordFile))
+		require.NoError(t, err)
+		var r record
+		require.NoError(t, json.Unmarshal(data, &r))
+		fn(&r)
+		writeRecord(t, h.root, r)
+	}
+	rewrite("auto", func(r *record) {
+		r.State, r.StopReason, r.ErrorReason = provider.StateStopping, provider.ErrorReasonAutoStopped, "kill failed: EPERM"
+	})
+	rewrite("del-stopping", func(r *record) { r.State, r.StopReason = provider.StateStopping, reasonDeleted })
+	h.rt.Kill(h.handle("del-stopped"), "killed: signal SIGTERM")
+	rewrite("del-stopped", func(r *record) { r.State, r.ErrorReason = provider.StateStopped, reasonDeleted })
+
+	h.m = nil
+	h.restart()
+	s := h.get("auto")
+	assert.Equal(t, provider.StateStopped, s.State)
+	assert.Equal(t, provider.ErrorReasonAutoStopped, s.ErrorReason, "the stop keeps the reason it was asked for")
+	for _, id := range []string{"del-stopping", "del-stopped"} {
+		_, err := h.m.Get(context.Background(), id)
+		assert.True(t, provider.IsNotFound(err), id)
+		assert.NoDirExists(t, filepath.Join(h.root, id))
+	}
+	assert.Zero(t, h.rt.Running())
+}

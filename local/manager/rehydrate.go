@@ -47,6 +47,14 @@ func (m *Manager) rehydrate(ctx context.Context) error {
 		if r.Handle != nil {
 			known = append(known, *r.Handle)
 		}
+		if (r.State == provider.StateStopping && r.StopReason == reasonDeleted) ||
+			(r.State == provider.StateStopped && r.ErrorReason == reasonDeleted) {
+			// A delete the crash interrupted before its commit point.
+			if err := m.deleteLocked(ctx, e); err != nil {
+				m.log.Error("finish interrupted delete", "sandbox", r.ID, "err", err)
+			}
+			continue
+		}
 		if r.State == provider.StateStopped || r.Handle == nil {
 			if r.State != provider.StateStopped {
 				m.settle(e, reasonGone)
@@ -66,7 +74,7 @@ func (m *Manager) rehydrate(ctx context.Context) error {
 		// Alive. A stop that was in flight when the daemon died is finished.
 		m.ports.reserve(r.Port)
 		if r.State == provider.StateStopping {
-			if _, err := m.stopLocked(ctx, e, r.ErrorReason); err != nil {
+			if _, err := m.stopLocked(ctx, e, r.StopReason); err != nil {
 				m.log.Error("finish interrupted stop", "sandbox", r.ID, "err", err)
 			}
 			continue

@@ -39,7 +39,11 @@ type record struct {
 	LastActivityAt   time.Time         `json:"lastActivityAt"`
 	AutoStopInterval int               `json:"autoStopInterval"`
 	ErrorReason      string            `json:"errorReason,omitempty"`
-	Handle           *runtime.Handle   `json:"handle,omitempty"`
+	// StopReason is why the stop in progress was asked for (reasonDeleted
+	// for a delete), kept while the state is stopping so that a restart
+	// finishes it for the same reason.
+	StopReason string          `json:"stopReason,omitempty"`
+	Handle     *runtime.Handle `json:"handle,omitempty"`
 	// Creating is true until the create was answered. A record found with it
 	// after a restart belongs to a create that never finished, and is rolled
 	// back.
