@@ -150,7 +150,7 @@ func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provi
 		r.State = provider.StateStarted
 		r.Creating = false
 		r.LastActivityAt = m.clk.Now()
-	})
+	}, emission{provider.EventCreated, ""}, emission{provider.EventStarted, ""}, bumped)
 	if err != nil {
 		// spawn handed the port and the launch hook over with the workload.
 		m.killQuietly(e)
@@ -161,8 +161,6 @@ func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provi
 		return rollback(provider.Errorf(provider.CreateFailed, "%s; the create was rolled back", provider.Message(err)))
 	}
 	m.watch(e)
-	m.emit(provider.EventCreated, s, "")
-	m.emitBumped(provider.EventStarted, s)
 	return s, nil
 }
 
@@ -411,16 +409,14 @@ func (m *Manager) markExited(e *entry, h runtime.Handle, reason string) {
 	if m.opts.LaunchHook != nil {
 		m.opts.LaunchHook.AfterExit(rec.ID)
 	}
-	s, err := m.update(e, func(r *record) {
+	if _, err := m.update(e, func(r *record) {
 		r.State = provider.StateStopped
 		r.Port = 0
 		r.ErrorReason = reason
 		r.LastActivityAt = m.clk.Now()
-	})
-	if err != nil {
+	}, emission{provider.EventStopped, ""}, bumped); err != nil {
 		m.log.Error("persist exit", "sandbox", rec.ID, "err", err)
 	}
-	m.emitBumped(provider.EventStopped, s)
 }
 
 // Get returns the sandbox, reconciled with its workload. not_found.
@@ -530,26 +526,23 @@ func (m *Manager) Start(ctx context.Context, idOrName string) (provider.Sandbox,
 		return provider.Sandbox{}, err
 	}
 	if err := m.spawn(ctx, e, snap); err != nil {
-		s, perr := m.update(e, func(r *record) {
+		if _, perr := m.update(e, func(r *record) {
 			r.State = provider.StateStopped
 			r.Port = 0
 			r.ErrorReason = "start failed: " + provider.Message(err)
-		})
-		if perr != nil {
+		}, emission{provider.EventStopped, ""}); perr != nil {
 			m.log.Error("persist failed start", "sandbox", rec.ID, "err", perr)
 		}
-		m.emit(provider.EventStopped, s, "")
 		return provider.Sandbox{}, err
 	}
 	s, err := m.update(e, func(r *record) {
 		r.State = provider.StateStarted
 		r.LastActivityAt = m.clk.Now()
-	})
+	}, emission{provider.EventStarted, ""}, bumped)
 	if err != nil {
 		return provider.Sandbox{}, err
 	}
 	m.watch(e)
-	m.emitBumped(provider.EventStarted, s)
 	return s, nil
 }
 
@@ -610,11 +603,10 @@ func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (prov
 		r.ErrorReason = reason
 		r.StopReason = ""
 		r.LastActivityAt = m.clk.Now()
-	})
+	}, emission{provider.EventStopped, ""}, bumped)
 	if err != nil {
 		return provider.Sandbox{}, err
 	}
-	m.emitBumped(provider.EventStopped, s)
 	return s, nil
 }
 
@@ -712,9 +704,9 @@ func (m *Manager) deleteLocked(ctx context.Context, e *entry) error {
 	m.mu.Lock()
 	delete(m.sandboxes, rec.ID)
 	m.mu.Unlock()
-	e.persistMu.Unlock()
 	s.State = provider.StateDestroyed
-	m.emit(provider.EventDeleted, s, "")
+	m.emit(provider.EventDeleted, s, "") // under the persist lock: nothing of this sandbox follows it
+	e.persistMu.Unlock()
 	return nil
 }
 
@@ -724,12 +716,8 @@ func (m *Manager) RefreshActivity(ctx context.Context, idOrName string) error {
 	if err != nil {
 		return err
 	}
-	s, err := m.update(e, func(r *record) { r.LastActivityAt = m.clk.Now() })
-	if err != nil {
-		return err
-	}
-	m.emit(provider.EventActivity, s, provider.SourceRefresh)
-	return nil
+	_, err = m.update(e, func(r *record) { r.LastActivityAt = m.clk.Now() }, emission{provider.EventActivity, provider.SourceRefresh})
+	return err
 }
 
 // SetAutoStopInterval sets the idle minutes before auto-stop (0 disables)
@@ -742,12 +730,7 @@ func (m *Manager) SetAutoStopInterval(ctx context.Context, idOrName string, minu
 	if err != nil {
 		return provider.Sandbox{}, err
 	}
-	s, err := m.update(e, func(r *record) { r.AutoStopInterval = minutes })
-	if err != nil {
-		return provider.Sandbox{}, err
-	}
-	m.emit(provider.EventUpdated, s, "")
-	return s, nil
+	return m.update(e, func(r *record) { r.AutoStopInterval = minutes }, emission{provider.EventUpdated, ""})
 }
 
 // Resize validates the request and changes nothing: a local workload has no

@@ -303,9 +303,21 @@ func (m *Manager) entries() []*entry {
 	return out
 }
 
+// emission is an event an update announces once its record is on disk.
+type emission struct {
+	t      provider.EventType
+	source string
+}
+
+// bumped announces that a state change moved lastActivityAt: every state
+// change is activity, and every bump is an event with its source.
+var bumped = emission{provider.EventActivity, provider.SourceMutation}
+
 // update applies fn to e's record under the registry lock, stamps it,
-// persists it and returns the new public view.
-func (m *Manager) update(e *entry, fn func(r *record)) (provider.Sandbox, error) {
+// persists it, emits events, and returns the new public view. The events go
+// out under the sandbox's persist lock, so that a sandbox's events arrive in
+// the order its records were written.
+func (m *Manager) update(e *entry, fn func(r *record), events ...emission) (provider.Sandbox, error) {
 	e.persistMu.Lock()
 	defer e.persistMu.Unlock()
 	m.mu.Lock()
@@ -321,8 +333,14 @@ func (m *Manager) update(e *entry, fn func(r *record)) (provider.Sandbox, error)
 	next.UpdatedAt = m.clk.Now()
 	e.rec = next
 	m.mu.Unlock()
-	err := m.persist(next)
-	return m.info(next), err
+	s := m.info(next)
+	if err := m.persist(next); err != nil {
+		return s, err
+	}
+	for _, ev := range events {
+		m.emit(ev.t, s, ev.source)
+	}
+	return s, nil
 }
 
 func (m *Manager) info(r *record) provider.Sandbox {
@@ -348,13 +366,6 @@ func (m *Manager) info(r *record) provider.Sandbox {
 
 func (m *Manager) previewURL(port int) string {
 	return fmt.Sprintf("http://%s:%d", m.opts.PreviewHost, port)
-}
-
-// emitBumped emits a state change that also moved lastActivityAt: every
-// state change is activity, and every bump is an event with its source.
-func (m *Manager) emitBumped(t provider.EventType, s provider.Sandbox) {
-	m.emit(t, s, "")
-	m.emit(provider.EventActivity, s, provider.SourceMutation)
 }
 
 func (m *Manager) emit(t provider.EventType, s provider.Sandbox, source string) {

@@ -556,3 +556,40 @@ func TestRehydrateFinishesInterruptedStopsAndDeletes(t *testing.T) {
 	}
 	assert.Zero(t, h.rt.Running())
 }
+
+func TestNothingOfASandboxIsAnnouncedAfterItsDeletion(t *testing.T) {
+	var mu sync.Mutex
+	var events []provider.Event
+	h := newHarness(t, func(o *Options) {
+		o.OnEvent = func(e Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, provider.Event{Type: e.Type, Source: e.Source})
+		}
+	})
+	ctx := context.Background()
+	h.create(provider.CreateRequest{Id: "busy"})
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					_ = h.m.RefreshActivity(ctx, "busy")
+				}
+			}
+		}()
+	}
+	require.NoError(t, h.m.Delete(ctx, "busy"))
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, events)
+	assert.Equal(t, provider.EventDeleted, events[len(events)-1].Type, "a refresh racing the delete is never announced after it")
+}
