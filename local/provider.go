@@ -108,7 +108,7 @@ func (p *Provider) Traits() provider.Traits {
 }
 
 func (p *Provider) Info(ctx context.Context) (*provider.Info, error) {
-	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	ctx, cancel := p.withTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := p.client.GetInfoWithResponse(ctx)
 	if err != nil {
@@ -133,7 +133,7 @@ func (p *Provider) checkVersion(ctx context.Context) {
 
 func (p *Provider) Create(ctx context.Context, req provider.CreateRequest) (*provider.Sandbox, error) {
 	p.checkVersion(ctx)
-	ctx, cancel := withTimeout(ctx, LifecycleTimeout)
+	ctx, cancel := p.withTimeout(ctx, LifecycleTimeout)
 	defer cancel()
 	resp, err := p.client.CreateSandboxWithResponse(ctx, req)
 	if err != nil {
@@ -146,7 +146,7 @@ func (p *Provider) Create(ctx context.Context, req provider.CreateRequest) (*pro
 }
 
 func (p *Provider) Get(ctx context.Context, idOrName string) (*provider.Sandbox, error) {
-	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	ctx, cancel := p.withTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := p.client.GetSandboxWithResponse(ctx, idOrName)
 	if err != nil {
@@ -159,7 +159,7 @@ func (p *Provider) Get(ctx context.Context, idOrName string) (*provider.Sandbox,
 }
 
 func (p *Provider) List(ctx context.Context, opts provider.ListOptions) ([]provider.Sandbox, error) {
-	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	ctx, cancel := p.withTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := p.client.ListSandboxesWithResponse(ctx, func(ctx context.Context, req *http.Request) error {
 		q := req.URL.Query()
@@ -179,7 +179,7 @@ func (p *Provider) List(ctx context.Context, opts provider.ListOptions) ([]provi
 }
 
 func (p *Provider) Start(ctx context.Context, idOrName string) (*provider.Sandbox, error) {
-	ctx, cancel := withTimeout(ctx, LifecycleTimeout)
+	ctx, cancel := p.withTimeout(ctx, LifecycleTimeout)
 	defer cancel()
 	resp, err := p.client.StartSandboxWithResponse(ctx, idOrName)
 	if err != nil {
@@ -192,7 +192,7 @@ func (p *Provider) Start(ctx context.Context, idOrName string) (*provider.Sandbo
 }
 
 func (p *Provider) Stop(ctx context.Context, idOrName string) (*provider.Sandbox, error) {
-	ctx, cancel := withTimeout(ctx, LifecycleTimeout)
+	ctx, cancel := p.withTimeout(ctx, LifecycleTimeout)
 	defer cancel()
 	resp, err := p.client.StopSandboxWithResponse(ctx, idOrName)
 	if err != nil {
@@ -205,7 +205,7 @@ func (p *Provider) Stop(ctx context.Context, idOrName string) (*provider.Sandbox
 }
 
 func (p *Provider) Delete(ctx context.Context, idOrName string) error {
-	ctx, cancel := withTimeout(ctx, LifecycleTimeout)
+	ctx, cancel := p.withTimeout(ctx, LifecycleTimeout)
 	defer cancel()
 	resp, err := p.client.DeleteSandboxWithResponse(ctx, idOrName)
 	if err != nil {
@@ -215,7 +215,7 @@ func (p *Provider) Delete(ctx context.Context, idOrName string) error {
 }
 
 func (p *Provider) RefreshActivity(ctx context.Context, idOrName string) error {
-	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	ctx, cancel := p.withTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := p.client.RefreshActivityWithResponse(ctx, idOrName)
 	if err != nil {
@@ -225,7 +225,7 @@ func (p *Provider) RefreshActivity(ctx context.Context, idOrName string) error {
 }
 
 func (p *Provider) SetAutoStopInterval(ctx context.Context, idOrName string, minutes int) (*provider.Sandbox, error) {
-	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	ctx, cancel := p.withTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := p.client.SetAutoStopIntervalWithResponse(ctx, idOrName, api.AutoStopRequest{Interval: minutes})
 	if err != nil {
@@ -238,7 +238,7 @@ func (p *Provider) SetAutoStopInterval(ctx context.Context, idOrName string, min
 }
 
 func (p *Provider) Resize(ctx context.Context, idOrName string, req provider.ResizeRequest) (*provider.Sandbox, error) {
-	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	ctx, cancel := p.withTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := p.client.ResizeSandboxWithResponse(ctx, idOrName, req)
 	if err != nil {
@@ -251,7 +251,7 @@ func (p *Provider) Resize(ctx context.Context, idOrName string, req provider.Res
 }
 
 func (p *Provider) PreviewURL(ctx context.Context, idOrName string, port int) (string, error) {
-	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	ctx, cancel := p.withTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := p.client.GetPreviewUrlWithResponse(ctx, idOrName, &api.GetPreviewUrlParams{Port: port})
 	if err != nil {
@@ -264,7 +264,7 @@ func (p *Provider) PreviewURL(ctx context.Context, idOrName string, port int) (s
 }
 
 func (p *Provider) EntrypointLogs(ctx context.Context, idOrName string) (*provider.EntrypointLogs, error) {
-	ctx, cancel := withTimeout(ctx, DefaultTimeout)
+	ctx, cancel := p.withTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := p.client.GetEntrypointLogsWithResponse(ctx, idOrName)
 	if err != nil {
@@ -276,12 +276,13 @@ func (p *Provider) EntrypointLogs(ctx context.Context, idOrName string) (*provid
 	return resp.JSON200, nil
 }
 
-// withTimeout applies d unless ctx already has a deadline.
-func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+// withTimeout applies d, on the provider's clock, unless ctx already has a
+// deadline.
+func (p *Provider) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeout(ctx, d)
+	return clock.WithTimeout(ctx, p.clk, d)
 }
 
 // check turns an error response into a coded error; classify does the same

@@ -174,7 +174,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	log.Info("shutting down; sandboxes keep running unless " + config.EnvReapOnExit + "=1")
 	cancelBase()
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	shutdown, cancel := clock.WithTimeout(context.Background(), clk, 10*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("shutdown", "err", err)

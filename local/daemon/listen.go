@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandplane/sandplane/local/api"
+	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // Listen binds addr, which must be a loopback address. When the port is
@@ -37,7 +38,7 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 }
 
 func probe(ctx context.Context, addr string) (*api.Info, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := clock.WithTimeout(ctx, clock.Real(), 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/info", nil)
 	if err != nil {
