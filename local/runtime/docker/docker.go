@@ -48,7 +48,10 @@ type Runtime struct {
 	clk     clock.Clock
 	cli     *client.Client
 	ownsCli bool
-	init    bool
+
+	negMu      sync.Mutex
+	negotiated bool
+	init       bool
 
 	mu      sync.Mutex
 	sources map[string]*imageSource // by image ref
@@ -128,12 +131,29 @@ func (r *Runtime) Close() error {
 
 func (r *Runtime) host() string { return r.cli.DaemonHost() }
 
+// api is the engine client, its API version negotiated. The client
+// negotiates lazily on its first request, and two first requests at once
+// race inside it (docker v28); negotiating once, under a lock, before any
+// concurrent use closes that race. Until an engine answers, every call tries
+// again.
+func (r *Runtime) api(ctx context.Context) *client.Client {
+	r.negMu.Lock()
+	defer r.negMu.Unlock()
+	if !r.negotiated {
+		if _, err := r.cli.Ping(ctx); err == nil {
+			r.cli.NegotiateAPIVersion(ctx)
+			r.negotiated = true
+		}
+	}
+	return r.cli
+}
+
 // Name is provider.RuntimeDocker.
 func (r *Runtime) Name() provider.Runtime { return provider.RuntimeDocker }
 
 // Ping reports whether the engine answers. unavailable, naming the fix.
 func (r *Runtime) Ping(ctx context.Context) error {
-	_, err := r.cli.Ping(ctx)
+	_, err := r.api(ctx).Ping(ctx)
 	return r.classify("ping", err)
 }
 
@@ -149,7 +169,7 @@ func (r *Runtime) Preflight(ctx context.Context, spec runtime.Spec) error {
 		return err
 	}
 	name := ContainerName(spec.SandboxID)
-	c, err := r.cli.ContainerInspect(ctx, name)
+	c, err := r.api(ctx).ContainerInspect(ctx, name)
 	switch {
 	case cerrdefs.IsNotFound(err):
 		return nil
@@ -207,7 +227,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	want := r.containerSpec(spec)
 	name := ContainerName(spec.SandboxID)
 
-	c, err := r.cli.ContainerInspect(ctx, name)
+	c, err := r.api(ctx).ContainerInspect(ctx, name)
 	switch {
 	case err == nil:
 		if err := owned(c, spec); err != nil {
@@ -226,7 +246,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 // create makes and starts the sandbox's container; on error it is gone.
 func (r *Runtime) create(ctx context.Context, want containerSpec, spec runtime.Spec) (runtime.Handle, error) {
 	name := ContainerName(spec.SandboxID)
-	created, err := r.cli.ContainerCreate(ctx, want.config, want.host, nil, nil, name)
+	created, err := r.api(ctx).ContainerCreate(ctx, want.config, want.host, nil, nil, name)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			// The only thing create looks up is the image.
@@ -234,7 +254,7 @@ func (r *Runtime) create(ctx context.Context, want containerSpec, spec runtime.S
 		}
 		return runtime.Handle{}, as(provider.CreateFailed, r.classify("create container "+name, err))
 	}
-	if err := r.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+	if err := r.api(ctx).ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		err = as(provider.CreateFailed, r.classify("start container "+name, err))
 		return runtime.Handle{}, r.discard(ctx, created.ID, err)
 	}
@@ -251,22 +271,22 @@ func (r *Runtime) replace(ctx context.Context, old container.InspectResponse, wa
 	}
 	if old.State != nil && old.State.Running {
 		secs := 0
-		if err := r.cli.ContainerStop(ctx, old.ID, container.StopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
+		if err := r.api(ctx).ContainerStop(ctx, old.ID, container.StopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
 			return fail("stop container", err)
 		}
 	}
-	committed, err := r.cli.ContainerCommit(ctx, old.ID, container.CommitOptions{
+	committed, err := r.api(ctx).ContainerCommit(ctx, old.ID, container.CommitOptions{
 		Config: &container.Config{Labels: map[string]string{labelCarried: spec.SandboxID}},
 	})
 	if err != nil {
 		return fail("commit the filesystem of container", err)
 	}
 	aside := name + "-replaced"
-	if err := r.cli.ContainerRemove(ctx, aside, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := r.api(ctx).ContainerRemove(ctx, aside, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		r.dropImage(ctx, committed.ID)
 		return fail("remove leftover container "+aside+" before replacing", err)
 	}
-	if err := r.cli.ContainerRename(ctx, old.ID, aside); err != nil {
+	if err := r.api(ctx).ContainerRename(ctx, old.ID, aside); err != nil {
 		r.dropImage(ctx, committed.ID)
 		return fail("rename container", err)
 	}
@@ -275,7 +295,7 @@ func (r *Runtime) replace(ctx context.Context, old container.InspectResponse, wa
 	if err != nil {
 		ctx, cancel := r.detached(ctx, cleanupTimeout)
 		defer cancel()
-		if rerr := r.cli.ContainerRename(ctx, old.ID, name); rerr != nil {
+		if rerr := r.api(ctx).ContainerRename(ctx, old.ID, name); rerr != nil {
 			err = fmt.Errorf("%w; the previous container is left as %s: %v", err, aside, rerr)
 		}
 		r.dropImage(ctx, committed.ID)
@@ -284,7 +304,7 @@ func (r *Runtime) replace(ctx context.Context, old container.InspectResponse, wa
 	// Should this fail, the old container is an orphan the daemon's next
 	// start removes. An image it was made from by an earlier replace is a
 	// parent of the new commit now, and goes when that does.
-	_ = r.cli.ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	_ = r.api(ctx).ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	return h, nil
 }
 
@@ -293,14 +313,14 @@ func (r *Runtime) replace(ctx context.Context, old container.InspectResponse, wa
 func (r *Runtime) dropImage(ctx context.Context, id string) {
 	ctx, cancel := r.detached(ctx, cleanupTimeout)
 	defer cancel()
-	_, _ = r.cli.ImageRemove(ctx, id, image.RemoveOptions{PruneChildren: true})
+	_, _ = r.api(ctx).ImageRemove(ctx, id, image.RemoveOptions{PruneChildren: true})
 }
 
 func (r *Runtime) restart(ctx context.Context, c container.InspectResponse) (runtime.Handle, error) {
 	if c.State != nil && c.State.Running {
 		return handle(c.ID), nil
 	}
-	if err := r.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+	if err := r.api(ctx).ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
 		return runtime.Handle{}, as(provider.CreateFailed, r.classify("restart container "+strings.TrimPrefix(c.Name, "/"), err))
 	}
 	return handle(c.ID), nil
@@ -311,7 +331,7 @@ func (r *Runtime) restart(ctx context.Context, c container.InspectResponse) (run
 func (r *Runtime) discard(ctx context.Context, id string, cause error) error {
 	ctx, cancel := r.detached(ctx, cleanupTimeout)
 	defer cancel()
-	err := r.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
+	err := r.api(ctx).ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
 	if err == nil || cerrdefs.IsNotFound(err) {
 		return cause
 	}
@@ -342,7 +362,7 @@ func (r *Runtime) Status(ctx context.Context, h runtime.Handle) (runtime.Status,
 	if h.ContainerID == "" {
 		return runtime.Status{Exit: runtime.Exit{Reason: ReasonGone}}, nil
 	}
-	c, err := r.cli.ContainerInspect(ctx, h.ContainerID)
+	c, err := r.api(ctx).ContainerInspect(ctx, h.ContainerID)
 	if cerrdefs.IsNotFound(err) {
 		return runtime.Status{Exit: runtime.Exit{Reason: ReasonGone}}, nil
 	}
@@ -397,10 +417,10 @@ func (r *Runtime) Wait(ctx context.Context, h runtime.Handle) (runtime.Exit, err
 	if h.ContainerID == "" {
 		return runtime.Exit{Reason: ReasonGone}, nil
 	}
-	respC, errC := r.cli.ContainerWait(ctx, h.ContainerID, container.WaitConditionNotRunning)
+	respC, errC := r.api(ctx).ContainerWait(ctx, h.ContainerID, container.WaitConditionNotRunning)
 	select {
 	case resp := <-respC:
-		c, err := r.cli.ContainerInspect(ctx, h.ContainerID)
+		c, err := r.api(ctx).ContainerInspect(ctx, h.ContainerID)
 		if err == nil && c.State != nil && !c.State.Running {
 			return exitOf(c.State), nil
 		}
@@ -427,7 +447,7 @@ func (r *Runtime) Stop(ctx context.Context, h runtime.Handle, grace time.Duratio
 		return nil
 	}
 	secs := int(math.Ceil(max(grace, 0).Seconds()))
-	err := r.cli.ContainerStop(ctx, h.ContainerID, container.StopOptions{Timeout: &secs})
+	err := r.api(ctx).ContainerStop(ctx, h.ContainerID, container.StopOptions{Timeout: &secs})
 	if err == nil || cerrdefs.IsNotFound(err) {
 		return nil
 	}
@@ -441,8 +461,8 @@ func (r *Runtime) Remove(ctx context.Context, h runtime.Handle) error {
 	if h.ContainerID == "" {
 		return nil
 	}
-	c, inspectErr := r.cli.ContainerInspect(ctx, h.ContainerID)
-	err := r.cli.ContainerRemove(ctx, h.ContainerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	c, inspectErr := r.api(ctx).ContainerInspect(ctx, h.ContainerID)
+	err := r.api(ctx).ContainerRemove(ctx, h.ContainerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return r.classify("remove container", err)
 	}
@@ -459,7 +479,7 @@ func (r *Runtime) Logs(ctx context.Context, h runtime.Handle, dir string) (stdou
 	if h.ContainerID == "" {
 		return []byte{}, []byte{}, nil
 	}
-	rc, err := r.cli.ContainerLogs(ctx, h.ContainerID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	rc, err := r.api(ctx).ContainerLogs(ctx, h.ContainerID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
 	if cerrdefs.IsNotFound(err) {
 		return []byte{}, []byte{}, nil
 	}
@@ -502,7 +522,7 @@ func (t *tailBuffer) Bytes() []byte {
 // Orphans returns every container labelled with root, running or not, whose
 // id is not the ContainerID of a handle in known. unavailable.
 func (r *Runtime) Orphans(ctx context.Context, root string, known []runtime.Handle) ([]runtime.Handle, error) {
-	list, err := r.cli.ContainerList(ctx, container.ListOptions{
+	list, err := r.api(ctx).ContainerList(ctx, container.ListOptions{
 		All:     true,
 		Filters: filters.NewArgs(filters.Arg("label", LabelRoot+"="+root)),
 	})

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -422,4 +423,25 @@ func TestMalformedDockerHost(t *testing.T) {
 	_, err := docker.New(clock.Real())
 	assert.Equal(t, provider.Unavailable, provider.Code(err), "%v", err)
 	assert.Contains(t, provider.Message(err), "DOCKER_HOST")
+}
+
+// TestConcurrentFirstUse: the engine client negotiates its API version on
+// its first request, and two first requests at once race inside it; the
+// runtime negotiates once, under a lock, first. Run with -race.
+func TestConcurrentFirstUse(t *testing.T) {
+	dockertest.Engine(t) // skips without an engine
+	r, err := docker.New(clock.Real())
+	require.NoError(t, err)
+	defer r.Close()
+	ctx := testContext(t)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := r.Orphans(ctx, t.TempDir(), nil)
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
 }

@@ -234,24 +234,24 @@ func StaticBusybox() (data []byte, ok bool) {
 // before, if any, is removed unless a container still uses it.
 // unavailable, internal.
 func (r *Runtime) BuildImage(ctx context.Context, tag string, img ScratchImage) error {
-	old, err := r.cli.ImageInspect(ctx, tag)
+	old, err := r.api(ctx).ImageInspect(ctx, tag)
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return r.classify("inspect image "+tag, err)
 	}
-	if err := BuildScratchImage(ctx, r.cli, tag, img); err != nil {
+	if err := BuildScratchImage(ctx, r.api(ctx), tag, img); err != nil {
 		return r.classify("build", err)
 	}
 	if old.ID != "" {
 		// Best effort: a container of an older sandbox may still use it, and
 		// then the engine refuses, which is what we want.
-		_, _ = r.cli.ImageRemove(ctx, old.ID, image.RemoveOptions{PruneChildren: true})
+		_, _ = r.api(ctx).ImageRemove(ctx, old.ID, image.RemoveOptions{PruneChildren: true})
 	}
 	return nil
 }
 
 // ImageLabels returns the labels of image ref. not_found, unavailable.
 func (r *Runtime) ImageLabels(ctx context.Context, ref string) (map[string]string, error) {
-	img, err := r.cli.ImageInspect(ctx, ref)
+	img, err := r.api(ctx).ImageInspect(ctx, ref)
 	if err != nil {
 		return nil, r.classify("inspect image "+ref, err)
 	}
@@ -267,7 +267,7 @@ func (r *Runtime) ImageLabels(ctx context.Context, ref string) (map[string]strin
 // Platform returns the engine's operating system and architecture, as
 // GOOS and GOARCH name them. unavailable.
 func (r *Runtime) Platform(ctx context.Context) (goos, goarch string, err error) {
-	v, err := r.cli.ServerVersion(ctx)
+	v, err := r.api(ctx).ServerVersion(ctx)
 	if err != nil {
 		return "", "", r.classify("ask the engine for its platform", err)
 	}
@@ -329,7 +329,7 @@ func (r *Runtime) runSource(ctx context.Context, ref string, s *imageSource, ifN
 	}
 	defer func() { <-s.lock }()
 	if ifNeeded && s.ran.Load() {
-		_, err := r.cli.ImageInspect(ctx, ref)
+		_, err := r.api(ctx).ImageInspect(ctx, ref)
 		if err == nil {
 			return nil
 		}
@@ -351,7 +351,7 @@ func (r *Runtime) runSource(ctx context.Context, ref string, s *imageSource, ifN
 // unavailable.
 func (r *Runtime) ensureImage(ctx context.Context, ref string) error {
 	s := r.source(ref)
-	_, err := r.cli.ImageInspect(ctx, ref)
+	_, err := r.api(ctx).ImageInspect(ctx, ref)
 	switch {
 	case err != nil && !cerrdefs.IsNotFound(err):
 		return as(provider.PreflightFailed, r.classify("inspect image "+ref, err))
@@ -364,7 +364,7 @@ func (r *Runtime) ensureImage(ctx context.Context, ref string) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	_, err = r.cli.ImageInspect(ctx, ref)
+	_, err = r.api(ctx).ImageInspect(ctx, ref)
 	switch {
 	case err == nil:
 		// A source that failed to refresh a present image leaves it usable.

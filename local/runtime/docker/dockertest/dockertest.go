@@ -44,6 +44,9 @@ func Engine(t testing.TB) *client.Client {
 	if err := Ping(context.Background(), cli); err != nil {
 		t.Skipf("%s (%v)", NoEngineMessage, err)
 	}
+	// Negotiate now, before tests share the client: its lazy negotiation
+	// races when two goroutines make the first request at once.
+	cli.NegotiateAPIVersion(context.Background())
 	return cli
 }
 
