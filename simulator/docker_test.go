@@ -39,7 +39,7 @@ func dockerToolboxImage(t *testing.T, cli *client.Client) string {
 		t.Skip(dockertest.NoBusyboxMessage)
 	}
 	ctx := context.Background()
-	bin, err := dockertest.BuildStaticGo(ctx, cli, "./testdata/docker/toolbox")
+	bin, err := dockertest.BuildStaticGo(ctx, cli, "./testdata/toolbox")
 	require.NoError(t, err)
 	tag := "sandplane-simtest-toolbox:" + randomHex(t)
 	t.Cleanup(func() { assert.NoError(t, dockertest.RemoveImage(context.Background(), cli, tag)) })
@@ -47,7 +47,7 @@ func dockerToolboxImage(t *testing.T, cli *client.Client) string {
 		Files:      map[string][]byte{"toolbox": bin, "bin/sh": sh},
 		Dirs:       map[string]fs.FileMode{"tmp": fs.ModeSticky | 0o777, dockerHome[1:]: 0o755},
 		Entrypoint: []string{"/toolbox"},
-		Env:        map[string]string{"HOME": dockerHome},
+		Env:        map[string]string{"HOME": dockerHome, "TOOLBOX_HOST": "0.0.0.0"},
 		WorkDir:    dockerHome,
 		Labels:     map[string]string{dockertest.Label: "true"},
 	}))

@@ -26,7 +26,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	err = toolbox.Serve(ctx, net.JoinHostPort("127.0.0.1", port), toolbox.Options{
+	// Loopback by default; the docker test's image sets TOOLBOX_HOST=0.0.0.0,
+	// because the engine's port proxy cannot reach a container's loopback.
+	host := os.Getenv("TOOLBOX_HOST")
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	err = toolbox.Serve(ctx, net.JoinHostPort(host, port), toolbox.Options{
 		WorkDir:   wd,
 		Version:   "sim-test",
 		SandboxID: os.Getenv("DAYTONA_SANDBOX_ID"),
