@@ -17,5 +17,59 @@
 // directory, through ".." or through symlinks, with 403. Process execution is
 // never confined: it runs arbitrary shell commands as the sandbox user.
 //
-// The server never logs request bodies, file contents or environment values.
+// # What protects it
+//
+// A toolbox runs commands, so listening on loopback is not enough: any web
+// page the user opens can send requests to 127.0.0.1, and any local process
+// can connect. Every request passes one guard before any route sees it:
+//
+//   - Host must be a loopback name (127.0.0.0/8, ::1, localhost, *.localhost)
+//     or one of Options.AllowedHosts, else 403. A DNS-rebinding page sends its
+//     own name as Host.
+//   - Origin, when present, must be a loopback origin, else 403; a request
+//     marked Sec-Fetch-Site: cross-site without one is refused as well. A
+//     cross-site page always sends one of the two.
+//   - The sandbox's token (Options.Token) must come in the
+//     X-Daytona-Preview-Token header or as "Authorization: Bearer <token>",
+//     compared in constant time, else 401. This is what stops local
+//     processes and pages on loopback origins that do not know it.
+//   - The body's Content-Type must be what the route takes (application/json,
+//     or multipart/form-data for uploads), else 415: the form encodings and
+//     text/plain that a browser may send cross-site without a CORS preflight
+//     never reach a handler.
+//
+// GET /version and GET /api/info answer without the token, so that readiness
+// probes and `sandplane serve` can tell a toolbox from a squatter on its
+// port. They reveal only the name, version and sandbox id; /api/info adds
+// the pid and the work directory for callers that present the token. The
+// Host and Origin checks apply to them too.
+//
+// The token is handed to the workload as SANDPLANE_SANDBOX_TOKEN by the
+// daemon (and by the simulator's backend); `sandplane toolbox` removes it
+// from its own environment, so the commands it runs do not inherit it.
+//
+// What the token does not protect: a sandbox's preview port serves the
+// user's own workload when its snapshot is not the default one, and that
+// program answers whoever connects; sandplane guards only the toolbox (a
+// relay in front of the port is what would put the token check there).
+// Whoever can read the sandbox directory or ask the daemon for the preview
+// URL can read the token.
+//
+// # Output memory
+//
+// A command's output is never held whole. Process execution keeps the first
+// Options.MaxOutputBytes of the combined output, reads and drops the rest so
+// the command never blocks, and ends the result with a note
+// "[sandplane: output truncated, N more bytes dropped]". Session commands do
+// the same per stream (stdout, stderr, and the interleaved output), the note
+// appearing once the command has ended so that a log followed by its length
+// only grows. Session logs kept for later reads share one budget,
+// Options.MaxSessionLogBytes: when a command's output would pass it, the
+// logs of the oldest finished commands, in any session, are discarded first
+// (reading them then says so), and what still does not fit is dropped with
+// a note. Answers are streamed: the output is escaped into the response a
+// chunk at a time, never copied whole.
+//
+// The server never logs request bodies, file contents, environment values
+// or tokens.
 package toolbox

@@ -54,6 +54,8 @@ func codeFor(status int) string {
 		return "GONE"
 	case http.StatusRequestEntityTooLarge:
 		return "PAYLOAD_TOO_LARGE"
+	case http.StatusUnsupportedMediaType:
+		return "UNSUPPORTED_MEDIA_TYPE"
 	case http.StatusUnprocessableEntity:
 		return "UNPROCESSABLE_ENTITY"
 	}

@@ -116,7 +116,11 @@ func (s *server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(http.StatusRequestTimeout, "command execution timeout"))
 		return
 	}
-	writeJSON(w, http.StatusOK, ExecuteResponse{ExitCode: res.exitCode, Result: string(res.output)})
+	// Streamed, as ExecuteResponse: the output is at most MaxOutputBytes and
+	// is never copied or escaped whole.
+	writeJSONStream(w, http.StatusOK,
+		field{"exitCode", res.exitCode},
+		field{"result", text{res.output, []byte(res.note)}})
 }
 
 // absPath anchors a relative path at the work dir; empty is the work dir.
@@ -157,6 +161,7 @@ type runSpec struct {
 type runResult struct {
 	exitCode int
 	output   []byte
+	note     string // what was dropped from output, if anything
 	timedOut bool
 	canceled bool
 }
@@ -229,7 +234,7 @@ func (s *server) run(ctx context.Context, spec runSpec) runResult {
 	}
 	pr.Close()
 	<-readDone
-	return runResult{exitCode: exitCode(cmd, waitErr), output: out.bytes()}
+	return runResult{exitCode: exitCode(cmd, waitErr), output: out.buf, note: out.note()}
 }
 
 func exitCode(cmd *exec.Cmd, waitErr error) int {
@@ -250,31 +255,4 @@ func startError(err error, dir string) string {
 		}
 	}
 	return "cannot start command: " + err.Error()
-}
-
-// cappedBuffer keeps the first limit bytes written and counts the rest.
-type cappedBuffer struct {
-	limit   int
-	buf     []byte
-	dropped int64
-}
-
-func (c *cappedBuffer) Write(p []byte) (int, error) {
-	room := c.limit - len(c.buf)
-	if room >= len(p) {
-		c.buf = append(c.buf, p...)
-		return len(p), nil
-	}
-	if room > 0 {
-		c.buf = append(c.buf, p[:room]...)
-	}
-	c.dropped += int64(len(p) - max(room, 0))
-	return len(p), nil
-}
-
-func (c *cappedBuffer) bytes() []byte {
-	if c.dropped == 0 {
-		return c.buf
-	}
-	return fmt.Appendf(c.buf, "\n[sandplane: output truncated, %d more bytes dropped]\n", c.dropped)
 }

@@ -167,6 +167,7 @@ func TestExecuteClientGoneKillsCommand(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/process/execute",
 			strings.NewReader(`{"command":"echo $$ > `+pidFile+`; sleep 300"}`))
+		ts.authorize(req, "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()

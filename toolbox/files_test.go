@@ -115,7 +115,7 @@ func TestUploadErrors(t *testing.T) {
 		status int
 	}{
 		{name: "no path", path: "", body: strings.NewReader(""), ctype: "multipart/form-data; boundary=x", status: 400},
-		{name: "not multipart", path: "f", body: strings.NewReader("raw"), ctype: "text/plain", status: 400},
+		{name: "not multipart", path: "f", body: strings.NewReader("raw"), ctype: "text/plain", status: 415},
 		{name: "no file part", path: "f", body: noFile, ctype: noFileType, status: 400},
 		{name: "too large", path: "big", body: big, ctype: bigType, status: 413},
 	}
@@ -210,7 +210,7 @@ func TestBulkUpload(t *testing.T) {
 
 	t.Run("not multipart", func(t *testing.T) {
 		resp := ts.do(t, http.MethodPost, "/files/bulk-upload", strings.NewReader("{}"), "application/json")
-		require.Equal(t, http.StatusBadRequest, resp.status)
+		require.Equal(t, http.StatusUnsupportedMediaType, resp.status)
 		resp.apiErr(t)
 	})
 }

@@ -18,15 +18,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// testServer is a toolbox behind a real loopback HTTP server.
+// testServer is a toolbox behind a real loopback HTTP server. Its requests
+// carry the token.
 type testServer struct {
 	*server
 	url     string
 	workDir string
 }
 
+// testToken is the token of test servers that were not given one.
+const testToken = "test-token-0123456789abcdefghijklmnopqrstuvwxyz"
+
 func newTestServer(t *testing.T, opts Options) *testServer {
 	t.Helper()
+	if opts.Token == "" {
+		opts.Token = testToken
+	}
 	if opts.WorkDir == "" {
 		opts.WorkDir = t.TempDir()
 	}
@@ -79,15 +86,21 @@ func (ts *testServer) doCtx(t *testing.T, ctx context.Context, method, path stri
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, ts.url+path, body)
 	require.NoError(t, err)
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
+	ts.authorize(req, contentType)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// authorize adds the token and, unless empty, the Content-Type.
+func (ts *testServer) authorize(req *http.Request, contentType string) {
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set(TokenHeader, ts.opts.Token)
 }
 
 func (ts *testServer) get(t *testing.T, path string) response {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -36,6 +37,7 @@ type session struct {
 	outR    *os.File
 	errR    *os.File
 	outSize int
+	all     *sessions // for the log budget they share
 	clock   clock.Clock
 	grace   time.Duration
 	outEOF  chan struct{}
@@ -53,6 +55,7 @@ type session struct {
 }
 
 type sessionCommand struct {
+	seq     uint64 // submission order across all sessions
 	id      string
 	text    string
 	marker  []byte // unique token the shell prints after the command
@@ -62,8 +65,10 @@ type sessionCommand struct {
 	stdout  cappedBuffer
 	stderr  cappedBuffer
 	output  cappedBuffer
-	exit    *int
-	done    chan struct{}
+	// discarded: the logs were given up to make room for newer ones.
+	discarded bool
+	exit      *int
+	done      chan struct{}
 }
 
 // SessionCommand is a command as GET /process/session lists it.
@@ -107,13 +112,19 @@ type SessionCommandLogs struct {
 
 type sessions struct {
 	srv    *server
+	budget *logBudget
+	seq    atomic.Uint64
 	mu     sync.Mutex
 	m      map[string]*session
 	closed bool
 }
 
 func newSessions(srv *server) *sessions {
-	return &sessions{srv: srv, m: map[string]*session{}}
+	return &sessions{
+		srv:    srv,
+		budget: &logBudget{limit: srv.opts.MaxSessionLogBytes},
+		m:      map[string]*session{},
+	}
 }
 
 func validSessionID(id string) error {
@@ -146,7 +157,7 @@ func (ss *sessions) create(id string) error {
 	if len(ss.m) >= maxSessions {
 		return errorf(http.StatusConflict, "too many sessions: at most %d", maxSessions)
 	}
-	sess, err := startSession(id, ss.srv.opts)
+	sess, err := startSession(id, ss.srv.opts, ss)
 	if err != nil {
 		return errorf(http.StatusInternalServerError, "starting session shell: %v", err)
 	}
@@ -202,7 +213,7 @@ func (ss *sessions) closeAll() {
 	}
 }
 
-func startSession(id string, opts Options) (*session, error) {
+func startSession(id string, opts Options, all *sessions) (*session, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -230,7 +241,7 @@ func startSession(id string, opts Options) (*session, error) {
 	}
 	s := &session{
 		id: id, cmd: cmd, stdin: stdin, outR: outR, errR: errR,
-		outSize: opts.MaxOutputBytes, clock: opts.Clock, grace: opts.OutputGrace,
+		outSize: opts.MaxOutputBytes, all: all, clock: opts.Clock, grace: opts.OutputGrace,
 		outEOF: make(chan struct{}), errEOF: make(chan struct{}),
 		byID: map[string]*sessionCommand{},
 		gone: make(chan struct{}),
@@ -282,19 +293,28 @@ func (s *session) kill() {
 	// Background jobs that left the group may hold the pipes; stop reading.
 	s.outR.Close()
 	s.errR.Close()
+	// No command is pending once the shell is gone, so nothing writes to
+	// the logs any more: their memory goes back to the budget.
+	s.mu.Lock()
+	for _, c := range s.commands {
+		c.release()
+	}
+	s.mu.Unlock()
 }
 
 // exec sends one command to the shell. The command runs through `command
 // eval` so that a syntax error fails that command instead of ending the
 // shell, with stdin closed so that it cannot eat the commands after it.
 func (s *session) exec(text string) (*sessionCommand, error) {
+	budget := s.all.budget
 	c := &sessionCommand{
+		seq:    s.all.seq.Add(1),
 		id:     newCommandID(),
 		text:   text,
 		done:   make(chan struct{}),
-		stdout: cappedBuffer{limit: s.outSize},
-		stderr: cappedBuffer{limit: s.outSize},
-		output: cappedBuffer{limit: s.outSize},
+		stdout: cappedBuffer{limit: s.outSize, budget: budget},
+		stderr: cappedBuffer{limit: s.outSize, budget: budget},
+		output: cappedBuffer{limit: s.outSize, budget: budget},
 	}
 	token := "__sandplane_cmd_end_" + randomHex(16)
 	c.marker = []byte(token)
@@ -342,6 +362,7 @@ func (s *session) forgetOldLocked() {
 		if i == len(s.commands) {
 			return
 		}
+		s.commands[i].release()
 		delete(s.byID, s.commands[i].id)
 		s.commands = append(s.commands[:i], s.commands[i+1:]...)
 	}
@@ -367,19 +388,35 @@ func (s *session) view() Session {
 	return v
 }
 
+// logSnapshot is a command's output at one moment: the bytes kept so far
+// and, once the command has ended, the note of what was dropped. The slices
+// stay valid after the session's lock is released, since buffers only ever
+// append past them or are dropped whole.
+type logSnapshot struct {
+	output, stdout, stderr text
+}
+
 // logs are the command's output so far. The truncation note waits for the
 // command's end: until then its count grows, and a client that follows a log
 // by its length must only ever see it grow.
-func (s *session) logs(c *sessionCommand) SessionCommandLogs {
+func (s *session) logs(c *sessionCommand) logSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	text := func(b *cappedBuffer) string {
-		if c.exit == nil {
-			return string(b.buf)
-		}
-		return string(b.bytes())
+	if c.discarded {
+		gone := text{[]byte(fmt.Sprintf("[sandplane: the logs of this command were discarded to keep session logs within %d bytes]\n", s.all.budget.limit))}
+		return logSnapshot{output: gone, stdout: gone, stderr: gone}
 	}
-	return SessionCommandLogs{Output: text(&c.output), Stdout: text(&c.stdout), Stderr: text(&c.stderr)}
+	snap := func(b *cappedBuffer) text {
+		if c.exit == nil {
+			return text{b.buf}
+		}
+		return text{b.buf, []byte(b.note())}
+	}
+	return logSnapshot{output: snap(&c.output), stdout: snap(&c.stdout), stderr: snap(&c.stderr)}
+}
+
+func (l logSnapshot) fields() []field {
+	return []field{{"output", l.output}, {"stdout", l.stdout}, {"stderr", l.stderr}}
 }
 
 // readStream attributes one stream of the shell to the oldest command whose
@@ -402,7 +439,7 @@ func (s *session) readStream(r *os.File, isStdout bool, eof chan struct{}) {
 			// command the shell was running when it exited.
 			s.mu.Lock()
 			if c := s.currentLocked(isStdout); c != nil {
-				c.write(pending, isStdout)
+				s.writeLocked(c, pending, isStdout)
 			}
 			s.mu.Unlock()
 			return
@@ -421,10 +458,10 @@ func (s *session) consumeLocked(pending []byte, isStdout bool) []byte {
 		i := bytes.Index(pending, c.marker)
 		if i < 0 {
 			keep := partialMarker(pending, c.marker)
-			c.write(pending[:len(pending)-keep], isStdout)
+			s.writeLocked(c, pending[:len(pending)-keep], isStdout)
 			return append(pending[:0], pending[len(pending)-keep:]...)
 		}
-		c.write(pending[:i], isStdout)
+		s.writeLocked(c, pending[:i], isStdout)
 		rest := pending[i+len(c.marker):]
 		nl := bytes.IndexByte(rest, '\n')
 		if nl < 0 {
@@ -479,16 +516,71 @@ func (s *session) finishLocked(c *sessionCommand, code int) {
 	close(c.done)
 }
 
-func (c *sessionCommand) write(p []byte, isStdout bool) {
+// writeLocked adds output of c. When the toolbox's session logs are at
+// their limit, the logs of the oldest finished commands are given up first,
+// so that the newest output is what is kept.
+func (s *session) writeLocked(c *sessionCommand, p []byte, isStdout bool) {
 	if len(p) == 0 {
 		return
 	}
+	stream := &c.stderr
 	if isStdout {
-		c.stdout.Write(p)
-	} else {
-		c.stderr.Write(p)
+		stream = &c.stdout
 	}
+	if need := stream.need(len(p)) + c.output.need(len(p)); need > 0 && s.all.budget.free() < need {
+		s.all.reclaim(s, need)
+	}
+	stream.Write(p)
 	c.output.Write(p)
+}
+
+// reclaim discards the logs of finished commands, oldest first across all
+// sessions, until need bytes are free or none is left. The caller holds
+// self.mu. Other sessions are only tried, never waited for: one that is
+// busy keeps its logs this time, and no two sessions can deadlock.
+func (ss *sessions) reclaim(self *session, need int64) {
+	ss.mu.Lock()
+	others := make([]*session, 0, len(ss.m))
+	for _, o := range ss.m {
+		if o != self {
+			others = append(others, o)
+		}
+	}
+	ss.mu.Unlock()
+	locked := []*session{self}
+	for _, o := range others {
+		if o.mu.TryLock() {
+			locked = append(locked, o)
+		}
+	}
+	defer func() {
+		for _, o := range locked[1:] {
+			o.mu.Unlock()
+		}
+	}()
+	var done []*sessionCommand
+	for _, o := range locked {
+		for _, c := range o.commands {
+			if c.exit != nil && !c.discarded {
+				done = append(done, c)
+			}
+		}
+	}
+	sort.Slice(done, func(i, j int) bool { return done[i].seq < done[j].seq })
+	for _, c := range done {
+		if ss.budget.free() >= need {
+			return
+		}
+		c.release()
+		c.discarded = true
+	}
+}
+
+// release gives the command's log memory back to the budget.
+func (c *sessionCommand) release() {
+	c.stdout.release()
+	c.stderr.release()
+	c.output.release()
 }
 
 func newCommandID() string {
@@ -580,13 +672,9 @@ func (s *server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 	sess.mu.Lock()
 	code := *c.exit
 	sess.mu.Unlock()
-	writeJSON(w, http.StatusOK, SessionExecuteResponse{
-		CmdID:    c.id,
-		Output:   &logs.Output,
-		Stdout:   &logs.Stdout,
-		Stderr:   &logs.Stderr,
-		ExitCode: &code,
-	})
+	// Streamed, as SessionExecuteResponse.
+	fields := append([]field{{"cmdId", c.id}}, logs.fields()...)
+	writeJSONStream(w, http.StatusOK, append(fields, field{"exitCode", code})...)
 }
 
 func (s *server) sessionCommand(r *http.Request) (*session, *sessionCommand, error) {
@@ -623,5 +711,6 @@ func (s *server) handleCommandLogs(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(http.StatusBadRequest, "following logs is not supported; poll the logs or the command instead"))
 		return
 	}
-	writeJSON(w, http.StatusOK, sess.logs(c))
+	// Streamed, as SessionCommandLogs.
+	writeJSONStream(w, http.StatusOK, sess.logs(c).fields()...)
 }

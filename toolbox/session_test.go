@@ -173,6 +173,7 @@ func TestSessionExitAndDelete(t *testing.T) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/process/session/bg/exec",
 			jsonReader(t, SessionExecuteRequest{Command: "sleep 1; touch " + marker}))
 		require.NoError(t, err)
+		ts.authorize(req, "application/json")
 		_, err = http.DefaultClient.Do(req)
 		require.Error(t, err)
 		waitFor(t, "the command to finish anyway", func() bool {

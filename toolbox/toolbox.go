@@ -20,11 +20,12 @@ const Name = "sandplane-toolbox"
 
 // Defaults for the zero values of Options.
 const (
-	DefaultMaxUploadBytes   int64 = 4 << 30
-	DefaultMaxOutputBytes         = 64 << 20
-	DefaultOutputGrace            = time.Second
-	DefaultShutdownGrace          = 5 * time.Second
-	defaultMaxJSONBodyBytes int64 = 16 << 20
+	DefaultMaxUploadBytes     int64 = 4 << 30
+	DefaultMaxOutputBytes           = 16 << 20
+	DefaultMaxSessionLogBytes int64 = 256 << 20
+	DefaultOutputGrace              = time.Second
+	DefaultShutdownGrace            = 5 * time.Second
+	defaultMaxJSONBodyBytes   int64 = 16 << 20
 )
 
 // Options configures the toolbox server. Only WorkDir matters in practice;
@@ -42,6 +43,15 @@ type Options struct {
 	SandboxID string
 	// Root, when set, confines the file endpoints to this directory tree.
 	Root string
+	// Token is the sandbox's secret. Every request but GET /version and
+	// GET /api/info must present it, in the X-Daytona-Preview-Token header
+	// or as "Authorization: Bearer <token>". Empty turns the token check
+	// off (the Host, Origin and Content-Type checks stay); `sandplane
+	// toolbox` refuses to start that way unless told to.
+	Token string
+	// AllowedHosts are Host names admitted besides the loopback ones, for a
+	// toolbox reached through a proxy that keeps the caller's Host.
+	AllowedHosts []string
 	// Clock times command timeouts and shutdown. Nil means clock.Real().
 	Clock clock.Clock
 	// Logger receives one line per failed request (method, path, status,
@@ -50,9 +60,16 @@ type Options struct {
 
 	// MaxUploadBytes bounds one upload request body.
 	MaxUploadBytes int64
-	// MaxOutputBytes bounds the output kept per command; the rest is read
-	// and dropped so the command never blocks on a full pipe.
+	// MaxOutputBytes bounds the output kept per command and stream: the
+	// first MaxOutputBytes are kept, the rest is read, counted and dropped
+	// (so the command never blocks on a full pipe), and the answer ends
+	// with a note saying how much was dropped.
 	MaxOutputBytes int
+	// MaxSessionLogBytes bounds the memory all session commands' logs
+	// hold together. When a command's output would pass it, the logs of
+	// that session's oldest finished commands are discarded first (their
+	// logs then say so); what still does not fit is dropped as above.
+	MaxSessionLogBytes int64
 	// OutputGrace is how long a command's output is still collected after
 	// its shell exits, for background children that keep the pipe open
 	// (`nohup server &`). They keep running; their later output is dropped.
@@ -101,6 +118,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxOutputBytes <= 0 {
 		o.MaxOutputBytes = DefaultMaxOutputBytes
 	}
+	if o.MaxSessionLogBytes <= 0 {
+		o.MaxSessionLogBytes = DefaultMaxSessionLogBytes
+	}
 	if o.OutputGrace <= 0 {
 		o.OutputGrace = DefaultOutputGrace
 	}
@@ -115,6 +135,7 @@ type server struct {
 	opts     Options
 	fs       *fsys
 	mux      *http.ServeMux
+	access   map[string]access // by mux pattern
 	sessions *sessions
 }
 
@@ -146,38 +167,59 @@ func newServer(opts Options) (*server, error) {
 }
 
 func (s *server) routes() {
-	m := s.mux
-	m.HandleFunc("GET /api/info", s.handleInfo)
-	m.HandleFunc("GET /version", s.handleVersion)
-	m.HandleFunc("GET /work-dir", s.handleDir(func() string { return s.opts.WorkDir }))
-	m.HandleFunc("GET /user-home-dir", s.handleDir(func() string { return s.opts.HomeDir }))
+	open := access{open: true}
+	none, json, multipart := access{body: noBody}, access{body: jsonBody}, access{body: formBody}
+	routes := []struct {
+		pattern string
+		access  access
+		handler http.HandlerFunc
+	}{
+		{"GET /api/info", open, s.handleInfo},
+		{"GET /version", open, s.handleVersion},
+		{"GET /work-dir", none, s.handleDir(func() string { return s.opts.WorkDir })},
+		{"GET /user-home-dir", none, s.handleDir(func() string { return s.opts.HomeDir })},
 
-	m.HandleFunc("POST /process/execute", s.handleExecute)
+		{"POST /process/execute", json, s.handleExecute},
 
-	m.HandleFunc("POST /process/session", s.handleCreateSession)
-	m.HandleFunc("GET /process/session", s.handleListSessions)
-	m.HandleFunc("GET /process/session/{sessionId}", s.handleGetSession)
-	m.HandleFunc("DELETE /process/session/{sessionId}", s.handleDeleteSession)
-	m.HandleFunc("POST /process/session/{sessionId}/exec", s.handleSessionExec)
-	m.HandleFunc("GET /process/session/{sessionId}/command/{commandId}", s.handleGetCommand)
-	m.HandleFunc("GET /process/session/{sessionId}/command/{commandId}/logs", s.handleCommandLogs)
+		{"POST /process/session", json, s.handleCreateSession},
+		{"GET /process/session", none, s.handleListSessions},
+		{"GET /process/session/{sessionId}", none, s.handleGetSession},
+		{"DELETE /process/session/{sessionId}", none, s.handleDeleteSession},
+		{"POST /process/session/{sessionId}/exec", json, s.handleSessionExec},
+		{"GET /process/session/{sessionId}/command/{commandId}", none, s.handleGetCommand},
+		{"GET /process/session/{sessionId}/command/{commandId}/logs", none, s.handleCommandLogs},
 
-	m.HandleFunc("GET /files", s.handleListFiles)
-	m.HandleFunc("DELETE /files", s.handleDeleteFile)
-	m.HandleFunc("GET /files/info", s.handleFileInfo)
-	m.HandleFunc("POST /files/folder", s.handleCreateFolder)
-	m.HandleFunc("GET /files/download", s.handleDownload)
-	m.HandleFunc("POST /files/upload", s.handleUpload)
-	m.HandleFunc("POST /files/bulk-download", s.handleBulkDownload)
-	m.HandleFunc("POST /files/bulk-upload", s.handleBulkUpload)
+		{"GET /files", none, s.handleListFiles},
+		{"DELETE /files", none, s.handleDeleteFile},
+		{"GET /files/info", none, s.handleFileInfo},
+		{"POST /files/folder", none, s.handleCreateFolder},
+		{"GET /files/download", none, s.handleDownload},
+		{"POST /files/upload", multipart, s.handleUpload},
+		{"POST /files/bulk-download", json, s.handleBulkDownload},
+		{"POST /files/bulk-upload", multipart, s.handleBulkUpload},
 
-	// gin answers unknown routes and wrong methods alike with a 404.
-	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, errorf(http.StatusNotFound, "route %s %s not found", r.Method, r.URL.Path))
-	})
+		// gin answers unknown routes and wrong methods alike with a 404.
+		{"/", none, func(w http.ResponseWriter, r *http.Request) {
+			s.fail(w, r, errorf(http.StatusNotFound, "route %s %s not found", r.Method, r.URL.Path))
+		}},
+	}
+	s.access = make(map[string]access, len(routes))
+	for _, rt := range routes {
+		s.mux.HandleFunc(rt.pattern, rt.handler)
+		s.access[rt.pattern] = rt.access
+	}
 }
 
-func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP guards every request, whatever route it takes: a pattern the
+// table does not know (a redirect to a clean path, say) gets the strictest
+// access, token required and no body.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, pattern := s.mux.Handler(r)
+	if !s.guard(w, r, s.access[pattern]) {
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // Close kills every session shell. Idempotent.
 func (s *server) Close() error {
@@ -185,22 +227,23 @@ func (s *server) Close() error {
 	return nil
 }
 
+// info is the probe answer. PID and WorkDir go only to callers that
+// present the token: the open answer tells a toolbox from a squatter and
+// which sandbox it serves, nothing more.
 type info struct {
 	Name      string `json:"name"`
 	Version   string `json:"version"`
-	PID       int    `json:"pid"`
 	SandboxID string `json:"sandboxId"`
-	WorkDir   string `json:"workDir"`
+	PID       int    `json:"pid,omitempty"`
+	WorkDir   string `json:"workDir,omitempty"`
 }
 
 func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, info{
-		Name:      Name,
-		Version:   s.opts.Version,
-		PID:       os.Getpid(),
-		SandboxID: s.opts.SandboxID,
-		WorkDir:   s.opts.WorkDir,
-	})
+	v := info{Name: Name, Version: s.opts.Version, SandboxID: s.opts.SandboxID}
+	if s.authorized(r.Header) {
+		v.PID, v.WorkDir = os.Getpid(), s.opts.WorkDir
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *server) handleVersion(w http.ResponseWriter, r *http.Request) {

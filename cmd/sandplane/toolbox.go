@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -15,8 +16,14 @@ import (
 	"github.com/sandplane/sandplane/toolbox"
 )
 
+// tokenEnv is where the daemon (and the simulator's backend) hands a
+// sandbox's workload its token.
+const tokenEnv = "SANDPLANE_SANDBOX_TOKEN"
+
 func newToolboxCmd() *cobra.Command {
-	var listen, host, root string
+	var listen, host, root, tokenFile string
+	var allowHosts []string
+	var noToken bool
 	cmd := &cobra.Command{
 		Use:   "toolbox",
 		Short: "Serve the in-sandbox toolbox API (the Daytona toolbox subset the SDKs use)",
@@ -26,10 +33,23 @@ Daytona's toolbox daemon answers them, plus GET /api/info.
 It listens on --listen, or on $PORT of --host (127.0.0.1) when --listen is not
 given; in a container, --host 0.0.0.0 lets the published port reach it. The
 working directory is the current directory. SIGTERM or SIGINT shut it down
-gracefully and it exits 0.`,
+gracefully and it exits 0.
+
+Every request must carry the sandbox's token in the X-Daytona-Preview-Token
+header (or as "Authorization: Bearer <token>"), come with a loopback Host
+(or one given with --allow-host) and no foreign Origin. The token is read from
+$` + tokenEnv + `, which the daemon sets, or from --token-file (mode 0600);
+it is removed from the environment of the commands the toolbox runs.
+Without a token the toolbox refuses to start: --insecure-no-token starts it
+anyway, with no token check, for use by hand only. Anything that can reach
+the port can then run commands as you.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			token, err := toolboxToken(tokenFile, noToken)
+			if err != nil {
+				return err
+			}
 			addr, err := toolboxListenAddr(listen, os.Getenv("PORT"))
 			if err != nil {
 				return err
@@ -42,13 +62,18 @@ gracefully and it exits 0.`,
 			if err != nil {
 				return fmt.Errorf("toolbox: %w", err)
 			}
+			if token == "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "toolbox: WARNING: --insecure-no-token: anything that can reach "+addr+" can run commands as you")
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			return toolbox.Serve(ctx, addr, toolbox.Options{
-				WorkDir:   wd,
-				Version:   versionString(),
-				SandboxID: os.Getenv("SANDPLANE_SANDBOX_ID"),
-				Root:      root,
+				WorkDir:      wd,
+				Version:      versionString(),
+				SandboxID:    os.Getenv("SANDPLANE_SANDBOX_ID"),
+				Root:         root,
+				Token:        token,
+				AllowedHosts: allowHosts,
 			})
 		},
 	}
@@ -56,7 +81,40 @@ gracefully and it exits 0.`,
 	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "interface to listen on at $PORT when --listen is not given")
 	cmd.MarkFlagsMutuallyExclusive("listen", "host")
 	cmd.Flags().StringVar(&root, "root", "", "confine the file endpoints to this directory")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the sandbox token from this file (mode 0600) instead of $"+tokenEnv)
+	cmd.Flags().StringSliceVar(&allowHosts, "allow-host", nil, "also accept requests whose Host is this name (repeatable), for a proxy that keeps the caller's Host")
+	cmd.Flags().BoolVar(&noToken, "insecure-no-token", false, "start without a token and check none: for use by hand only, never for a sandbox others can reach")
 	return cmd
+}
+
+// toolboxToken reads the token from file, else from the environment, and
+// takes it out of the environment either way so that the commands the
+// toolbox runs do not inherit it. Without a token it fails unless noToken.
+func toolboxToken(file string, noToken bool) (string, error) {
+	token := strings.TrimSpace(os.Getenv(tokenEnv))
+	if err := os.Unsetenv(tokenEnv); err != nil {
+		return "", fmt.Errorf("toolbox: %w", err)
+	}
+	if file != "" {
+		fi, err := os.Stat(file)
+		if err != nil {
+			return "", fmt.Errorf("toolbox: token file: %w", err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			return "", fmt.Errorf("toolbox: token file %s is readable by others (mode %v): chmod 600 it", file, fi.Mode().Perm())
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("toolbox: token file: %w", err)
+		}
+		if token = strings.TrimSpace(string(b)); token == "" {
+			return "", fmt.Errorf("toolbox: token file %s is empty", file)
+		}
+	}
+	if token == "" && !noToken {
+		return "", fmt.Errorf("toolbox: no token: set $%s or --token-file (the daemon sets it for its sandboxes); --insecure-no-token starts without one, for use by hand only", tokenEnv)
+	}
+	return token, nil
 }
 
 func toolboxListenAddr(listen, port string) (string, error) {

@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -55,18 +57,29 @@ type toolboxInfo struct {
 	PID       int    `json:"pid"`
 }
 
-// startToolboxCmd runs the command and waits until it answers on port.
+const cmdTestToken = "cmd-test-token-0123456789abcdefghijklmnop"
+
+// startToolboxCmd runs the command and waits until it answers on port. It
+// sets the token (cmdTestToken) unless the test set one.
 func startToolboxCmd(t *testing.T, ctx context.Context, port string, args ...string) (toolboxInfo, <-chan error) {
 	t.Helper()
+	if _, ok := os.LookupEnv("SANDPLANE_SANDBOX_TOKEN"); !ok {
+		t.Setenv("SANDPLANE_SANDBOX_TOKEN", cmdTestToken)
+	}
+	token := os.Getenv("SANDPLANE_SANDBOX_TOKEN")
 	cmd := newToolboxCmd()
 	cmd.SetArgs(args)
+	cmd.SetErr(io.Discard)
 	errc := make(chan error, 1)
 	go func() { errc <- cmd.ExecuteContext(ctx) }()
 
 	var info toolboxInfo
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get("http://127.0.0.1:" + port + "/api/info")
+		req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:"+port+"/api/info", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Daytona-Preview-Token", token)
+		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
 			resp.Body.Close()
@@ -123,9 +136,92 @@ func TestToolboxCommandStopsCleanlyOnSIGTERM(t *testing.T) {
 
 func TestToolboxCommandNeedsAnAddress(t *testing.T) {
 	t.Setenv("PORT", "")
+	t.Setenv("SANDPLANE_SANDBOX_TOKEN", cmdTestToken)
 	cmd := newToolboxCmd()
 	cmd.SetArgs(nil)
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(io.Discard)
 	assert.ErrorContains(t, cmd.ExecuteContext(context.Background()), "PORT")
+}
+
+func TestToolboxCommandRefusesToStartWithoutAToken(t *testing.T) {
+	t.Setenv("PORT", freePort(t))
+	t.Setenv("SANDPLANE_SANDBOX_TOKEN", "")
+	cmd := newToolboxCmd()
+	cmd.SetArgs(nil)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	err := cmd.ExecuteContext(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--insecure-no-token")
+}
+
+func TestToolboxToken(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), mode))
+		require.NoError(t, os.Chmod(p, mode))
+		return p
+	}
+	good := file("good", "from-file\n", 0o600)
+	open := file("open", "from-file", 0o644)
+	empty := file("empty", " \n", 0o600)
+	tests := []struct {
+		name, env, file string
+		noToken         bool
+		want, wantErr   string
+	}{
+		{name: "environment", env: "from-env", want: "from-env"},
+		{name: "file wins over the environment", env: "from-env", file: good, want: "from-file"},
+		{name: "none", wantErr: "no token"},
+		{name: "none, insecure on purpose", noToken: true, want: ""},
+		{name: "insecure flag does not drop a token", env: "from-env", noToken: true, want: "from-env"},
+		{name: "file readable by others", file: open, wantErr: "chmod 600"},
+		{name: "empty file", file: empty, wantErr: "empty"},
+		{name: "missing file", file: filepath.Join(dir, "missing"), wantErr: "token file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("SANDPLANE_SANDBOX_TOKEN", tt.env)
+			got, err := toolboxToken(tt.file, tt.noToken)
+			_, still := os.LookupEnv("SANDPLANE_SANDBOX_TOKEN")
+			assert.False(t, still, "the commands the toolbox runs do not inherit the token")
+			if tt.wantErr != "" {
+				assert.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestToolboxCommandChecksTheToken(t *testing.T) {
+	port := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, errc := startToolboxCmd(t, ctx, port, "--listen", "127.0.0.1:"+port)
+	exec := func(token string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:"+port+"/process/execute",
+			strings.NewReader(`{"command":"echo \"token=$SANDPLANE_SANDBOX_TOKEN\""}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("X-Daytona-Preview-Token", token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	status, _ := exec("")
+	assert.Equal(t, http.StatusUnauthorized, status)
+	status, body := exec(cmdTestToken)
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Contains(t, body, `"token=\n"`, "commands do not see the token")
+	cancel()
+	require.NoError(t, <-errc)
 }
