@@ -18,8 +18,9 @@ const TokenHeader = "X-Daytona-Preview-Token"
 type bodyKind int
 
 const (
-	// noBody: the route reads no body; a Content-Type other than JSON (a
-	// form post) is refused all the same.
+	// noBody: the route reads no body. An empty one may come with any
+	// Content-Type (axios labels an empty POST as a form); a body that is
+	// not JSON is refused all the same.
 	noBody bodyKind = iota
 	jsonBody
 	formBody
@@ -52,7 +53,7 @@ func (s *server) guard(w http.ResponseWriter, r *http.Request, a access) bool {
 			"missing or invalid sandbox token: send it in the %s header (GET /v1/sandboxes/{id}/preview-url answers it)", TokenHeader))
 		return false
 	}
-	if err := checkContentType(r.Header.Get("Content-Type"), a.body); err != nil {
+	if err := checkContentType(r.Header.Get("Content-Type"), r.ContentLength != 0, a.body); err != nil {
 		s.fail(w, r, err)
 		return false
 	}
@@ -159,7 +160,10 @@ func presentedTokens(h http.Header) []string {
 // checkContentType refuses a body of a type the route does not take. The
 // types a browser may send cross-site without a preflight (form encodings,
 // text/plain) are refused on every JSON route.
-func checkContentType(contentType string, b bodyKind) error {
+func checkContentType(contentType string, hasBody bool, b bodyKind) error {
+	if b == noBody && !hasBody {
+		return nil
+	}
 	mt := ""
 	if contentType != "" {
 		var err error

@@ -131,6 +131,10 @@ func TestGuardRefusesCrossSiteAndUnauthenticatedCalls(t *testing.T) {
 		{"a same-site navigation", rawRequest{method: "GET", path: "/version", header: hdr("Sec-Fetch-Site", "same-site")}, 200},
 		{"a body-less route with a JSON type", rawRequest{method: "DELETE", path: "/process/session/none",
 			header: hdr(TokenHeader, good, "Content-Type", json)}, 404},
+		// The official TypeScript SDK's createFolder: axios in Node labels
+		// an empty POST as a form.
+		{"an empty POST labelled as a form", rawRequest{path: "/files/folder?path=made",
+			header: hdr("Content-Type", "application/x-www-form-urlencoded", TokenHeader, good)}, 201},
 
 		{"the version without a token", rawRequest{method: "GET", path: "/version"}, 200},
 		{"the probe without a token", rawRequest{method: "GET", path: "/api/info"}, 200},
