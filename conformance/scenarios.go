@@ -304,7 +304,7 @@ func previewReachesWorkload(e *env) {
 	// simulator's are toolboxes. A sandbox with no port of its own and no
 	// $PORT (real Daytona) gets a small web server of its own.
 	path := "/files/download?path=" + dir + "/preview.txt"
-	url, err := e.p.PreviewURL(e.ctx, sb.Id, 0)
+	preview, err := e.p.PreviewURL(e.ctx, sb.Id, 0)
 	if provider.Code(err) == provider.InvalidArgument {
 		n := 3000
 		if port != "" {
@@ -315,15 +315,19 @@ func previewReachesWorkload(e *env) {
 			require.Zero(e.t, out.ExitCode, out.Result)
 			path = "/preview.txt"
 		}
-		url, err = e.p.PreviewURL(e.ctx, sb.Id, n)
+		preview, err = e.p.PreviewURL(e.ctx, sb.Id, n)
 	}
 	require.NoError(e.t, err, "preview URL")
-	url = strings.TrimRight(url, "/") + path
+	url := strings.TrimRight(preview.Url, "/") + path
 	var status int
 	var body string
 	for i := e.polls(0.5); i > 0; i-- {
 		req, err := http.NewRequestWithContext(e.ctx, http.MethodGet, url, nil)
 		require.NoError(e.t, err)
+		// A URL that carries its own authorisation comes with no token.
+		if preview.Token != "" {
+			req.Header.Set(provider.PreviewTokenHeader, preview.Token)
+		}
 		if status, body = e.do(req); status == http.StatusOK {
 			break
 		}

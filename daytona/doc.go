@@ -44,9 +44,9 @@
 //   - an auto-stopped sandbox carries no errorReason: Daytona does not record
 //     why a sandbox stopped;
 //   - PreviewURL returns a signed preview URL (the token is in the URL, so it
-//     needs no header) that expires after the preview TTL (WithPreviewTTL,
-//     one hour by default); port 0 is invalid_argument, because a Daytona
-//     sandbox has no port of its own;
+//     needs no header, and Preview.Token is empty) that expires after the
+//     preview TTL (WithPreviewTTL, one hour by default); port 0 is
+//     invalid_argument, because a Daytona sandbox has no port of its own;
 //   - Sandbox.Runtime is left empty: Daytona runs its own containers, which
 //     are neither of the local runtimes;
 //   - Create rejects a caller-chosen Id and a Runtime (invalid_argument):

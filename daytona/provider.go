@@ -441,27 +441,29 @@ func (p *Provider) Resize(ctx context.Context, idOrName string, req provider.Res
 
 // PreviewURL returns a signed preview URL for port: its token is part of
 // the URL, so it works without Daytona's preview-token header, until the
-// preview TTL runs out.
-func (p *Provider) PreviewURL(ctx context.Context, idOrName string, port int) (string, error) {
+// preview TTL runs out. Preview.Token is therefore empty: the signed
+// answer's own token is the one already in the URL, and Daytona does not
+// take it for the sandbox's preview token.
+func (p *Provider) PreviewURL(ctx context.Context, idOrName string, port int) (*provider.Preview, error) {
 	if port < 1 || port > 65535 {
-		return "", provider.Errorf(provider.InvalidArgument,
+		return nil, provider.Errorf(provider.InvalidArgument,
 			"port %d: a Daytona sandbox has no port of its own; name the port (1-65535) your server listens on", port)
 	}
 	sb, err := p.get(ctx, idOrName)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if st := mapState(sb.GetState()); st != provider.StateStarted {
-		return "", provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", sb.Id, st)
+		return nil, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", sb.Id, st)
 	}
 	ctx, cancel := p.bound(p.auth(ctx), requestTimeout)
 	defer cancel()
 	res, resp, err := p.api.SandboxAPI.GetSignedPortPreviewUrl(ctx, sb.Id, int32(port)).
 		ExpiresInSeconds(int32(p.previewTTL / time.Second)).Execute()
 	if err != nil {
-		return "", p.classify(ctx, opPreview, resp, err)
+		return nil, p.classify(ctx, opPreview, resp, err)
 	}
-	return res.Url, nil
+	return &provider.Preview{Url: res.Url}, nil
 }
 
 // EntrypointLogs is unsupported: Daytona keeps build logs only.

@@ -94,9 +94,10 @@ func TestLifecycleOnTheSimulator(t *testing.T) {
 	_, err = p.SetAutoStopInterval(ctx, sb.Id, -1)
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
 
-	url, err := p.PreviewURL(ctx, sb.Id, 3000)
+	preview, err := p.PreviewURL(ctx, sb.Id, 3000)
 	require.NoError(t, err)
-	assert.Contains(t, url, "/_preview/3000-", "a signed preview URL carries its token")
+	assert.Contains(t, preview.Url, "/_preview/3000-", "a signed preview URL carries its token")
+	assert.Empty(t, preview.Token, "so no header is needed")
 	_, err = p.PreviewURL(ctx, sb.Id, 0)
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err), "a Daytona sandbox has no port of its own")
 

@@ -1,7 +1,6 @@
 package local_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -24,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/internal/testdaemon"
+	"github.com/sandplane/sandplane/local"
 	"github.com/sandplane/sandplane/local/runtime"
 	"github.com/sandplane/sandplane/local/runtime/docker"
 	"github.com/sandplane/sandplane/local/runtime/docker/dockertest"
@@ -132,12 +132,11 @@ type execResult struct {
 }
 
 // execute runs command through the sandbox's toolbox on its preview URL.
-func execute(t *testing.T, s *provider.Sandbox, command string) execResult {
+func execute(t *testing.T, p *local.Provider, s *provider.Sandbox, command string) execResult {
 	t.Helper()
 	body, err := json.Marshal(map[string]any{"command": command})
 	require.NoError(t, err)
-	resp, err := http.Post(s.PreviewUrl+"/process/execute", "application/json", bytes.NewReader(body))
-	require.NoError(t, err)
+	resp := toolboxDo(t, p, s, http.MethodPost, "/process/execute", string(body))
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var out execResult
@@ -194,15 +193,15 @@ func testDockerLifecycle(t *testing.T, env *dockerEnv) {
 	assert.Equal(t, env.image, c.Config.Image)
 	assert.Equal(t, d.Root, c.Config.Labels[docker.LabelRoot])
 	assert.Equal(t, "http://127.0.0.1:"+strconv.Itoa(s.Port), s.PreviewUrl)
-	workloadPID(t, s) // the toolbox knows its sandbox
+	workloadPID(t, d.P, s) // the toolbox knows its sandbox
 
-	got := execute(t, s, "echo kept > state.txt; pwd; echo $CALLBACK_URL; echo token=$SECRET_TOKEN")
+	got := execute(t, d.P, s, "echo kept > state.txt; pwd; echo $CALLBACK_URL; echo token=$SECRET_TOKEN")
 	require.Zero(t, got.ExitCode, got.Result)
 	assert.Equal(t, "/home/daytona\nhttp://host.docker.internal:9/cb\ntoken="+secret+"\n", got.Result,
 		"runs in the home directory, with loopback URLs pointed at the host")
 
 	// What the entrypoint's process writes is the container's output.
-	got = execute(t, s, "echo to-stdout > /proc/1/fd/1; echo to-stderr $SECRET_TOKEN > /proc/1/fd/2")
+	got = execute(t, d.P, s, "echo to-stdout > /proc/1/fd/1; echo to-stderr $SECRET_TOKEN > /proc/1/fd/2")
 	require.Zero(t, got.ExitCode, got.Result)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		logs, err := d.P.EntrypointLogs(ctx, s.Id)
@@ -223,7 +222,7 @@ func testDockerLifecycle(t *testing.T, env *dockerEnv) {
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, started.State)
 	assert.Equal(t, c.ID, env.sandboxContainer(t, s.Id).ID, "start restarts the same container")
-	got = execute(t, started, "cat state.txt; echo $SECRET_TOKEN")
+	got = execute(t, d.P, started, "cat state.txt; echo $SECRET_TOKEN")
 	assert.Equal(t, "kept\n"+secret+"\n", got.Result, "files and env survive the stop")
 
 	require.NoError(t, d.P.Delete(ctx, s.Id))
@@ -242,7 +241,7 @@ func testDockerNewPortKeepsFiles(t *testing.T, env *dockerEnv) {
 	d := startDockerDaemon(t, env, "")
 	ctx := context.Background()
 	s := dockerCreate(t, d, provider.CreateRequest{Name: "mover"})
-	require.Zero(t, execute(t, s, "echo kept > state.txt").ExitCode)
+	require.Zero(t, execute(t, d.P, s, "echo kept > state.txt").ExitCode)
 	before := env.sandboxContainer(t, s.Id)
 	_, err := d.P.Stop(ctx, s.Id)
 	require.NoError(t, err)
@@ -254,7 +253,7 @@ func testDockerNewPortKeepsFiles(t *testing.T, env *dockerEnv) {
 	require.NoError(t, err, "daemon stderr:\n%s", d.Stderr)
 	require.NotEqual(t, s.Port, moved.Port)
 	assert.NotEqual(t, before.ID, env.sandboxContainer(t, s.Id).ID, "a new port needs a new container")
-	assert.Equal(t, "kept\n", execute(t, moved, "cat state.txt").Result)
+	assert.Equal(t, "kept\n", execute(t, d.P, moved, "cat state.txt").Result)
 
 	require.NoError(t, d.P.Delete(ctx, s.Id))
 	assert.Empty(t, env.containersOf(t, d.Root))
@@ -276,7 +275,7 @@ func testDockerKilledFromOutside(t *testing.T, env *dockerEnv) {
 	restarted, err := d.P.Start(context.Background(), s.Id)
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, restarted.State)
-	workloadPID(t, restarted)
+	workloadPID(t, d.P, restarted)
 }
 
 func testDockerDaemonRestart(t *testing.T, env *dockerEnv) {
@@ -298,7 +297,7 @@ func testDockerDaemonRestart(t *testing.T, env *dockerEnv) {
 	after := env.sandboxContainer(t, keep.Id)
 	assert.Equal(t, before.ID, after.ID)
 	assert.Equal(t, before.State.StartedAt, after.State.StartedAt, "adopted, not restarted")
-	workloadPID(t, got)
+	workloadPID(t, d2.P, got)
 	gone := eventuallyState(t, d2.P, "lost", provider.StateStopped)
 	assert.Equal(t, "daemon restart: process gone", gone.ErrorReason)
 
@@ -442,7 +441,7 @@ func (env *dockerEnv) bareDockerRun(b *testing.B, root string) time.Duration {
 	start := time.Now()
 	created, err := env.cli.ContainerCreate(ctx, &container.Config{
 		Image:        env.image,
-		Env:          []string{"PORT=" + port},
+		Env:          []string{"PORT=" + port, "SANDPLANE_SANDBOX_TOKEN=bench-token-0123456789abcdef"},
 		ExposedPorts: nat.PortSet{p: struct{}{}},
 		// Labelled, so the root's cleanup removes it whatever happens.
 		Labels: map[string]string{docker.LabelRoot: root},

@@ -2,7 +2,6 @@ package local_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -45,11 +44,27 @@ func startDaemon(t testing.TB, root string, env ...string) *testdaemon.Daemon {
 	return testdaemon.Start(t, testdaemon.Options{Root: root, Config: slowConfig, Env: env})
 }
 
-// workloadPID asks the sandbox's toolbox for its pid.
-func workloadPID(t *testing.T, s *provider.Sandbox) int {
+// toolboxDo calls the sandbox's toolbox the way clients do: at the base URL
+// and with the header local.Provider's Toolbox returns.
+func toolboxDo(t *testing.T, p *local.Provider, s *provider.Sandbox, method, path, body string) *http.Response {
 	t.Helper()
-	resp, err := http.Get(s.PreviewUrl + "/api/info")
+	base, header, err := p.Toolbox(context.Background(), s.Id)
 	require.NoError(t, err)
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header = header
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	return resp
+}
+
+// workloadPID asks the sandbox's toolbox for its pid.
+func workloadPID(t *testing.T, p *local.Provider, s *provider.Sandbox) int {
+	t.Helper()
+	resp := toolboxDo(t, p, s, http.MethodGet, "/api/info", "")
 	defer resp.Body.Close()
 	var info struct {
 		PID       int    `json:"pid"`
@@ -57,6 +72,7 @@ func workloadPID(t *testing.T, s *provider.Sandbox) int {
 	}
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
 	require.Equal(t, s.Id, info.SandboxID)
+	require.NotZero(t, info.PID, "the token reveals the pid")
 	return info.PID
 }
 
@@ -79,7 +95,7 @@ func TestKillNineOfAChildShowsStoppedWithItsReason(t *testing.T) {
 	ctx := context.Background()
 	s, err := d.P.Create(ctx, provider.CreateRequest{Name: "victim", AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
-	require.NoError(t, syscall.Kill(workloadPID(t, s), syscall.SIGKILL))
+	require.NoError(t, syscall.Kill(workloadPID(t, d.P, s), syscall.SIGKILL))
 	got := eventuallyState(t, d.P, s.Id, provider.StateStopped)
 	assert.Equal(t, "killed: signal SIGKILL", got.ErrorReason)
 	assert.Zero(t, got.Port)
@@ -92,7 +108,7 @@ func TestDaemonRestartKeepsLiveChildren(t *testing.T) {
 	require.NoError(t, err)
 	lost, err := d.P.Create(ctx, provider.CreateRequest{Name: "lost", AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
-	keepPID, lostPID := workloadPID(t, keep), workloadPID(t, lost)
+	keepPID, lostPID := workloadPID(t, d.P, keep), workloadPID(t, d.P, lost)
 
 	d.Stop() // SIGTERM: children keep running
 	require.NoError(t, syscall.Kill(keepPID, 0), "a child survives its daemon")
@@ -106,7 +122,7 @@ func TestDaemonRestartKeepsLiveChildren(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, got.State)
 	assert.Equal(t, keep.Port, got.Port)
-	assert.Equal(t, keepPID, workloadPID(t, got), "the same process, adopted")
+	assert.Equal(t, keepPID, workloadPID(t, d2.P, got), "the same process, adopted")
 	gone := eventuallyState(t, d2.P, "lost", provider.StateStopped)
 	assert.Equal(t, "daemon restart: process gone", gone.ErrorReason)
 
@@ -118,7 +134,7 @@ func TestDaemonRestartKeepsLiveChildren(t *testing.T) {
 	restarted, err := d2.P.Start(ctx, "lost")
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, restarted.State)
-	assert.NotEqual(t, lostPID, workloadPID(t, restarted))
+	assert.NotEqual(t, lostPID, workloadPID(t, d2.P, restarted))
 }
 
 func TestKillNineOfTheDaemonMidCreateLeavesNoOrphan(t *testing.T) {
@@ -198,8 +214,7 @@ func TestStopStartPreservesTheDirectory(t *testing.T) {
 	require.NoError(t, err)
 	exec := func(s *provider.Sandbox, cmd string) string {
 		body, _ := json.Marshal(map[string]any{"command": cmd})
-		resp, err := http.Post(s.PreviewUrl+"/process/execute", "application/json", bytes.NewReader(body))
-		require.NoError(t, err)
+		resp := toolboxDo(t, d.P, s, http.MethodPost, "/process/execute", string(body))
 		defer resp.Body.Close()
 		var out struct {
 			ExitCode int    `json:"exitCode"`
@@ -256,7 +271,7 @@ func TestReapOnExit(t *testing.T) {
 	d := startDaemon(t, "", "AGENT_CONTROL_PLANE_REAP_ON_EXIT=1")
 	s, err := d.P.Create(context.Background(), provider.CreateRequest{})
 	require.NoError(t, err)
-	pid := workloadPID(t, s)
+	pid := workloadPID(t, d.P, s)
 	d.Stop()
 	assert.Error(t, syscall.Kill(pid, 0), "the child was stopped with the daemon")
 }

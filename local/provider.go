@@ -250,17 +250,24 @@ func (p *Provider) Resize(ctx context.Context, idOrName string, req provider.Res
 	return resp.JSON200, nil
 }
 
-func (p *Provider) PreviewURL(ctx context.Context, idOrName string, port int) (string, error) {
+// PreviewURL returns the URL of port on the host and the sandbox's token,
+// which the default workload (the toolbox) requires on every request.
+func (p *Provider) PreviewURL(ctx context.Context, idOrName string, port int) (*provider.Preview, error) {
 	ctx, cancel := p.withTimeout(ctx, DefaultTimeout)
 	defer cancel()
-	resp, err := p.client.GetPreviewUrlWithResponse(ctx, idOrName, &api.GetPreviewUrlParams{Port: port})
+	// Port 0 is the sandbox's own: the daemon's default when none is sent.
+	var params *api.GetPreviewUrlParams
+	if port != 0 {
+		params = &api.GetPreviewUrlParams{Port: port}
+	}
+	resp, err := p.client.GetPreviewUrlWithResponse(ctx, idOrName, params)
 	if err != nil {
-		return "", p.classify(err)
+		return nil, p.classify(err)
 	}
 	if err := p.check(resp.StatusCode(), resp.Body, resp.JSON200 != nil); err != nil {
-		return "", err
+		return nil, err
 	}
-	return resp.JSON200.Url, nil
+	return resp.JSON200, nil
 }
 
 func (p *Provider) EntrypointLogs(ctx context.Context, idOrName string) (*provider.EntrypointLogs, error) {

@@ -14,9 +14,10 @@ var _ provider.Toolboxer = (*Provider)(nil)
 // `sandplane toolbox` on the sandbox port.
 const defaultSnapshot = "default"
 
-// Toolbox returns the sandbox's preview URL: the default snapshot serves the
-// toolbox API on the sandbox port, so no proxy stands in between. Other
-// snapshots run whatever their config says and are unsupported.
+// Toolbox returns the sandbox's preview URL and the header carrying its
+// token: the default snapshot serves the toolbox API on the sandbox port, so
+// no proxy stands in between. Other snapshots run whatever their config says
+// and are unsupported.
 func (p *Provider) Toolbox(ctx context.Context, idOrName string) (string, http.Header, error) {
 	s, err := p.Get(ctx, idOrName)
 	if err != nil {
@@ -28,5 +29,13 @@ func (p *Provider) Toolbox(ctx context.Context, idOrName string) (string, http.H
 	if s.State != provider.StateStarted || s.PreviewUrl == "" {
 		return "", nil, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", s.Id, s.State)
 	}
-	return strings.TrimSuffix(s.PreviewUrl, "/"), http.Header{}, nil
+	preview, err := p.PreviewURL(ctx, s.Id, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	h := http.Header{}
+	if preview.Token != "" {
+		h.Set(provider.PreviewTokenHeader, preview.Token)
+	}
+	return strings.TrimSuffix(preview.Url, "/"), h, nil
 }

@@ -16,6 +16,7 @@ type (
 	Runtime        = api.Runtime
 	Info           = api.Info
 	EntrypointLogs = api.EntrypointLogs
+	Preview        = api.PreviewUrl
 	Event          = api.Event
 	EventType      = api.EventType
 )
@@ -48,6 +49,10 @@ const (
 	RuntimeNative = api.Native
 	RuntimeDocker = api.Docker
 )
+
+// PreviewTokenHeader carries Preview.Token on requests to Preview.Url, as
+// Daytona's proxy expects it.
+const PreviewTokenHeader = "X-Daytona-Preview-Token"
 
 // ErrorReasonAutoStopped is the errorReason of a sandbox stopped for idleness.
 const ErrorReasonAutoStopped = "auto_stopped"
@@ -106,10 +111,13 @@ type Provider interface {
 	// see Traits.ResizeIsNoop.
 	Resize(ctx context.Context, idOrName string, req ResizeRequest) (*Sandbox, error)
 
-	// PreviewURL returns where port of the sandbox is reachable; port 0 means
-	// the sandbox's own port. not_found, invalid_argument,
+	// PreviewURL returns where port of the sandbox is reachable (Url) and
+	// the token that requests to it send in the PreviewTokenHeader header;
+	// port 0 means the sandbox's own port. An empty Token means the URL
+	// carries its own authorisation (Daytona's signed preview URLs). The
+	// token is a secret: never log it. not_found, invalid_argument,
 	// failed_precondition (not started).
-	PreviewURL(ctx context.Context, idOrName string, port int) (string, error)
+	PreviewURL(ctx context.Context, idOrName string, port int) (*Preview, error)
 
 	// EntrypointLogs returns what the workload printed, with secret values
 	// redacted. not_found, unsupported.

@@ -151,11 +151,19 @@ func (a strictAPI) ResizeSandbox(ctx context.Context, req api.ResizeSandboxReque
 }
 
 func (a strictAPI) GetPreviewUrl(ctx context.Context, req api.GetPreviewUrlRequestObject) (api.GetPreviewUrlResponseObject, error) {
-	u, err := a.s.opts.Manager.PreviewURL(ctx, req.IdOrName, req.Params.Port)
+	p, err := a.s.opts.Manager.PreviewURL(ctx, req.IdOrName, req.Params.Port)
 	if err != nil {
 		return nil, err
 	}
-	return api.GetPreviewUrl200JSONResponse{Url: u}, nil
+	return previewResponse(p), nil
+}
+
+// previewResponse carries the sandbox's token, which no cache may keep.
+type previewResponse provider.Preview
+
+func (p previewResponse) VisitGetPreviewUrlResponse(w http.ResponseWriter) error {
+	w.Header().Set("Cache-Control", "no-store")
+	return api.GetPreviewUrl200JSONResponse(p).VisitGetPreviewUrlResponse(w)
 }
 
 func (a strictAPI) GetEntrypointLogs(ctx context.Context, req api.GetEntrypointLogsRequestObject) (api.GetEntrypointLogsResponseObject, error) {

@@ -139,7 +139,11 @@ func TestLifecycleOverHTTP(t *testing.T) {
 	assert.Equal(t, 200, do(t, ts, "POST", "/v1/sandboxes/web/resize", `{"cpu":2}`).status)
 	a = do(t, ts, "GET", "/v1/sandboxes/web/preview-url", "")
 	assert.Equal(t, 200, a.status)
-	assert.Contains(t, a.body, `"url":"http://127.0.0.1:`)
+	var preview provider.Preview
+	require.NoError(t, json.Unmarshal([]byte(a.body), &preview))
+	assert.Regexp(t, `^http://127\.0\.0\.1:[0-9]+$`, preview.Url)
+	assert.Regexp(t, `^[A-Za-z0-9_-]{43}$`, preview.Token, "the sandbox's secret, URL-safe")
+	assert.Equal(t, "no-store", a.header.Get("Cache-Control"), "no cache keeps the token")
 	assert.Equal(t, 200, do(t, ts, "GET", "/v1/sandboxes/web/entrypoint-logs", "").status)
 	a = do(t, ts, "POST", "/v1/sandboxes/web/stop", "")
 	assert.Equal(t, 200, a.status)

@@ -48,6 +48,9 @@ func validateCreate(req *provider.CreateRequest) error {
 		if k == "PORT" {
 			return provider.Errorf(provider.InvalidArgument, "env var PORT is set by the daemon to the sandbox port; remove it from envVars")
 		}
+		if k == TokenEnv {
+			return provider.Errorf(provider.InvalidArgument, "env var %s is set by the daemon to the sandbox's token; remove it from envVars", TokenEnv)
+		}
 	}
 	return nil
 }
@@ -210,6 +213,11 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 	env, err := m.readEnv(rec.ID)
 	if err != nil {
 		return provider.Errorf(provider.Internal, "read sandbox env: %w", err)
+	}
+	// The token joins the sandbox env, so that neither the daemon's env nor
+	// a snapshot's can replace it and every redaction of env values hides it.
+	if env[TokenEnv], err = m.sandboxToken(rec.ID); err != nil {
+		return provider.Errorf(provider.Internal, "sandbox token: %w", err)
 	}
 	port, err := m.ports.allocate(rec.LastPort)
 	if err != nil {
@@ -742,26 +750,32 @@ func (m *Manager) Resize(ctx context.Context, idOrName string, req provider.Resi
 	return m.Get(ctx, idOrName)
 }
 
-// PreviewURL returns where port of the sandbox is reachable from the host;
-// 0 means the sandbox port. failed_precondition when not started.
-func (m *Manager) PreviewURL(ctx context.Context, idOrName string, port int) (string, error) {
+// PreviewURL returns where port of the sandbox is reachable from the host,
+// 0 meaning the sandbox port, and the sandbox's token. failed_precondition
+// when not started.
+func (m *Manager) PreviewURL(ctx context.Context, idOrName string, port int) (provider.Preview, error) {
 	if port < 0 || port > 65535 {
-		return "", provider.Errorf(provider.InvalidArgument, "port %d is out of range 1-65535", port)
+		return provider.Preview{}, provider.Errorf(provider.InvalidArgument, "port %d is out of range 1-65535", port)
 	}
 	s, err := m.Get(ctx, idOrName)
 	if err != nil {
-		return "", err
+		return provider.Preview{}, err
 	}
 	if s.State != provider.StateStarted {
-		return "", provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", s.Id, s.State)
+		return provider.Preview{}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", s.Id, s.State)
 	}
-	if port == 0 || port == s.Port {
-		return m.previewURL(s.Port), nil
+	if port != 0 && port != s.Port && s.Runtime == provider.RuntimeDocker {
+		return provider.Preview{}, provider.Errorf(provider.InvalidArgument, "only the sandbox port %d is published for docker sandboxes", s.Port)
 	}
-	if s.Runtime == provider.RuntimeDocker {
-		return "", provider.Errorf(provider.InvalidArgument, "only the sandbox port %d is published for docker sandboxes", s.Port)
+	if port == 0 {
+		port = s.Port
 	}
-	return m.previewURL(port), nil
+	// A workload started before sandboxes had tokens has none yet ("").
+	tok, err := m.readToken(s.Id)
+	if err != nil {
+		return provider.Preview{}, provider.Errorf(provider.Internal, "read sandbox token: %w", err)
+	}
+	return provider.Preview{Url: m.previewURL(port), Token: tok}, nil
 }
 
 // EntrypointLogs returns the workload's output with env values redacted.
@@ -780,6 +794,9 @@ func (m *Manager) EntrypointLogs(ctx context.Context, idOrName string) (provider
 	env, err := m.readEnv(rec.ID)
 	if err != nil {
 		return provider.EntrypointLogs{}, provider.Errorf(provider.Internal, "read sandbox env: %w", err)
+	}
+	if env[TokenEnv], err = m.readToken(rec.ID); err != nil {
+		return provider.EntrypointLogs{}, provider.Errorf(provider.Internal, "read sandbox token: %w", err)
 	}
 	rt, err := m.runtimeOf(rec)
 	if err != nil {

@@ -204,6 +204,8 @@ func TestEnvProvenanceAndRedaction(t *testing.T) {
 	h := newHarness(t)
 	s := h.create(provider.CreateRequest{Id: "env", EnvVars: map[string]string{"SHARED": "from-request", "TOKEN": "request-secret"}})
 	spec := h.rt.Specs()[0]
+	tok, err := h.m.readToken("env")
+	require.NoError(t, err)
 	assert.Equal(t, map[string]string{
 		"PATH":          "/usr/bin",
 		"FROM_SNAPSHOT": "s",
@@ -211,6 +213,7 @@ func TestEnvProvenanceAndRedaction(t *testing.T) {
 		"SHARED":        "from-request",
 		"TOKEN":         "request-secret",
 		"PORT":          itoa(s.Port),
+		TokenEnv:        tok,
 	}, spec.Env)
 	fi, err := os.Stat(filepath.Join(h.root, "env", envFile))
 	require.NoError(t, err)
@@ -278,10 +281,11 @@ func TestPreviewURL(t *testing.T) {
 	s := h.create(provider.CreateRequest{Id: "p"})
 	u, err := h.m.PreviewURL(ctx, "p", 0)
 	require.NoError(t, err)
-	assert.Equal(t, s.PreviewUrl, u)
+	assert.Equal(t, s.PreviewUrl, u.Url)
+	assert.NotEmpty(t, u.Token)
 	u, err = h.m.PreviewURL(ctx, "p", 8080)
 	require.NoError(t, err)
-	assert.Equal(t, "http://127.0.0.1:8080", u)
+	assert.Equal(t, "http://127.0.0.1:8080", u.Url)
 	_, err = h.m.PreviewURL(ctx, "p", 70000)
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
 	_, err = h.m.Stop(ctx, "p")
