@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"github.com/sandplane/sandplane/provider"
@@ -112,4 +113,18 @@ type Runtime interface {
 type Prober interface {
 	// Probe reports whether the workload behind h serves on port.
 	Probe(ctx context.Context, h Handle, port int) (bool, error)
+}
+
+// PortLister is implemented by runtimes whose workloads share the host's
+// network stack (native processes), where a port number alone does not say
+// whose it is. A proxy that must reach only a sandbox's own ports asks it
+// which sockets the sandbox listens on.
+type PortLister interface {
+	// ListeningPorts returns the local addresses of the TCP sockets in LISTEN
+	// state that the processes of h's sandbox hold: the workload and every
+	// process of its PID namespace, or, when it shares the caller's, its
+	// descendants and the members of its session. A workload that is not
+	// running listens on nothing (no error). The answer is read at the time
+	// of the call, never cached. unavailable: /proc cannot be read.
+	ListeningPorts(ctx context.Context, h Handle) ([]netip.AddrPort, error)
 }

@@ -1,0 +1,321 @@
+package native
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sandplane/sandplane/local/runtime"
+)
+
+var _ runtime.PortLister = (*Runtime)(nil)
+
+// tcpListen is the LISTEN state in /proc/net/tcp.
+const tcpListen = "0A"
+
+// member is a process of a sandbox. The start time lets a scan notice that
+// a pid was reused while it looked.
+type member struct {
+	pid   int
+	start uint64
+}
+
+// ListeningPorts returns the TCP sockets in LISTEN state held by the
+// processes of h's sandbox, read from /proc at the time of the call.
+//
+// The sandbox's processes are those of h's PID namespace when it has one of
+// its own (or of the namespace it made for its children, as `unshare --pid
+// --fork` does). Otherwise they are h's descendants and the members of its
+// session, which covers servers started in the background (`nohup srv &`)
+// whose parent has exited; a process that calls setsid and is reparented
+// leaves the sandbox, so such a port is never reached (the safe side).
+//
+// Sockets are matched by inode against the tables of each process's own
+// network namespace (/proc/PID/net/tcp and tcp6), so a sandbox in a network
+// namespace of its own is read correctly.
+func (r *Runtime) ListeningPorts(ctx context.Context, h runtime.Handle) ([]netip.AddrPort, error) {
+	running, err := alive(h)
+	if err != nil || !running {
+		return nil, err
+	}
+	procs, err := sandboxProcs(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	inodes, nets := socketsOf(procs)
+	if len(inodes) == 0 {
+		return nil, nil
+	}
+	return listeners(nets, inodes)
+}
+
+func procPath(pid int, rest string) string {
+	return procRoot + "/" + strconv.Itoa(pid) + "/" + rest
+}
+
+// nsOf names the namespace of kind ("pid", "pid_for_children", "net") that
+// pid is in, as "pid:[4026531836]".
+func nsOf(pid int, kind string) (string, error) {
+	return os.Readlink(procPath(pid, "ns/"+kind))
+}
+
+// sandboxProcs lists the processes of h's sandbox, h's own included.
+func sandboxProcs(ctx context.Context, h runtime.Handle) ([]member, error) {
+	own, err := os.Readlink(procRoot + "/self/ns/pid")
+	if err != nil {
+		return nil, classify(phaseInspect, "read own PID namespace", err)
+	}
+	ns, err := nsOf(h.PID, "pid")
+	if gone(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify(phaseInspect, fmt.Sprintf("read the PID namespace of process %d", h.PID), err)
+	}
+	self := member{h.PID, h.StartTime}
+	if ns != own {
+		return inNamespace(ctx, ns, self)
+	}
+	if kids, err := nsOf(h.PID, "pid_for_children"); err == nil && kids != own {
+		return inNamespace(ctx, kids, self)
+	}
+	return descendants(ctx, self)
+}
+
+// eachProc calls f for every pid in /proc.
+func eachProc(ctx context.Context, f func(pid int)) error {
+	entries, err := os.ReadDir(procRoot)
+	if err != nil {
+		return classify(phaseInspect, "list processes", err)
+	}
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			f(pid)
+		}
+	}
+	return nil
+}
+
+// inNamespace lists the processes of PID namespace ns, plus self.
+func inNamespace(ctx context.Context, ns string, self member) ([]member, error) {
+	out := []member{self}
+	err := eachProc(ctx, func(pid int) {
+		if pid == self.pid {
+			return
+		}
+		// Other users' processes and processes that just ended are
+		// unreadable, and neither can be the sandbox's.
+		if got, err := nsOf(pid, "pid"); err != nil || got != ns {
+			return
+		}
+		if st, err := readStat(pid); err == nil && !st.Zombie() {
+			out = append(out, member{pid, st.StartTime})
+		}
+	})
+	return out, err
+}
+
+// descendants lists self, its descendants and the members of its session
+// (self leads a session of its own: Start made it with setsid).
+func descendants(ctx context.Context, self member) ([]member, error) {
+	type proc struct {
+		member
+		ppid int
+	}
+	children := map[int][]proc{}
+	var session []member
+	err := eachProc(ctx, func(pid int) {
+		b, err := os.ReadFile(procPath(pid, "stat"))
+		if err != nil {
+			return
+		}
+		st, err1 := parseStat(b)
+		ppid, err2 := parsePPID(b)
+		if err1 != nil || err2 != nil || st.Zombie() || pid == self.pid {
+			return
+		}
+		p := proc{member{pid, st.StartTime}, ppid}
+		children[ppid] = append(children[ppid], p)
+		if st.Session == self.pid {
+			session = append(session, p.member)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := append([]member{self}, session...)
+	seen := map[int]bool{}
+	for _, m := range out {
+		seen[m.pid] = true
+	}
+	for i := 0; i < len(out); i++ {
+		for _, c := range children[out[i].pid] {
+			if !seen[c.pid] {
+				seen[c.pid] = true
+				out = append(out, c.member)
+			}
+		}
+	}
+	return out, nil
+}
+
+// parsePPID reads the parent pid (field 4) of a /proc/PID/stat line.
+func parsePPID(b []byte) (int, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errMalformedStat
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, errMalformedStat
+	}
+	return strconv.Atoi(f[4-3])
+}
+
+// socketsOf returns the inodes of the sockets procs hold, and for each
+// network namespace among them the pids that can read its tables.
+func socketsOf(procs []member) (inodes map[uint64]bool, nets map[string][]int) {
+	inodes, nets = map[uint64]bool{}, map[string][]int{}
+	for _, m := range procs {
+		found := socketInodes(m.pid)
+		if len(found) == 0 {
+			continue
+		}
+		net, err := nsOf(m.pid, "net")
+		if err != nil {
+			continue
+		}
+		// A pid reused during the scan holds someone else's sockets.
+		if st, err := readStat(m.pid); err != nil || st.StartTime != m.start {
+			continue
+		}
+		for _, ino := range found {
+			inodes[ino] = true
+		}
+		nets[net] = append(nets[net], m.pid)
+	}
+	return inodes, nets
+}
+
+// socketInodes lists the inodes of the sockets among pid's open files.
+func socketInodes(pid int) []uint64 {
+	dir := procPath(pid, "fd")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []uint64
+	for _, e := range entries {
+		link, err := os.Readlink(dir + "/" + e.Name())
+		if err != nil {
+			continue
+		}
+		rest, ok := strings.CutPrefix(link, "socket:[")
+		if !ok {
+			continue
+		}
+		if ino, err := strconv.ParseUint(strings.TrimSuffix(rest, "]"), 10, 64); err == nil {
+			out = append(out, ino)
+		}
+	}
+	return out
+}
+
+// listeners reads each network namespace's TCP tables through one of its
+// processes and keeps the listening sockets among inodes.
+func listeners(nets map[string][]int, inodes map[uint64]bool) ([]netip.AddrPort, error) {
+	var out []netip.AddrPort
+	for _, pids := range nets {
+		var errs []error
+		for _, pid := range pids {
+			found, err := readTables(pid, inodes)
+			if err == nil {
+				out = append(out, found...)
+				errs = nil
+				break
+			}
+			errs = append(errs, err)
+		}
+		// Every process of the namespace ended meanwhile: its sockets are
+		// gone too. Anything else is a real failure to read.
+		for _, err := range errs {
+			if !gone(err) {
+				return nil, classify(phaseInspect, "read the sandbox's TCP sockets", err)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b netip.AddrPort) int { return a.Compare(b) })
+	return slices.Compact(out), nil
+}
+
+func readTables(pid int, inodes map[uint64]bool) ([]netip.AddrPort, error) {
+	var out []netip.AddrPort
+	for _, name := range []string{"net/tcp", "net/tcp6"} {
+		b, err := os.ReadFile(procPath(pid, name))
+		if errors.Is(err, os.ErrNotExist) && name == "net/tcp6" {
+			continue // IPv6 is off
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, parseTCPTable(b, inodes)...)
+	}
+	return out, nil
+}
+
+// parseTCPTable returns the local addresses of the LISTEN sockets of a
+// /proc/net/tcp or tcp6 table whose inode is in inodes. Lines it cannot
+// read are skipped.
+func parseTCPTable(b []byte, inodes map[uint64]bool) []netip.AddrPort {
+	var out []netip.AddrPort
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+		f := strings.Fields(sc.Text())
+		if len(f) < 10 || f[3] != tcpListen {
+			continue
+		}
+		ino, err := strconv.ParseUint(f[9], 10, 64)
+		if err != nil || !inodes[ino] {
+			continue
+		}
+		if ap, ok := parseHexAddrPort(f[1]); ok {
+			out = append(out, ap)
+		}
+	}
+	return out
+}
+
+// parseHexAddrPort decodes the kernel's "0100007F:1F90": the address as
+// 32-bit words in host byte order, the port in plain hex.
+func parseHexAddrPort(s string) (netip.AddrPort, bool) {
+	a, p, ok := strings.Cut(s, ":")
+	if !ok || len(p) != 4 || len(a) != 8 && len(a) != 32 {
+		return netip.AddrPort{}, false
+	}
+	port, err := strconv.ParseUint(p, 16, 16)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	raw, err := hex.DecodeString(a)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	for i := 0; i < len(raw); i += 4 {
+		binary.NativeEndian.PutUint32(raw[i:], binary.BigEndian.Uint32(raw[i:]))
+	}
+	addr, _ := netip.AddrFromSlice(raw)
+	return netip.AddrPortFrom(addr, uint16(port)), true
+}
