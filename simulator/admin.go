@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,16 +11,86 @@ import (
 
 // Info describes a running simulator (GET /_sim/info).
 type Info struct {
-	Profile        string          `json:"profile"`
-	Backend        string          `json:"backend"`
-	Minute         string          `json:"minute"`
-	Seed           uint64          `json:"seed"`
-	Sandboxes      int             `json:"sandboxes"`
+	Profile string `json:"profile"`
+	Backend string `json:"backend"`
+	Minute  string `json:"minute"`
+	Seed    uint64 `json:"seed"`
+	// Sandboxes counts the sandboxes of the call's organization (or of
+	// every one, for org=all); absent when the call names none.
+	Sandboxes      *int            `json:"sandboxes,omitempty"`
 	Validation     bool            `json:"validation"`
 	SpecExceptions []SpecException `json:"specExceptions"`
 }
 
-// adminRoutes serves the test-facing API under /_sim/:
+const (
+	// AdminOrgParam names the organization an admin call acts on: an
+	// organizationId, or AllOrgs.
+	AdminOrgParam = "org"
+	// AllOrgs is the AdminOrgParam value of a call that acts on every
+	// organization.
+	AllOrgs = "all"
+	// AdminAPIKeyHeader carries an API key whose organization an admin call
+	// acts on, in place of AdminOrgParam.
+	AdminAPIKeyHeader = "X-Sim-Api-Key"
+)
+
+// scope is the organizations an admin call acts on: one, or all.
+type scope struct {
+	org string
+	all bool
+}
+
+// everyOrg is the scope of the Go API, which the embedding test owns.
+var everyOrg = scope{all: true}
+
+// owns reports whether state of org (or global state, for "") is in sc.
+// A single organization's scope never owns global state.
+func (sc scope) owns(org string) bool { return sc.all || org != "" && org == sc.org }
+
+// faultOrg is the Org a fault added in sc gets: "" (everyone) for all.
+func (sc scope) faultOrg() string { return sc.org }
+
+// adminScope reads the organization an admin call names. ok is false when
+// it names none.
+func (s *Simulator) adminScope(r *http.Request) (sc scope, ok bool, e *apiError) {
+	param := r.URL.Query().Get(AdminOrgParam)
+	key := r.Header.Get(AdminAPIKeyHeader)
+	if param == AllOrgs {
+		if key != "" {
+			return scope{}, false, errorf(http.StatusBadRequest, "org=all acts on every organization: drop the %s header", AdminAPIKeyHeader)
+		}
+		return everyOrg, true, nil
+	}
+	if key != "" {
+		if len(s.cfg.APIKeys) > 0 && !containsSecret(s.cfg.APIKeys, key) {
+			return scope{}, false, errorf(http.StatusUnauthorized, "the %s header holds no accepted API key", AdminAPIKeyHeader)
+		}
+		org := orgOf(key)
+		if param != "" && param != org {
+			return scope{}, false, errorf(http.StatusBadRequest, "org=%s is not the organization of the API key in %s", param, AdminAPIKeyHeader)
+		}
+		return scope{org: org}, true, nil
+	}
+	if param != "" {
+		return scope{org: param}, true, nil
+	}
+	return scope{}, false, nil
+}
+
+// errNoScope is the answer to an admin call that changes or reads an
+// organization's state without naming one.
+var errNoScope = errorf(http.StatusBadRequest,
+	"an admin call acts on one organization: name it with ?%s=ORGANIZATION_ID or the header %s set to one of its API keys, or ask for every organization with ?%s=%s",
+	AdminOrgParam, AdminAPIKeyHeader, AdminOrgParam, AllOrgs)
+
+// AdminKey is the bearer key of the admin API: Config.AdminKey, or the one
+// New generated.
+func (s *Simulator) AdminKey() string { return s.cfg.AdminKey }
+
+// adminRoutes serves the test-facing API under /_sim/. Every call needs
+// Authorization: Bearer <admin key> and, except GET /_sim/info, names the
+// organization it acts on (?org=<organizationId>, the header X-Sim-Api-Key:
+// <API key>, or ?org=all for every organization):
 //
 //	GET    /_sim/info                      profile, backend, counts, spec exceptions
 //	GET    /_sim/faults                    scripted faults
@@ -31,31 +102,60 @@ type Info struct {
 //	GET    /_sim/cost                      CostReport; query overrides the prices
 //	POST   /_sim/sandboxes/{id}/vanish     make a sandbox disappear
 //	POST   /_sim/jobs/run                  run the auto-stop/archive/delete jobs now
-//
-// When API keys are configured, the admin API wants one of them too.
 func (s *Simulator) adminRoutes(mux *http.ServeMux) {
-	h := func(pattern string, f func(w http.ResponseWriter, r *http.Request)) {
+	authorised := func(w http.ResponseWriter, r *http.Request) bool {
+		if subtle.ConstantTimeCompare([]byte(bearer(r)), []byte(s.cfg.AdminKey)) != 1 {
+			s.writeAPIError(w, r, errorf(http.StatusUnauthorized,
+				"the admin API wants the simulator's admin key as its bearer token (--admin-key, $SANDPLANE_SIM_ADMIN_KEY, or the one sandplane sim printed at start)"))
+			return false
+		}
+		return true
+	}
+	// h serves a call that acts on the organizations of its scope.
+	h := func(pattern string, f func(w http.ResponseWriter, r *http.Request, sc scope)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			if len(s.cfg.APIKeys) > 0 {
-				if _, err := s.authenticate(r); err != nil {
-					s.writeAPIError(w, r, err)
-					return
-				}
+			if !authorised(w, r) {
+				return
 			}
-			f(w, r)
+			sc, ok, err := s.adminScope(r)
+			if err == nil && !ok {
+				err = errNoScope
+			}
+			if err != nil {
+				s.writeAPIError(w, r, err)
+				return
+			}
+			f(w, r, sc)
 		})
 	}
-	h("GET /_sim/info", func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		n := len(s.byID)
-		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, Info{Profile: s.cfg.Profile.Name, Backend: s.backend.Name(), Minute: s.cfg.Minute.String(),
-			Seed: s.cfg.Seed, Sandboxes: n, Validation: s.spec != nil && !s.cfg.DisableValidation, SpecExceptions: SpecExceptions()})
+	mux.HandleFunc("GET /_sim/info", func(w http.ResponseWriter, r *http.Request) {
+		if !authorised(w, r) {
+			return
+		}
+		sc, scoped, err := s.adminScope(r)
+		if err != nil {
+			s.writeAPIError(w, r, err)
+			return
+		}
+		info := Info{Profile: s.cfg.Profile.Name, Backend: s.backend.Name(), Minute: s.cfg.Minute.String(),
+			Seed: s.cfg.Seed, Validation: s.spec != nil && !s.cfg.DisableValidation, SpecExceptions: SpecExceptions()}
+		if scoped {
+			n := 0
+			s.mu.Lock()
+			for _, sb := range s.byID {
+				if sb.OrgID != warmPoolOrg && sc.owns(sb.OrgID) {
+					n++
+				}
+			}
+			s.mu.Unlock()
+			info.Sandboxes = &n
+		}
+		writeJSON(w, http.StatusOK, info)
 	})
-	h("GET /_sim/faults", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.faults.snapshot())
+	h("GET /_sim/faults", func(w http.ResponseWriter, r *http.Request, sc scope) {
+		writeJSON(w, http.StatusOK, s.faults.snapshot(sc))
 	})
-	h("POST /_sim/faults", func(w http.ResponseWriter, r *http.Request) {
+	h("POST /_sim/faults", func(w http.ResponseWriter, r *http.Request, sc scope) {
 		b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if err != nil {
 			s.writeAPIError(w, r, errorf(http.StatusBadRequest, "could not read body"))
@@ -74,10 +174,17 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 			return
 		}
 		out := make([]Fault, 0, len(list))
-		for _, f := range list {
+		for i, f := range list {
 			if f.Op == "" {
 				s.writeAPIError(w, r, errorf(http.StatusBadRequest, "a fault needs an op (an operationId, toolbox, preview or *)"))
 				return
+			}
+			if !sc.all {
+				if f.Org != "" && f.Org != sc.org {
+					s.writeAPIError(w, r, errorf(http.StatusBadRequest, "the fault names org %s, not the organization of this call", f.Org))
+					return
+				}
+				list[i].Org = sc.faultOrg()
 			}
 		}
 		for _, f := range list {
@@ -85,31 +192,31 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusCreated, out)
 	})
-	h("DELETE /_sim/faults", func(w http.ResponseWriter, r *http.Request) {
-		s.faults.clear()
+	h("DELETE /_sim/faults", func(w http.ResponseWriter, r *http.Request, sc scope) {
+		s.faults.clear(sc)
 		w.WriteHeader(http.StatusNoContent)
 	})
-	h("PUT /_sim/faults/random", func(w http.ResponseWriter, r *http.Request) {
+	h("PUT /_sim/faults/random", func(w http.ResponseWriter, r *http.Request, sc scope) {
 		var rf RandomFaults
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&rf); err != nil {
 			s.writeAPIError(w, r, errorf(http.StatusBadRequest, "invalid random faults: %v", err))
 			return
 		}
-		s.faults.setRandom(&rf)
+		s.faults.setRandom(sc.faultOrg(), &rf)
 		writeJSON(w, http.StatusOK, rf)
 	})
-	h("DELETE /_sim/faults/random", func(w http.ResponseWriter, r *http.Request) {
-		s.faults.setRandom(nil)
+	h("DELETE /_sim/faults/random", func(w http.ResponseWriter, r *http.Request, sc scope) {
+		s.faults.setRandom(sc.faultOrg(), nil)
 		w.WriteHeader(http.StatusNoContent)
 	})
-	h("GET /_sim/calls", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"calls": s.calls.snapshot(), "counts": s.calls.counts()})
+	h("GET /_sim/calls", func(w http.ResponseWriter, r *http.Request, sc scope) {
+		writeJSON(w, http.StatusOK, map[string]any{"calls": s.calls.snapshot(sc), "counts": s.calls.counts(sc)})
 	})
-	h("DELETE /_sim/calls", func(w http.ResponseWriter, r *http.Request) {
-		s.calls.reset()
+	h("DELETE /_sim/calls", func(w http.ResponseWriter, r *http.Request, sc scope) {
+		s.calls.reset(sc)
 		w.WriteHeader(http.StatusNoContent)
 	})
-	h("GET /_sim/cost", func(w http.ResponseWriter, r *http.Request) {
+	h("GET /_sim/cost", func(w http.ResponseWriter, r *http.Request, sc scope) {
 		p := s.cfg.Prices
 		q := r.URL.Query()
 		for key, dst := range map[string]*float64{"cpuPerSecond": &p.CPUPerSecond, "memoryGiBPerSecond": &p.MemoryGiBPerSecond,
@@ -131,28 +238,31 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 			}
 			p.FreeDiskGiB = n
 		}
-		writeJSON(w, http.StatusOK, s.Cost(p))
+		writeJSON(w, http.StatusOK, s.cost(p, sc))
 	})
-	h("POST /_sim/sandboxes/{id}/vanish", func(w http.ResponseWriter, r *http.Request) {
-		if !s.Vanish(r.PathValue("id")) {
+	h("POST /_sim/sandboxes/{id}/vanish", func(w http.ResponseWriter, r *http.Request, sc scope) {
+		if !s.vanish(r.PathValue("id"), sc) {
 			s.writeAPIError(w, r, notFound(r.PathValue("id")))
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	h("POST /_sim/jobs/run", func(w http.ResponseWriter, r *http.Request) {
-		s.RunJobs()
+	h("POST /_sim/jobs/run", func(w http.ResponseWriter, r *http.Request, sc scope) {
+		s.runJobs(sc)
 		w.WriteHeader(http.StatusNoContent)
 	})
 }
 
 // Vanish makes the sandbox with this id disappear, as if deleted out of
 // band. It reports whether there was such a sandbox.
-func (s *Simulator) Vanish(id string) bool {
+func (s *Simulator) Vanish(id string) bool { return s.vanish(id, everyOrg) }
+
+// vanish is Vanish for a sandbox of sc.
+func (s *Simulator) vanish(id string, sc scope) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sb := s.byID[id]
-	if sb == nil || sb.gone {
+	if sb == nil || sb.gone || !sc.owns(sb.OrgID) {
 		return false
 	}
 	s.vanishLocked(sb)

@@ -3,6 +3,8 @@ package simulator
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/url"
 )
 
@@ -33,15 +35,46 @@ type Backend interface {
 	// Remove stops the workload if needed and deletes everything it had.
 	// Idempotent.
 	Remove(ctx context.Context, sandboxID string) error
-	// PortURL returns where preview traffic for port of a running sandbox
-	// goes, or ErrNoWorkload.
-	PortURL(sandboxID string, port int) (*url.URL, error)
+	// Toolbox returns the route to the toolbox of a running sandbox, with
+	// the sandbox's own secret as the Route's Token. Like Port, it never
+	// leads anywhere but to the sandbox: ErrNotListening when no process of
+	// the sandbox serves the toolbox's port, ErrNoWorkload without one.
+	Toolbox(ctx context.Context, sandboxID string) (Route, error)
+	// Port returns the route to port of a running sandbox, only when a
+	// process of that sandbox listens on it: ErrNotListening otherwise,
+	// whatever else may listen on that port of the host. ErrNoWorkload when
+	// the backend has no workloads.
+	Port(ctx context.Context, sandboxID string, port int) (Route, error)
 	// Close releases the backend; workloads still running are removed.
 	Close() error
 }
 
-// ErrNoWorkload is returned by backends that have no workload to reach.
-var ErrNoWorkload = errors.New("this simulator runs without workloads (backend none)")
+// Route is where the proxy sends a request for a sandbox.
+type Route struct {
+	// URL is the base the request's path is appended to.
+	URL *url.URL
+	// Host is the Host header the workload sees.
+	Host string
+	// Token, when set, is the sandbox's own secret, which the proxy sends as
+	// X-Daytona-Preview-Token in place of the caller's credentials.
+	Token string
+	// Transport carries the request. Its pooled connections lead to this
+	// sandbox's workload only.
+	Transport http.RoundTripper
+}
+
+var (
+	// ErrNoWorkload is returned by backends that have no workload to reach.
+	ErrNoWorkload = errors.New("this simulator runs without workloads (backend none)")
+	// ErrNotListening says that no process of the sandbox listens on the
+	// port a request asked for.
+	ErrNotListening = errors.New("sandbox workload unreachable")
+)
+
+// notListening is ErrNotListening for one sandbox and port.
+func notListening(sandboxID string, port int) error {
+	return fmt.Errorf("%w: no process of sandbox %s listens on port %d", ErrNotListening, sandboxID, port)
+}
 
 type noneBackend struct{}
 
@@ -50,9 +83,10 @@ type noneBackend struct{}
 // free. It is the choice for large, fast runs.
 func NoneBackend() Backend { return noneBackend{} }
 
-func (noneBackend) Name() string                                    { return "none" }
-func (noneBackend) Start(context.Context, Workload) (string, error) { return "", nil }
-func (noneBackend) Stop(context.Context, string, bool) error        { return nil }
-func (noneBackend) Remove(context.Context, string) error            { return nil }
-func (noneBackend) PortURL(string, int) (*url.URL, error)           { return nil, ErrNoWorkload }
-func (noneBackend) Close() error                                    { return nil }
+func (noneBackend) Name() string                                     { return "none" }
+func (noneBackend) Start(context.Context, Workload) (string, error)  { return "", nil }
+func (noneBackend) Stop(context.Context, string, bool) error         { return nil }
+func (noneBackend) Remove(context.Context, string) error             { return nil }
+func (noneBackend) Toolbox(context.Context, string) (Route, error)   { return Route{}, ErrNoWorkload }
+func (noneBackend) Port(context.Context, string, int) (Route, error) { return Route{}, ErrNoWorkload }
+func (noneBackend) Close() error                                     { return nil }

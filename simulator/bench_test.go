@@ -155,7 +155,7 @@ func BenchmarkSimMemory10kSandboxes(b *testing.B) {
 		}
 		last = fmt.Sprintf("sb-%d", i)
 	}
-	sim.calls.reset() // the call log is bounded and not part of the sandboxes
+	sim.calls.reset(everyOrg) // the call log is bounded and not part of the sandboxes
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	heap := float64(after.HeapAlloc) - float64(before.HeapAlloc)

@@ -1,9 +1,14 @@
 package simulator
 
 import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
+	mrand "math/rand/v2"
+	"net/url"
+	"slices"
 	"time"
 
 	"github.com/sandplane/sandplane/provider/clock"
@@ -17,6 +22,15 @@ type Config struct {
 	// APIKeys are the accepted bearer keys; empty accepts any key. Each key
 	// is its own organization, as a Daytona API key is.
 	APIKeys []string
+	// AdminKey is the bearer key of the /_sim admin API, which no API key
+	// opens. Empty: New generates one (see Simulator.AdminKey).
+	AdminKey string
+	// AnyHost answers requests whatever their Host header. Off, only
+	// loopback names, *.localhost and BaseURL's host (with the preview
+	// form <port>-<id>.<that host>) are answered, so that a web page cannot
+	// reach a simulator on loopback through DNS rebinding. Turn it on only
+	// for a listener on a network address; New refuses it without APIKeys.
+	AnyHost bool
 	// Profile holds the transition delays. Default: InstantProfile().
 	Profile Profile
 	// Minute is the length of one interval minute (autoStopInterval and
@@ -67,7 +81,7 @@ type Snapshot struct {
 // Range is a delay drawn uniformly from [Min, Max].
 type Range struct{ Min, Max time.Duration }
 
-func (r Range) draw(rng *rand.Rand) time.Duration {
+func (r Range) draw(rng *mrand.Rand) time.Duration {
 	if r.Max <= r.Min {
 		return r.Min
 	}
@@ -171,7 +185,7 @@ func (c Config) withDefaults() Config {
 		c.Backend = NoneBackend()
 	}
 	if c.Seed == 0 {
-		c.Seed = rand.Uint64()
+		c.Seed = mrand.Uint64()
 	}
 	if c.DefaultSnapshot == "" {
 		c.DefaultSnapshot = defaultSnapshot
@@ -189,6 +203,34 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
+}
+
+// secure checks the settings that guard the simulator and makes the admin
+// key when none is given.
+func (c *Config) secure() error {
+	if c.AnyHost && len(c.APIKeys) == 0 {
+		return errors.New("simulator: answering any Host (a network listener) needs APIKeys: with none, any key is accepted")
+	}
+	if slices.Contains(c.APIKeys, "") {
+		return errors.New("simulator: an empty API key")
+	}
+	if c.AdminKey == "" {
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return fmt.Errorf("simulator: make the admin key: %w", err)
+		}
+		c.AdminKey = base64.RawURLEncoding.EncodeToString(b)
+	}
+	if slices.Contains(c.APIKeys, c.AdminKey) {
+		return errors.New("simulator: the admin key is also an API key: pick another")
+	}
+	if c.BaseURL != "" {
+		u, err := url.Parse(c.BaseURL)
+		if err != nil || u.Hostname() == "" || u.Scheme != "http" && u.Scheme != "https" {
+			return fmt.Errorf("simulator: base URL %q is not an http(s) URL with a host", c.BaseURL)
+		}
+	}
+	return nil
 }
 
 // scaled shrinks a Daytona wall-clock period by Minute, for the timings that

@@ -106,7 +106,10 @@ func (p Prices) cost(l *ledger, running, stopped time.Duration) float64 {
 
 // Cost reports the running and stopped seconds of every sandbox so far, the
 // warm pool excluded, priced with p (the configured prices when p is zero).
-func (s *Simulator) Cost(p Prices) CostReport {
+func (s *Simulator) Cost(p Prices) CostReport { return s.cost(p, everyOrg) }
+
+// cost is Cost for the sandboxes of sc.
+func (s *Simulator) cost(p Prices, sc scope) CostReport {
 	if p == (Prices{}) {
 		p = s.cfg.Prices
 	}
@@ -115,7 +118,7 @@ func (s *Simulator) Cost(p Prices) CostReport {
 	ledgers := append([]*ledger(nil), s.ledgers...)
 	rep := CostReport{Prices: p, Sandboxes: make([]SandboxCost, 0, len(ledgers))}
 	for _, l := range ledgers {
-		if l.OrgID == warmPoolOrg {
+		if l.OrgID == warmPoolOrg || !sc.owns(l.OrgID) {
 			continue
 		}
 		run, stop := l.totals(now)

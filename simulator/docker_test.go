@@ -6,9 +6,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/local/runtime"
 	"github.com/sandplane/sandplane/local/runtime/docker"
 	"github.com/sandplane/sandplane/local/runtime/docker/dockertest"
 	"github.com/sandplane/sandplane/provider/clock"
@@ -80,13 +83,34 @@ func dockerHarness(t *testing.T) (*harness, *client.Client, string) {
 		}
 	})
 	be, err := NewRuntimeBackend(RuntimeBackendConfig{
-		Runtime:   rt,
-		Root:      root,
-		Image:     tag,
-		StopGrace: 2 * time.Second,
+		Runtime:      rt,
+		Root:         root,
+		Image:        tag,
+		StopGrace:    2 * time.Second,
+		WorkloadAddr: containerAddr(cli),
 	})
 	require.NoError(t, err)
 	return newHarness(t, func(c *Config) { c.Backend = be }), cli, root
+}
+
+// containerAddr is the docker backend's WorkloadAddr, as `sandplane sim`
+// wires it: the running container's IP on its network.
+func containerAddr(cli *client.Client) func(context.Context, runtime.Handle) (netip.Addr, error) {
+	return func(ctx context.Context, h runtime.Handle) (netip.Addr, error) {
+		c, err := cli.ContainerInspect(ctx, h.ContainerID)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		if c.State == nil || !c.State.Running || c.NetworkSettings == nil {
+			return netip.Addr{}, errors.New("the container is not running")
+		}
+		for _, n := range c.NetworkSettings.Networks {
+			if ip, err := netip.ParseAddr(n.IPAddress); err == nil {
+				return ip, nil
+			}
+		}
+		return netip.Addr{}, errors.New("the container has no IP address")
+	}
 }
 
 // containersOf lists every container, running or not, labelled with root.
@@ -162,4 +186,31 @@ func TestDockerBackendLifecycle(t *testing.T) {
 	h.waitGone(sb.Id)
 	assert.Eventually(t, func() bool { return len(containersOf(t, cli, root)) == 0 },
 		20*time.Second, 50*time.Millisecond, "a deleted sandbox leaves no container")
+}
+
+func TestDockerPreviewReachesOnlyTheContainersPorts(t *testing.T) {
+	h, _, _ := dockerHarness(t)
+	daemon := newBystander(t)
+	sb := h.create(apiclient.CreateSandbox{})
+	require.Equal(t, apiclient.SANDBOXSTATE_STARTED, sb.GetState(), sb.GetErrorReason())
+	link, _, err := h.api.SandboxAPI.GetPortPreviewUrl(h.ctx, sb.Id, 8080).Execute()
+	require.NoError(t, err)
+
+	// A second server inside the container, on a port nothing publishes.
+	code, res, body := h.proxyExecute(sb.Id, "PORT=8080 /toolbox >/dev/null 2>&1 &")
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Equal(t, 0, res.ExitCode, res.Result)
+	require.Eventually(t, func() bool {
+		code, _ := h.send(request{path: previewPath(8080, sb.Id, "/version"), token: link.Token})
+		return code == http.StatusOK
+	}, 20*time.Second, 50*time.Millisecond, "the preview never reached the port opened in the container")
+	code, text := h.send(request{path: previewPath(8080, sb.Id, "/version"), token: link.Token})
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, text, "sim-test")
+
+	// Every port is the container's own: the host's loopback listeners are
+	// out of reach.
+	code, text = h.send(request{path: previewPath(daemon.port, sb.Id, "/v1/sandboxes"), token: link.Token})
+	assert.Equal(t, http.StatusBadGateway, code, text)
+	assert.Zero(t, daemon.hits.Load(), "a preview request left the container")
 }

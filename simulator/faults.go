@@ -17,6 +17,10 @@ import (
 type Fault struct {
 	// ID is assigned when the fault is added.
 	ID string `json:"id,omitempty"`
+	// Org restricts the fault to the requests of one organization; empty
+	// matches every organization's. The admin API sets it from the call's
+	// organization.
+	Org string `json:"org,omitempty"`
 	// Op is the operationId to match ("createSandbox", "startSandbox", ...),
 	// "toolbox" for toolbox requests, "preview" for preview traffic, or "*".
 	Op string `json:"op"`
@@ -90,12 +94,20 @@ type faults struct {
 	mu     sync.Mutex
 	list   []*Fault
 	nextID int
-	random *RandomFaults
-	rng    *rand.Rand
+	// random holds the random faults by organization; "" applies to every
+	// organization.
+	random map[string]*randomFaults
 }
 
-func newFaults(seed uint64) *faults {
-	return &faults{rng: rand.New(rand.NewPCG(seed, seed+1))}
+// randomFaults is one organization's random faults with their own source,
+// so that one organization's traffic does not shift another's draws.
+type randomFaults struct {
+	RandomFaults
+	rng *rand.Rand
+}
+
+func newFaults() *faults {
+	return &faults{random: map[string]*randomFaults{}}
 }
 
 func (f *faults) add(ft Fault) Fault {
@@ -109,26 +121,41 @@ func (f *faults) add(ft Fault) Fault {
 	return ft
 }
 
-func (f *faults) snapshot() []Fault {
+// snapshot returns the scripted faults of sc.
+func (f *faults) snapshot(sc scope) []Fault {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]Fault, 0, len(f.list))
 	for _, ft := range f.list {
-		out = append(out, *ft)
+		if sc.owns(ft.Org) {
+			out = append(out, *ft)
+		}
 	}
 	return out
 }
 
-func (f *faults) clear() {
+// clear removes the scripted and random faults of sc.
+func (f *faults) clear(sc scope) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.list = nil
-	f.random = nil
+	kept := f.list[:0]
+	for _, ft := range f.list {
+		if !sc.owns(ft.Org) {
+			kept = append(kept, ft)
+		}
+	}
+	clear(f.list[len(kept):])
+	f.list = kept
+	for org := range f.random {
+		if sc.owns(org) {
+			delete(f.random, org)
+		}
+	}
 	f.rearmLocked()
 }
 
 func (f *faults) rearmLocked() {
-	if len(f.list) > 0 || f.random != nil {
+	if len(f.list) > 0 || len(f.random) > 0 {
 		f.armed.Store(1)
 	} else {
 		f.armed.Store(0)
@@ -137,24 +164,30 @@ func (f *faults) rearmLocked() {
 
 func (f *faults) any() bool { return f.armed.Load() != 0 }
 
-func (f *faults) setRandom(r *RandomFaults) {
+// setRandom sets the random faults of org ("" for every organization), or
+// turns them off with nil.
+func (f *faults) setRandom(org string, r *RandomFaults) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.random = r
-	if r != nil {
-		f.rng = rand.New(rand.NewPCG(r.Seed, r.Seed+1))
+	if r == nil {
+		delete(f.random, org)
+	} else {
+		f.random[org] = &randomFaults{RandomFaults: *r, rng: rand.New(rand.NewPCG(r.Seed, r.Seed+1))}
 	}
 	f.rearmLocked()
 }
 
-// match returns the fault for a request, if one applies, and consumes it.
-// ids are the names the request's sandbox goes by (what the path said, and
-// the resolved id and name).
-func (f *faults) match(op string, ids ...string) (Fault, bool) {
+// match returns the fault for a request of org, if one applies, and
+// consumes it. ids are the names the request's sandbox goes by (what the
+// path said, and the resolved id and name).
+func (f *faults) match(op, org string, ids ...string) (Fault, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, ft := range f.list {
 		if ft.Op != "*" && ft.Op != op {
+			continue
+		}
+		if ft.Org != "" && ft.Org != org {
 			continue
 		}
 		if ft.Sandbox != "" && !contains(ids, ft.Sandbox) {
@@ -172,19 +205,33 @@ func (f *faults) match(op string, ids ...string) (Fault, bool) {
 		}
 		return out, true
 	}
-	if r := f.random; r != nil && r.Rate > 0 && (len(r.Ops) == 0 && op != "toolbox" && op != "preview" || contains(r.Ops, op)) {
-		if f.rng.Float64() < r.Rate {
-			outcomes := r.Outcomes
-			if len(outcomes) == 0 {
-				outcomes = []Fault{{Status: 500}, {Status: 503}, {Status: 429}}
-			}
-			out := outcomes[f.rng.IntN(len(outcomes))]
-			out.ID = "random"
-			out.Op = op
-			return out, true
-		}
+	// An organization's own random faults replace the ones for everyone.
+	r := f.random[org]
+	if r == nil {
+		r = f.random[""]
+	}
+	if r != nil {
+		return r.draw(op)
 	}
 	return Fault{}, false
+}
+
+// draw decides whether op gets a random fault, and which.
+func (r *randomFaults) draw(op string) (Fault, bool) {
+	if r.Rate <= 0 || !(len(r.Ops) == 0 && op != "toolbox" && op != "preview" || contains(r.Ops, op)) {
+		return Fault{}, false
+	}
+	if r.rng.Float64() >= r.Rate {
+		return Fault{}, false
+	}
+	outcomes := r.Outcomes
+	if len(outcomes) == 0 {
+		outcomes = []Fault{{Status: 500}, {Status: 503}, {Status: 429}}
+	}
+	out := outcomes[r.rng.IntN(len(outcomes))]
+	out.ID = "random"
+	out.Op = op
+	return out, true
 }
 
 func contains(list []string, s string) bool {
@@ -235,13 +282,15 @@ func faultError(op string, ft Fault) *apiError {
 	return e
 }
 
-// AddFault adds a scripted fault and returns it with its ID.
+// AddFault adds a scripted fault and returns it with its ID. A fault with
+// no Org applies to every organization.
 func (s *Simulator) AddFault(f Fault) Fault { return s.faults.add(f) }
 
-// SetRandomFaults turns seeded random faults on, or off with nil.
-func (s *Simulator) SetRandomFaults(r *RandomFaults) { s.faults.setRandom(r) }
+// SetRandomFaults turns seeded random faults on for every organization, or
+// off with nil.
+func (s *Simulator) SetRandomFaults(r *RandomFaults) { s.faults.setRandom("", r) }
 
 // ClearFaults removes every scripted and random fault.
-func (s *Simulator) ClearFaults() { s.faults.clear() }
+func (s *Simulator) ClearFaults() { s.faults.clear(everyOrg) }
 
 func durationOf(d Duration) time.Duration { return time.Duration(d) }

@@ -31,7 +31,7 @@ func TestFaultScriptedStatus(t *testing.T) {
 	}
 	code, _, _ = h.raw("GET", "/api/sandbox/target", nil)
 	assert.Equal(t, http.StatusOK, code, "times: 2 is used up")
-	assert.Empty(t, h.sim.faults.snapshot())
+	assert.Empty(t, h.sim.faults.snapshot(everyOrg))
 }
 
 func TestFaultRateLimitHeaders(t *testing.T) {
@@ -159,7 +159,7 @@ func TestAdminAPI(t *testing.T) {
 	h := newHarness(t)
 	sb := h.create(apiclient.CreateSandbox{})
 
-	code, body, _ := h.raw("POST", "/_sim/faults", []Fault{{Op: "getSandbox", Status: 500, Times: 1}, {Op: "toolbox", Status: 502}})
+	code, body, _ := h.admin("POST", "/_sim/faults", []Fault{{Op: "getSandbox", Status: 500, Times: 1}, {Op: "toolbox", Status: 502}})
 	require.Equal(t, http.StatusCreated, code, string(body))
 	var added []Fault
 	require.NoError(t, json.Unmarshal(body, &added))
@@ -174,7 +174,7 @@ func TestAdminAPI(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &gin))
 	assert.Equal(t, "INTERNAL_SERVER_ERROR", gin.Code)
 
-	code, body, _ = h.raw("GET", "/_sim/calls", nil)
+	code, body, _ = h.admin("GET", "/_sim/calls", nil)
 	require.Equal(t, http.StatusOK, code)
 	var log struct {
 		Calls  []Call            `json:"calls"`
@@ -189,25 +189,25 @@ func TestAdminAPI(t *testing.T) {
 	assert.Equal(t, added[1].ID, last.Fault)
 	assert.Equal(t, sb.Id, last.SandboxID)
 
-	code, _, _ = h.raw("DELETE", "/_sim/faults", nil)
+	code, _, _ = h.admin("DELETE", "/_sim/faults", nil)
 	assert.Equal(t, http.StatusNoContent, code)
-	code, _, _ = h.raw("DELETE", "/_sim/calls", nil)
+	code, _, _ = h.admin("DELETE", "/_sim/calls", nil)
 	assert.Equal(t, http.StatusNoContent, code)
 	assert.Empty(t, h.sim.Calls())
 
-	code, body, _ = h.raw("PUT", "/_sim/faults/random", RandomFaults{Seed: 1, Rate: 1, Ops: []string{"getSandbox"}, Outcomes: []Fault{{Status: 418}}})
+	code, body, _ = h.admin("PUT", "/_sim/faults/random", RandomFaults{Seed: 1, Rate: 1, Ops: []string{"getSandbox"}, Outcomes: []Fault{{Status: 418}}})
 	require.Equal(t, http.StatusOK, code, string(body))
 	code, _, _ = h.raw("GET", "/api/sandbox/"+sb.Id, nil)
 	assert.Equal(t, http.StatusTeapot, code)
-	code, _, _ = h.raw("DELETE", "/_sim/faults/random", nil)
+	code, _, _ = h.admin("DELETE", "/_sim/faults/random", nil)
 	assert.Equal(t, http.StatusNoContent, code)
 
-	code, _, _ = h.raw("POST", "/_sim/sandboxes/"+sb.Id+"/vanish", nil)
+	code, _, _ = h.admin("POST", "/_sim/sandboxes/"+sb.Id+"/vanish", nil)
 	assert.Equal(t, http.StatusNoContent, code)
 	code, _, _ = h.raw("GET", "/api/sandbox/"+sb.Id, nil)
 	assert.Equal(t, http.StatusNotFound, code)
 
-	code, body, _ = h.raw("GET", "/_sim/info", nil)
+	code, body, _ = h.admin("GET", "/_sim/info", nil)
 	require.Equal(t, http.StatusOK, code)
 	var info Info
 	require.NoError(t, json.Unmarshal(body, &info))
@@ -215,7 +215,7 @@ func TestAdminAPI(t *testing.T) {
 	assert.Equal(t, "instant", info.Profile)
 	assert.NotEmpty(t, info.SpecExceptions)
 
-	code, body, _ = h.raw("POST", "/_sim/faults", map[string]any{"status": 500})
+	code, body, _ = h.admin("POST", "/_sim/faults", map[string]any{"status": 500})
 	assert.Equal(t, http.StatusBadRequest, code, string(body))
 }
 
@@ -239,7 +239,7 @@ func TestCostReport(t *testing.T) {
 	// running: 100 s × (1 vCPU×1 + 1 GiB×0.5 + 2 billed GiB×0.01); stopped: 50 s × 2 GiB × 0.01
 	assert.InDelta(t, 100*(1+0.5+0.02)+50*0.02, rep.Cost, 1e-9)
 
-	code, body, _ := h.raw("GET", "/_sim/cost?cpuPerSecond=1&memoryGiBPerSecond=0.5&diskGiBPerSecond=0.01&freeDiskGiB=1", nil)
+	code, body, _ := h.admin("GET", "/_sim/cost?cpuPerSecond=1&memoryGiBPerSecond=0.5&diskGiBPerSecond=0.01&freeDiskGiB=1", nil)
 	require.Equal(t, http.StatusOK, code)
 	var viaHTTP CostReport
 	require.NoError(t, json.Unmarshal(body, &viaHTTP))

@@ -19,7 +19,10 @@ import (
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
 )
 
-const testKey = "test-key"
+const (
+	testKey      = "test-key"
+	testAdminKey = "test-admin-key"
+)
 
 // harness is one simulator on a loopback server, driven by the official Go
 // api-client, on a fake clock. Every API response is validated against the
@@ -36,7 +39,7 @@ type harness struct {
 func newHarness(t *testing.T, configure ...func(*Config)) *harness {
 	t.Helper()
 	clk := clocktest.NewFake(time.Time{})
-	cfg := Config{Clock: clk, ValidateResponses: true, Seed: 42}
+	cfg := Config{Clock: clk, ValidateResponses: true, Seed: 42, AdminKey: testAdminKey}
 	for _, f := range configure {
 		f(&cfg)
 	}
@@ -88,6 +91,23 @@ func (h *harness) raw(method, path string, body any) (int, []byte, http.Header) 
 
 func (h *harness) rawAs(key, method, path string, body any) (int, []byte, http.Header) {
 	h.t.Helper()
+	var header http.Header
+	if key != "" {
+		header = http.Header{"Authorization": {"Bearer " + key}}
+	}
+	return h.rawWith(header, method, path, body)
+}
+
+// admin calls the admin API with the admin key, for the test key's
+// organization.
+func (h *harness) admin(method, path string, body any) (int, []byte, http.Header) {
+	h.t.Helper()
+	return h.rawWith(http.Header{"Authorization": {"Bearer " + testAdminKey}, AdminAPIKeyHeader: {testKey}}, method, path, body)
+}
+
+// rawWith sends a request with header and returns status, body and header.
+func (h *harness) rawWith(header http.Header, method, path string, body any) (int, []byte, http.Header) {
+	h.t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -100,8 +120,8 @@ func (h *harness) rawAs(key, method, path string, body any) (int, []byte, http.H
 	}
 	req, err := http.NewRequest(method, h.srv.URL+path, rd)
 	require.NoError(h.t, err)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
+	for k, vs := range header {
+		req.Header[http.CanonicalHeaderKey(k)] = vs
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

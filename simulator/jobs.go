@@ -23,21 +23,25 @@ func (s *Simulator) tick() {
 	if s.closed {
 		return
 	}
-	s.runJobsLocked()
+	s.runJobsLocked(everyOrg)
 	s.jobs = s.clk.AfterFunc(s.cfg.scaled(jobPeriod), s.tick)
 }
 
-// RunJobs runs the auto-stop, auto-archive and auto-delete jobs once, now.
-func (s *Simulator) RunJobs() {
+// RunJobs runs the auto-stop, auto-archive and auto-delete jobs once, now,
+// for every organization.
+func (s *Simulator) RunJobs() { s.runJobs(everyOrg) }
+
+// runJobs runs the jobs now for the sandboxes of sc only.
+func (s *Simulator) runJobs(sc scope) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.runJobsLocked()
+	s.runJobsLocked(sc)
 }
 
 // runJobsLocked applies Daytona's three crons. Each compares lastActivityAt
 // with now minus the interval, and only considers rows that are settled
-// (state equals desired and nothing pending). Called with s.mu held.
-func (s *Simulator) runJobsLocked() {
+// (state equals desired and nothing pending), of sc. Called with s.mu held.
+func (s *Simulator) runJobsLocked(sc scope) {
 	now := s.clk.Now()
 	minute := s.cfg.Minute
 	idle := func(sb *sandbox, interval int) bool {
@@ -50,7 +54,7 @@ func (s *Simulator) runJobsLocked() {
 	}
 	var touched []*sandbox
 	for _, sb := range s.byID {
-		if sb.OrgID == warmPoolOrg || sb.Pending || sb.busy || sb.State != sb.Desired {
+		if sb.OrgID == warmPoolOrg || !sc.owns(sb.OrgID) || sb.Pending || sb.busy || sb.State != sb.Desired {
 			continue
 		}
 		switch {

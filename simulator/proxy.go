@@ -2,11 +2,10 @@ package simulator
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,30 +15,27 @@ import (
 
 const previewTokenHeader = "X-Daytona-Preview-Token"
 
-var proxyTransport = &http.Transport{
-	Proxy:               nil,
-	DialContext:         (&net.Dialer{}).DialContext,
-	MaxIdleConnsPerHost: 32,
-	ForceAttemptHTTP2:   false,
-}
-
 // serveToolbox proxies {toolboxProxyUrl}/{sandboxId}/<path> to the
 // sandbox's toolbox, as Daytona's proxy does, bumping activity on the way.
 func (s *Simulator) serveToolbox(w http.ResponseWriter, r *http.Request) {
 	start := s.clk.Now()
 	id := r.PathValue("sandboxId")
 	rec := &recorder{ResponseWriter: w}
-	faultID := s.proxyToolbox(rec, r, id)
-	s.calls.add(Call{Time: start, Method: r.Method, Path: r.URL.Path, Operation: "toolbox", SandboxID: id,
-		Status: rec.status, Fault: faultID})
+	c := Call{Time: start, Method: r.Method, Path: r.URL.Path, Operation: "toolbox", SandboxID: id}
+	s.proxyToolbox(rec, r, id, &c)
+	c.Status = rec.status
+	s.calls.add(c)
 }
 
-func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id string) (faultID string) {
+// proxyToolbox serves a toolbox request and notes its organization and
+// fault in log.
+func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id string, log *Call) {
 	org, aerr := s.authenticate(r)
 	if aerr != nil {
 		s.writeGinError(w, r, aerr)
-		return ""
+		return
 	}
+	log.Org = org
 	s.mu.Lock()
 	sb := s.lookupID(org, id)
 	name := ""
@@ -49,13 +45,13 @@ func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id stri
 	s.mu.Unlock()
 	if sb == nil {
 		s.writeGinError(w, r, errorf(http.StatusNotFound, "sandbox %s not found", id))
-		return ""
+		return
 	}
-	if ft, ok := s.faults.match("toolbox", id, name); ok {
-		faultID = ft.ID
+	if ft, ok := s.faults.match("toolbox", org, id, name); ok {
+		log.Fault = ft.ID
 		if e := s.applyProxyFault(r.Context(), sb, ft); e != nil {
 			s.writeGinError(w, r, e)
-			return faultID
+			return
 		}
 	}
 	s.mu.Lock()
@@ -64,23 +60,37 @@ func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id stri
 	switch {
 	case gone:
 		s.writeGinError(w, r, errorf(http.StatusNotFound, "sandbox %s not found", id))
-		return faultID
+		return
 	case state != stStarted:
 		s.writeGinError(w, r, errorf(http.StatusBadRequest, msgNotStarted))
-		return faultID
+		return
 	case target == "":
 		s.writeGinError(w, r, errorf(http.StatusServiceUnavailable, "%s", ErrNoWorkload.Error()))
-		return faultID
+		return
 	}
-	u, err := url.Parse(target)
+	route, err := s.backend.Toolbox(r.Context(), id)
 	if err != nil {
-		s.writeGinError(w, r, errorf(http.StatusBadGateway, "bad toolbox address"))
-		return faultID
+		s.writeRouteError(w, r, err)
+		return
 	}
 	stop := s.trackProxied(r, sb)
 	defer stop()
-	s.reverseProxy(u, "/"+r.PathValue("rest")).ServeHTTP(w, r)
-	return faultID
+	s.reverseProxy(route, "/"+r.PathValue("rest")).ServeHTTP(w, r)
+	return
+}
+
+// writeRouteError answers a request the backend found no route for. A port
+// that is not the sandbox's gets the answer of a port nothing listens on:
+// the proxy never says whether something else holds it.
+func (s *Simulator) writeRouteError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, ErrNoWorkload):
+		s.writeGinError(w, r, errorf(http.StatusServiceUnavailable, "%s", err.Error()))
+	case errors.Is(err, ErrNotListening):
+		s.writeGinError(w, r, errorf(http.StatusBadGateway, "%s", err.Error()))
+	default:
+		s.writeGinError(w, r, errorf(http.StatusBadGateway, "%s: %v", ErrNotListening.Error(), err))
+	}
 }
 
 // applyProxyFault applies a fault's delay, vanish and status to a proxied
@@ -104,22 +114,28 @@ func (s *Simulator) applyProxyFault(ctx context.Context, sb *sandbox, ft Fault) 
 	return nil
 }
 
-// reverseProxy forwards to target with path, dropping the caller's
+// reverseProxy forwards along route with path, dropping the caller's
 // credentials: the workload never sees the API key or the preview token.
-func (s *Simulator) reverseProxy(target *url.URL, path string) *httputil.ReverseProxy {
+// A route with a Token (the toolbox's) carries the sandbox's own secret
+// instead.
+func (s *Simulator) reverseProxy(route Route, path string) *httputil.ReverseProxy {
+	target := route.URL
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = target.Scheme
 			pr.Out.URL.Host = target.Host
 			pr.Out.URL.Path = strings.TrimRight(target.Path, "/") + path
 			pr.Out.URL.RawPath = ""
-			pr.Out.Host = target.Host
+			pr.Out.Host = route.Host
 			pr.Out.Header.Del("Authorization")
 			pr.Out.Header.Del(previewTokenHeader)
 			pr.Out.Header.Del(skipActivityHeader)
+			if route.Token != "" {
+				pr.Out.Header.Set(previewTokenHeader, route.Token)
+			}
 			pr.SetXForwarded()
 		},
-		Transport:     proxyTransport,
+		Transport:     route.Transport,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) {
@@ -130,7 +146,10 @@ func (s *Simulator) reverseProxy(target *url.URL, path string) *httputil.Reverse
 	}
 }
 
-var previewHost = regexp.MustCompile(`^([0-9]{1,5})-([A-Za-z0-9-]+)\.`)
+var (
+	previewHost  = regexp.MustCompile(`^([0-9]{1,5})-([A-Za-z0-9-]+)\.`)
+	previewLabel = regexp.MustCompile(`^[0-9]{1,5}-[a-z0-9-]+$`)
+)
 
 // hostRouter sends requests whose Host is <port>-<id-or-token>.<domain> to
 // the preview proxy, like Daytona's proxy domain.
@@ -154,17 +173,20 @@ func (s *Simulator) servePreviewPath(w http.ResponseWriter, r *http.Request) {
 func (s *Simulator) servePreview(w http.ResponseWriter, r *http.Request, label, path string) {
 	start := s.clk.Now()
 	rec := &recorder{ResponseWriter: w}
-	id, faultID := s.proxyPreview(rec, r, label, path)
-	s.calls.add(Call{Time: start, Method: r.Method, Path: r.URL.Path, Operation: "preview", SandboxID: id,
-		Status: rec.status, Fault: faultID})
+	c := Call{Time: start, Method: r.Method, Path: r.URL.Path, Operation: "preview"}
+	s.proxyPreview(rec, r, label, path, &c)
+	c.Status = rec.status
+	s.calls.add(c)
 }
 
-func (s *Simulator) proxyPreview(w http.ResponseWriter, r *http.Request, label, path string) (id, faultID string) {
+// proxyPreview serves a preview request and notes its sandbox, the
+// sandbox's organization and the fault in log.
+func (s *Simulator) proxyPreview(w http.ResponseWriter, r *http.Request, label, path string, log *Call) {
 	portStr, rest, ok := strings.Cut(label, "-")
 	port, err := strconv.Atoi(portStr)
 	if !ok || err != nil || port < 1 || port > 65535 {
 		s.writeGinError(w, r, errorf(http.StatusNotFound, "preview URL not found"))
-		return "", ""
+		return
 	}
 	now := s.clk.Now()
 	s.mu.Lock()
@@ -172,7 +194,7 @@ func (s *Simulator) proxyPreview(w http.ResponseWriter, r *http.Request, label, 
 	authorised := false
 	switch {
 	case sb != nil && !sb.gone:
-		authorised = sb.Public || r.Header.Get(previewTokenHeader) == sb.AuthToken
+		authorised = sb.Public || subtle.ConstantTimeCompare([]byte(r.Header.Get(previewTokenHeader)), []byte(sb.AuthToken)) == 1
 	case s.signed[rest] != nil:
 		t := s.signed[rest]
 		if now.Before(t.expires) && t.port == port {
@@ -187,9 +209,10 @@ func (s *Simulator) proxyPreview(w http.ResponseWriter, r *http.Request, label, 
 	default:
 		sb = nil
 	}
-	var name string
+	var id, name string
 	if sb != nil {
 		id, name = sb.ID, sb.Name
+		log.SandboxID, log.Org = sb.ID, sb.OrgID
 		if sb.gone {
 			sb = nil
 		}
@@ -197,17 +220,17 @@ func (s *Simulator) proxyPreview(w http.ResponseWriter, r *http.Request, label, 
 	s.mu.Unlock()
 	if sb == nil {
 		s.writeGinError(w, r, errorf(http.StatusNotFound, "preview URL not found or expired"))
-		return id, ""
+		return
 	}
 	if !authorised {
 		s.writeGinError(w, r, errorf(http.StatusUnauthorized, "missing or invalid %s header", previewTokenHeader))
-		return id, ""
+		return
 	}
-	if ft, ok := s.faults.match("preview", id, name); ok {
-		faultID = ft.ID
+	if ft, ok := s.faults.match("preview", sb.OrgID, id, name); ok {
+		log.Fault = ft.ID
 		if e := s.applyProxyFault(r.Context(), sb, ft); e != nil {
 			s.writeGinError(w, r, e)
-			return id, faultID
+			return
 		}
 	}
 	s.mu.Lock()
@@ -215,19 +238,19 @@ func (s *Simulator) proxyPreview(w http.ResponseWriter, r *http.Request, label, 
 	s.mu.Unlock()
 	if gone {
 		s.writeGinError(w, r, errorf(http.StatusNotFound, "preview URL not found or expired"))
-		return id, faultID
+		return
 	}
 	if state != stStarted {
 		s.writeGinError(w, r, errorf(http.StatusBadRequest, msgNotStarted))
-		return id, faultID
+		return
 	}
-	target, err := s.backend.PortURL(id, port)
+	route, err := s.backend.Port(r.Context(), id, port)
 	if err != nil {
-		s.writeGinError(w, r, errorf(http.StatusServiceUnavailable, "%v", err))
-		return id, faultID
+		s.writeRouteError(w, r, err)
+		return
 	}
 	stop := s.trackProxied(r, sb)
 	defer stop()
-	s.reverseProxy(target, path).ServeHTTP(w, r)
-	return id, faultID
+	s.reverseProxy(route, path).ServeHTTP(w, r)
+	return
 }

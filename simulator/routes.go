@@ -3,9 +3,12 @@ package simulator
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -81,6 +84,7 @@ func (s *Simulator) routes() http.Handler {
 		mux.Handle(rt.method+" "+rt.pattern, s.apiHandler(rt))
 	}
 	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(identHeader, "simulator")
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
@@ -91,7 +95,73 @@ func (s *Simulator) routes() http.Handler {
 	mux.HandleFunc("/_preview/{label}", s.servePreviewPath)
 	s.adminRoutes(mux)
 	mux.HandleFunc("/", s.serveDashboard)
-	return s.hostRouter(mux)
+	return s.hostGuard(s.hostRouter(mux))
+}
+
+// hostGuard refuses requests whose Host a simulator on loopback does not
+// go by, so that a web page whose name rebinds to 127.0.0.1 cannot drive it
+// (create a sandbox and run commands in it with any key). Unless AnyHost.
+func (s *Simulator) hostGuard(next http.Handler) http.Handler {
+	if s.cfg.AnyHost {
+		return next
+	}
+	base := ""
+	if u, err := url.Parse(s.cfg.BaseURL); err == nil {
+		base = strings.ToLower(u.Hostname())
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowedHost(r.Host, base) {
+			s.writeAPIError(w, r, errorf(http.StatusForbidden,
+				"host %q is not allowed: the simulator answers on loopback names, *.localhost and the host of its base URL", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// allowedHost reports whether hostport names a simulator on loopback: a
+// loopback address, localhost or a name under it (browsers resolve those
+// to loopback themselves, so no DNS can rebind them), base, or a preview
+// name <port>-<id>.base.
+func allowedHost(hostport, base string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")), ".")
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.IsLoopback()
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	if base == "" {
+		return false
+	}
+	if host == base {
+		return true
+	}
+	label, ok := strings.CutSuffix(host, "."+base)
+	return ok && previewLabel.MatchString(label)
+}
+
+// identHeader marks the health answer, so that Identify can tell a
+// simulator from whatever else holds a port.
+const identHeader = "X-Sandplane"
+
+// Identify reports whether a sandplane simulator answers at base
+// (http://host:port), as a start on a taken port wants to say.
+func Identify(ctx context.Context, c *http.Client, base string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/api/health", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode == http.StatusOK && resp.Header.Get(identHeader) == "simulator"
 }
 
 // serveDashboard stands in for Daytona's dashboard: any path outside /api
@@ -119,10 +189,20 @@ func (s *Simulator) authenticate(r *http.Request) (string, *apiError) {
 	if key == "" {
 		return "", errorf(http.StatusUnauthorized, msgInvalidCredentials)
 	}
-	if len(s.cfg.APIKeys) > 0 && !contains(s.cfg.APIKeys, key) {
+	if len(s.cfg.APIKeys) > 0 && !containsSecret(s.cfg.APIKeys, key) {
 		return "", errorf(http.StatusUnauthorized, msgInvalidCredentials)
 	}
 	return orgOf(key), nil
+}
+
+// containsSecret reports whether key is one of keys, comparing each in
+// constant time.
+func containsSecret(keys []string, key string) bool {
+	found := 0
+	for _, k := range keys {
+		found |= subtle.ConstantTimeCompare([]byte(k), []byte(key))
+	}
+	return key != "" && found == 1
 }
 
 // normalizeQuery rewrites qs-style "key[]" parameters to repeated keys,
@@ -184,7 +264,7 @@ func (s *Simulator) apiHandler(rt route) http.Handler {
 		if rec != nil {
 			s.spec.validateResponse(r, rt.op, c.params, rec.status, rec.Header(), rec.buf.Bytes())
 		}
-		s.calls.add(Call{Time: start, Method: r.Method, Path: r.URL.Path, Operation: rt.op,
+		s.calls.add(Call{Time: start, Org: c.org, Method: r.Method, Path: r.URL.Path, Operation: rt.op,
 			SandboxID: c.sandboxID, Status: status, Fault: faultID})
 	})
 }
@@ -264,7 +344,7 @@ func (s *Simulator) applyFault(c *call, target string) (status int, handled bool
 		}
 		s.mu.Unlock()
 	}
-	ft, ok := s.faults.match(c.op, ids...)
+	ft, ok := s.faults.match(c.op, c.org, ids...)
 	if !ok {
 		return 0, false
 	}

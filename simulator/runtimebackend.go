@@ -1,11 +1,16 @@
 package simulator
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -39,11 +44,22 @@ type RuntimeBackendConfig struct {
 	// StopGrace is how long a stop waits after SIGTERM before killing, as
 	// Daytona's runner does. Default 10 s.
 	StopGrace time.Duration
-	// PortURL overrides where preview traffic for a port goes. Default:
-	// 127.0.0.1:<port>, right for the native runtime, whose workloads share
-	// the host's network.
-	PortURL func(sandboxID string, port int) (*url.URL, error)
+	// WorkloadAddr returns the address of a running workload on a network
+	// of its own, for runtimes that give each workload one (docker: the
+	// container's IP on its network, which the host reaches directly on
+	// Linux). Every port there is the sandbox's. Nil means the workloads
+	// share the host's network: the runtime must then implement
+	// runtime.PortLister, and a port is reached only while a process of the
+	// sandbox listens on it.
+	WorkloadAddr func(ctx context.Context, h runtime.Handle) (netip.Addr, error)
 }
+
+// TokenEnv is the variable that hands a workload its sandbox's secret: the
+// value the proxy sends to the toolbox as X-Daytona-Preview-Token.
+const TokenEnv = "SANDPLANE_SANDBOX_TOKEN"
+
+// tokenFile holds the sandbox's secret in its state directory, 0600.
+const tokenFile = "sandbox-token"
 
 type runtimeBackend struct {
 	cfg  RuntimeBackendConfig
@@ -58,6 +74,10 @@ type workload struct {
 	running bool
 	port    int
 	dir     string
+	token   string
+	// transport pools the connections to this workload only, so that a
+	// connection to one sandbox is never reused for another's request.
+	transport *http.Transport
 }
 
 // NewRuntimeBackend returns a Backend that runs each sandbox's workload on a
@@ -113,6 +133,10 @@ func (b *runtimeBackend) Start(ctx context.Context, w Workload) (string, error) 
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return "", fmt.Errorf("create the sandbox directory: %w", err)
 	}
+	token, err := sandboxToken(wl.dir)
+	if err != nil {
+		return "", err
+	}
 	// Keep the port across restarts when it is still free, so that a
 	// restarted container keeps its published port.
 	if port == 0 || !portFree(port) {
@@ -128,7 +152,7 @@ func (b *runtimeBackend) Start(ctx context.Context, w Workload) (string, error) 
 		Dir:       wl.dir,
 		Command:   b.cfg.Command,
 		Image:     b.cfg.Image,
-		Env:       b.environ(w, home, port),
+		Env:       b.environ(w, home, port, token),
 		Port:      port,
 		Labels:    map[string]string{"io.sandplane.simulator": "true"},
 	}
@@ -143,7 +167,8 @@ func (b *runtimeBackend) Start(ctx context.Context, w Workload) (string, error) 
 		return "", err
 	}
 	b.mu.Lock()
-	wl.handle, wl.running, wl.port = h, true, port
+	wl.handle, wl.running, wl.port, wl.token = h, true, port, token
+	wl.transport = newTransport()
 	b.mu.Unlock()
 	if err := b.waitReady(ctx, h, port, wl.dir); err != nil {
 		_ = b.cfg.Runtime.Stop(context.WithoutCancel(ctx), h, 0)
@@ -155,11 +180,67 @@ func (b *runtimeBackend) Start(ctx context.Context, w Workload) (string, error) 
 	return baseURL(port), nil
 }
 
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{}).DialContext,
+		MaxIdleConnsPerHost: 32,
+		ForceAttemptHTTP2:   false,
+	}
+}
+
+// sandboxToken returns the sandbox's secret, made on its first start:
+// 32 random bytes, URL-safe base64, in dir/sandbox-token (0600).
+func sandboxToken(dir string) (string, error) {
+	p := filepath.Join(dir, tokenFile)
+	b, err := os.ReadFile(p)
+	if err == nil && len(bytes.TrimSpace(b)) >= 43 {
+		return string(bytes.TrimSpace(b)), nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read the sandbox's secret: %w", err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("make the sandbox's secret: %w", err)
+	}
+	token := base64.RawURLEncoding.EncodeToString(raw)
+	if err := writeSecret(p, token); err != nil {
+		return "", fmt.Errorf("store the sandbox's secret: %w", err)
+	}
+	return token, nil
+}
+
+// writeSecret writes value to p atomically, readable by the owner only.
+func writeSecret(p, value string) error {
+	f, err := os.CreateTemp(filepath.Dir(p), ".secret-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after the rename, a no-op
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.WriteString(value); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), p)
+}
+
 func baseURL(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
 
 // environ is the workload's whole environment: a usable PATH and locale,
 // the sandbox's home and port, then the sandbox's own env on top.
-func (b *runtimeBackend) environ(w Workload, home string, port int) map[string]string {
+func (b *runtimeBackend) environ(w Workload, home string, port int, token string) map[string]string {
 	env := map[string]string{
 		"PATH": os.Getenv("PATH"),
 		"LANG": "C.UTF-8",
@@ -176,6 +257,7 @@ func (b *runtimeBackend) environ(w Workload, home string, port int) map[string]s
 	env["PORT"] = strconv.Itoa(port)
 	env["DAYTONA_SANDBOX_ID"] = w.SandboxID
 	env["DAYTONA_SANDBOX_USER"] = w.User
+	env[TokenEnv] = token
 	if w.Snapshot != "" {
 		env["DAYTONA_SANDBOX_SNAPSHOT"] = w.Snapshot
 	}
@@ -252,7 +334,12 @@ func (b *runtimeBackend) Stop(ctx context.Context, sandboxID string, force bool)
 	}
 	b.mu.Lock()
 	wl.running = false
+	t := wl.transport
+	wl.transport = nil
 	b.mu.Unlock()
+	if t != nil {
+		t.CloseIdleConnections()
+	}
 	return nil
 }
 
@@ -276,22 +363,115 @@ func (b *runtimeBackend) Remove(ctx context.Context, sandboxID string) error {
 	}
 	b.mu.Lock()
 	delete(b.workloads, sandboxID)
+	t := wl.transport
+	wl.transport = nil
 	b.mu.Unlock()
+	if t != nil {
+		t.CloseIdleConnections()
+	}
 	return nil
 }
 
-func (b *runtimeBackend) PortURL(sandboxID string, port int) (*url.URL, error) {
-	if b.cfg.PortURL != nil {
-		return b.cfg.PortURL(sandboxID, port)
+func (b *runtimeBackend) Toolbox(ctx context.Context, sandboxID string) (Route, error) {
+	wl, err := b.running(sandboxID)
+	if err != nil {
+		return Route{}, err
 	}
+	rt, err := b.route(ctx, sandboxID, wl, wl.port)
+	if err != nil {
+		return Route{}, err
+	}
+	// The toolbox may refuse a Host that is not loopback (its guard
+	// against DNS rebinding); the proxy is its legitimate client and says
+	// what a client on the published port would.
+	rt.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(wl.port))
+	rt.Token = wl.token
+	return rt, nil
+}
+
+func (b *runtimeBackend) Port(ctx context.Context, sandboxID string, port int) (Route, error) {
+	wl, err := b.running(sandboxID)
+	if err != nil {
+		return Route{}, err
+	}
+	return b.route(ctx, sandboxID, wl, port)
+}
+
+// running returns a copy of the sandbox's running workload.
+func (b *runtimeBackend) running(sandboxID string) (workload, error) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	wl := b.workloads[sandboxID]
-	running := wl != nil && wl.running
-	b.mu.Unlock()
-	if !running {
-		return nil, fmt.Errorf("sandbox %s has no running workload", sandboxID)
+	if wl == nil || !wl.running || wl.transport == nil {
+		return workload{}, fmt.Errorf("%w: sandbox %s has no running workload", ErrNotListening, sandboxID)
 	}
-	return &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}, nil
+	return *wl, nil
+}
+
+// route finds where port of wl is, if it is the sandbox's.
+func (b *runtimeBackend) route(ctx context.Context, sandboxID string, wl workload, port int) (Route, error) {
+	if b.cfg.WorkloadAddr != nil {
+		addr, err := b.cfg.WorkloadAddr(ctx, wl.handle)
+		if err != nil {
+			return Route{}, fmt.Errorf("%w: %v", ErrNotListening, err)
+		}
+		ap := netip.AddrPortFrom(addr, uint16(port))
+		return Route{
+			URL: &url.URL{Scheme: "http", Host: ap.String()},
+			// What the workload would see through a published port.
+			Host:      net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+			Transport: wl.transport,
+		}, nil
+	}
+	lister, ok := b.cfg.Runtime.(runtime.PortLister)
+	if !ok {
+		return Route{}, fmt.Errorf("%w: the %s runtime cannot tell which ports belong to a sandbox, so the proxy reaches none",
+			ErrNotListening, b.cfg.Runtime.Name())
+	}
+	socks, err := lister.ListeningPorts(ctx, wl.handle)
+	if err != nil {
+		return Route{}, fmt.Errorf("%w: %v", ErrNotListening, err)
+	}
+	ap, ok := dialable(socks, port)
+	if !ok {
+		return Route{}, notListening(sandboxID, port)
+	}
+	return Route{URL: &url.URL{Scheme: "http", Host: ap.String()}, Host: ap.String(), Transport: wl.transport}, nil
+}
+
+// dialable picks, among the sandbox's listening sockets, one on port and
+// the address to dial it at: the socket's own address, or loopback of the
+// same family for a wildcard one. Dialling exactly where the sandbox
+// listens matters: another process may hold the same port on another
+// address (127.0.0.1 beside the sandbox's [::1], say).
+func dialable(socks []netip.AddrPort, port int) (netip.AddrPort, bool) {
+	var best netip.AddrPort
+	rank := func(a netip.Addr) int {
+		switch {
+		case a == netip.AddrFrom4([4]byte{127, 0, 0, 1}):
+			return 0
+		case a.Is4():
+			return 1
+		}
+		return 2
+	}
+	for _, s := range socks {
+		if int(s.Port()) != port {
+			continue
+		}
+		a := s.Addr().Unmap()
+		if a.IsUnspecified() {
+			if a.Is4() {
+				a = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+			} else {
+				a = netip.IPv6Loopback()
+			}
+		}
+		if !best.IsValid() || rank(a) < rank(best.Addr()) {
+			best = netip.AddrPortFrom(a, s.Port())
+		}
+	}
+	return best, best.IsValid()
 }
 
 // Close removes every workload it still knows of.

@@ -48,6 +48,9 @@ type Simulator struct {
 // New returns a running simulator. Close stops it.
 func New(cfg Config) (*Simulator, error) {
 	cfg = cfg.withDefaults()
+	if err := cfg.secure(); err != nil {
+		return nil, err
+	}
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], cfg.Seed)
 	s := &Simulator{
@@ -63,7 +66,7 @@ func New(cfg Config) (*Simulator, error) {
 		calls:     newCallLog(cfg.CallLogSize),
 	}
 	_, s.syncWork = cfg.Backend.(noneBackend)
-	s.faults = newFaults(cfg.Seed)
+	s.faults = newFaults()
 	s.snapshots[cfg.DefaultSnapshot] = Snapshot{Name: cfg.DefaultSnapshot, CPU: 1, Memory: 1, Disk: 3}
 	for _, sn := range cfg.Snapshots {
 		if sn.Name == "*" {

@@ -77,7 +77,7 @@ func TestOfficialTypeScriptSDK(t *testing.T) {
 	assert.Equal(t, "stopped", res.Seen.Stopped)
 	assert.Equal(t, 1, res.Seen.Listed)
 
-	counts := sim.calls.counts()
+	counts := sim.calls.counts(everyOrg)
 	for _, op := range []string{"createSandbox", "toolbox", "stopSandbox", "startSandbox", "updateLastActivity",
 		"setAutostopInterval", "getPortPreviewUrl", "listSandboxes", "deleteSandbox", "getSandbox"} {
 		assert.NotZero(t, counts[op], "the SDK run made no %s call", op)

@@ -1,14 +1,21 @@
 // Command toolbox is the workload the simulator's runtime tests spawn: the
-// project's toolbox server on $PORT, as `sandplane toolbox` runs it.
+// project's toolbox server on $PORT, as `sandplane toolbox` runs it, plus
+// GET /_test/headers, which answers with the request's headers so that a
+// test sees exactly what the simulator's proxy sent.
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/sandplane/sandplane/toolbox"
 )
@@ -32,13 +39,43 @@ func main() {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	err = toolbox.Serve(ctx, net.JoinHostPort(host, port), toolbox.Options{
+	if err := serve(ctx, net.JoinHostPort(host, port), wd); err != nil {
+		fmt.Fprintln(os.Stderr, "toolbox:", err)
+		os.Exit(1)
+	}
+}
+
+func serve(ctx context.Context, addr, wd string) error {
+	tb := toolbox.NewHandler(toolbox.Options{
 		WorkDir:   wd,
 		Version:   "sim-test",
 		SandboxID: os.Getenv("DAYTONA_SANDBOX_ID"),
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "toolbox:", err)
-		os.Exit(1)
+	if c, ok := tb.(io.Closer); ok {
+		defer c.Close()
 	}
+	mux := http.NewServeMux()
+	mux.Handle("/", tb)
+	mux.HandleFunc("GET /_test/headers", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"host": r.Host, "header": r.Header})
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// A test workload: its requests are cut off at once on SIGTERM.
+	_ = srv.Close()
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/internal/testdaemon"
+)
+
+// runSim runs `sandplane sim args...` in process until the test ends and
+// returns what it printed to stderr once it answers on addr.
+func runSim(t *testing.T, addr string, args ...string) *testdaemon.Buffer {
+	t.Helper()
+	t.Setenv(envSimAdminKey, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &testdaemon.Buffer{}
+	root := newRootCmd()
+	root.SetArgs(append([]string{"sim", "--backend", "none", "--no-validate"}, args...))
+	root.SetOut(io.Discard)
+	root.SetErr(stderr)
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-done)
+	})
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-done:
+			done <- err
+			require.NoError(t, err, "sim ended early")
+		default:
+		}
+		return strings.Contains(stderr.String(), "export ")
+	}, 20*time.Second, 10*time.Millisecond, "sim never started")
+	return stderr
+}
+
+// simGet sends GET path to the simulator at addr with Host host (addr's
+// when empty) and key as the bearer, and returns the status.
+func simGet(t *testing.T, addr, host, key, path string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+	require.NoError(t, err)
+	if host != "" {
+		req.Host = host
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestSimOnANetworkAddressNeedsAPIKeys(t *testing.T) {
+	root := newRootCmd()
+	root.SetArgs([]string{"sim", "--backend", "none", "--listen", "0.0.0.0:0"})
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	err := root.ExecuteContext(context.Background())
+	require.Error(t, err)
+	assert.Equal(t, 2, exitCode(err), "a usage error")
+	assert.Contains(t, err.Error(), "not a loopback address")
+	assert.Contains(t, err.Error(), "--api-key")
+
+	_, port, err := net.SplitHostPort(testdaemon.FreeAddr(t))
+	require.NoError(t, err)
+	runSim(t, "0.0.0.0:"+port, "--listen", "0.0.0.0:"+port, "--api-key", "right-key", "--admin-key", "the-admin-key")
+	local := "127.0.0.1:" + port
+	assert.Equal(t, http.StatusOK, simGet(t, local, "", "right-key", "/api/sandbox"))
+	assert.Equal(t, http.StatusUnauthorized, simGet(t, local, "", "any-other-key", "/api/sandbox"), "only the given keys")
+	assert.Equal(t, http.StatusUnauthorized, simGet(t, local, "", "right-key", "/_sim/info"), "an API key is no admin key")
+	assert.Equal(t, http.StatusOK, simGet(t, local, "", "the-admin-key", "/_sim/info"))
+}
+
+func TestSimOnLoopback(t *testing.T) {
+	addr := testdaemon.FreeAddr(t)
+	stderr := runSim(t, addr, "--listen", addr)
+
+	assert.Equal(t, http.StatusOK, simGet(t, addr, "", "any-key", "/api/sandbox"), "any key, on loopback")
+	assert.Equal(t, http.StatusForbidden, simGet(t, addr, "rebound.example", "any-key", "/api/sandbox"), "a DNS-rebinding Host")
+
+	m := regexp.MustCompile(envSimAdminKey + `=([A-Za-z0-9_-]{43,})`).FindStringSubmatch(stderr.String())
+	require.NotNil(t, m, "the generated admin key is printed with the export line: %s", stderr.String())
+	assert.Equal(t, http.StatusOK, simGet(t, addr, "", m[1], "/_sim/info"))
+	assert.Equal(t, http.StatusUnauthorized, simGet(t, addr, "", "any-key", "/_sim/info"))
+
+	t.Run("a taken port is explained", func(t *testing.T) {
+		root := newRootCmd()
+		root.SetArgs([]string{"sim", "--backend", "none", "--listen", addr})
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		err := root.ExecuteContext(context.Background())
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "a sandplane simulator already serves "+addr)
+	})
+}
+
+func TestSimExplainsAPortTakenBySomethingElse(t *testing.T) {
+	other := httptest.NewServer(http.NotFoundHandler())
+	defer other.Close()
+	root := newRootCmd()
+	root.SetArgs([]string{"sim", "--backend", "none", "--listen", strings.TrimPrefix(other.URL, "http://")})
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	err := root.ExecuteContext(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is taken by something that is not a sandplane simulator")
+	assert.Contains(t, err.Error(), "--listen")
+}
