@@ -13,7 +13,14 @@
 //	/toolbox/{sandboxId}/...   the toolbox proxy: forwards to the sandbox's workload
 //	/_preview/{port}-{id}/...  preview traffic for getPreviewLink URLs
 //	/_preview/{port}-{token}/  the same for signed preview URLs
-//	/_sim/...                  the admin API: faults, call log, cost, vanish
+//	/_sim/...                  the admin API (its own key, one organization
+//	                           per call): faults, call log, cost, vanish
+//
+// The proxies reach only ports of the sandbox a request names: a port its
+// processes listen on (native), or its container's address (docker). The
+// toolbox gets the sandbox's own secret as X-Daytona-Preview-Token, never
+// the caller's credentials. Unless Config.AnyHost, only loopback Hosts are
+// answered (DNS rebinding).
 //
 // Preview URLs use a path scheme so that they work on loopback without DNS:
 // getPreviewLink(3000) answers http://<sim>/_preview/3000-<sandboxId>/. The

@@ -38,7 +38,7 @@ func TestOfficialTypeScriptSDK(t *testing.T) {
 		Command: []string{toolboxBinary(t)},
 	})
 	require.NoError(t, err)
-	sim, err := New(Config{Backend: be, ValidateResponses: true, APIKeys: []string{"ts-sdk-key"}})
+	sim, err := New(Config{Backend: be, ValidateResponses: true, APIKeys: []string{"ts-sdk-key"}, AdminKey: "ts-sdk-admin-key"})
 	require.NoError(t, err)
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(func() {
@@ -54,6 +54,7 @@ func TestOfficialTypeScriptSDK(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"DAYTONA_API_URL="+srv.URL+"/api",
 		"DAYTONA_API_KEY=ts-sdk-key",
+		"SANDPLANE_SIM_ADMIN_KEY=ts-sdk-admin-key",
 		"DAYTONA_TARGET=",
 	)
 	var stderr strings.Builder

@@ -66,6 +66,21 @@ async function main() {
   }
   check(none.length === 0, 'list by other labels finds nothing')
 
+  // The simulator's admin API, with its own key, for this key's organization.
+  const base = process.env.DAYTONA_API_URL.replace(/\/api\/?$/, '')
+  const calls = async (headers) => fetch(base + '/_sim/calls', { headers })
+  const refused = await calls({ Authorization: 'Bearer ' + process.env.DAYTONA_API_KEY })
+  seen.adminWithApiKey = refused.status
+  check(refused.status === 401, 'the admin API refuses an API key')
+  const log = await calls({
+    Authorization: 'Bearer ' + process.env.SANDPLANE_SIM_ADMIN_KEY,
+    'X-Sim-Api-Key': process.env.DAYTONA_API_KEY,
+  })
+  check(log.status === 200, 'the admin API answers its key')
+  const { counts } = await log.json()
+  seen.adminCounts = counts
+  check(counts.createSandbox === 1 && counts.toolbox >= 2, 'the call log shows this run')
+
   await sandbox.delete()
   let gone = false
   try {
