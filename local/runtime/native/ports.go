@@ -13,6 +13,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandplane/sandplane/local/runtime"
 )
@@ -127,8 +130,8 @@ func inNamespace(ctx context.Context, ns string, self member) ([]member, error) 
 	return out, err
 }
 
-// descendants lists self, its descendants and the members of its session
-// (self leads a session of its own: Start made it with setsid).
+// descendants lists self, the members of its session (self leads one:
+// Start made it with setsid) and the descendants of them all.
 func descendants(ctx context.Context, self member) ([]member, error) {
 	type proc struct {
 		member
@@ -234,10 +237,22 @@ func socketInodes(pid int) []uint64 {
 }
 
 // listeners reads each network namespace's TCP tables through one of its
-// processes and keeps the listening sockets among inodes.
+// processes and keeps the listening sockets among inodes. The caller's own
+// namespace is asked through sock_diag for its listening sockets only:
+// reading /proc/PID/net/tcp walks every connection of the host, which takes
+// milliseconds on a busy one, on every proxied request.
 func listeners(nets map[string][]int, inodes map[uint64]bool) ([]netip.AddrPort, error) {
+	own, _ := os.Readlink(procRoot + "/self/ns/net")
 	var out []netip.AddrPort
-	for _, pids := range nets {
+	for net, pids := range nets {
+		if net == own {
+			if found, err := diagListeners(inodes); err == nil {
+				out = append(out, found...)
+				continue
+			}
+			// No sock_diag here (the inet_diag module is missing): read the
+			// tables as for any other namespace.
+		}
 		var errs []error
 		for _, pid := range pids {
 			found, err := readTables(pid, inodes)
@@ -318,4 +333,101 @@ func parseHexAddrPort(s string) (netip.AddrPort, bool) {
 	}
 	addr, _ := netip.AddrFromSlice(raw)
 	return netip.AddrPortFrom(addr, uint16(port)), true
+}
+
+// diagListeners asks the kernel (NETLINK_SOCK_DIAG) for the TCP sockets in
+// LISTEN state of the caller's network namespace and keeps those among
+// inodes.
+func diagListeners(inodes map[uint64]bool) ([]netip.AddrPort, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var out []netip.AddrPort
+	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		found, err := diagDump(fd, family, inodes)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, found...)
+	}
+	return out, nil
+}
+
+// Layout of the sock_diag messages (linux/inet_diag.h).
+const (
+	sizeofNlMsghdr     = 16
+	sizeofInetDiagReq  = 56 // struct inet_diag_req_v2
+	sizeofInetDiagMsg  = 72 // struct inet_diag_msg
+	inetDiagMsgSrc     = 8  // id.idiag_src, after family, state, timer, retrans, sport, dport
+	inetDiagMsgSport   = 4  // id.idiag_sport, big endian
+	inetDiagMsgInode   = 68 // idiag_inode
+	tcpListenStateMask = 1 << 10
+)
+
+// diagDump runs one inet_diag dump of family's listening TCP sockets on fd.
+func diagDump(fd int, family uint8, inodes map[uint64]bool) ([]netip.AddrPort, error) {
+	req := make([]byte, sizeofNlMsghdr+sizeofInetDiagReq)
+	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
+	binary.NativeEndian.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
+	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	binary.NativeEndian.PutUint32(req[8:], uint32(family)) // sequence number
+	req[16], req[17] = family, unix.IPPROTO_TCP
+	binary.NativeEndian.PutUint32(req[20:], tcpListenStateMask)
+	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, err
+	}
+	var out []netip.AddrPort
+	buf := make([]byte, 64<<10)
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			return nil, err
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			switch m.Header.Type {
+			case unix.NLMSG_DONE:
+				return out, nil
+			case unix.NLMSG_ERROR:
+				return nil, fmt.Errorf("sock_diag: %w", diagErrno(m.Data))
+			}
+			if ap, ino, ok := parseDiagMsg(m.Data); ok && inodes[ino] {
+				out = append(out, ap)
+			}
+		}
+	}
+}
+
+// parseDiagMsg reads the local address and inode of an inet_diag_msg.
+func parseDiagMsg(b []byte) (netip.AddrPort, uint64, bool) {
+	if len(b) < sizeofInetDiagMsg {
+		return netip.AddrPort{}, 0, false
+	}
+	port := binary.BigEndian.Uint16(b[inetDiagMsgSport:])
+	var addr netip.Addr
+	switch b[0] {
+	case unix.AF_INET:
+		addr = netip.AddrFrom4([4]byte(b[inetDiagMsgSrc : inetDiagMsgSrc+4]))
+	case unix.AF_INET6:
+		addr = netip.AddrFrom16([16]byte(b[inetDiagMsgSrc : inetDiagMsgSrc+16]))
+	default:
+		return netip.AddrPort{}, 0, false
+	}
+	return netip.AddrPortFrom(addr, port), uint64(binary.NativeEndian.Uint32(b[inetDiagMsgInode:])), true
+}
+
+// diagErrno is the error an NLMSG_ERROR message carries.
+func diagErrno(b []byte) error {
+	if len(b) < 4 {
+		return errors.New("truncated netlink error")
+	}
+	if e := -int32(binary.NativeEndian.Uint32(b)); e != 0 {
+		return syscall.Errno(e)
+	}
+	return errors.New("netlink error without an errno")
 }

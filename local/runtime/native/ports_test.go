@@ -121,6 +121,18 @@ func TestListeningPortsAreTheSandboxs(t *testing.T) {
 	assert.NotContains(t, got, netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", escaped)))
 	assert.NotContains(t, got, mine.Addr().(*net.TCPAddr).AddrPort())
 
+	t.Run("sock_diag and /proc agree", func(t *testing.T) {
+		procs, err := sandboxProcs(testCtx(t), h)
+		require.NoError(t, err)
+		inodes, _ := socketsOf(procs)
+		viaDiag, err := diagListeners(inodes)
+		require.NoError(t, err)
+		viaProc, err := readTables(os.Getpid(), inodes)
+		require.NoError(t, err)
+		assert.ElementsMatch(t, viaProc, viaDiag)
+		assert.Len(t, viaDiag, 3)
+	})
+
 	require.NoError(t, r.Stop(testCtx(t), h, 0))
 	assert.Empty(t, ports(t, r, h), "a stopped workload listens on nothing")
 	assert.Empty(t, ports(t, r, runtime.Handle{}), "the zero handle listens on nothing")
