@@ -93,13 +93,11 @@ func simMaker(ctx context.Context, t *testing.T) (conformance.Harness, error) {
 	clk := clock.Real()
 	root := t.TempDir()
 	t.Cleanup(func() { testdaemon.KillMarked(t, root) })
-	// --insecure-no-token only lets the toolbox start without a token: once
-	// the backend hands one over (SANDPLANE_SANDBOX_TOKEN), it is checked.
 	be, err := simulator.NewRuntimeBackend(simulator.RuntimeBackendConfig{
 		Runtime:   native.New(clk),
 		Clock:     clk,
 		Root:      root,
-		Command:   []string{testdaemon.Binary(t), "toolbox", "--insecure-no-token"},
+		Command:   []string{testdaemon.Binary(t), "toolbox"},
 		StopGrace: 2 * time.Second,
 	})
 	if err != nil {

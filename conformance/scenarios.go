@@ -1,8 +1,8 @@
 package conformance
 
 import (
+	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/stretchr/testify/assert"
@@ -294,27 +294,29 @@ func busySandboxStillStops(e *env) {
 func previewReachesWorkload(e *env) {
 	sb := e.create(provider.CreateRequest{Name: e.name("web")})
 	marker := "preview-" + e.h.RunID()
-	out := e.exec(sb, "echo "+marker+" > preview.txt && pwd && echo \"port=${PORT:-}\"")
+	out := e.exec(sb, "echo "+marker+" > preview.txt && pwd")
 	require.Zero(e.t, out.ExitCode, out.Result)
 	ls := lines(out.Result)
-	require.Len(e.t, ls, 2, out.Result)
-	dir, port := ls[0], strings.TrimPrefix(ls[1], "port=")
+	require.Len(e.t, ls, 1, out.Result)
+	dir := ls[0]
 
-	// The toolbox reads files back: the local default workload and the
-	// simulator's are toolboxes. A sandbox with no port of its own and no
-	// $PORT (real Daytona) gets a small web server of its own.
+	// The local default workload is a toolbox, which reads files back. A
+	// backend with no port of its own (Daytona, the simulator) previews a
+	// small web server the sandbox starts: its toolbox answers only its
+	// own proxy, which preview traffic never passes through.
 	path := "/files/download?path=" + dir + "/preview.txt"
 	preview, err := e.p.PreviewURL(e.ctx, sb.Id, 0)
 	if provider.Code(err) == provider.InvalidArgument {
-		n := 3000
-		if port != "" {
-			n, err = strconv.Atoi(port)
-			require.NoError(e.t, err, "$PORT")
-		} else {
-			out := e.exec(sb, "nohup python3 -m http.server 3000 --directory "+dir+" </dev/null >/dev/null 2>&1 &")
-			require.Zero(e.t, out.ExitCode, out.Result)
-			path = "/preview.txt"
-		}
+		// Port 0: the sandbox picks a free one, and the scenario reads it
+		// from the server's banner (native sandboxes share the host's
+		// ports, and a replay must see the port its recording saw).
+		out := e.exec(sb, "nohup python3 -u -m http.server 0 --bind 127.0.0.1 --directory "+dir+" </dev/null >server.log 2>&1 & "+
+			"for i in $(seq 100); do grep -o 'port [0-9]*' server.log && exit 0; sleep 0.1; done; cat server.log; exit 1")
+		require.Zero(e.t, out.ExitCode, out.Result)
+		var n int
+		_, serr := fmt.Sscanf(strings.TrimSpace(out.Result), "port %d", &n)
+		require.NoError(e.t, serr, "the web server's port: %s", out.Result)
+		path = "/preview.txt"
 		preview, err = e.p.PreviewURL(e.ctx, sb.Id, n)
 	}
 	require.NoError(e.t, err, "preview URL")

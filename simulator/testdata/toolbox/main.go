@@ -50,6 +50,9 @@ func serve(ctx context.Context, addr, wd string) error {
 		WorkDir:   wd,
 		Version:   "sim-test",
 		SandboxID: os.Getenv("DAYTONA_SANDBOX_ID"),
+		// The simulator's backend hands every workload its secret, and its
+		// toolbox proxy sends it: the test toolbox checks it as the real one.
+		Token: os.Getenv("SANDPLANE_SANDBOX_TOKEN"),
 	})
 	if c, ok := tb.(io.Closer); ok {
 		defer c.Close()
