@@ -1,9 +1,14 @@
 // Package toolbox is the in-sandbox server that every local sandbox runs by
 // default (`sandplane toolbox`).
 //
-// It speaks the part of Daytona's toolbox (daemon) API that the official SDKs
-// use: process execution, sessions, file upload and download, listing and
-// metadata, plus sandplane's own probe at GET /api/info. The simulator's
+// It speaks Daytona's toolbox (daemon) API as the official SDKs use it:
+// process execution and code-run, sessions, PTYs over WebSocket, the file
+// system (upload, download, find, search, replace, move, permissions), git
+// (on the git CLI, honouring insteadOf and Options.GitURLRewrites), LSP
+// (pylsp, typescript-language-server), stateful python interpreter contexts
+// (an embedded driver per context), port detection and /init, plus
+// sandplane's own probe at GET /api/info. Computer use answers 503 "not
+// available", as on a Daytona sandbox without a desktop. The simulator's
 // toolbox proxy forwards {toolboxProxyUrl}/{sandboxId}/<path> here unchanged,
 // so status codes and bodies follow Daytona v0.190.0, errors included: every
 // failure is the daemon's JSON error body

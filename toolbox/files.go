@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -330,8 +331,9 @@ func (s *server) handleBulkDownload(w http.ResponseWriter, r *http.Request) {
 func (s *server) writeDownloadPart(mw *multipart.Writer, r *http.Request, p string) error {
 	t, err := s.fs.resolve(p)
 	var f *os.File
+	var fi fs.FileInfo
 	if err == nil {
-		f, _, err = s.fs.openFile(t)
+		f, fi, err = s.fs.openFile(t)
 	}
 	if err != nil {
 		return writeErrorPart(mw, r, s, p, downloadError(err, p))
@@ -344,11 +346,19 @@ func (s *server) writeDownloadPart(mw *multipart.Writer, r *http.Request, p stri
 	h := textproto.MIMEHeader{}
 	h.Set("Content-Type", ctype)
 	h.Set("Content-Disposition", formDisposition("file", p))
+	// The SDKs' progress callbacks take the total from the part's length.
+	size := fi.Size()
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
 	part, err := mw.CreatePart(h)
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(part, f)
+	// Exactly the announced length: a file that shrank meanwhile breaks the
+	// response rather than passing for complete, one that grew is cut.
+	n, err := io.CopyN(part, f, size)
+	if err == nil && n != size {
+		err = io.ErrUnexpectedEOF
+	}
 	return err
 }
 

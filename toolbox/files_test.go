@@ -217,8 +217,8 @@ func TestBulkUpload(t *testing.T) {
 
 // downloadPart is one part of a bulk download.
 type downloadPart struct {
-	name, filename, ctype string
-	body                  []byte
+	name, filename, ctype, length string
+	body                          []byte
 }
 
 func readParts(t *testing.T, resp response) []downloadPart {
@@ -240,7 +240,7 @@ func readParts(t *testing.T, resp response) []downloadPart {
 		// Part.FileName strips directories; the SDKs read the raw parameter.
 		_, dp, err := mime.ParseMediaType(p.Header.Get("Content-Disposition"))
 		require.NoError(t, err)
-		parts = append(parts, downloadPart{name: p.FormName(), filename: dp["filename"], ctype: p.Header.Get("Content-Type"), body: b})
+		parts = append(parts, downloadPart{name: p.FormName(), filename: dp["filename"], ctype: p.Header.Get("Content-Type"), length: p.Header.Get("Content-Length"), body: b})
 	}
 }
 
@@ -260,6 +260,7 @@ func TestBulkDownload(t *testing.T) {
 	assert.Equal(t, "a.txt", parts[0].filename, "filename is the path as requested")
 	assert.Equal(t, "alpha", string(parts[0].body))
 	assert.Contains(t, parts[0].ctype, "text/plain")
+	assert.Equal(t, "5", parts[0].length, "each file part carries its length, for progress totals")
 
 	assert.Equal(t, "error", parts[1].name)
 	assert.Equal(t, "missing.txt", parts[1].filename)

@@ -37,6 +37,10 @@ type tree interface {
 	Remove(name string) error
 	RemoveAll(name string) error
 	Rename(oldname, newname string) error
+	Chmod(name string, mode os.FileMode) error
+	Chown(name string, uid, gid int) error
+	// FS walks the tree; it does not follow symlinks to directories.
+	FS() fs.FS
 }
 
 func newFsys(rootDir, workDir string) (*fsys, error) {
@@ -70,6 +74,9 @@ func (h hostTree) RemoveAll(name string) error { return os.RemoveAll(h.abs(name)
 func (h hostTree) Rename(oldname, newname string) error {
 	return os.Rename(h.abs(oldname), h.abs(newname))
 }
+func (h hostTree) Chmod(name string, mode os.FileMode) error { return os.Chmod(h.abs(name), mode) }
+func (h hostTree) Chown(name string, uid, gid int) error     { return os.Chown(h.abs(name), uid, gid) }
+func (hostTree) FS() fs.FS                                   { return os.DirFS(string(filepath.Separator)) }
 
 // target is a resolved request path.
 type target struct {
@@ -303,8 +310,10 @@ func (f *fsys) writeFile(t target, r io.Reader) (int64, error) {
 	return n, nil
 }
 
+// writeThrough writes the file a symlink points to, creating it when the
+// link dangles, as Daytona does.
 func (f *fsys) writeThrough(t target, r io.Reader) (int64, error) {
-	file, err := f.root.OpenFile(t.rel, os.O_WRONLY|os.O_TRUNC, 0)
+	file, err := f.root.OpenFile(t.rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return 0, f.fsError(t, err)
 	}

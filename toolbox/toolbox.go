@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/sandplane/sandplane/provider/clock"
@@ -43,6 +44,9 @@ type Options struct {
 	SandboxID string
 	// Root, when set, confines the file endpoints to this directory tree.
 	Root string
+	// GitURLRewrites apply to every git command, like url.<To>.insteadOf
+	// entries in git's configuration (which git honours too).
+	GitURLRewrites []GitURLRewrite
 	// Token is the sandbox's secret. Every request but GET /version and
 	// GET /api/info must present it, in the X-Daytona-Preview-Token header
 	// or as "Authorization: Bearer <token>". Empty turns the token check
@@ -137,6 +141,12 @@ type server struct {
 	mux      *http.ServeMux
 	access   map[string]access // by mux pattern
 	sessions *sessions
+	lsp      *lspServers
+
+	initMu    sync.Mutex
+	initToken string // from POST /init; never logged or echoed
+	interp    *interpreters
+	ptys      *ptyManager
 }
 
 // NewHandler returns the toolbox API. The handler also implements io.Closer:
@@ -162,6 +172,9 @@ func newServer(opts Options) (*server, error) {
 	}
 	s := &server{opts: opts, fs: fsys, mux: http.NewServeMux()}
 	s.sessions = newSessions(s)
+	s.lsp = newLSPServers(s)
+	s.interp = newInterpreters(s)
+	s.ptys = newPtyManager(s)
 	s.routes()
 	return s, nil
 }
@@ -169,6 +182,8 @@ func newServer(opts Options) (*server, error) {
 func (s *server) routes() {
 	open := access{open: true}
 	none, json, multipart := access{body: noBody}, access{body: jsonBody}, access{body: formBody}
+	// /init is sent as */* by the generated clients.
+	anyType := access{body: anyBody}
 	routes := []struct {
 		pattern string
 		access  access
@@ -180,6 +195,18 @@ func (s *server) routes() {
 		{"GET /user-home-dir", none, s.handleDir(func() string { return s.opts.HomeDir })},
 
 		{"POST /process/execute", json, s.handleExecute},
+		{"GET /process/interpreter/context", none, s.handleListContexts},
+		{"POST /process/interpreter/context", json, s.handleCreateContext},
+		{"DELETE /process/interpreter/context/{id}", none, s.handleDeleteContext},
+		{"GET /process/interpreter/execute", none, s.handleInterpreterExecute},
+		{"POST /process/code-run", json, s.handleCodeRun},
+		{"POST /process/pty", json, s.handleCreatePty},
+		{"GET /process/pty", none, s.handleListPty},
+		{"GET /process/pty/create-connect", none, s.handleCreateConnectPty},
+		{"GET /process/pty/{sessionId}", none, s.handleGetPty},
+		{"DELETE /process/pty/{sessionId}", none, s.handleDeletePty},
+		{"GET /process/pty/{sessionId}/connect", none, s.handleConnectPty},
+		{"POST /process/pty/{sessionId}/resize", json, s.handleResizePty},
 
 		{"POST /process/session", json, s.handleCreateSession},
 		{"GET /process/session", none, s.handleListSessions},
@@ -197,6 +224,36 @@ func (s *server) routes() {
 		{"POST /files/upload", multipart, s.handleUpload},
 		{"POST /files/bulk-download", json, s.handleBulkDownload},
 		{"POST /files/bulk-upload", multipart, s.handleBulkUpload},
+		{"POST /files/move", none, s.handleMove},
+		{"POST /files/permissions", none, s.handleSetPermissions},
+		{"GET /files/find", none, s.handleFind},
+		{"GET /files/search", none, s.handleSearch},
+		{"POST /files/replace", json, s.handleReplace},
+
+		{"POST /git/clone", json, s.handleGitClone},
+		{"GET /git/status", none, s.handleGitStatus},
+		{"GET /git/branches", none, s.handleGitBranches},
+		{"POST /git/branches", json, s.handleGitCreateBranch},
+		{"DELETE /git/branches", json, s.handleGitDeleteBranch},
+		{"POST /git/checkout", json, s.handleGitCheckout},
+		{"POST /git/add", json, s.handleGitAdd},
+		{"POST /git/commit", json, s.handleGitCommit},
+		{"GET /git/history", none, s.handleGitHistory},
+		{"POST /git/push", json, s.handleGitPush},
+		{"POST /git/pull", json, s.handleGitPull},
+
+		{"GET /port", none, s.handleGetPorts},
+		{"GET /port/{port}/in-use", none, s.handlePortInUse},
+		{"POST /init", anyType, s.handleInit},
+		{"/computeruse/", none, s.handleComputerUse},
+
+		{"POST /lsp/start", json, s.handleLSPStart},
+		{"POST /lsp/stop", json, s.handleLSPStop},
+		{"POST /lsp/did-open", json, s.handleLSPDidOpen},
+		{"POST /lsp/did-close", json, s.handleLSPDidClose},
+		{"POST /lsp/completions", json, s.handleLSPCompletions},
+		{"GET /lsp/document-symbols", none, s.handleLSPDocumentSymbols},
+		{"GET /lsp/workspacesymbols", none, s.handleLSPWorkspaceSymbols},
 
 		// gin answers unknown routes and wrong methods alike with a 404.
 		{"/", none, func(w http.ResponseWriter, r *http.Request) {
@@ -224,6 +281,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Close kills every session shell. Idempotent.
 func (s *server) Close() error {
 	s.sessions.closeAll()
+	s.lsp.closeAll()
+	s.interp.closeAll()
+	s.ptys.closeAll()
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/toolbox"
 )
 
@@ -22,7 +23,7 @@ const tokenEnv = "SANDPLANE_SANDBOX_TOKEN"
 
 func newToolboxCmd() *cobra.Command {
 	var listen, host, root, tokenFile string
-	var allowHosts []string
+	var allowHosts, rewrites []string
 	var noToken bool
 	cmd := &cobra.Command{
 		Use:   "toolbox",
@@ -65,15 +66,24 @@ the port can then run commands as you.`,
 			if token == "" {
 				fmt.Fprintln(cmd.ErrOrStderr(), "toolbox: WARNING: --insecure-no-token: anything that can reach "+addr+" can run commands as you")
 			}
+			var gitRewrites []toolbox.GitURLRewrite
+			for _, s := range rewrites {
+				rw, err := toolbox.ParseGitURLRewrite(s)
+				if err != nil {
+					return provider.Errorf(provider.InvalidArgument, "%v (see %s --help)", err, cmd.CommandPath())
+				}
+				gitRewrites = append(gitRewrites, rw)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			return toolbox.Serve(ctx, addr, toolbox.Options{
-				WorkDir:      wd,
-				Version:      versionString(),
-				SandboxID:    os.Getenv("SANDPLANE_SANDBOX_ID"),
-				Root:         root,
-				Token:        token,
-				AllowedHosts: allowHosts,
+				WorkDir:        wd,
+				Version:        versionString(),
+				SandboxID:      os.Getenv("SANDPLANE_SANDBOX_ID"),
+				Root:           root,
+				Token:          token,
+				AllowedHosts:   allowHosts,
+				GitURLRewrites: gitRewrites,
 			})
 		},
 	}
@@ -84,6 +94,7 @@ the port can then run commands as you.`,
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the sandbox token from this file (mode 0600) instead of $"+tokenEnv)
 	cmd.Flags().StringSliceVar(&allowHosts, "allow-host", nil, "also accept requests whose Host is this name (repeatable), for a proxy that keeps the caller's Host")
 	cmd.Flags().BoolVar(&noToken, "insecure-no-token", false, "start without a token and check none: for use by hand only, never for a sandbox others can reach")
+	cmd.Flags().StringArrayVar(&rewrites, "git-url-rewrite", nil, "FROM=TO: git fetches and pushes TO for URLs starting with FROM, like url.TO.insteadOf=FROM (repeatable)")
 	return cmd
 }
 

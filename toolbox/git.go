@@ -1,0 +1,615 @@
+package toolbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The git endpoints run the git CLI, so they behave as git does in the
+// sandbox: its configuration applies (url.<base>.insteadOf included), and
+// so do its transports (file://, ssh, http). Options.GitURLRewrites adds
+// rewrites of the same kind on every command.
+
+// GitURLRewrite makes git fetch from and push to To whatever URL starts
+// with From, exactly as git's `url.<To>.insteadOf = <From>`. The URL a
+// clone records stays the one the client gave.
+type GitURLRewrite struct {
+	From string
+	To   string
+}
+
+// ParseGitURLRewrite reads the `FROM=TO` form of the --git-url-rewrite
+// flag, split at the first '='.
+func ParseGitURLRewrite(s string) (GitURLRewrite, error) {
+	from, to, ok := strings.Cut(s, "=")
+	if !ok || from == "" || to == "" {
+		return GitURLRewrite{}, fmt.Errorf("git URL rewrite %q: want FROM=TO, like https://github.com/=file:///srv/fixtures/", s)
+	}
+	return GitURLRewrite{From: from, To: to}, nil
+}
+
+// maxGitOutput bounds what one git command may print.
+const maxGitOutput = 64 << 20
+
+// GitCloneRequest is the body of POST /git/clone.
+type GitCloneRequest struct {
+	URL             string `json:"url"`
+	Path            string `json:"path"`
+	Branch          string `json:"branch"`
+	CommitID        string `json:"commit_id"`
+	Username        string `json:"username"`
+	Password        string `json:"password"`
+	InsecureSkipTLS bool   `json:"insecure_skip_tls"`
+}
+
+// GitRepoRequest is the body of push and pull.
+type GitRepoRequest struct {
+	Path     string `json:"path"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// GitBranchRequest names a branch of the repository at Path.
+type GitBranchRequest struct {
+	Path string `json:"path"`
+	Name string `json:"name"`
+}
+
+// GitCheckoutRequest is the body of POST /git/checkout.
+type GitCheckoutRequest struct {
+	Path   string `json:"path"`
+	Branch string `json:"branch"`
+}
+
+// GitAddRequest is the body of POST /git/add.
+type GitAddRequest struct {
+	Path  string   `json:"path"`
+	Files []string `json:"files"`
+}
+
+// GitCommitRequest is the body of POST /git/commit.
+type GitCommitRequest struct {
+	Path       string `json:"path"`
+	Message    string `json:"message"`
+	Author     string `json:"author"`
+	Email      string `json:"email"`
+	AllowEmpty bool   `json:"allow_empty"`
+}
+
+// GitCommitResponse answers a commit.
+type GitCommitResponse struct {
+	Hash string `json:"hash"`
+}
+
+// GitCommitInfo is one commit of GET /git/history.
+type GitCommitInfo struct {
+	Hash      string `json:"hash"`
+	Author    string `json:"author"`
+	Email     string `json:"email"`
+	Message   string `json:"message"`
+	Timestamp string `json:"timestamp"`
+}
+
+// ListBranchResponse answers GET /git/branches.
+type ListBranchResponse struct {
+	Branches []string `json:"branches"`
+}
+
+// FileStatus is one file of GitStatus. Staging and Worktree take the
+// values of Daytona's Status enum.
+type FileStatus struct {
+	Name     string `json:"name"`
+	Staging  string `json:"staging"`
+	Worktree string `json:"worktree"`
+	Extra    string `json:"extra"`
+}
+
+// GitStatus answers GET /git/status.
+type GitStatus struct {
+	CurrentBranch   string       `json:"currentBranch"`
+	FileStatus      []FileStatus `json:"fileStatus"`
+	Ahead           int          `json:"ahead"`
+	Behind          int          `json:"behind"`
+	BranchPublished bool         `json:"branchPublished"`
+}
+
+// gitCreds are sent to git through an askpass program, never on a command
+// line or in a URL, so they reach neither the repository's config nor ps.
+type gitCreds struct {
+	username, password string
+}
+
+func credsOf(username, password string) *gitCreds {
+	if username == "" && password == "" {
+		return nil
+	}
+	return &gitCreds{username: username, password: password}
+}
+
+// askpassScript answers git's prompts from the environment of the git
+// process that runs it.
+const askpassScript = `#!/bin/sh
+case "$1" in
+Username*) printf '%s\n' "$SANDPLANE_GIT_USERNAME" ;;
+*) printf '%s\n' "$SANDPLANE_GIT_PASSWORD" ;;
+esac
+`
+
+// gitCmd is one run of git.
+type gitCmd struct {
+	dir   string
+	creds *gitCreds
+	env   []string
+	args  []string
+}
+
+// git runs git in dir and returns its standard output. A failure is a 400
+// whose message is git's own, credentials removed.
+func (s *server) git(ctx context.Context, c gitCmd) (string, error) {
+	args := []string{}
+	for _, rw := range s.opts.GitURLRewrites {
+		args = append(args, "-c", "url."+rw.To+".insteadOf="+rw.From)
+	}
+	env := append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	if c.creds != nil {
+		dir, err := os.MkdirTemp("", "sandplane-git-")
+		if err != nil {
+			return "", errorf(http.StatusInternalServerError, "git credentials: %v", err)
+		}
+		defer os.RemoveAll(dir)
+		askpass := filepath.Join(dir, "askpass")
+		if err := os.WriteFile(askpass, []byte(askpassScript), 0o700); err != nil {
+			return "", errorf(http.StatusInternalServerError, "git credentials: %v", err)
+		}
+		// The given credentials win over any stored helper.
+		args = append(args, "-c", "credential.helper=")
+		env = append(env, "GIT_ASKPASS="+askpass,
+			"SANDPLANE_GIT_USERNAME="+c.creds.username, "SANDPLANE_GIT_PASSWORD="+c.creds.password)
+	}
+	cmd := exec.CommandContext(ctx, "git", append(args, c.args...)...)
+	cmd.Dir = c.dir
+	cmd.Env = append(env, c.env...)
+	stdout, stderr := &boundedBuffer{limit: maxGitOutput}, &boundedBuffer{limit: 64 << 10}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Run(); err != nil {
+		return "", gitError(c.args, err, stderr.buf.Bytes())
+	}
+	return stdout.buf.String(), nil
+}
+
+var urlUserinfo = regexp.MustCompile(`://[^/@\s]+@`)
+
+func gitError(args []string, err error, stderr []byte) error {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		if errors.Is(err, exec.ErrNotFound) {
+			return errorf(http.StatusInternalServerError, "git is not installed in the sandbox")
+		}
+		return errorf(http.StatusInternalServerError, "running git: %v", err)
+	}
+	msg := strings.TrimSpace(string(stderr))
+	msg = urlUserinfo.ReplaceAllString(msg, "://***@")
+	if msg == "" {
+		msg = ee.Error()
+	}
+	op := "git"
+	if len(args) > 0 {
+		op = "git " + args[0]
+	}
+	return errorf(http.StatusBadRequest, "%s failed: %s", op, msg)
+}
+
+// repoDir resolves a repository path against the work dir and checks that
+// it exists.
+func (s *server) repoDir(p string) (string, error) {
+	if strings.TrimSpace(p) == "" {
+		return "", errorf(http.StatusBadRequest, "path is required")
+	}
+	dir := s.absPath(p)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", errorf(http.StatusNotFound, "repository path %s does not exist", dir)
+		}
+		return "", errorf(http.StatusBadRequest, "repository path %s: %v", dir, err)
+	}
+	if !fi.IsDir() {
+		return "", errorf(http.StatusBadRequest, "repository path %s is not a directory", dir)
+	}
+	return dir, nil
+}
+
+// noOption refuses a value git would take for an option.
+func noOption(what, v string) error {
+	if strings.HasPrefix(v, "-") || strings.IndexByte(v, 0) >= 0 {
+		return errorf(http.StatusBadRequest, "invalid %s %q", what, v)
+	}
+	return nil
+}
+
+func (s *server) handleGitClone(w http.ResponseWriter, r *http.Request) {
+	var req GitCloneRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.URL == "" || strings.TrimSpace(req.Path) == "" {
+		s.fail(w, r, errorf(http.StatusBadRequest, "url and path are required"))
+		return
+	}
+	for _, v := range [][2]string{{"url", req.URL}, {"branch", req.Branch}, {"commit_id", req.CommitID}} {
+		if err := noOption(v[0], v[1]); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	dest := s.absPath(req.Path)
+	args := []string{}
+	if req.InsecureSkipTLS {
+		args = append(args, "-c", "http.sslVerify=false")
+	}
+	args = append(args, "clone")
+	if req.Branch != "" {
+		args = append(args, "--branch", req.Branch)
+	}
+	args = append(args, "--", req.URL, dest)
+	creds := credsOf(req.Username, req.Password)
+	if _, err := s.git(r.Context(), gitCmd{dir: s.opts.WorkDir, creds: creds, args: args}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.CommitID != "" {
+		if _, err := s.git(r.Context(), gitCmd{dir: dest, args: []string{"checkout", "--detach", req.CommitID, "--"}}); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *server) handleGitStatus(w http.ResponseWriter, r *http.Request) {
+	dir, err := s.repoDir(r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all"}})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, parseGitStatus(out))
+}
+
+// gitStatusCodes maps git's XY letters to Daytona's Status enum.
+var gitStatusCodes = map[byte]string{
+	'.': "Unmodified",
+	'M': "Modified",
+	'T': "Modified",
+	'A': "Added",
+	'D': "Deleted",
+	'R': "Renamed",
+	'C': "Copied",
+	'U': "Updated but unmerged",
+	'?': "Untracked",
+}
+
+// parseGitStatus reads `git status --porcelain=v2 --branch -z`.
+func parseGitStatus(out string) GitStatus {
+	st := GitStatus{FileStatus: []FileStatus{}}
+	recs := strings.Split(out, "\x00")
+	for i := 0; i < len(recs); i++ {
+		rec := recs[i]
+		switch {
+		case strings.HasPrefix(rec, "# branch.head "):
+			st.CurrentBranch = strings.TrimPrefix(rec, "# branch.head ")
+			if st.CurrentBranch == "(detached)" {
+				st.CurrentBranch = "HEAD"
+			}
+		case strings.HasPrefix(rec, "# branch.upstream "):
+			st.BranchPublished = true
+		case strings.HasPrefix(rec, "# branch.ab "):
+			f := strings.Fields(strings.TrimPrefix(rec, "# branch.ab "))
+			if len(f) == 2 {
+				st.Ahead, _ = strconv.Atoi(strings.TrimPrefix(f[0], "+"))
+				st.Behind, _ = strconv.Atoi(strings.TrimPrefix(f[1], "-"))
+			}
+		case strings.HasPrefix(rec, "1 "):
+			if f := strings.SplitN(rec, " ", 9); len(f) == 9 {
+				st.FileStatus = append(st.FileStatus, fileStatus(f[1], f[8], ""))
+			}
+		case strings.HasPrefix(rec, "2 "):
+			// The original path follows as its own record.
+			if f := strings.SplitN(rec, " ", 10); len(f) == 10 && i+1 < len(recs) {
+				i++
+				st.FileStatus = append(st.FileStatus, fileStatus(f[1], f[9], recs[i]))
+			}
+		case strings.HasPrefix(rec, "u "):
+			if f := strings.SplitN(rec, " ", 11); len(f) == 11 {
+				st.FileStatus = append(st.FileStatus, FileStatus{Name: f[10], Staging: "Updated but unmerged", Worktree: "Updated but unmerged"})
+			}
+		case strings.HasPrefix(rec, "? "):
+			st.FileStatus = append(st.FileStatus, FileStatus{Name: rec[2:], Staging: "Untracked", Worktree: "Untracked"})
+		}
+	}
+	return st
+}
+
+func fileStatus(xy, name, orig string) FileStatus {
+	code := func(b byte) string {
+		if s, ok := gitStatusCodes[b]; ok {
+			return s
+		}
+		return "Unmodified"
+	}
+	return FileStatus{Name: name, Staging: code(xy[0]), Worktree: code(xy[1]), Extra: orig}
+}
+
+func (s *server) handleGitBranches(w http.ResponseWriter, r *http.Request) {
+	dir, err := s.repoDir(r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"for-each-ref", "--format=%(refname:short)", "refs/heads/"}})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	branches := []string{}
+	for _, b := range strings.Split(strings.TrimSpace(out), "\n") {
+		if b != "" {
+			branches = append(branches, b)
+		}
+	}
+	writeJSON(w, http.StatusOK, ListBranchResponse{Branches: branches})
+}
+
+// branchRequest decodes and checks a {path, name} body.
+func (s *server) branchRequest(w http.ResponseWriter, r *http.Request) (string, string, error) {
+	var req GitBranchRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		return "", "", err
+	}
+	if strings.TrimSpace(req.Name) == "" {
+		return "", "", errorf(http.StatusBadRequest, "name is required")
+	}
+	if err := noOption("branch name", req.Name); err != nil {
+		return "", "", err
+	}
+	dir, err := s.repoDir(req.Path)
+	return dir, req.Name, err
+}
+
+// handleGitCreateBranch creates the branch at HEAD and switches to it, as
+// the daemon's checkout-with-create does.
+func (s *server) handleGitCreateBranch(w http.ResponseWriter, r *http.Request) {
+	dir, name, err := s.branchRequest(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"checkout", "-b", name}}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *server) handleGitDeleteBranch(w http.ResponseWriter, r *http.Request) {
+	dir, name, err := s.branchRequest(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"branch", "-D", "--", name}}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) handleGitCheckout(w http.ResponseWriter, r *http.Request) {
+	var req GitCheckoutRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if strings.TrimSpace(req.Branch) == "" {
+		s.fail(w, r, errorf(http.StatusBadRequest, "branch is required"))
+		return
+	}
+	if err := noOption("branch", req.Branch); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	dir, err := s.repoDir(req.Path)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"checkout", req.Branch, "--"}}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *server) handleGitAdd(w http.ResponseWriter, r *http.Request) {
+	var req GitAddRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(req.Files) == 0 {
+		s.fail(w, r, errorf(http.StatusBadRequest, "files is required (use [\".\"] for everything)"))
+		return
+	}
+	dir, err := s.repoDir(req.Path)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	args := append([]string{"add", "--"}, req.Files...)
+	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: args}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *server) handleGitCommit(w http.ResponseWriter, r *http.Request) {
+	var req GitCommitRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if strings.TrimSpace(req.Message) == "" || strings.TrimSpace(req.Author) == "" || strings.TrimSpace(req.Email) == "" {
+		s.fail(w, r, errorf(http.StatusBadRequest, "message, author and email are required"))
+		return
+	}
+	dir, err := s.repoDir(req.Path)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	args := []string{"commit", "--no-verify", "-m", req.Message}
+	if req.AllowEmpty {
+		args = append(args, "--allow-empty")
+	}
+	who := []string{
+		"GIT_AUTHOR_NAME=" + req.Author, "GIT_AUTHOR_EMAIL=" + req.Email,
+		"GIT_COMMITTER_NAME=" + req.Author, "GIT_COMMITTER_EMAIL=" + req.Email,
+	}
+	if _, err := s.git(r.Context(), gitCmd{dir: dir, env: who, args: args}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	hash, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"rev-parse", "HEAD"}})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, GitCommitResponse{Hash: strings.TrimSpace(hash)})
+}
+
+// handleGitHistory lists the commits reachable from HEAD, newest first.
+func (s *server) handleGitHistory(w http.ResponseWriter, r *http.Request) {
+	dir, err := s.repoDir(r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// A repository without commits has no history, not a broken HEAD.
+	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"rev-parse", "--verify", "--quiet", "HEAD"}}); err != nil {
+		if _, rerr := s.git(r.Context(), gitCmd{dir: dir, args: []string{"rev-parse", "--git-dir"}}); rerr != nil {
+			s.fail(w, r, rerr)
+			return
+		}
+		writeJSON(w, http.StatusOK, []GitCommitInfo{})
+		return
+	}
+	out, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"log", "--format=%H%x1f%an%x1f%ae%x1f%aI%x1f%B%x1e", "HEAD"}})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, parseGitLog(out))
+}
+
+func parseGitLog(out string) []GitCommitInfo {
+	commits := []GitCommitInfo{}
+	for _, rec := range strings.Split(out, "\x1e") {
+		f := strings.Split(strings.TrimLeft(rec, "\n"), "\x1f")
+		if len(f) != 5 {
+			continue
+		}
+		commits = append(commits, GitCommitInfo{
+			Hash: f[0], Author: f[1], Email: f[2], Timestamp: f[3],
+			Message: strings.TrimRight(f[4], "\n"),
+		})
+	}
+	return commits
+}
+
+// repoRequest decodes a push or pull body.
+func (s *server) repoRequest(w http.ResponseWriter, r *http.Request) (string, *gitCreds, error) {
+	var req GitRepoRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		return "", nil, err
+	}
+	dir, err := s.repoDir(req.Path)
+	return dir, credsOf(req.Username, req.Password), err
+}
+
+// hasUpstream reports whether the current branch tracks a remote branch.
+func (s *server) hasUpstream(ctx context.Context, dir string) bool {
+	_, err := s.git(ctx, gitCmd{dir: dir, args: []string{"rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}"}})
+	return err == nil
+}
+
+// handleGitPush pushes the current branch; one that tracks nothing yet is
+// published to origin under its own name and tracks it from then on.
+func (s *server) handleGitPush(w http.ResponseWriter, r *http.Request) {
+	dir, creds, err := s.repoRequest(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	args := []string{"push"}
+	if !s.hasUpstream(r.Context(), dir) {
+		args = append(args, "--set-upstream", "origin", "HEAD")
+	}
+	if _, err := s.git(r.Context(), gitCmd{dir: dir, creds: creds, args: args}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// handleGitPull fast-forwards the current branch from its upstream, or
+// from the same-named branch of origin.
+func (s *server) handleGitPull(w http.ResponseWriter, r *http.Request) {
+	dir, creds, err := s.repoRequest(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	args := []string{"pull", "--ff-only"}
+	if !s.hasUpstream(r.Context(), dir) {
+		branch, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"symbolic-ref", "--short", "HEAD"}})
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		args = append(args, "origin", strings.TrimSpace(branch))
+	}
+	if _, err := s.git(r.Context(), gitCmd{dir: dir, creds: creds, args: args}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// boundedBuffer keeps the first limit bytes written to it and drops the
+// rest, so a chatty command cannot exhaust memory.
+type boundedBuffer struct {
+	limit int
+	buf   bytes.Buffer
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	if room := b.limit - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}

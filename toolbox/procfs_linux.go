@@ -1,0 +1,154 @@
+//go:build linux
+
+package toolbox
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// procStat is what the toolbox reads of /proc/<pid>/stat.
+type procStat struct {
+	pid, ppid, session int
+}
+
+// readProcStat parses /proc/<pid>/stat. The command name may contain
+// spaces and parentheses, so the fields are counted from its last ')'.
+func readProcStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return procStat{}, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	// After ") ": state ppid pgrp session ...
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 4 {
+		return procStat{}, false
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	sid, err2 := strconv.Atoi(f[3])
+	if err1 != nil || err2 != nil {
+		return procStat{}, false
+	}
+	return procStat{pid: pid, ppid: ppid, session: sid}, true
+}
+
+// allProcs lists every process this toolbox can see.
+func allProcs() []procStat {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	out := make([]procStat, 0, len(entries))
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := readProcStat(pid); ok {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// killSession kills every process of the terminal session sid (a PTY's
+// shell and whatever it started, background jobs in their own process
+// groups included). Processes that left the session with setsid survive.
+func killSession(sid int) {
+	for _, p := range allProcs() {
+		if p.session == sid {
+			syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// descendants returns the pids below root in the process tree.
+func descendants(root int) map[int]bool {
+	children := map[int][]int{}
+	for _, p := range allProcs() {
+		children[p.ppid] = append(children[p.ppid], p.pid)
+	}
+	out := map[int]bool{}
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			if !out[c] {
+				out[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	return out
+}
+
+// socketInodes returns the inodes of the sockets that pid holds open.
+func socketInodes(pid int, into map[uint64]bool) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		link, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil || !strings.HasPrefix(link, "socket:[") {
+			continue
+		}
+		if n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]"), 10, 64); err == nil {
+			into[n] = true
+		}
+	}
+}
+
+// listeningTCP maps the inode of every listening TCP socket (IPv4 and
+// IPv6) to its local port.
+func listeningTCP() map[uint64]int {
+	out := map[uint64]int{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		parseProcNetTCP(f, out)
+	}
+	return out
+}
+
+// tcpListen is the kernel's TCP_LISTEN state in /proc/net/tcp.
+const tcpListen = "0A"
+
+func parseProcNetTCP(path string, into map[uint64]int) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Scan() // header
+	for sc.Scan() {
+		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 || fields[3] != tcpListen {
+			continue
+		}
+		_, portHex, ok := strings.Cut(fields[1], ":")
+		if !ok {
+			continue
+		}
+		port, err := strconv.ParseUint(portHex, 16, 16)
+		if err != nil {
+			continue
+		}
+		inode, err := strconv.ParseUint(fields[9], 10, 64)
+		if err != nil || inode == 0 {
+			continue
+		}
+		into[inode] = int(port)
+	}
+}

@@ -1,0 +1,21 @@
+//go:build !linux
+
+package toolbox
+
+import "os"
+
+// killSession kills the session leader; without /proc the rest of the
+// session cannot be found.
+func killSession(sid int) {
+	if p, err := os.FindProcess(sid); err == nil {
+		p.Kill()
+	}
+}
+
+// descendants is unknown without /proc.
+func descendants(int) map[int]bool { return nil }
+
+// listeningTCP is unknown without /proc.
+func listeningTCP() map[uint64]int { return nil }
+
+func socketInodes(int, map[uint64]bool) {}
