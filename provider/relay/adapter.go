@@ -1,0 +1,95 @@
+package relay
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/sandplane/sandplane/provider"
+)
+
+// FromProvider adapts a provider.Provider: Get gives the canonical id, the
+// state and the auto-stop interval, Info the interval minute (once), and
+// PreviewURL the upstream.
+func FromProvider(p provider.Provider) Resolver {
+	return &providerResolver{p: p}
+}
+
+type providerResolver struct {
+	p provider.Provider
+
+	mu     sync.Mutex
+	minute time.Duration // 0 until Info answered
+}
+
+func (a *providerResolver) Resolve(ctx context.Context, idOrName string, port int) (Target, error) {
+	sb, err := a.p.Get(ctx, idOrName)
+	if err != nil {
+		return Target{}, err
+	}
+	if sb.State != provider.StateStarted {
+		return Target{}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s", sb.Id, sb.State)
+	}
+	minute, err := a.intervalMinute(ctx)
+	if err != nil {
+		return Target{}, err
+	}
+	t, err := previewTarget(ctx, a.p, sb.Id, port)
+	if err != nil {
+		return Target{}, err
+	}
+	t.ID = sb.Id
+	t.AutoStop = time.Duration(sb.AutoStopInterval) * minute
+	t.Minute = minute
+	return t, nil
+}
+
+// previewTarget is the one place that reads the provider's preview answer:
+// the upstream URL and, when the provider hands out a preview token, the
+// token that both guards the sandbox here and goes upstream in
+// X-Daytona-Preview-Token, as Daytona's preview links expect.
+func previewTarget(ctx context.Context, p provider.Provider, id string, port int) (Target, error) {
+	raw, err := p.PreviewURL(ctx, id, port)
+	if err != nil {
+		return Target{}, err
+	}
+	token := "" // PreviewURL answers a URL only; Daytona's signed URLs carry their token inside
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Target{}, provider.Errorf(provider.Internal, "the provider's preview URL for sandbox %s does not parse", id)
+	}
+	t := Target{URL: u, Token: token}
+	if token != "" {
+		t.Header = http.Header{TokenHeader: {token}}
+	}
+	return t, nil
+}
+
+// intervalMinute is the provider's interval minute, from Info: local daemons
+// report their --minute, Daytona's is a minute.
+func (a *providerResolver) intervalMinute(ctx context.Context) (time.Duration, error) {
+	a.mu.Lock()
+	m := a.minute
+	a.mu.Unlock()
+	if m > 0 {
+		return m, nil
+	}
+	info, err := a.p.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	m, err = time.ParseDuration(info.Minute)
+	if err != nil || m <= 0 {
+		m = time.Minute
+	}
+	a.mu.Lock()
+	a.minute = m
+	a.mu.Unlock()
+	return m, nil
+}
+
+func (a *providerResolver) RefreshActivity(ctx context.Context, id string) error {
+	return a.p.RefreshActivity(ctx, id)
+}

@@ -1,0 +1,376 @@
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// Options tune a Relay; the zero value is the defaults.
+type Options struct {
+	// Domain is the proxy domain of host routing, <port>-<id>.<Domain>.
+	// Default "localhost", which browsers and curl resolve to loopback.
+	Domain string
+	// Clock runs every timer. Default clock.Real().
+	Clock clock.Clock
+	// Logger gets refresh failures (at most one line a minute per sandbox)
+	// and upstream errors at debug level. Default: discard.
+	Logger *slog.Logger
+	// Transport carries requests to the upstreams. Default: a clone of
+	// http.DefaultTransport without environment proxies.
+	Transport http.RoundTripper
+
+	// MaxConcurrentRefreshes bounds RefreshActivity calls in flight; a
+	// refresh past the bound is skipped and the next request tries again.
+	// Default 16.
+	MaxConcurrentRefreshes int
+	// RefreshTimeout bounds one RefreshActivity call. Default 10 s.
+	RefreshTimeout time.Duration
+	// IdleKeepAlive, when positive, is how long one open connection that
+	// moves no bytes keeps its sandbox alive: past it, its heartbeat stops
+	// refreshing (checked at each heartbeat), so a leaked WebSocket cannot
+	// keep a forgotten sandbox running forever. Traffic makes it count
+	// again. Default 0: an open connection counts for as long as it is open.
+	IdleKeepAlive time.Duration
+
+	// CacheTTL is how long a resolution is reused. Default 30 s.
+	CacheTTL time.Duration
+	// ResolveTimeout bounds one resolution. Default 10 s.
+	ResolveTimeout time.Duration
+
+	// CookieKey signs access cookies. Default: random per relay, so cookies
+	// end with the process.
+	CookieKey []byte
+
+	// MetricsPath, when set, serves the Prometheus metrics there on the
+	// relay's own host (not on a sandbox's).
+	MetricsPath string
+	// Registerer, when set, also gets the relay's collectors.
+	Registerer prometheus.Registerer
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Domain == "" {
+		o.Domain = "localhost"
+	}
+	o.Domain = strings.ToLower(strings.Trim(o.Domain, "."))
+	if o.Clock == nil {
+		o.Clock = clock.Real()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		t.MaxIdleConnsPerHost = 64
+		o.Transport = t
+	}
+	if o.MaxConcurrentRefreshes <= 0 {
+		o.MaxConcurrentRefreshes = 16
+	}
+	if o.RefreshTimeout <= 0 {
+		o.RefreshTimeout = 10 * time.Second
+	}
+	if o.CacheTTL <= 0 {
+		o.CacheTTL = 30 * time.Second
+	}
+	if o.ResolveTimeout <= 0 {
+		o.ResolveTimeout = 10 * time.Second
+	}
+	if len(o.CookieKey) == 0 {
+		o.CookieKey = make([]byte, 32)
+		if _, err := rand.Read(o.CookieKey); err != nil {
+			return o, provider.Errorf(provider.Internal, "make a cookie key: %v", err)
+		}
+	}
+	if o.MetricsPath != "" && !strings.HasPrefix(o.MetricsPath, "/") {
+		return o, provider.Errorf(provider.InvalidArgument, "metrics path %q must start with /", o.MetricsPath)
+	}
+	return o, nil
+}
+
+// Relay is an http.Handler that proxies to sandboxes and keeps them alive
+// while they are used. See the package documentation.
+type Relay struct {
+	opts      Options
+	clk       clock.Clock
+	log       *slog.Logger
+	cookieKey []byte
+	stats     *stats
+	track     *tracker
+	res       *resolver
+	proxy     *httputil.ReverseProxy
+	metrics   http.Handler
+	cancel    context.CancelFunc
+}
+
+// New returns a relay in front of res. Close it to stop its heartbeats.
+// invalid_argument: a bad option.
+func New(res Resolver, o Options) (*Relay, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	rl := &Relay{opts: o, clk: o.Clock, log: o.Logger, cookieKey: o.CookieKey, stats: &stats{}}
+	rl.track = newTracker(res.RefreshActivity, o.Clock, o.Logger, rl.stats, o)
+	base, cancel := context.WithCancel(context.Background())
+	rl.cancel = cancel
+	rl.res = &resolver{
+		res: res, clk: o.Clock, ttl: o.CacheTTL, timeout: o.ResolveTimeout, base: base,
+		track: rl.track, entries: map[routeKey]*entry{}, lastSweep: o.Clock.Now(),
+	}
+	rl.proxy = &httputil.ReverseProxy{
+		Rewrite:        rl.rewrite,
+		Transport:      o.Transport,
+		ModifyResponse: rl.modifyResponse,
+		ErrorHandler:   rl.proxyError,
+		ErrorLog:       slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
+	}
+	reg := prometheus.NewRegistry()
+	for _, c := range rl.stats.collectors() {
+		reg.MustRegister(c)
+		if o.Registerer != nil {
+			if err := o.Registerer.Register(c); err != nil {
+				return nil, provider.Errorf(provider.InvalidArgument, "register relay metrics: %v", err)
+			}
+		}
+	}
+	rl.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return rl, nil
+}
+
+// Close stops every heartbeat and cancels the refreshes and resolutions
+// under way. Requests still being proxied go on, without activity refreshes.
+func (rl *Relay) Close() error {
+	rl.cancel()
+	rl.track.close()
+	return nil
+}
+
+// Stats returns the counters.
+func (rl *Relay) Stats() Stats { return rl.stats.snapshot() }
+
+// MetricsHandler serves the relay's metrics in the Prometheus format.
+func (rl *Relay) MetricsHandler() http.Handler { return rl.metrics }
+
+// reqState travels with a proxied request through the ReverseProxy hooks.
+type reqState struct {
+	in      *http.Request
+	route   route
+	entry   *entry
+	conn    *conn // nil when the request asked for no activity refresh
+	rest    string
+	retried bool
+}
+
+type stateKey struct{}
+
+func stateOf(r *http.Request) *reqState {
+	rs, _ := r.Context().Value(stateKey{}).(*reqState)
+	return rs
+}
+
+func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, rest, ok := rl.route(r)
+	if !ok {
+		rl.serveOwn(w, r)
+		return
+	}
+	rl.stats.requests.Add(1)
+	if rt.prefix != "" && rest == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		// Relative links of the sandbox's pages resolve under its prefix.
+		u := *r.URL
+		u.Path, u.RawPath = rt.prefix+"/", ""
+		http.Redirect(w, r, u.RequestURI(), http.StatusPermanentRedirect)
+		return
+	}
+	e, err := rl.res.resolve(r.Context(), rt.key())
+	if err != nil {
+		writeError(w, resolveError(rt, err))
+		return
+	}
+	if rl.authorize(w, r, rt, e) != allowed {
+		return
+	}
+	rs := &reqState{route: rt, entry: e, rest: rest}
+	if strings.EqualFold(r.Header.Get(SkipActivityHeader), "true") {
+		rl.stats.skippedHeader.Add(1)
+	} else {
+		now := rl.clk.Now()
+		rs.conn = &conn{}
+		e.sb.open(rs.conn, now)
+		defer e.sb.close(rs.conn)
+		e.sb.touch(now)
+	}
+	rs.in = r.WithContext(context.WithValue(r.Context(), stateKey{}, rs))
+	rl.proxy.ServeHTTP(w, rs.in)
+}
+
+// route reads the sandbox from the Host, else from the first path segment
+// of a request to the relay's own host.
+func (rl *Relay) route(r *http.Request) (route, string, bool) {
+	if rt, ok := parseHost(r.Host, rl.opts.Domain); ok {
+		return rt, "", true
+	}
+	if !isOwnHost(r.Host, rl.opts.Domain) {
+		return route{}, "", false
+	}
+	return parsePath(r.URL.EscapedPath())
+}
+
+// serveOwn answers what is not a sandbox's: the metrics, or a clear 404.
+func (rl *Relay) serveOwn(w http.ResponseWriter, r *http.Request) {
+	if _, sandboxHost := parseHost(r.Host, rl.opts.Domain); !sandboxHost && !isOwnHost(r.Host, rl.opts.Domain) {
+		writeError(w, provider.Errorf(provider.PermissionDenied,
+			"host %q is not served here: address a sandbox as <port>-<id>.%s", hostname(r.Host), rl.opts.Domain))
+		return
+	}
+	if rl.opts.MetricsPath != "" && r.URL.Path == rl.opts.MetricsPath {
+		rl.metrics.ServeHTTP(w, r)
+		return
+	}
+	writeError(w, provider.Errorf(provider.NotFound,
+		"no sandbox in this address: use http://<port>-<id>.%s:<relay port>/ or /<port>-<id>/ on the relay", rl.opts.Domain))
+}
+
+func (rl *Relay) rewrite(pr *httputil.ProxyRequest) {
+	rs := stateOf(pr.In)
+	t := rs.entry.target
+	if rs.route.prefix != "" {
+		pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, rs.route.prefix)
+		pr.Out.URL.RawPath = ""
+		if pr.In.URL.RawPath != "" {
+			pr.Out.URL.RawPath = rs.rest
+		}
+	}
+	if _, rest, found := cutParam(pr.Out.URL.RawQuery, TokenParam); found {
+		pr.Out.URL.RawQuery = rest
+	}
+	pr.SetURL(t.URL)
+	pr.SetXForwarded()
+	h := pr.Out.Header
+	h.Del(TokenHeader)
+	h.Del(SkipActivityHeader)
+	stripCookie(h)
+	for k, v := range t.Header {
+		h[k] = v
+	}
+	if rs.conn != nil && pr.Out.Body != nil && pr.Out.Body != http.NoBody {
+		pr.Out.Body = &countingBody{ReadCloser: pr.Out.Body, c: rs.conn}
+	}
+}
+
+// modifyResponse counts the bytes of the answer, and takes a 502 from the
+// upstream for a sign that the sandbox moved or stopped.
+func (rl *Relay) modifyResponse(resp *http.Response) error {
+	rs := stateOf(resp.Request)
+	if resp.StatusCode == http.StatusBadGateway {
+		rl.res.forget(rs.route.key(), rs.entry)
+		if _, err := rl.res.resolve(resp.Request.Context(), rs.route.key()); err != nil {
+			return &resolveFailure{resolveError(rs.route, err)}
+		}
+	}
+	if rs.conn != nil {
+		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+			resp.Body = &countingConn{ReadWriteCloser: rwc, c: rs.conn} // a WebSocket or other upgrade
+		} else {
+			resp.Body = &countingBody{ReadCloser: resp.Body, c: rs.conn}
+		}
+	}
+	return nil
+}
+
+type resolveFailure struct{ err error }
+
+func (f *resolveFailure) Error() string { return f.err.Error() }
+
+// proxyError answers a request the upstream did not: when the sandbox
+// stopped, 503 at once; when it moved, the request goes to the new address
+// once (if it has no body to replay); otherwise 502. The transport error is
+// never shown: it holds the upstream URL, which may hold a signed token.
+func (rl *Relay) proxyError(w http.ResponseWriter, out *http.Request, err error) {
+	rs := stateOf(out)
+	var rf *resolveFailure
+	if errors.As(err, &rf) {
+		writeError(w, rf.err)
+		return
+	}
+	if rs.in.Context().Err() != nil {
+		return // the client left; nobody reads an answer
+	}
+	key := rs.route.key()
+	rl.res.forget(key, rs.entry)
+	e, rerr := rl.res.resolve(rs.in.Context(), key)
+	if rerr != nil {
+		writeError(w, resolveError(rs.route, rerr))
+		return
+	}
+	if !rs.retried && e != rs.entry && e.target.URL.String() != rs.entry.target.URL.String() &&
+		errors.Is(err, syscall.ECONNREFUSED) && (rs.in.Body == nil || rs.in.Body == http.NoBody) {
+		rs.retried, rs.entry = true, e
+		rl.proxy.ServeHTTP(w, rs.in)
+		return
+	}
+	rl.log.Debug("relay: upstream failed", "sandbox", e.target.ID, "port", rs.route.port, "cause", causeOf(err))
+	writeError(w, provider.Errorf(provider.Unavailable,
+		"sandbox %s does not answer on port %d (%s): is its server listening there?", rs.route.id, rs.route.port, causeOf(err)))
+}
+
+// causeOf names a transport failure without its URL.
+func causeOf(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed early"
+	}
+	return "upstream error"
+}
+
+// resolveError turns a resolution failure into what the client sees: a
+// sandbox that is not started is a 503 at once, never a hang.
+func resolveError(rt route, err error) error {
+	switch provider.Code(err) {
+	case provider.NotFound:
+		return provider.Errorf(provider.NotFound, "no sandbox %s: check the id in the address", rt.id)
+	case provider.InvalidArgument:
+		return provider.Errorf(provider.InvalidArgument, "sandbox %s port %d: %s", rt.id, rt.port, provider.Message(err))
+	case provider.FailedPrecondition:
+		return provider.Errorf(provider.Unavailable, "sandbox %s is not running (%s): start it, then retry", rt.id, provider.Message(err))
+	case provider.Unavailable:
+		return provider.Errorf(provider.Unavailable, "sandbox %s cannot be resolved now (%s): retry shortly", rt.id, provider.Message(err))
+	}
+	return provider.Errorf(provider.Internal, "sandbox %s cannot be resolved (%s)", rt.id, provider.Message(err))
+}
+
+// writeError writes the project's error body with the code's status.
+func writeError(w http.ResponseWriter, err error) {
+	code := provider.Code(err)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(provider.HTTPStatus(code))
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"error": map[string]string{"code": string(code), "message": provider.Message(err)},
+	})
+}
