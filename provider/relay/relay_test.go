@@ -1,0 +1,433 @@
+package relay
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/provider"
+)
+
+// echo answers with what the upstream saw of the request.
+func echo(w http.ResponseWriter, r *http.Request) {
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"host": r.Host, "uri": r.RequestURI, "header": r.Header,
+	})
+}
+
+type seen struct {
+	Host   string
+	URI    string
+	Header http.Header
+}
+
+func decodeSeen(t *testing.T, rec *httptest.ResponseRecorder) seen {
+	t.Helper()
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	var s seen
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &s))
+	return s
+}
+
+type apiError struct {
+	Error struct{ Code, Message string }
+}
+
+func decodeError(t *testing.T, rec *httptest.ResponseRecorder, status int) apiError {
+	t.Helper()
+	require.Equal(t, status, rec.Code, rec.Body.String())
+	var e apiError
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e), rec.Body.String())
+	return e
+}
+
+func TestRouting(t *testing.T) {
+	up := upstream(t, echo)
+	upURL, _ := url.Parse(up.URL)
+	f := newFixture(t, Options{})
+	f.backend.set("sb1", target("sb1", up.URL))
+	prefixed := target("sb2", up.URL+"/_preview/3000-tok")
+	f.backend.set("sb2", prefixed)
+
+	tests := []struct {
+		name, host, path string
+		wantURI          string
+	}{
+		{"by host", "3000-sb1.localhost:4030", "/a/b?x=1", "/a/b?x=1"},
+		{"by path", "", "/3000-sb1/a/b?x=1", "/a/b?x=1"},
+		{"by path, escaped", "", "/3000-sb1/a%2Fb", "/a%2Fb"},
+		{"by path on localhost", "localhost:4030", "/3000-sb1/", "/"},
+		{"an upstream with a path of its own", "3000-sb2.localhost", "/a?x=1", "/_preview/3000-tok/a?x=1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := decodeSeen(t, f.do(t, "GET", tt.host, tt.path, nil))
+			assert.Equal(t, tt.wantURI, s.URI)
+			assert.Equal(t, upURL.Host, s.Host, "the upstream sees its own host")
+			assert.NotEmpty(t, s.Header.Get("X-Forwarded-Host"))
+		})
+	}
+	assert.Equal(t, 2, f.backend.resolveCount(), "resolutions are cached")
+}
+
+func TestPathWithoutSlashRedirects(t *testing.T) {
+	f := newFixture(t, Options{})
+	rec := f.do(t, "GET", "", "/3000-sb1?x=1", nil)
+	assert.Equal(t, http.StatusPermanentRedirect, rec.Code)
+	assert.Equal(t, "/3000-sb1/?x=1", rec.Header().Get("Location"))
+}
+
+func TestErrorsAreClearAndImmediate(t *testing.T) {
+	up := upstream(t, ok)
+	f := newFixture(t, Options{})
+	f.backend.set("up", target("up", up.URL))
+	f.backend.fail("stopped", provider.Errorf(provider.FailedPrecondition, "sandbox stopped is stopped"))
+	f.backend.fail("down", provider.Errorf(provider.Unavailable, "the daemon does not answer"))
+	f.backend.fail("badport", provider.Errorf(provider.InvalidArgument, "only the sandbox port is published"))
+
+	tests := []struct {
+		name, host, path string
+		status           int
+		code             provider.ErrorCode
+		message          string
+	}{
+		{"stopped sandbox", "3000-stopped.localhost", "/", 503, provider.Unavailable, "sandbox stopped is not running (sandbox stopped is stopped): start it, then retry"},
+		{"unknown sandbox", "3000-nope.localhost", "/", 404, provider.NotFound, "no sandbox nope"},
+		{"backend down", "3000-down.localhost", "/", 503, provider.Unavailable, "retry shortly"},
+		{"bad port", "3000-badport.localhost", "/", 400, provider.InvalidArgument, "only the sandbox port is published"},
+		{"no sandbox in the address", "", "/", 404, provider.NotFound, "use http://<port>-<id>.localhost"},
+		{"a host that is not ours", "evil.example:4030", "/3000-up/", 403, provider.PermissionDenied, "not served here"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := decodeError(t, f.do(t, "GET", tt.host, tt.path, nil), tt.status)
+			assert.Equal(t, string(tt.code), e.Error.Code)
+			assert.Contains(t, e.Error.Message, tt.message)
+		})
+	}
+	assert.Zero(t, f.relay.Stats().RefreshesSent, "nothing was proxied, nothing refreshed")
+}
+
+// deadURL is a loopback address where nothing listens.
+func deadURL(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return "http://" + addr
+}
+
+func TestReResolveWhenUpstreamRefuses(t *testing.T) {
+	up := upstream(t, ok)
+	t.Run("moved: the request follows", func(t *testing.T) {
+		f := newFixture(t, Options{})
+		f.backend.set("sb1", target("sb1", up.URL))
+		require.Equal(t, http.StatusOK, f.do(t, "GET", "3000-sb1.localhost", "/", nil).Code)
+		// The sandbox restarts on another port; the cache still has the old one.
+		f.backend.set("sb1", target("sb1", deadURL(t)))
+		f.clk.Advance(31 * time.Second)
+		require.Equal(t, http.StatusServiceUnavailable, f.do(t, "GET", "3000-sb1.localhost", "/", nil).Code)
+		f.backend.set("sb1", target("sb1", up.URL))
+		rec := f.do(t, "GET", "3000-sb1.localhost", "/", nil)
+		assert.Equal(t, http.StatusOK, rec.Code, "the refused request was re-resolved and retried at the new address")
+	})
+	t.Run("stopped: 503 at once", func(t *testing.T) {
+		f := newFixture(t, Options{})
+		f.backend.set("sb1", target("sb1", deadURL(t)))
+		// First resolution gives the dead address; by the time the request
+		// fails, the backend knows the sandbox stopped.
+		f.relay.res.res = stopAfterResolve{f.backend, "sb1"}
+		e := decodeError(t, f.do(t, "GET", "3000-sb1.localhost", "/", nil), http.StatusServiceUnavailable)
+		assert.Contains(t, e.Error.Message, "is not running")
+	})
+	t.Run("refused, still the same address: a clear 503", func(t *testing.T) {
+		f := newFixture(t, Options{})
+		dead := deadURL(t)
+		f.backend.set("sb1", target("sb1", dead))
+		e := decodeError(t, f.do(t, "GET", "3000-sb1.localhost", "/", nil), http.StatusServiceUnavailable)
+		assert.Contains(t, e.Error.Message, "does not answer on port 3000 (connection refused)")
+		assert.NotContains(t, e.Error.Message, dead, "the upstream URL, which may hold a token, is never shown")
+	})
+}
+
+// stopAfterResolve answers the first resolution from b, then says stopped.
+type stopAfterResolve struct {
+	*fakeBackend
+	id string
+}
+
+func (s stopAfterResolve) Resolve(ctx context.Context, id string, port int) (Target, error) {
+	t, err := s.fakeBackend.Resolve(ctx, id, port)
+	s.fakeBackend.fail(s.id, provider.Errorf(provider.FailedPrecondition, "sandbox %s is stopped", s.id))
+	return t, err
+}
+
+func TestMovedRequestIsRetriedAtTheNewAddress(t *testing.T) {
+	up := upstream(t, echo)
+	f := newFixture(t, Options{})
+	f.backend.set("sb1", target("sb1", deadURL(t)))
+	f.relay.res.res = moveAfterResolve{f.backend, "sb1", target("sb1", up.URL)}
+	s := decodeSeen(t, f.do(t, "GET", "3000-sb1.localhost", "/x", nil))
+	assert.Equal(t, "/x", s.URI)
+	assert.Equal(t, 2, f.backend.resolveCount())
+}
+
+type moveAfterResolve struct {
+	*fakeBackend
+	id   string
+	next Target
+}
+
+func (m moveAfterResolve) Resolve(ctx context.Context, id string, port int) (Target, error) {
+	t, err := m.fakeBackend.Resolve(ctx, id, port)
+	m.fakeBackend.set(m.id, m.next)
+	return t, err
+}
+
+func TestUpstream502ReResolves(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+	f := newFixture(t, Options{})
+	f.backend.set("sb1", target("sb1", up.URL))
+	assert.Equal(t, http.StatusBadGateway, f.do(t, "GET", "3000-sb1.localhost", "/", nil).Code, "a sandbox that still runs: its 502 passes")
+	assert.Equal(t, 2, f.backend.resolveCount(), "and the relay resolved again")
+
+	f.relay.res.res = stopAfterResolve{f.backend, "sb1"}
+	f.backend.set("sb1", target("sb1", up.URL))
+	f.clk.Advance(time.Minute) // past the cache
+	e := decodeError(t, f.do(t, "GET", "3000-sb1.localhost", "/", nil), http.StatusServiceUnavailable)
+	assert.Contains(t, e.Error.Message, "is not running")
+}
+
+func TestPrivateSandbox(t *testing.T) {
+	up := upstream(t, echo)
+	f := newFixture(t, Options{})
+	priv := target("sb1", up.URL)
+	priv.Token = "s3cret"
+	priv.Header = http.Header{TokenHeader: {"s3cret"}}
+	f.backend.set("sb1", priv)
+	f.backend.set("sb2", func() Target { t := target("sb2", up.URL); t.Token = "other"; return t }())
+	host := "3000-sb1.localhost:4030"
+
+	t.Run("no token", func(t *testing.T) {
+		e := decodeError(t, f.do(t, "GET", host, "/", nil), http.StatusUnauthorized)
+		assert.Contains(t, e.Error.Message, "it is private")
+		assert.Contains(t, e.Error.Message, TokenHeader)
+		assert.NotContains(t, e.Error.Message, "s3cret")
+	})
+	t.Run("wrong header", func(t *testing.T) {
+		decodeError(t, f.do(t, "GET", host, "/", http.Header{TokenHeader: {"nope"}}), http.StatusUnauthorized)
+	})
+	t.Run("header: passes, and the target's token goes upstream", func(t *testing.T) {
+		s := decodeSeen(t, f.do(t, "GET", host, "/", http.Header{TokenHeader: {"s3cret"}}))
+		assert.Equal(t, []string{"s3cret"}, s.Header[TokenHeader])
+	})
+	t.Run("query parameter: a cookie, and the parameter never reaches the upstream", func(t *testing.T) {
+		rec := f.do(t, "GET", host, "/page?a=1&"+TokenParam+"=s3cret&b=2", nil)
+		s := decodeSeen(t, rec)
+		assert.Equal(t, "/page?a=1&b=2", s.URI)
+		c := cookieOf(t, rec)
+		assert.True(t, c.HttpOnly)
+		assert.Equal(t, http.SameSiteLaxMode, c.SameSite)
+		assert.Equal(t, "/", c.Path)
+		assert.Empty(t, c.Domain, "host-only: the sandbox's own host")
+		assert.NotContains(t, c.Value, "s3cret", "the cookie does not hold the token")
+
+		s = decodeSeen(t, f.do(t, "GET", host, "/next", http.Header{"Cookie": {"app=1; " + CookieName + "=" + c.Value}}))
+		assert.Equal(t, []string{"app=1"}, s.Header["Cookie"], "the relay's cookie stays here, the sandbox's go on")
+	})
+	t.Run("a browser navigation is sent back without the token in its address", func(t *testing.T) {
+		rec := f.do(t, "GET", host, "/page?a=1&"+TokenParam+"=s3cret", http.Header{"Sec-Fetch-Mode": {"navigate"}})
+		assert.Equal(t, http.StatusTemporaryRedirect, rec.Code)
+		assert.Equal(t, "/page?a=1", rec.Header().Get("Location"))
+		assert.NotEmpty(t, cookieOf(t, rec).Value)
+	})
+	t.Run("wrong query parameter", func(t *testing.T) {
+		rec := f.do(t, "GET", host, "/?"+TokenParam+"=nope", nil)
+		decodeError(t, rec, http.StatusUnauthorized)
+		assert.Empty(t, rec.Result().Cookies())
+	})
+	t.Run("path routing scopes the cookie to the sandbox's path", func(t *testing.T) {
+		rec := f.do(t, "GET", "", "/3000-sb1/?"+TokenParam+"=s3cret", nil)
+		decodeSeen(t, rec)
+		c := cookieOf(t, rec)
+		assert.Equal(t, "/3000-sb1/", c.Path)
+		decodeSeen(t, f.do(t, "GET", "", "/3000-sb1/x", http.Header{"Cookie": {CookieName + "=" + c.Value}}))
+	})
+	t.Run("a cookie opens its own sandbox and port only", func(t *testing.T) {
+		c := cookieOf(t, f.do(t, "GET", host, "/?"+TokenParam+"=s3cret", nil))
+		cookie := http.Header{"Cookie": {CookieName + "=" + c.Value}}
+		decodeError(t, f.do(t, "GET", "3000-sb2.localhost", "/", cookie), http.StatusUnauthorized)
+		decodeError(t, f.do(t, "GET", "3001-sb1.localhost", "/", cookie), http.StatusUnauthorized)
+	})
+	t.Run("a rotated token ends the cookie", func(t *testing.T) {
+		c := cookieOf(t, f.do(t, "GET", host, "/?"+TokenParam+"=s3cret", nil))
+		rotated := priv
+		rotated.Token = "n3w"
+		f.backend.set("sb1", rotated)
+		f.clk.Advance(time.Minute)
+		decodeError(t, f.do(t, "GET", host, "/", http.Header{"Cookie": {CookieName + "=" + c.Value}}), http.StatusUnauthorized)
+		f.backend.set("sb1", priv)
+		f.clk.Advance(time.Minute)
+	})
+	t.Run("a public sandbox needs nothing and forwards the client's headers as they are", func(t *testing.T) {
+		f.backend.set("pub", target("pub", up.URL))
+		s := decodeSeen(t, f.do(t, "GET", "3000-pub.localhost", "/", http.Header{"Cookie": {"app=1"}}))
+		assert.Equal(t, []string{"app=1"}, s.Header["Cookie"])
+	})
+}
+
+func cookieOf(t *testing.T, rec *httptest.ResponseRecorder) *http.Cookie {
+	t.Helper()
+	cs := rec.Result().Cookies()
+	require.Len(t, cs, 1)
+	require.Equal(t, CookieName, cs[0].Name)
+	return cs[0]
+}
+
+func TestStreamIsNotBuffered(t *testing.T) {
+	// The upstream sends one event and then waits until the client has read
+	// it through the relay: a buffered relay would deadlock here.
+	read := make(chan struct{})
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: one\n\n"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-read:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = w.Write([]byte("data: two\n\n"))
+	})
+	f := newFixture(t, Options{})
+	f.backend.set("sb1", target("sb1", up.URL))
+	srv := upstream(t, f.relay.ServeHTTP)
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	req.Host = "3000-sb1.localhost"
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "data: one\n", line)
+	close(read)
+	rest, err := io.ReadAll(br)
+	require.NoError(t, err)
+	assert.Equal(t, "\ndata: two\n\n", string(rest))
+}
+
+func TestWebSocketPassesThroughAndCounts(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for {
+			typ, msg, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if err := c.Write(r.Context(), typ, append([]byte("echo: "), msg...)); err != nil {
+				return
+			}
+		}
+	})
+	f := newFixture(t, Options{IdleKeepAlive: time.Minute})
+	f.backend.set("sb1", target("sb1", up.URL))
+	srv := upstream(t, f.relay.ServeHTTP)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, srv.URL+"/ws", &websocket.DialOptions{Host: "3000-sb1.localhost"})
+	require.NoError(t, err)
+	defer c.CloseNow()
+	beat := func() int {
+		f.clk.Advance(50 * time.Second)
+		f.settle(t)
+		return len(f.backend.drain())
+	}
+	f.settle(t)
+	require.Equal(t, 1, len(f.backend.drain()))
+	for i := 0; i < 4; i++ {
+		require.NoError(t, c.Write(ctx, websocket.MessageText, []byte("hi")))
+		_, msg, err := c.Read(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, "echo: hi", string(msg))
+		assert.Equal(t, 1, beat(), "a WebSocket with traffic keeps its sandbox alive (beat %d)", i)
+	}
+	assert.Equal(t, 1, beat(), "idle for one beat: under the limit")
+	assert.Equal(t, 0, beat(), "idle past the limit")
+	require.NoError(t, c.Close(websocket.StatusNormalClosure, ""))
+	require.Eventually(t, func() bool { return f.relay.Stats().OpenConnections == 0 }, 10*time.Second, time.Millisecond)
+	assert.Zero(t, f.clk.Waiters())
+}
+
+func TestMetrics(t *testing.T) {
+	up := upstream(t, ok)
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, Options{MetricsPath: "/metrics", Registerer: reg})
+	f.backend.set("sb1", target("sb1", up.URL))
+	for i := 0; i < 3; i++ {
+		require.Equal(t, http.StatusOK, f.do(t, "GET", "3000-sb1.localhost", "/", nil).Code)
+	}
+	f.settle(t)
+	rec := f.do(t, "GET", "", "/metrics", nil)
+	require.Equal(t, http.StatusOK, rec.Code)
+	body := rec.Body.String()
+	for _, want := range []string{
+		"sandplane_relay_requests_total 3",
+		"sandplane_relay_refreshes_sent_total 1",
+		`sandplane_relay_refreshes_skipped_total{reason="debounced"} 2`,
+		"sandplane_relay_refreshes_failed_total 0",
+		"sandplane_relay_open_connections 0",
+	} {
+		assert.Contains(t, body, want)
+	}
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	assert.NotEmpty(t, mfs, "the host server's registry has them too")
+
+	// On a sandbox's host the path is the sandbox's.
+	assert.Equal(t, "ok", f.do(t, "GET", "3000-sb1.localhost", "/metrics", nil).Body.String())
+}
+
+func TestOptionsValidated(t *testing.T) {
+	_, err := New(newBackend(), Options{MetricsPath: "metrics"})
+	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
+}
+
+func TestCutParam(t *testing.T) {
+	tests := []struct{ raw, value, rest string }{
+		{"a=1&" + TokenParam + "=x&b=2", "x", "a=1&b=2"},
+		{TokenParam + "=x%2By", "x+y", ""},
+		{"a=%zz&" + TokenParam + "=x&" + TokenParam + "=y", "x", "a=%zz"},
+		{"a=1", "", "a=1"},
+	}
+	for _, tt := range tests {
+		value, rest, _ := cutParam(tt.raw, TokenParam)
+		assert.Equal(t, tt.value, value, tt.raw)
+		assert.Equal(t, tt.rest, rest, tt.raw)
+	}
+}
+
+func TestStripCookie(t *testing.T) {
+	h := http.Header{"Cookie": {"a=1; " + CookieName + "=x; b=2", CookieName + "=y"}}
+	stripCookie(h)
+	assert.Equal(t, []string{"a=1; b=2"}, h["Cookie"])
+	h = http.Header{"Cookie": {"a=1"}}
+	stripCookie(h)
+	assert.Equal(t, []string{"a=1"}, h["Cookie"])
+}
