@@ -24,7 +24,7 @@ func TestTiming(t *testing.T) {
 		window, beat     time.Duration
 	}{
 		{"one minute: Daytona's 45 s dedupe and 50 s heartbeat", time.Minute, time.Minute, 45 * time.Second, 50 * time.Second},
-		{"fifteen minutes: a third of the interval", 15 * time.Minute, time.Minute, 5 * time.Minute, 5*time.Minute*10/9},
+		{"fifteen minutes: a third of the interval", 15 * time.Minute, time.Minute, 5 * time.Minute, 5 * time.Minute * 10 / 9},
 		{"auto-stop off: the dedupe alone", 0, time.Minute, 45 * time.Second, 50 * time.Second},
 		{"a one-second minute scales the dedupe", time.Second, time.Second, 750 * time.Millisecond, 750 * time.Millisecond * 10 / 9},
 		{"no minute given: a real minute", 3 * time.Minute, 0, 60 * time.Second, 60 * time.Second * 10 / 9},
