@@ -1,0 +1,327 @@
+package relay_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/internal/testdaemon"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/relay"
+)
+
+// envWorkload makes this test binary the sandbox's workload instead of
+// running tests: a small server on $PORT that streams SSE and echoes
+// WebSocket messages, spawned by a real daemon as any workload is.
+const envWorkload = "SANDPLANE_RELAY_TEST_WORKLOAD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envWorkload) == "1" {
+		os.Exit(serveWorkload())
+	}
+	os.Exit(testdaemon.Main(m))
+}
+
+func serveWorkload() int {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	// /sse sends "data: tick N" every ?every until the client leaves.
+	mux.HandleFunc("GET /sse", func(w http.ResponseWriter, r *http.Request) {
+		every, err := time.ParseDuration(r.URL.Query().Get("every"))
+		if err != nil {
+			http.Error(w, "every: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			if _, err := fmt.Fprintf(w, "data: tick %d\n\n", n); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	mux.HandleFunc("GET /ws", func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for {
+			typ, msg, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if err := c.Write(r.Context(), typ, msg); err != nil {
+				return
+			}
+		}
+	})
+	if err := http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), mux); err != nil {
+		fmt.Fprintln(os.Stderr, "workload:", err)
+		return 1
+	}
+	return 0
+}
+
+// minute is the daemon's interval minute: a one-minute auto-stop interval
+// lasts two seconds, and Daytona's 45 s and 50 s scale to 1.5 s and 1.67 s.
+const minute = 2 * time.Second
+
+type env struct {
+	d     *testdaemon.Daemon
+	sb    *provider.Sandbox
+	relay *relay.Relay
+	url   string // the relay
+	host  string // <port>-<id>.localhost
+}
+
+// setup runs a daemon whose snapshot is this binary's workload, creates a
+// sandbox with autoStop interval minutes, and puts a relay in front.
+func setup(t *testing.T, autoStop int, o relay.Options) *env {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cfg := "snapshots:\n  relay-workload:\n    command: [" + strconv.Quote(self) + "]\n    env: {" + envWorkload + ": \"1\"}\n"
+	d := testdaemon.Start(t, testdaemon.Options{Minute: minute, Config: cfg, Ports: 10})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sb, err := d.P.Create(ctx, provider.CreateRequest{Snapshot: "relay-workload", AutoStopInterval: &autoStop})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.P.Delete(context.Background(), sb.Id) })
+	rl, err := relay.New(relay.FromProvider(d.P), o)
+	require.NoError(t, err)
+	srv := httptest.NewServer(rl)
+	t.Cleanup(func() {
+		srv.Close()
+		_ = rl.Close()
+	})
+	return &env{d: d, sb: sb, relay: rl, url: srv.URL, host: strconv.Itoa(sb.Port) + "-" + sb.Id + ".localhost"}
+}
+
+func (e *env) state(t *testing.T) *provider.Sandbox {
+	t.Helper()
+	sb, err := e.d.P.Get(context.Background(), e.sb.Id)
+	require.NoError(t, err)
+	return sb
+}
+
+// waitAutoStopped waits for the sandbox to stop for idleness and returns
+// when it saw the stop.
+func (e *env) waitAutoStopped(t *testing.T, within time.Duration) time.Time {
+	t.Helper()
+	require.Eventually(t, func() bool { return e.state(t).State == provider.StateStopped }, within, 50*time.Millisecond,
+		"the sandbox should auto-stop within %s", within)
+	stopped := time.Now()
+	assert.Equal(t, provider.ErrorReasonAutoStopped, e.state(t).ErrorReason)
+	return stopped
+}
+
+// holdFor keeps the sandbox under watch for d and fails if it stops.
+func (e *env) holdFor(t *testing.T, d time.Duration, during func()) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		during()
+		require.Equal(t, provider.StateStarted, e.state(t).State, "the sandbox stopped while in use")
+	}
+}
+
+func TestIntegrationStreamKeepsSandboxAliveUntilClientLeaves(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 1, relay.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", e.url+"/sse?every=200ms", nil)
+	require.NoError(t, err)
+	req.Host = e.host
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+
+	// Three interval minutes of one response: the sandbox stays started.
+	e.holdFor(t, 3*minute, func() {
+		require.True(t, lines.Scan(), "the stream ended: %v", lines.Err())
+	})
+	assert.GreaterOrEqual(t, e.relay.Stats().Heartbeats, uint64(2), "the heartbeat kept it alive")
+
+	// The client leaves: the heartbeat ends, and the sandbox stops on schedule.
+	cancel()
+	left := time.Now()
+	require.Eventually(t, func() bool { return e.relay.Stats().OpenConnections == 0 }, 5*time.Second, 10*time.Millisecond)
+	sent := e.relay.Stats().RefreshesSent
+	stopped := e.waitAutoStopped(t, 4*minute)
+	// Due one interval after the last refresh, which was at most a beat
+	// before the client left; the reaper looks once an interval minute.
+	assert.Less(t, stopped.Sub(left), 2*minute+time.Second, "stopped on schedule, not later")
+	assert.Equal(t, sent, e.relay.Stats().RefreshesSent, "nothing refreshed it after the client left")
+}
+
+func TestIntegrationBurstSendsAHandfulOfRefreshes(t *testing.T) {
+	t.Parallel()
+	// A 60-minute interval: the window is 20 interval minutes (40 s here).
+	e := setup(t, 60, relay.Options{})
+	events := watchActivity(t, e)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	defer client.CloseIdleConnections()
+
+	const n, workers = 10000, 16
+	var failed atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range next {
+				req, _ := http.NewRequest("GET", e.url+"/", nil)
+				req.Host = e.host
+				resp, err := client.Do(req)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	elapsed := time.Since(start)
+	require.Zero(t, failed.Load(), "every request was served")
+
+	st := e.relay.Stats()
+	handful := uint64(1 + elapsed/(20*minute))
+	t.Logf("%d requests in %s: %d refreshes sent, %d debounced", n, elapsed, st.RefreshesSent, st.SkippedDebounce)
+	assert.EqualValues(t, n, st.Requests)
+	assert.LessOrEqual(t, st.RefreshesSent, handful)
+	assert.GreaterOrEqual(t, st.RefreshesSent, uint64(1))
+	// The daemon saw exactly what the relay sent.
+	require.Eventually(t, func() bool { return events.Load() == int64(st.RefreshesSent) }, 5*time.Second, 10*time.Millisecond,
+		"activity events %d, refreshes sent %d", events.Load(), st.RefreshesSent)
+}
+
+// watchActivity counts the daemon's refresh events for the sandbox.
+func watchActivity(t *testing.T, e *env) *atomic.Int64 {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch, err := e.d.P.Watch(ctx, provider.WatchOptions{})
+	require.NoError(t, err)
+	first := <-ch
+	require.Equal(t, provider.EventSandboxesReplaced, first.Type)
+	var n atomic.Int64
+	go func() {
+		for ev := range ch {
+			if ev.Type == provider.EventActivity && ev.Source == provider.SourceRefresh && ev.Sandbox != nil && ev.Sandbox.Id == e.sb.Id {
+				n.Add(1)
+			}
+		}
+	}()
+	return &n
+}
+
+func (e *env) dialWS(t *testing.T) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+e.url[len("http"):]+"/ws", &websocket.DialOptions{Host: e.host})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.CloseNow() })
+	return c
+}
+
+func TestIntegrationWebSocketWithTrafficKeepsSandboxAlive(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 1, relay.Options{IdleKeepAlive: minute / 2})
+	c := e.dialWS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e.holdFor(t, 3*minute, func() {
+		require.NoError(t, c.Write(ctx, websocket.MessageText, []byte("ping")))
+		_, msg, err := c.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "ping", string(msg))
+		time.Sleep(200 * time.Millisecond)
+	})
+	require.NoError(t, c.Close(websocket.StatusNormalClosure, "done"))
+	e.waitAutoStopped(t, 4*minute)
+}
+
+func TestIntegrationIdleWebSocketNoLongerKeepsSandboxAlive(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 1, relay.Options{IdleKeepAlive: minute / 2})
+	c := e.dialWS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, c.Write(ctx, websocket.MessageText, []byte("hello")))
+	_, _, err := c.Read(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, e.relay.Stats().OpenConnections)
+
+	// The client never closes it, and sends nothing more.
+	e.waitAutoStopped(t, 5*minute)
+	assert.GreaterOrEqual(t, e.relay.Stats().SkippedIdle, uint64(1), "the idle connection's heartbeat was skipped")
+}
+
+func TestIntegrationStoppedSandboxAnswers503AtOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 0, relay.Options{})
+	req, _ := http.NewRequest("GET", e.url+"/", nil)
+	req.Host = e.host
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	_, err = e.d.P.Stop(context.Background(), e.sb.Id)
+	require.NoError(t, err)
+	// The cached address now refuses: the relay resolves again and says so.
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Contains(t, string(body), "is not running")
+
+	// Path routing reaches the same sandbox.
+	_, err = e.d.P.Start(context.Background(), e.sb.Id)
+	require.NoError(t, err)
+	sb := e.state(t)
+	resp, err = http.Get(e.url + "/" + strconv.Itoa(sb.Port) + "-" + sb.Id + "/")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	assert.Equal(t, "ok", string(body))
+}
+
