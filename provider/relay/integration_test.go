@@ -324,4 +324,3 @@ func TestIntegrationStoppedSandboxAnswers503AtOnce(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	assert.Equal(t, "ok", string(body))
 }
-
