@@ -41,7 +41,7 @@ func newRootCmd() *cobra.Command {
 		return provider.Errorf(provider.InvalidArgument, "%v (see %s --help)", err, cmd.CommandPath())
 	})
 	root.AddCommand(newServeCmd(), newToolboxCmd(), newSimCmd(),
-		newRunCmd(), newLsCmd(), newCreateCmd(), newStopCmd(), newStartCmd(), newRmCmd(), newLogsCmd(), newWatchCmd(), newInfoCmd())
+		newRunCmd(), newLsCmd(), newCreateCmd(), newStopCmd(), newStartCmd(), newRmCmd(), newLogsCmd(), newWatchCmd(), newInfoCmd(), newRelayCmd())
 	return root
 }
 

@@ -311,7 +311,7 @@ func TestIntegrationStoppedSandboxAnswers503AtOnce(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	assert.Contains(t, string(body), "is not running")
+	assert.Contains(t, string(body), "is stopped: start it, then retry")
 
 	// Path routing reaches the same sandbox.
 	_, err = e.d.P.Start(context.Background(), e.sb.Id)

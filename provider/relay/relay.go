@@ -357,7 +357,7 @@ func resolveError(rt route, err error) error {
 	case provider.InvalidArgument:
 		return provider.Errorf(provider.InvalidArgument, "sandbox %s port %d: %s", rt.id, rt.port, provider.Message(err))
 	case provider.FailedPrecondition:
-		return provider.Errorf(provider.Unavailable, "sandbox %s is not running (%s): start it, then retry", rt.id, provider.Message(err))
+		return provider.Errorf(provider.Unavailable, "%s: start it, then retry", provider.Message(err))
 	case provider.Unavailable:
 		return provider.Errorf(provider.Unavailable, "sandbox %s cannot be resolved now (%s): retry shortly", rt.id, provider.Message(err))
 	}
@@ -370,7 +370,9 @@ func writeError(w http.ResponseWriter, err error) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(provider.HTTPStatus(code))
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // people read these in a browser: keep <port>-<id> legible
+	_ = enc.Encode(map[string]any{
 		"error": map[string]string{"code": string(code), "message": provider.Message(err)},
 	})
 }

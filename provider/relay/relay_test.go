@@ -103,7 +103,7 @@ func TestErrorsAreClearAndImmediate(t *testing.T) {
 		code             provider.ErrorCode
 		message          string
 	}{
-		{"stopped sandbox", "3000-stopped.localhost", "/", 503, provider.Unavailable, "sandbox stopped is not running (sandbox stopped is stopped): start it, then retry"},
+		{"stopped sandbox", "3000-stopped.localhost", "/", 503, provider.Unavailable, "sandbox stopped is stopped: start it, then retry"},
 		{"unknown sandbox", "3000-nope.localhost", "/", 404, provider.NotFound, "no sandbox nope"},
 		{"backend down", "3000-down.localhost", "/", 503, provider.Unavailable, "retry shortly"},
 		{"bad port", "3000-badport.localhost", "/", 400, provider.InvalidArgument, "only the sandbox port is published"},
@@ -150,7 +150,7 @@ func TestReResolveWhenUpstreamRefuses(t *testing.T) {
 		// fails, the backend knows the sandbox stopped.
 		f.relay.res.res = stopAfterResolve{f.backend, "sb1"}
 		e := decodeError(t, f.do(t, "GET", "3000-sb1.localhost", "/", nil), http.StatusServiceUnavailable)
-		assert.Contains(t, e.Error.Message, "is not running")
+		assert.Contains(t, e.Error.Message, "is stopped: start it, then retry")
 	})
 	t.Run("refused, still the same address: a clear 503", func(t *testing.T) {
 		f := newFixture(t, Options{})
@@ -207,7 +207,7 @@ func TestUpstream502ReResolves(t *testing.T) {
 	f.backend.set("sb1", target("sb1", up.URL))
 	f.clk.Advance(time.Minute) // past the cache
 	e := decodeError(t, f.do(t, "GET", "3000-sb1.localhost", "/", nil), http.StatusServiceUnavailable)
-	assert.Contains(t, e.Error.Message, "is not running")
+	assert.Contains(t, e.Error.Message, "is stopped: start it, then retry")
 }
 
 func TestPrivateSandbox(t *testing.T) {

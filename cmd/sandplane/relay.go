@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	_ "github.com/sandplane/sandplane/daytona" // --provider daytona://
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/provider/relay"
+)
+
+// DefaultRelayListen is where `sandplane relay` listens by default.
+const DefaultRelayListen = "127.0.0.1:4030"
+
+type relayFlags struct {
+	provider, listen, domain string
+	idleKeepAlive            time.Duration
+	maxRefreshes             int
+	debug                    bool
+}
+
+func newRelayCmd() *cobra.Command {
+	var f relayFlags
+	cmd := &cobra.Command{
+		Use:   "relay",
+		Short: "Proxy preview traffic to sandboxes and keep them alive while it flows",
+		Long: `Proxy HTTP, SSE and WebSocket traffic to the sandboxes of any provider, and
+refresh their activity the way Daytona's proxy does: once per request
+(debounced per sandbox), and on a heartbeat while a response or WebSocket
+stays open, so a long generation keeps its sandbox started and a closed tab
+lets it auto-stop on schedule.
+
+Address a sandbox's port by host or by path:
+
+  http://<port>-<id>.localhost:4030/...   (*.localhost is loopback)
+  http://127.0.0.1:4030/<port>-<id>/...
+
+A private sandbox needs its preview token in X-Daytona-Preview-Token, or once
+as ?DAYTONA_SANDBOX_AUTH_KEY=<token> (a browser then gets a cookie).
+X-Daytona-Skip-Last-Activity-Update: true skips the refresh for a request.
+Prometheus metrics are at /metrics on the relay's own address.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			level := slog.LevelInfo
+			if f.debug {
+				level = slog.LevelDebug
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			return runRelay(cmd.Context(), f, cmd.ErrOrStderr(), log)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.provider, "provider", "", "local:// (the daemon at $AGENT_CONTROL_PLANE_URL or 127.0.0.1:4025), local://HOST:PORT, daytona:// (default $"+provider.EnvProvider+" or local://)")
+	fl.StringVar(&f.listen, "listen", DefaultRelayListen, "loopback address to serve on")
+	fl.StringVar(&f.domain, "domain", "localhost", "proxy domain of host routing: <port>-<id>.<domain>")
+	fl.DurationVar(&f.idleKeepAlive, "idle-keepalive", 0, "stop counting an open connection as activity once it has moved no bytes for this long (0: never)")
+	fl.IntVar(&f.maxRefreshes, "max-refreshes", 16, "activity refreshes in flight at once; more are skipped and retried by the next request")
+	fl.BoolVar(&f.debug, "debug", false, "log upstream failures")
+	return cmd
+}
+
+func runRelay(ctx context.Context, f relayFlags, out io.Writer, log *slog.Logger) error {
+	if f.idleKeepAlive < 0 || f.maxRefreshes < 1 {
+		return provider.Errorf(provider.InvalidArgument, "--idle-keepalive must be 0 or more and --max-refreshes 1 or more")
+	}
+	p, err := provider.Open(ctx, f.provider)
+	if err != nil {
+		return err
+	}
+	ln, err := listenLoopback(f.listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	clk := clock.Real()
+	rl, err := relay.New(relay.FromProvider(p), relay.Options{
+		Domain: f.domain, Clock: clk, Logger: log, IdleKeepAlive: f.idleKeepAlive,
+		MaxConcurrentRefreshes: f.maxRefreshes, MetricsPath: "/metrics",
+	})
+	if err != nil {
+		return err
+	}
+	defer rl.Close()
+	if _, err := p.Info(ctx); err != nil {
+		log.Warn("the provider does not answer yet; requests get 503 until it does", "provider", p.Traits().Name, "err", provider.Message(err))
+	}
+
+	hs := &http.Server{Handler: rl, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	fmt.Fprintf(out, "sandplane relay in front of %s\n  by host: http://<port>-<id>.%s:%s/\n  by path: http://%s/<port>-<id>/\n  metrics: http://%s/metrics\n",
+		p.Traits().Name, f.domain, port, ln.Addr(), ln.Addr())
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := clock.WithTimeout(context.Background(), clk, 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		_ = hs.Close() // open streams and WebSockets end here
+	}
+	return nil
+}
+
+// listenLoopback binds a loopback address only: the relay forwards whoever
+// reaches it to public sandboxes, so a network must not.
+func listenLoopback(addr string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, provider.Errorf(provider.InvalidArgument, "--listen %q: %v", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, provider.Errorf(provider.InvalidArgument, "--listen %q is not loopback: the relay forwards anyone who reaches it; use 127.0.0.1", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, provider.Errorf(provider.Unavailable, "listen on %s: %v: pick another address with --listen", addr, err)
+	}
+	return ln, nil
+}
+
