@@ -130,4 +130,3 @@ func listenLoopback(addr string) (net.Listener, error) {
 	}
 	return ln, nil
 }
-

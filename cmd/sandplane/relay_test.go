@@ -173,4 +173,3 @@ func TestRelayCommandRefusesBadFlags(t *testing.T) {
 		})
 	}
 }
-
