@@ -90,6 +90,46 @@ func (a *providerResolver) intervalMinute(ctx context.Context) (time.Duration, e
 	return m, nil
 }
 
+// Stale turns the provider's lifecycle events into cache invalidations:
+// stopped, started, deleted and updated name their sandbox; a fresh snapshot
+// (after a gap in the stream) means any.
+func (a *providerResolver) Stale(ctx context.Context) (<-chan string, error) {
+	w, ok := a.p.(provider.Watcher)
+	if !ok {
+		return nil, provider.Errorf(provider.Unsupported, "the %s provider streams no events", a.p.Traits().Name)
+	}
+	events, err := w.Watch(ctx, provider.WatchOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan string)
+	go func() {
+		defer close(out)
+		for ev := range events {
+			id, stale := "", true
+			switch ev.Type {
+			case provider.EventStopped, provider.EventStarted, provider.EventDeleted, provider.EventUpdated:
+				if ev.Sandbox == nil {
+					break
+				}
+				id = ev.Sandbox.Id
+			case provider.EventSandboxesReplaced:
+			default:
+				stale = false
+			}
+			if !stale {
+				continue
+			}
+			select {
+			case out <- id:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
 func (a *providerResolver) RefreshActivity(ctx context.Context, id string) error {
 	return a.p.RefreshActivity(ctx, id)
 }

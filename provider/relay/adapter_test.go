@@ -43,6 +43,8 @@ func (s *stubProvider) PreviewURL(_ context.Context, _ string, port int) (string
 	return s.preview, nil
 }
 
+func (s *stubProvider) Traits() provider.Traits { return provider.Traits{Name: "stub"} }
+
 func (s *stubProvider) RefreshActivity(_ context.Context, id string) error {
 	s.refreshed = append(s.refreshed, id)
 	return nil
@@ -86,5 +88,46 @@ func TestFromProvider(t *testing.T) {
 		assert.Equal(t, provider.NotFound, provider.Code(err))
 		_, err = FromProvider(&stubProvider{sb: started, preview: "http://x"}).Resolve(ctx, "demo", 9)
 		assert.Equal(t, provider.InvalidArgument, provider.Code(err))
+	})
+}
+
+type watchingStub struct {
+	*stubProvider
+	events chan provider.Event
+}
+
+func (w watchingStub) Watch(context.Context, provider.WatchOptions) (<-chan provider.Event, error) {
+	return w.events, nil
+}
+
+func TestFromProviderStale(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t.Run("events that change a target name their sandbox; a snapshot names all", func(t *testing.T) {
+		w := watchingStub{&stubProvider{}, make(chan provider.Event, 10)}
+		ch, err := FromProvider(w).(Invalidator).Stale(ctx)
+		require.NoError(t, err)
+		sb := &provider.Sandbox{Id: "a"}
+		for _, ev := range []provider.Event{
+			{Type: provider.EventSandboxesReplaced},
+			{Type: provider.EventActivity, Sandbox: sb},
+			{Type: provider.EventCreated, Sandbox: sb},
+			{Type: provider.EventStopped, Sandbox: sb},
+			{Type: provider.EventStarted, Sandbox: sb},
+			{Type: provider.EventUpdated, Sandbox: sb},
+			{Type: provider.EventDeleted, Sandbox: sb},
+		} {
+			w.events <- ev
+		}
+		close(w.events)
+		var got []string
+		for id := range ch {
+			got = append(got, id)
+		}
+		assert.Equal(t, []string{"", "a", "a", "a", "a"}, got)
+	})
+	t.Run("a provider without events", func(t *testing.T) {
+		_, err := FromProvider(&stubProvider{}).(Invalidator).Stale(ctx)
+		assert.Equal(t, provider.Unsupported, provider.Code(err))
 	})
 }

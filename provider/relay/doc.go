@@ -65,7 +65,11 @@
 // pages whose links are relative; absolute links leave the prefix.
 //
 // A sandbox is resolved through the Resolver (FromProvider adapts any
-// provider) and cached for Options.CacheTTL. When the upstream refuses the
+// provider) and cached for Options.CacheTTL, or until the backend's event
+// stream (an Invalidator; FromProvider uses provider.Watcher when the provider
+// has one) says the sandbox stopped, restarted, changed or went away: a local
+// sandbox's port goes to the next sandbox, so a stale address must not
+// outlive the stop by long. When the upstream refuses the
 // connection or answers 502, the relay resolves again: a sandbox that is no
 // longer started gets a 503 with a clear message at once, never a hang, and a
 // sandbox that moved gets the request (if it has no body) at its new address.

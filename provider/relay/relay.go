@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -117,7 +118,9 @@ type Relay struct {
 	res       *resolver
 	proxy     *httputil.ReverseProxy
 	metrics   http.Handler
+	base      context.Context
 	cancel    context.CancelFunc
+	wg        sync.WaitGroup // the invalidation loop
 }
 
 // New returns a relay in front of res. Close it to stop its heartbeats.
@@ -130,7 +133,7 @@ func New(res Resolver, o Options) (*Relay, error) {
 	rl := &Relay{opts: o, clk: o.Clock, log: o.Logger, cookieKey: o.CookieKey, stats: &stats{}}
 	rl.track = newTracker(res.RefreshActivity, o.Clock, o.Logger, rl.stats, o)
 	base, cancel := context.WithCancel(context.Background())
-	rl.cancel = cancel
+	rl.base, rl.cancel = base, cancel
 	rl.res = &resolver{
 		res: res, clk: o.Clock, ttl: o.CacheTTL, timeout: o.ResolveTimeout, base: base,
 		track: rl.track, entries: map[routeKey]*entry{}, lastSweep: o.Clock.Now(),
@@ -152,7 +155,36 @@ func New(res Resolver, o Options) (*Relay, error) {
 		}
 	}
 	rl.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if inv, ok := res.(Invalidator); ok {
+		rl.wg.Add(1)
+		go rl.invalidate(inv)
+	}
 	return rl, nil
+}
+
+// invalidate forgets the resolutions the backend says went stale. When the
+// stream cannot be had or ends, everything cached may have been missed: it
+// is dropped, and the stream asked for again a cache lifetime later.
+func (rl *Relay) invalidate(inv Invalidator) {
+	defer rl.wg.Done()
+	for {
+		ch, err := inv.Stale(rl.base)
+		if provider.Code(err) == provider.Unsupported {
+			return
+		}
+		if err == nil {
+			for id := range ch {
+				rl.res.forgetSandbox(id)
+			}
+		}
+		if rl.base.Err() != nil {
+			return
+		}
+		rl.res.forgetSandbox("")
+		if clock.Sleep(rl.base, rl.clk, rl.opts.CacheTTL) != nil {
+			return
+		}
+	}
 }
 
 // Close stops every heartbeat and cancels the refreshes and resolutions
@@ -160,6 +192,7 @@ func New(res Resolver, o Options) (*Relay, error) {
 func (rl *Relay) Close() error {
 	rl.cancel()
 	rl.track.close()
+	rl.wg.Wait()
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock/clocktest"
 )
 
 // echo answers with what the upstream saw of the request.
@@ -430,4 +431,74 @@ func TestStripCookie(t *testing.T) {
 	h = http.Header{"Cookie": {"a=1"}}
 	stripCookie(h)
 	assert.Equal(t, []string{"a=1"}, h["Cookie"])
+}
+
+// invalidating is a backend with a stream of stale ids.
+type invalidating struct {
+	*fakeBackend
+	streams chan chan string
+	errs    chan error
+}
+
+func (i invalidating) Stale(ctx context.Context) (<-chan string, error) {
+	select {
+	case err := <-i.errs:
+		return nil, err
+	default:
+	}
+	select {
+	case ch := <-i.streams:
+		return ch, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func TestStaleEventsDropCachedTargets(t *testing.T) {
+	up := upstream(t, ok)
+	clk := clocktest.NewFake(time.Time{})
+	b := newBackend()
+	b.set("sb1", target("sb1", up.URL))
+	b.set("sb2", target("sb2", up.URL))
+	inv := invalidating{b, make(chan chan string), make(chan error, 1)}
+	inv.errs <- provider.Errorf(provider.Unavailable, "no daemon yet")
+	rl, err := New(inv, Options{Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rl.Close() })
+	f := &fixture{clk: clk, backend: b, relay: rl}
+	get := func(id string) {
+		require.Equal(t, http.StatusOK, f.do(t, "GET", "3000-"+id+".localhost", "/", nil).Code)
+	}
+	get("sb1")
+	get("sb2")
+	require.Equal(t, 2, b.resolveCount())
+
+	// The first Stale failed: the relay asks again a cache lifetime later.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, clk.BlockUntilWaiters(ctx, 1))
+	stream := make(chan string)
+	clk.Advance(30 * time.Second)
+	inv.streams <- stream
+	get("sb1") // re-resolved: the failed attempt dropped the cache
+	get("sb2")
+	require.Equal(t, 4, b.resolveCount())
+
+	// send hands ids to the loop; once the marker after them is taken, they
+	// have all been handled.
+	send := func(ids ...string) {
+		for _, id := range append(ids, "no-such-sandbox") {
+			stream <- id
+		}
+	}
+	send("sb1")
+	get("sb1")
+	get("sb2")
+	assert.Equal(t, 5, b.resolveCount(), "only the stale sandbox was resolved again")
+	send("")
+	get("sb1")
+	get("sb2")
+	assert.Equal(t, 7, b.resolveCount(), "a fresh snapshot drops everything")
+	close(stream)
+	require.NoError(t, rl.Close(), "Close ends the loop")
 }

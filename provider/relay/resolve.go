@@ -29,6 +29,17 @@ type Resolver interface {
 	RefreshActivity(ctx context.Context, id string) error
 }
 
+// Invalidator is implemented by resolvers that can tell when a resolution
+// goes stale, so that a stopped sandbox's address (which the next sandbox may
+// get) leaves the cache at once rather than at the end of Options.CacheTTL.
+type Invalidator interface {
+	// Stale streams the ids of sandboxes whose targets may have changed
+	// (stopped, started again, deleted, updated), and "" for "any of them",
+	// until ctx ends or the channel closes. unsupported: the backend has no
+	// event stream; unavailable: not now.
+	Stale(ctx context.Context) (<-chan string, error)
+}
+
 // Target is a resolved upstream.
 type Target struct {
 	// ID is the sandbox's canonical id: what RefreshActivity gets, and the
@@ -159,6 +170,17 @@ func (r *resolver) fetch(k routeKey) (*entry, error) {
 		r.track.sweep(now)
 	}
 	return e, nil
+}
+
+// forgetSandbox drops every entry of the sandbox id; "" drops them all.
+func (r *resolver) forgetSandbox(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, e := range r.entries {
+		if id == "" || e.target.ID == id {
+			delete(r.entries, k)
+		}
+	}
 }
 
 // forget drops e, so that the next request resolves again; a newer entry for
