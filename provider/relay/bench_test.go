@@ -18,7 +18,7 @@ import (
 type staticResolver struct{ t Target }
 
 func (s staticResolver) Resolve(context.Context, string, int) (Target, error) { return s.t, nil }
-func (staticResolver) RefreshActivity(context.Context, string) error        { return nil }
+func (staticResolver) RefreshActivity(context.Context, string) error          { return nil }
 
 // paths are the three ways to the same upstream, each with its own client
 // and kept-alive connection.
