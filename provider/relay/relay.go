@@ -301,8 +301,11 @@ func (rl *Relay) rewrite(pr *httputil.ProxyRequest) {
 	h.Del(TokenHeader)
 	h.Del(SkipActivityHeader)
 	stripCookie(h)
-	for k, v := range t.Header {
-		h[k] = v
+	for k, vs := range t.Header {
+		h.Del(k)
+		for _, v := range vs {
+			h.Add(k, v)
+		}
 	}
 	if rs.conn != nil && pr.Out.Body != nil && pr.Out.Body != http.NoBody {
 		pr.Out.Body = &countingBody{ReadCloser: pr.Out.Body, c: rs.conn}
