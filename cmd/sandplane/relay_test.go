@@ -1,11 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -64,13 +65,17 @@ func startRelay(t *testing.T, env []string, args ...string) (*running, string) {
 	return r, "http://" + addr
 }
 
-// get sends a GET to the relay at base for host (empty: the relay's own).
-func get(t *testing.T, base, host, path string) (int, string) {
+// get sends a GET to the relay at base for host (empty: the relay's own),
+// with the preview token when one is given.
+func get(t *testing.T, base, host, path string, token ...string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest("GET", base+path, nil)
 	require.NoError(t, err)
 	if host != "" {
 		req.Host = host
+	}
+	for _, tok := range token {
+		req.Header.Set(provider.PreviewTokenHeader, tok)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -89,21 +94,26 @@ func TestRelayCommandInFrontOfTheLocalDaemon(t *testing.T) {
 	r, base := startRelay(t, nil, "--provider", "local://"+strings.TrimPrefix(d.url, "http://"))
 	assert.Contains(t, r.stderr.String(), "in front of local")
 
+	pv, err := d.p.PreviewURL(ctx, sb.Id, sb.Port)
+	require.NoError(t, err)
 	label := strconv.Itoa(sb.Port) + "-" + sb.Id
 	code, body := get(t, base, label+".localhost:1", "/api/info")
+	assert.Equal(t, http.StatusUnauthorized, code, "a local sandbox is private: %s", body)
+	assert.NotContains(t, body, pv.Token)
+	code, body = get(t, base, label+".localhost:1", "/api/info", pv.Token)
 	assert.Equal(t, http.StatusOK, code, body)
-	assert.Contains(t, body, `"sandboxId":"`+sb.Id+`"`, "the sandbox's own toolbox answered, by host")
-	code, body = get(t, base, "", "/"+label+"/api/info")
+	assert.Contains(t, body, `"sandboxId":"`+sb.Id+`"`, "the sandbox's own toolbox answered (it needs the token, which the relay passed on), by host")
+	code, body = get(t, base, "", "/"+label+"/api/info", pv.Token)
 	assert.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, sb.Id, "and by path")
 
 	_, metrics := get(t, base, "", "/metrics")
-	assert.Contains(t, metrics, "sandplane_relay_requests_total 2")
+	assert.Contains(t, metrics, "sandplane_relay_requests_total 3")
 	assert.Contains(t, metrics, "sandplane_relay_refreshes_sent_total 1")
 
 	_, err = d.p.Stop(ctx, sb.Id)
 	require.NoError(t, err)
-	code, body = get(t, base, label+".localhost", "/api/info")
+	code, body = get(t, base, label+".localhost", "/api/info", pv.Token)
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, body, "is stopped: start it, then retry")
 
@@ -112,8 +122,8 @@ func TestRelayCommandInFrontOfTheLocalDaemon(t *testing.T) {
 }
 
 func TestRelayCommandInFrontOfDaytona(t *testing.T) {
-	// The simulator stands in for Daytona; its preview links are signed URLs
-	// that it proxies to 127.0.0.1:<port>, where this test serves.
+	// The simulator stands in for Daytona: its preview links are signed URLs
+	// that it proxies to a port the sandbox's own processes listen on.
 	simAddr := testdaemon.FreeAddr(t)
 	sim := startProc(t, nil, "sim", "--listen", simAddr, "--backend", "native", "--root", t.TempDir())
 	apiURL := "http://" + simAddr + "/api"
@@ -125,19 +135,13 @@ func TestRelayCommandInFrontOfDaytona(t *testing.T) {
 	sb, err := p.Create(ctx, provider.CreateRequest{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Delete(context.Background(), sb.Id) })
-
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "app saw "+r.URL.Path)
-	}))
-	defer app.Close()
-	u, _ := url.Parse(app.URL)
-	port := u.Port()
+	port := serveInSandbox(t, p, sb.Id, "hello from the sandbox")
 
 	r, base := startRelay(t, []string{"DAYTONA_API_URL=" + apiURL, "DAYTONA_API_KEY=relay-test"}, "--provider", "daytona://")
 	assert.Contains(t, r.stderr.String(), "in front of daytona")
-	code, body := get(t, base, port+"-"+sb.Id+".localhost", "/hello")
+	code, body := get(t, base, strconv.Itoa(port)+"-"+sb.Id+".localhost", "/hello.txt")
 	assert.Equal(t, http.StatusOK, code, body)
-	assert.Equal(t, "app saw /hello", body)
+	assert.Equal(t, "hello from the sandbox\n", body, "a signed preview URL needs no token")
 	require.Eventually(t, func() bool {
 		_, m := get(t, base, "", "/metrics")
 		return strings.Contains(m, "sandplane_relay_refreshes_sent_total 1") && strings.Contains(m, "sandplane_relay_refreshes_in_flight 0")
@@ -147,6 +151,40 @@ func TestRelayCommandInFrontOfDaytona(t *testing.T) {
 
 	require.NoError(t, r.cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, 0, r.wait(t), "%s", r.stderr)
+}
+
+// serveInSandbox starts a static web server inside the sandbox through its
+// toolbox, serving hello.txt, and returns the port it picked.
+func serveInSandbox(t *testing.T, p provider.Provider, id, hello string) int {
+	t.Helper()
+	_, err := exec.LookPath("python3")
+	require.NoError(t, err, "python3 serves the sandbox's web page (as in the conformance preview scenario)")
+	tb, ok := p.(provider.Toolboxer)
+	require.True(t, ok)
+	base, hdr, err := tb.Toolbox(context.Background(), id)
+	require.NoError(t, err)
+	cmd := "echo '" + hello + "' > hello.txt && " +
+		"nohup python3 -u -m http.server 0 --bind 127.0.0.1 </dev/null >server.log 2>&1 & " +
+		"for i in $(seq 100); do grep -o 'port [0-9]*' server.log && exit 0; sleep 0.1; done; cat server.log; exit 1"
+	body, err := json.Marshal(map[string]string{"command": cmd})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, base+"/process/execute", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header = hdr.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out struct {
+		ExitCode int
+		Result   string
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.Zero(t, out.ExitCode, out.Result)
+	var port int
+	_, err = fmt.Sscanf(strings.TrimSpace(out.Result), "port %d", &port)
+	require.NoError(t, err, out.Result)
+	return port
 }
 
 func TestRelayCommandRefusesBadFlags(t *testing.T) {

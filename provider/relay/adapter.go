@@ -47,22 +47,22 @@ func (a *providerResolver) Resolve(ctx context.Context, idOrName string, port in
 }
 
 // previewTarget is the one place that reads the provider's preview answer:
-// the upstream URL and, when the provider hands out a preview token, the
-// token that both guards the sandbox here and goes upstream in
-// X-Daytona-Preview-Token, as Daytona's preview links expect.
+// the upstream URL and the sandbox's preview token, which both guards the
+// sandbox here and goes upstream in X-Daytona-Preview-Token, as the sandbox
+// (Daytona's proxy, or the local toolbox) expects. An empty token means the
+// URL carries its own authorisation (Daytona's signed preview URLs).
 func previewTarget(ctx context.Context, p provider.Provider, id string, port int) (Target, error) {
-	raw, err := p.PreviewURL(ctx, id, port)
+	pv, err := p.PreviewURL(ctx, id, port)
 	if err != nil {
 		return Target{}, err
 	}
-	token := "" // PreviewURL answers a URL only; Daytona's signed URLs carry their token inside
-	u, err := url.Parse(raw)
+	u, err := url.Parse(pv.Url)
 	if err != nil {
 		return Target{}, provider.Errorf(provider.Internal, "the provider's preview URL for sandbox %s does not parse", id)
 	}
-	t := Target{URL: u, Token: token}
-	if token != "" {
-		t.Header = http.Header{TokenHeader: {token}}
+	t := Target{URL: u, Token: pv.Token}
+	if pv.Token != "" {
+		t.Header = http.Header{TokenHeader: {pv.Token}}
 	}
 	return t, nil
 }

@@ -20,6 +20,7 @@ type stubProvider struct {
 	minute    string
 	infoCalls int
 	preview   string
+	token     string
 	refreshed []string
 }
 
@@ -36,11 +37,11 @@ func (s *stubProvider) Info(context.Context) (*provider.Info, error) {
 	return &provider.Info{Minute: s.minute}, nil
 }
 
-func (s *stubProvider) PreviewURL(_ context.Context, _ string, port int) (string, error) {
+func (s *stubProvider) PreviewURL(_ context.Context, _ string, port int) (*provider.Preview, error) {
 	if port == 9 {
-		return "", provider.Errorf(provider.InvalidArgument, "port 9 is not published")
+		return nil, provider.Errorf(provider.InvalidArgument, "port 9 is not published")
 	}
-	return s.preview, nil
+	return &provider.Preview{Url: s.preview, Token: s.token}, nil
 }
 
 func (s *stubProvider) Traits() provider.Traits { return provider.Traits{Name: "stub"} }
@@ -63,12 +64,19 @@ func TestFromProvider(t *testing.T) {
 		assert.Equal(t, "http://127.0.0.1:4100", tg.URL.String())
 		assert.Equal(t, 30*time.Second, tg.AutoStop)
 		assert.Equal(t, 2*time.Second, tg.Minute)
-		assert.Empty(t, tg.Token, "a URL-only preview answer makes a public target")
+		assert.Empty(t, tg.Token, "a URL-only preview answer (a signed URL) makes a public target")
+		assert.Empty(t, tg.Header)
 		_, err = r.Resolve(ctx, "demo", 4100)
 		require.NoError(t, err)
 		assert.Equal(t, 1, p.infoCalls, "the minute is asked once")
 		require.NoError(t, r.RefreshActivity(ctx, tg.ID))
 		assert.Equal(t, []string{"abc123"}, p.refreshed)
+	})
+	t.Run("a preview token makes the sandbox private and goes upstream", func(t *testing.T) {
+		tg, err := FromProvider(&stubProvider{sb: started, minute: "1m0s", preview: "http://127.0.0.1:4100", token: "s3cret"}).Resolve(ctx, "demo", 4100)
+		require.NoError(t, err)
+		assert.Equal(t, "s3cret", tg.Token)
+		assert.Equal(t, []string{"s3cret"}, tg.Header[provider.PreviewTokenHeader])
 	})
 	t.Run("a backend without a minute: Daytona's", func(t *testing.T) {
 		tg, err := FromProvider(&stubProvider{sb: started, preview: "https://3000-x.proxy.example"}).Resolve(ctx, "demo", 3000)

@@ -17,7 +17,7 @@ import (
 // Names on the wire, as Daytona's proxy uses them.
 const (
 	// TokenHeader carries a private sandbox's preview token.
-	TokenHeader = "X-Daytona-Preview-Token"
+	TokenHeader = provider.PreviewTokenHeader
 	// TokenParam carries it in a link a browser opens.
 	TokenParam = "DAYTONA_SANDBOX_AUTH_KEY"
 	// SkipActivityHeader set to "true" asks for no activity refresh.
@@ -67,11 +67,39 @@ func (rl *Relay) authorize(w http.ResponseWriter, r *http.Request, rt route, e *
 	}
 	mac := rl.cookieValue(rt, e)
 	for _, c := range r.CookiesNamed(CookieName) {
-		if equal(c.Value, mac) {
-			return allowed
+		if !equal(c.Value, mac) {
+			continue
 		}
+		if crossOrigin(r) {
+			// Under *.localhost every sandbox is the same site, so SameSite
+			// alone would let one sandbox's page use another's cookie.
+			return rl.deny(w, rt, "its cookie came with a request from another origin")
+		}
+		return allowed
 	}
 	return rl.deny(w, rt, "it is private")
+}
+
+// crossOrigin reports whether a browser sent r on behalf of a page of
+// another origin; a top-level navigation (a link followed) is fine.
+func crossOrigin(r *http.Request) bool {
+	if r.Header.Get("Sec-Fetch-Mode") == "navigate" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		return false
+	}
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		return true
+	}
+	o := r.Header.Get("Origin")
+	return o != "" && !sameHost(o, r.Host)
+}
+
+// sameHost reports whether origin names the host of the request. Schemes
+// and ports are left out: a TLS terminator in front changes both.
+func sameHost(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && hostname(u.Host) == hostname(host)
 }
 
 func (rl *Relay) deny(w http.ResponseWriter, rt route, why string) access {

@@ -87,8 +87,17 @@
 // token, opens nothing else, and dies with a rotated token. A browser
 // navigation (Sec-Fetch-Mode: navigate) is redirected to the same address
 // without the parameter, so the token leaves the address bar and history.
+// Every sandbox under *.localhost is the same site, so SameSite alone would
+// let a page of one sandbox send requests with another's cookie: the cookie
+// counts only for a request that is not cross-origin (Sec-Fetch-Site, Origin)
+// or is a top-level navigation. Path-routed sandboxes share one origin, so
+// only host routing keeps browsers' sandboxes apart.
 // The token, the parameter and the cookie never reach the upstream; the
-// Target's Header (the token, for Daytona) is injected instead. Transport
+// Target's Header (the preview token) is injected instead. The upstream sees
+// its own Host, and an Origin that is the sandbox's own address becomes the
+// upstream's, so a server that checks Origin against Host (WebSocket
+// libraries do) accepts its own pages; a foreign Origin passes unchanged for
+// the sandbox to refuse. Transport
 // errors are reported by kind only: an upstream URL may hold a signed token.
 //
 // # Metrics

@@ -93,6 +93,7 @@ type env struct {
 	relay *relay.Relay
 	url   string // the relay
 	host  string // <port>-<id>.localhost
+	token string // the sandbox's preview token
 }
 
 // setup runs a daemon whose snapshot is this binary's workload, creates a
@@ -108,6 +109,9 @@ func setup(t *testing.T, autoStop int, o relay.Options) *env {
 	sb, err := d.P.Create(ctx, provider.CreateRequest{Snapshot: "relay-workload", AutoStopInterval: &autoStop})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.P.Delete(context.Background(), sb.Id) })
+	pv, err := d.P.PreviewURL(ctx, sb.Id, sb.Port)
+	require.NoError(t, err)
+	require.NotEmpty(t, pv.Token, "local sandboxes are private")
 	rl, err := relay.New(relay.FromProvider(d.P), o)
 	require.NoError(t, err)
 	srv := httptest.NewServer(rl)
@@ -115,7 +119,17 @@ func setup(t *testing.T, autoStop int, o relay.Options) *env {
 		srv.Close()
 		_ = rl.Close()
 	})
-	return &env{d: d, sb: sb, relay: rl, url: srv.URL, host: strconv.Itoa(sb.Port) + "-" + sb.Id + ".localhost"}
+	return &env{d: d, sb: sb, relay: rl, url: srv.URL, host: strconv.Itoa(sb.Port) + "-" + sb.Id + ".localhost", token: pv.Token}
+}
+
+// request is a request to the sandbox through the relay, with its token.
+func (e *env) request(t *testing.T, ctx context.Context, path string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", e.url+path, nil)
+	require.NoError(t, err)
+	req.Host = e.host
+	req.Header.Set(provider.PreviewTokenHeader, e.token)
+	return req
 }
 
 func (e *env) state(t *testing.T) *provider.Sandbox {
@@ -151,10 +165,7 @@ func TestIntegrationStreamKeepsSandboxAliveUntilClientLeaves(t *testing.T) {
 	e := setup(t, 1, relay.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", e.url+"/sse?every=200ms", nil)
-	require.NoError(t, err)
-	req.Host = e.host
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(e.request(t, ctx, "/sse?every=200ms"))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	defer resp.Body.Close()
@@ -189,6 +200,7 @@ func TestIntegrationBurstSendsAHandfulOfRefreshes(t *testing.T) {
 	const n, workers = 10000, 16
 	var failed atomic.Int64
 	start := time.Now()
+	base := e.request(t, context.Background(), "/")
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for w := 0; w < workers; w++ {
@@ -196,9 +208,7 @@ func TestIntegrationBurstSendsAHandfulOfRefreshes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range next {
-				req, _ := http.NewRequest("GET", e.url+"/", nil)
-				req.Host = e.host
-				resp, err := client.Do(req)
+				resp, err := client.Do(base.Clone(context.Background()))
 				if err != nil {
 					failed.Add(1)
 					continue
@@ -254,7 +264,9 @@ func (e *env) dialWS(t *testing.T) *websocket.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+e.url[len("http"):]+"/ws", &websocket.DialOptions{Host: e.host})
+	c, _, err := websocket.Dial(ctx, "ws"+e.url[len("http"):]+"/ws", &websocket.DialOptions{
+		Host: e.host, HTTPHeader: http.Header{provider.PreviewTokenHeader: {e.token}},
+	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.CloseNow() })
 	return c
@@ -296,31 +308,47 @@ func TestIntegrationIdleWebSocketNoLongerKeepsSandboxAlive(t *testing.T) {
 func TestIntegrationStoppedSandboxAnswers503AtOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 0, relay.Options{})
-	req, _ := http.NewRequest("GET", e.url+"/", nil)
-	req.Host = e.host
-	resp, err := http.DefaultClient.Do(req)
+	ctx := context.Background()
+	status := func(req *http.Request) (int, string) {
+		t.Helper()
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	code, body := status(e.request(t, ctx, "/"))
+	require.Equal(t, http.StatusOK, code, body)
+
+	_, err := e.d.P.Stop(ctx, e.sb.Id)
+	require.NoError(t, err)
+	// The relay learns of the stop from the daemon's events, or from the
+	// refused connection: either way the answer is a clear 503 at once.
+	code, body = status(e.request(t, ctx, "/"))
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "is stopped: start it, then retry")
+
+	_, err = e.d.P.Start(ctx, e.sb.Id)
+	require.NoError(t, err)
+	sb := e.state(t)
+	pv, err := e.d.P.PreviewURL(ctx, sb.Id, sb.Port)
+	require.NoError(t, err)
+	path := "/" + strconv.Itoa(sb.Port) + "-" + sb.Id + "/"
+
+	// By path, as a browser: no token, then the preview link once, then
+	// the cookie it got.
+	req, _ := http.NewRequest("GET", e.url+path, nil)
+	code, body = status(req)
+	assert.Equal(t, http.StatusUnauthorized, code, body)
+	resp, err := http.Get(e.url + path + "?" + relay.TokenParam + "=" + pv.Token)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-
-	_, err = e.d.P.Stop(context.Background(), e.sb.Id)
-	require.NoError(t, err)
-	// The cached address now refuses: the relay resolves again and says so.
-	resp, err = http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	assert.Contains(t, string(body), "is stopped: start it, then retry")
-
-	// Path routing reaches the same sandbox.
-	_, err = e.d.P.Start(context.Background(), e.sb.Id)
-	require.NoError(t, err)
-	sb := e.state(t)
-	resp, err = http.Get(e.url + "/" + strconv.Itoa(sb.Port) + "-" + sb.Id + "/")
-	require.NoError(t, err)
-	body, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusOK, resp.StatusCode, string(body))
-	assert.Equal(t, "ok", string(body))
+	cookies := resp.Cookies()
+	require.Len(t, cookies, 1)
+	req, _ = http.NewRequest("GET", e.url+path, nil)
+	req.AddCookie(cookies[0])
+	code, body = status(req)
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "ok", body)
 }

@@ -298,6 +298,11 @@ func (rl *Relay) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(t.URL)
 	pr.SetXForwarded()
 	h := pr.Out.Header
+	if o := h.Get("Origin"); o != "" && sameHost(o, pr.In.Host) {
+		// The page is the sandbox's own, served here: to the upstream, whose
+		// Host the request now carries, it is same-origin too.
+		h.Set("Origin", t.URL.Scheme+"://"+t.URL.Host)
+	}
 	h.Del(TokenHeader)
 	h.Del(SkipActivityHeader)
 	stripCookie(h)

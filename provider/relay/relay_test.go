@@ -272,6 +272,30 @@ func TestPrivateSandbox(t *testing.T) {
 		decodeError(t, f.do(t, "GET", "3000-sb2.localhost", "/", cookie), http.StatusUnauthorized)
 		decodeError(t, f.do(t, "GET", "3001-sb1.localhost", "/", cookie), http.StatusUnauthorized)
 	})
+	t.Run("a cookie sent for another origin's page does not count", func(t *testing.T) {
+		c := cookieOf(t, f.do(t, "GET", host, "/?"+TokenParam+"=s3cret", nil))
+		cookie := CookieName + "=" + c.Value
+		tests := []struct {
+			name   string
+			hdr    http.Header
+			status int
+		}{
+			{"a fetch from another sandbox's page", http.Header{"Sec-Fetch-Site": {"same-site"}, "Sec-Fetch-Mode": {"cors"}}, 401},
+			{"an old browser's POST from another origin", http.Header{"Origin": {"http://3000-sb2.localhost:4030"}}, 401},
+			{"the sandbox's own page", http.Header{"Sec-Fetch-Site": {"same-origin"}, "Origin": {"http://" + host}}, 200},
+			{"a link followed from elsewhere", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}}, 200},
+			{"an address typed in", http.Header{"Sec-Fetch-Site": {"none"}, "Sec-Fetch-Mode": {"navigate"}}, 200},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				tt.hdr.Set("Cookie", cookie)
+				assert.Equal(t, tt.status, f.do(t, "GET", host, "/", tt.hdr).Code)
+			})
+		}
+		assert.Equal(t, http.StatusOK, f.do(t, "GET", host, "/", http.Header{
+			TokenHeader: {"s3cret"}, "Sec-Fetch-Site": {"cross-site"},
+		}).Code, "the token itself works from anywhere, as on Daytona")
+	})
 	t.Run("a rotated token ends the cookie", func(t *testing.T) {
 		c := cookieOf(t, f.do(t, "GET", host, "/?"+TokenParam+"=s3cret", nil))
 		rotated := priv
@@ -501,4 +525,14 @@ func TestStaleEventsDropCachedTargets(t *testing.T) {
 	assert.Equal(t, 7, b.resolveCount(), "a fresh snapshot drops everything")
 	close(stream)
 	require.NoError(t, rl.Close(), "Close ends the loop")
+}
+
+func TestOriginOfTheSandboxsOwnPageBecomesTheUpstreams(t *testing.T) {
+	up := upstream(t, echo)
+	f := newFixture(t, Options{})
+	f.backend.set("sb1", target("sb1", up.URL))
+	s := decodeSeen(t, f.do(t, "POST", "3000-sb1.localhost:4030", "/", http.Header{"Origin": {"http://3000-sb1.localhost:4030"}}))
+	assert.Equal(t, up.URL, s.Header.Get("Origin"))
+	s = decodeSeen(t, f.do(t, "POST", "3000-sb1.localhost:4030", "/", http.Header{"Origin": {"http://evil.example"}}))
+	assert.Equal(t, "http://evil.example", s.Header.Get("Origin"), "a foreign origin is the sandbox's to refuse")
 }
