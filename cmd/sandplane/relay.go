@@ -94,12 +94,13 @@ func runRelay(ctx context.Context, f relayFlags, out io.Writer, log *slog.Logger
 		log.Warn("the provider does not answer yet; requests get 503 until it does", "provider", p.Traits().Name, "err", provider.Message(err))
 	}
 
-	hs := &http.Server{Handler: rl, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	fmt.Fprintf(out, "sandplane relay in front of %s\n  by host: http://<port>-<id>.%s:%s/\n  by path: http://%s/<port>-<id>/\n  metrics: http://%s/metrics\n",
 		p.Traits().Name, f.domain, port, ln.Addr(), ln.Addr())
+	// The banner comes first: a client that reached the relay can rely on it.
+	hs := &http.Server{Handler: rl, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
 
 	select {
 	case err := <-errc:
