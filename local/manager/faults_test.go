@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -300,36 +301,45 @@ func TestStartFinishesAnInterruptedStopFirst(t *testing.T) {
 	assert.Equal(t, 1, rt.Running())
 }
 
-// A create that crashed between making its directory and writing its first
-// record leaves a directory without sandbox.json. It must not keep the id
-// taken forever nor keep the env file (secrets) around; a directory with
-// anything else in it is not ours to remove.
-func TestRehydrateRemovesDirectoriesOfCreatesThatNeverWroteARecord(t *testing.T) {
+// Folders in the root that are not sandboxes are the user's: a restart
+// reports them and never removes them, even empty ones, and a create never
+// takes their name. A create builds its directory under a staging name, so
+// a crash before its first record leaves only a staging directory, which
+// the next start removes.
+func TestForeignFoldersSurviveARestart(t *testing.T) {
 	h := newHarness(t)
 	h.m.Close()
-	leftovers := map[string][]string{
-		"born-empty": nil,
-		"born-env":   {envFile},
-		"born-tmp":   {envFile, ".sandbox.json.tmp-123", ".runtime-env.json.tmp-9"},
+	foreign := map[string][]string{
+		"empty":       nil,
+		"only-env":    {envFile},
+		"users-notes": {"notes.txt"},
 	}
-	for id, files := range leftovers {
-		require.NoError(t, os.Mkdir(filepath.Join(h.root, id), 0o700))
+	for name, files := range foreign {
+		require.NoError(t, os.Mkdir(filepath.Join(h.root, name), 0o700))
 		for _, f := range files {
-			require.NoError(t, os.WriteFile(filepath.Join(h.root, id, f), []byte(`{"TOKEN":"secret-value"}`), 0o600))
+			require.NoError(t, os.WriteFile(filepath.Join(h.root, name, f), []byte(`{"K":"v"}`), 0o600))
 		}
 	}
-	require.NoError(t, os.Mkdir(filepath.Join(h.root, "foreign"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(h.root, "foreign", "notes.txt"), []byte("mine"), 0o600))
+	staged := filepath.Join(h.root, stagingPrefix+"crashed-123")
+	require.NoError(t, os.Mkdir(staged, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(staged, envFile), []byte(`{"TOKEN":"secret-value"}`), 0o600))
 
 	h.m = nil
 	h.restart()
-	for id := range leftovers {
-		assert.NoDirExists(t, filepath.Join(h.root, id))
-		h.create(provider.CreateRequest{Id: id})
+	assert.NoDirExists(t, staged, "a create that never finished is removed")
+	warnings := strings.Join(h.m.Warnings(), "\n")
+	for name := range foreign {
+		assert.DirExists(t, filepath.Join(h.root, name))
+		assert.Contains(t, warnings, filepath.Join(h.root, name))
+		_, err := h.m.Create(context.Background(), provider.CreateRequest{Id: name})
+		assert.Equal(t, provider.AlreadyExists, provider.Code(err), "%v", err)
+		assert.DirExists(t, filepath.Join(h.root, name), "a refused create leaves the folder alone")
 	}
-	assert.FileExists(t, filepath.Join(h.root, "foreign", "notes.txt"))
-	_, err := h.m.Create(context.Background(), provider.CreateRequest{Id: "foreign"})
-	assert.Equal(t, provider.AlreadyExists, provider.Code(err))
+	h.create(provider.CreateRequest{Id: "crashed"})
+	h.restart()
+	for name := range foreign {
+		assert.DirExists(t, filepath.Join(h.root, name), "a second restart keeps it too")
+	}
 }
 
 // A setter that races a delete answers not_found, never an internal error

@@ -36,12 +36,15 @@ func validateCreate(req *provider.CreateRequest) error {
 	if req.Runtime != "" && !req.Runtime.Valid() {
 		return provider.Errorf(provider.InvalidArgument, "runtime %q is unknown: use native or docker", req.Runtime)
 	}
+	if len(req.Labels) > MaxLabels {
+		return provider.Errorf(provider.InvalidArgument, "%d labels is too many: a sandbox takes at most %d", len(req.Labels), MaxLabels)
+	}
 	for k := range req.Labels {
-		if k == "" || strings.ContainsAny(k, "=&") {
-			return provider.Errorf(provider.InvalidArgument, "label key %q is invalid: it must be non-empty and contain no '=' or '&'", k)
+		if k == "" || len(k) > MaxLabelKeyLen || strings.ContainsAny(k, "=&") {
+			return provider.Errorf(provider.InvalidArgument, "label key %.80q is invalid: it must be 1-%d bytes and contain no '=' or '&'", k, MaxLabelKeyLen)
 		}
 	}
-	for k := range req.EnvVars {
+	for k, v := range req.EnvVars {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return provider.Errorf(provider.InvalidArgument, "env var name %q is invalid", k)
 		}
@@ -51,9 +54,21 @@ func validateCreate(req *provider.CreateRequest) error {
 		if k == TokenEnv {
 			return provider.Errorf(provider.InvalidArgument, "env var %s is set by the daemon to the sandbox's token; remove it from envVars", TokenEnv)
 		}
+		if strings.ContainsRune(v, 0) {
+			// Values are secret: name the variable only.
+			return provider.Errorf(provider.InvalidArgument, "env var %s contains a NUL byte, which no process environment can hold", k)
+		}
 	}
 	return nil
 }
+
+// Label bounds. Values are bounded by the contract (1024 bytes); keys and
+// the count are bounded here, so that one sandbox cannot make every list
+// and event stream heavy.
+const (
+	MaxLabels      = 64
+	MaxLabelKeyLen = 256
+)
 
 // Create starts a sandbox and returns it started. See provider.Provider.
 func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provider.Sandbox, error) {
@@ -128,21 +143,11 @@ func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provi
 		}
 		return provider.Sandbox{}, cause
 	}
-	if err := os.Mkdir(m.dir(rec.ID), 0o700); err != nil {
-		if os.IsExist(err) {
-			// A directory the registry does not know: never overwrite it.
-			m.mu.Lock()
-			delete(m.sandboxes, rec.ID)
-			m.mu.Unlock()
-			return provider.Sandbox{}, provider.Errorf(provider.AlreadyExists, "sandbox directory %s already exists: pick another id", m.dir(rec.ID))
-		}
-		return rollback(provider.Errorf(provider.Internal, "create sandbox directory: %w", err))
-	}
-	if err := m.writeEnv(rec.ID, sandboxEnv(snap.Env, m.opts.PassEnv, req.EnvVars)); err != nil {
-		return rollback(provider.Errorf(provider.Internal, "write %s: %w", envFile, err))
-	}
-	if err := m.persist(rec); err != nil {
-		return rollback(err)
+	if err := m.makeDir(rec, sandboxEnv(snap.Env, m.opts.PassEnv, req.EnvVars)); err != nil {
+		m.mu.Lock()
+		delete(m.sandboxes, rec.ID)
+		m.mu.Unlock()
+		return provider.Sandbox{}, err
 	}
 	persistLocked = false
 	e.persistMu.Unlock()
@@ -174,6 +179,8 @@ func (m *Manager) insert(e *entry) error {
 	defer m.mu.Unlock()
 	for _, o := range m.sandboxes {
 		switch {
+		case o.recovering == doingRollback && (o.rec.ID == e.rec.ID || o.rec.Name == e.rec.Name):
+			return provider.Errorf(provider.FailedPrecondition, "sandbox %s is still %s after the daemon restart; retry in a few seconds", o.rec.ID, doingRollback)
 		case o.rec.ID == e.rec.ID:
 			return provider.Errorf(provider.AlreadyExists, "a sandbox with id %q already exists: pick another id or delete it first", e.rec.ID)
 		case o.rec.Name == e.rec.Name || o.rec.ID == e.rec.Name || o.rec.Name == e.rec.ID:
@@ -182,6 +189,27 @@ func (m *Manager) insert(e *entry) error {
 	}
 	m.sandboxes[e.rec.ID] = e
 	return nil
+}
+
+// makeDir makes the directory of a new sandbox with its env and first
+// record, under a staging name, and renames it into place: a directory in
+// the root is a sandbox's from the moment it exists, so anything else found
+// there is never the daemon's to remove. On error nothing is left.
+func (m *Manager) makeDir(rec *record, env map[string]string) error {
+	staged, err := m.stage(rec.ID)
+	if err != nil {
+		return provider.Errorf(provider.Internal, "create sandbox directory: %w", err)
+	}
+	err = writeEnvIn(staged, env)
+	if err != nil {
+		err = provider.Errorf(provider.Internal, "write %s: %w", envFile, err)
+	} else if err = persistIn(staged, rec); err == nil {
+		err = m.publish(staged, rec.ID)
+	}
+	if err != nil {
+		_ = os.RemoveAll(staged)
+	}
+	return err
 }
 
 func (m *Manager) resolve(rtName provider.Runtime, snapName string) (Snapshot, error) {
@@ -255,15 +283,8 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 	if err := rt.Preflight(ctx, spec); err != nil {
 		return fail(err)
 	}
-	h, err := rt.Start(ctx, spec)
+	h, err := m.startRecorded(ctx, e, rt, spec)
 	if err != nil {
-		if c := provider.Code(err); c != provider.PreflightFailed && c != provider.Unavailable {
-			err = provider.Errorf(provider.CreateFailed, "start workload: %s", provider.Message(err))
-		}
-		return fail(err)
-	}
-	if _, err := m.update(e, func(r *record) { r.Handle = &h; r.Port = port; r.LastPort = port }); err != nil {
-		m.discard(rt, h)
 		return fail(err)
 	}
 	if snap.Ready != "none" {
@@ -275,6 +296,27 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 		}
 	}
 	return nil
+}
+
+// startRecorded starts spec's workload and records its handle and port, so
+// that from then on a crash finds it. Both happen under spawnMu, so that an
+// orphan sweep never sees the workload without its record. On error nothing
+// runs.
+func (m *Manager) startRecorded(ctx context.Context, e *entry, rt runtime.Runtime, spec runtime.Spec) (runtime.Handle, error) {
+	m.spawnMu.RLock()
+	defer m.spawnMu.RUnlock()
+	h, err := rt.Start(ctx, spec)
+	if err != nil {
+		if c := provider.Code(err); c != provider.PreflightFailed && c != provider.Unavailable {
+			err = provider.Errorf(provider.CreateFailed, "start workload: %s", provider.Message(err))
+		}
+		return runtime.Handle{}, err
+	}
+	if _, err := m.update(e, func(r *record) { r.Handle = &h; r.Port = spec.Port; r.LastPort = spec.Port }); err != nil {
+		m.discard(rt, h)
+		return runtime.Handle{}, err
+	}
+	return h, nil
 }
 
 // runtimeOf returns the runtime a sandbox was created on. A daemon restarted
@@ -290,13 +332,22 @@ func (m *Manager) runtimeOf(r *record) (runtime.Runtime, error) {
 
 // discard kills and removes a workload that never became a started sandbox.
 func (m *Manager) discard(rt runtime.Runtime, h runtime.Handle) {
-	ctx := context.Background()
-	if err := rt.Stop(ctx, h, m.opts.StopGrace); err != nil {
+	if err := m.end(rt, h); err != nil {
 		m.log.Error("kill failed workload", "pid", h.PID, "container", h.ContainerID, "err", err)
 	}
-	if err := rt.Remove(ctx, h); err != nil {
-		m.log.Error("remove failed workload", "container", h.ContainerID, "err", err)
+}
+
+// end kills and removes a workload no sandbox keeps. An error means it may
+// still run; a failed removal of what is left is only logged.
+func (m *Manager) end(rt runtime.Runtime, h runtime.Handle) error {
+	ctx := context.Background()
+	if err := rt.Stop(ctx, h, m.opts.StopGrace); err != nil {
+		return err
 	}
+	if err := rt.Remove(ctx, h); err != nil {
+		m.log.Error("remove ended workload", "container", h.ContainerID, "err", err)
+	}
+	return nil
 }
 
 func (m *Manager) killQuietly(e *entry) {
@@ -413,17 +464,19 @@ func (m *Manager) markExited(e *entry, h runtime.Handle, reason string) {
 	if !live {
 		return
 	}
-	m.ports.release(rec.Port)
-	if m.opts.LaunchHook != nil {
-		m.opts.LaunchHook.AfterExit(rec.ID)
-	}
 	if _, err := m.update(e, func(r *record) {
 		r.State = provider.StateStopped
 		r.Port = 0
 		r.ErrorReason = reason
 		r.LastActivityAt = m.clk.Now()
 	}, emission{provider.EventStopped, ""}, bumped); err != nil {
+		// Still started on record, and in memory: the next read tries again.
 		m.log.Error("persist exit", "sandbox", rec.ID, "err", err)
+		return
+	}
+	m.ports.release(rec.Port)
+	if m.opts.LaunchHook != nil {
+		m.opts.LaunchHook.AfterExit(rec.ID)
 	}
 }
 
@@ -464,10 +517,10 @@ func matches(have, want map[string]string) bool {
 // progress: that operation will settle the state itself.
 func (m *Manager) reconcile(ctx context.Context, e *entry) provider.Sandbox {
 	m.mu.Lock()
-	rec := e.rec
+	rec, recovering := e.rec, e.recovering != ""
 	m.mu.Unlock()
 	rt, rtErr := m.runtimeOf(rec)
-	if rec.State != provider.StateStarted || rec.Handle == nil || rtErr != nil || !e.op.tryLock() {
+	if recovering || rec.State != provider.StateStarted || rec.Handle == nil || rtErr != nil || !e.op.tryLock() {
 		return m.info(rec)
 	}
 	defer e.op.unlock()
@@ -484,6 +537,9 @@ func (m *Manager) reconcile(ctx context.Context, e *entry) provider.Sandbox {
 func (m *Manager) Start(ctx context.Context, idOrName string) (provider.Sandbox, error) {
 	e, err := m.lookup(idOrName)
 	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	if err := m.available(e); err != nil {
 		return provider.Sandbox{}, err
 	}
 	if err := e.op.lock(ctx); err != nil {
@@ -565,6 +621,9 @@ func (m *Manager) Stop(ctx context.Context, idOrName string) (provider.Sandbox, 
 }
 
 func (m *Manager) stop(ctx context.Context, e *entry, reason string) (provider.Sandbox, error) {
+	if err := m.available(e); err != nil {
+		return provider.Sandbox{}, err
+	}
 	if err := e.op.lock(ctx); err != nil {
 		return provider.Sandbox{}, err
 	}
@@ -574,13 +633,10 @@ func (m *Manager) stop(ctx context.Context, e *entry, reason string) (provider.S
 
 // stopLocked is Stop for a caller that holds e.op. If the workload cannot be
 // killed the sandbox stays stopping, reports why, and a retry is scheduled.
+// If the stop cannot be recorded, the sandbox stays as it was.
 func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (provider.Sandbox, error) {
 	m.mu.Lock()
 	rec := e.rec
-	if e.stopWatch != nil {
-		e.stopWatch()
-		e.stopWatch = nil
-	}
 	m.mu.Unlock()
 	if rec.State == provider.StateStopped || rec.Handle == nil {
 		return m.info(rec), nil
@@ -591,9 +647,10 @@ func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (prov
 	}
 	if rec.State != provider.StateStopping {
 		if _, err := m.update(e, func(r *record) { r.State, r.StopReason = provider.StateStopping, reason }); err != nil {
-			return provider.Sandbox{}, err
+			return provider.Sandbox{}, notRecorded(rec.ID, "it was not stopped and is unchanged", err)
 		}
 	}
+	m.unwatch(e)
 	if err := rt.Stop(ctx, *rec.Handle, m.opts.StopGrace); err != nil {
 		e.killErr = err
 		s, _ := m.update(e, func(r *record) { r.ErrorReason = "kill failed: " + provider.Message(err) })
@@ -601,10 +658,6 @@ func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (prov
 		return s, provider.Errorf(provider.Internal, "sandbox %s: the workload could not be killed (%v); the daemon retries every %s", rec.ID, err, killRetry)
 	}
 	e.killErr = nil
-	m.ports.release(rec.Port)
-	if m.opts.LaunchHook != nil {
-		m.opts.LaunchHook.AfterExit(rec.ID)
-	}
 	s, err := m.update(e, func(r *record) {
 		r.State = provider.StateStopped
 		r.Port = 0
@@ -613,9 +666,33 @@ func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (prov
 		r.LastActivityAt = m.clk.Now()
 	}, emission{provider.EventStopped, ""}, bumped)
 	if err != nil {
-		return provider.Sandbox{}, err
+		// The port stays held: the record still names it.
+		return provider.Sandbox{}, notRecorded(rec.ID, "its workload ended but it stays stopping; stop it again", err)
+	}
+	m.ports.release(rec.Port)
+	if m.opts.LaunchHook != nil {
+		m.opts.LaunchHook.AfterExit(rec.ID)
 	}
 	return s, nil
+}
+
+// notRecorded explains a transition whose record could not be written.
+func notRecorded(id, outcome string, err error) error {
+	if provider.Code(err) != provider.Internal {
+		return err // not_found for a sandbox deleted meanwhile
+	}
+	return &provider.Error{Code: provider.Internal, Err: err,
+		Message: fmt.Sprintf("sandbox %s: %s, because its state could not be saved: %s", id, outcome, provider.Message(err))}
+}
+
+// unwatch ends the goroutine that notices e's workload exit.
+func (m *Manager) unwatch(e *entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.stopWatch != nil {
+		e.stopWatch()
+		e.stopWatch = nil
+	}
 }
 
 // retryKill schedules another stop of e unless one is pending. The retry
@@ -664,6 +741,11 @@ func (m *Manager) Delete(ctx context.Context, idOrName string) error {
 	if provider.IsNotFound(err) {
 		return nil
 	}
+	if e.unreadable == nil {
+		if err := m.available(e); err != nil {
+			return err
+		}
+	}
 	if err := e.op.lock(ctx); err != nil {
 		return err
 	}
@@ -674,6 +756,9 @@ func (m *Manager) Delete(ctx context.Context, idOrName string) error {
 	m.mu.Unlock()
 	if gone {
 		return nil
+	}
+	if e.unreadable != nil {
+		return m.deleteUnreadable(ctx, e)
 	}
 	return m.deleteLocked(ctx, e)
 }
@@ -724,6 +809,9 @@ func (m *Manager) RefreshActivity(ctx context.Context, idOrName string) error {
 	if err != nil {
 		return err
 	}
+	if err := m.available(e); err != nil {
+		return err
+	}
 	_, err = m.update(e, func(r *record) { r.LastActivityAt = m.clk.Now() }, emission{provider.EventActivity, provider.SourceRefresh})
 	return err
 }
@@ -736,6 +824,9 @@ func (m *Manager) SetAutoStopInterval(ctx context.Context, idOrName string, minu
 	}
 	e, err := m.lookup(idOrName)
 	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	if err := m.available(e); err != nil {
 		return provider.Sandbox{}, err
 	}
 	return m.update(e, func(r *record) { r.AutoStopInterval = minutes }, emission{provider.EventUpdated, ""})
@@ -783,6 +874,9 @@ func (m *Manager) EntrypointLogs(ctx context.Context, idOrName string) (provider
 	e, err := m.lookup(idOrName)
 	if err != nil {
 		return provider.EntrypointLogs{}, err
+	}
+	if e.unreadable != nil {
+		return provider.EntrypointLogs{}, unreadableErr(idOrName, e.unreadable)
 	}
 	m.mu.Lock()
 	rec := e.rec

@@ -104,6 +104,15 @@ type Manager struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*entry // by id
+	// foreign are folders in the root that are not sandboxes; set by New.
+	foreign []string
+
+	// spawnMu is held for reading from a workload's spawn until its handle
+	// is on record, and for writing while orphans are listed, so that a
+	// workload being spawned is never taken for an orphan.
+	spawnMu sync.RWMutex
+	// recovered is closed once the work a restart left is done.
+	recovered chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -126,6 +135,19 @@ type entry struct {
 	killErr error
 	// retryPending is set while a kill retry is scheduled; guarded by op.
 	retryPending bool
+	// recovering says what a restart still does to the sandbox ("stopping",
+	// "being deleted"...) while it does; "" once done. Operations refuse
+	// the sandbox meanwhile, so that none waits on a long recovery.
+	// Guarded by Manager.mu.
+	recovering string
+	// unreadable is why the sandbox's record could not be read; fixed at
+	// load. Such a sandbox is shown in state error, is never written, and
+	// can only be deleted.
+	unreadable error
+	// released is set while the delete of an unreadable sandbox ends its
+	// workloads, which the orphan sweep spares until then. Guarded by
+	// Manager.mu.
+	released bool
 }
 
 func newEntry(rec *record) *entry { return &entry{op: make(opLock, 1), rec: rec} }
@@ -218,7 +240,7 @@ func New(opts Options) (*Manager, error) {
 		sandboxes: map[string]*entry{},
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	if err := m.rehydrate(m.ctx); err != nil {
+	if err := m.rehydrate(); err != nil {
 		m.cancel()
 		return nil, err
 	}
@@ -227,18 +249,34 @@ func New(opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// Close stops the manager's goroutines. Workloads keep running: the next
-// manager on the same root adopts them. Use StopAll to end them too.
+// Close stops the manager's goroutines: recovery work not yet begun is
+// dropped (the next manager on the root does it), work under way is waited
+// for. Workloads keep running: the next manager on the same root adopts
+// them. Use StopAll to end them too.
 func (m *Manager) Close() {
 	m.cancel()
 	m.wg.Wait()
 	m.ports.close()
 }
 
+// Recovered is closed once the work a restart left (interrupted stops and
+// deletes, checks of adopted workloads, orphans) is done, or dropped by
+// Close.
+func (m *Manager) Recovered() <-chan struct{} { return m.recovered }
+
 // StopAll stops every started sandbox, for a daemon asked to reap on exit.
+// It first waits for the restart's recovery, which may be stopping some.
 func (m *Manager) StopAll(ctx context.Context) {
+	select {
+	case <-m.recovered:
+	case <-ctx.Done():
+		return
+	}
 	var wg sync.WaitGroup
 	for _, e := range m.entries() {
+		if e.unreadable != nil {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -246,6 +284,16 @@ func (m *Manager) StopAll(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Warnings describe what the manager found and left alone that its user
+// should look at: folders in the root that are not sandboxes.
+func (m *Manager) Warnings() []string {
+	var out []string
+	for _, name := range m.foreign {
+		out = append(out, fmt.Sprintf("%s is not a sandbox (it has no %s); sandplane leaves it alone: move it out of the root", m.dir(name), recordFile))
+	}
+	return out
 }
 
 // Minute is the length of one interval minute.
@@ -313,34 +361,61 @@ type emission struct {
 // change is activity, and every bump is an event with its source.
 var bumped = emission{provider.EventActivity, provider.SourceMutation}
 
-// update applies fn to e's record under the registry lock, stamps it,
-// persists it, emits events, and returns the new public view. The events go
-// out under the sandbox's persist lock, so that a sandbox's events arrive in
-// the order its records were written.
+// update applies fn to a copy of e's record, stamps it, persists it, and
+// only once it is on disk makes it e's record, emits events, and returns the
+// new public view. On error e is unchanged. The events go out under the
+// sandbox's persist lock, so that a sandbox's events arrive in the order
+// its records were written.
 func (m *Manager) update(e *entry, fn func(r *record), events ...emission) (provider.Sandbox, error) {
 	e.persistMu.Lock()
 	defer e.persistMu.Unlock()
+	// Every write of e.rec holds the persist lock, so cur stays current.
 	m.mu.Lock()
-	if m.sandboxes[e.rec.ID] != e {
+	cur := e.rec
+	registered := m.sandboxes[cur.ID] == e
+	m.mu.Unlock()
+	switch {
+	case !registered:
 		// Deleted (or rolled back) since the caller looked it up: writing
 		// now would recreate a record in a directory that is gone, or in
 		// a successor's with the same id.
-		m.mu.Unlock()
-		return m.info(e.rec), provider.Errorf(provider.NotFound, "sandbox %q was deleted", e.rec.ID)
+		return m.info(cur), provider.Errorf(provider.NotFound, "sandbox %q was deleted", cur.ID)
+	case e.unreadable != nil:
+		return m.info(cur), unreadableErr(cur.ID, e.unreadable)
 	}
-	next := e.rec.clone()
+	next := cur.clone()
 	fn(next)
 	next.UpdatedAt = m.clk.Now()
+	if err := m.persist(next); err != nil {
+		return m.info(cur), err
+	}
+	m.mu.Lock()
 	e.rec = next
 	m.mu.Unlock()
 	s := m.info(next)
-	if err := m.persist(next); err != nil {
-		return s, err
-	}
 	for _, ev := range events {
 		m.emit(ev.t, s, ev.source)
 	}
 	return s, nil
+}
+
+// available fails, at once, when e cannot take an operation: a restart is
+// still recovering it, or its record is unreadable. failed_precondition.
+func (m *Manager) available(e *entry) error {
+	m.mu.Lock()
+	doing, id := e.recovering, e.rec.ID
+	m.mu.Unlock()
+	if e.unreadable != nil {
+		return unreadableErr(id, e.unreadable)
+	}
+	if doing != "" {
+		return provider.Errorf(provider.FailedPrecondition, "sandbox %s is still %s after the daemon restart; retry in a few seconds", id, doing)
+	}
+	return nil
+}
+
+func unreadableErr(id string, cause error) error {
+	return provider.Errorf(provider.FailedPrecondition, "sandbox %s has an unreadable record (%v): only delete works on it", id, cause)
 }
 
 func (m *Manager) info(r *record) provider.Sandbox {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,8 +55,19 @@ func newHarness(t *testing.T, mutate ...func(*Options)) *harness {
 }
 
 // restart simulates a daemon restart: a new Manager on the same root and the
-// same (still running) workloads.
+// same (still running) workloads. It returns once the restart's recovery is
+// done; restartAnswering returns at once.
 func (h *harness) restart() {
+	h.t.Helper()
+	h.restartAnswering()
+	select {
+	case <-h.m.Recovered():
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("the restart's recovery did not finish")
+	}
+}
+
+func (h *harness) restartAnswering() {
 	h.t.Helper()
 	if h.m != nil {
 		h.m.Close()
@@ -167,6 +179,9 @@ func TestCreateErrors(t *testing.T) {
 		{"unknown snapshot", provider.CreateRequest{Snapshot: "nope"}, provider.PreflightFailed},
 		{"PORT is the daemon's", provider.CreateRequest{EnvVars: map[string]string{"PORT": "1"}}, provider.InvalidArgument},
 		{"empty label key", provider.CreateRequest{Labels: map[string]string{"": "v"}}, provider.InvalidArgument},
+		{"label key too long", provider.CreateRequest{Labels: map[string]string{strings.Repeat("k", MaxLabelKeyLen+1): "v"}}, provider.InvalidArgument},
+		{"too many labels", provider.CreateRequest{Labels: manyLabels(MaxLabels + 1)}, provider.InvalidArgument},
+		{"NUL in an env value", provider.CreateRequest{EnvVars: map[string]string{"SECRET": "abc\x00def"}}, provider.InvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,7 +191,11 @@ func TestCreateErrors(t *testing.T) {
 			assert.NotEmpty(t, provider.Message(err))
 		})
 	}
-	assert.Len(t, h.m.List(context.Background(), nil), 1, "failed creates leave nothing in the registry")
+	_, err := h.m.Create(context.Background(), provider.CreateRequest{EnvVars: map[string]string{"SECRET": "abc\x00def"}})
+	assert.NotContains(t, provider.Message(err), "abc", "an env value never reaches an error")
+	_, err = h.m.Create(context.Background(), provider.CreateRequest{Labels: manyLabels(MaxLabels), EnvVars: map[string]string{"K": "ok"}})
+	require.NoError(t, err, "the bounds themselves are allowed")
+	assert.Len(t, h.m.List(context.Background(), nil), 2, "failed creates leave nothing in the registry")
 	entries, _ := os.ReadDir(h.root)
 	var dirs []string
 	for _, e := range entries {
@@ -184,7 +203,15 @@ func TestCreateErrors(t *testing.T) {
 			dirs = append(dirs, e.Name())
 		}
 	}
-	assert.Equal(t, []string{"taken"}, dirs, "failed creates leave no directory")
+	assert.Len(t, dirs, 2, "failed creates leave no directory")
+}
+
+func manyLabels(n int) map[string]string {
+	out := map[string]string{}
+	for i := range n {
+		out["k"+strconv.Itoa(i)] = "v"
+	}
+	return out
 }
 
 func TestCreateRollsBackWhenTheWorkloadFails(t *testing.T) {
@@ -419,9 +446,10 @@ func TestRehydrate(t *testing.T) {
 	assert.Equal(t, provider.NotFound, provider.Code(err))
 	assert.NoDirExists(t, filepath.Join(h.root, "half"))
 	assert.Equal(t, 1, h.rt.Running(), "only the adopted workload runs: the half-created one and the orphan are gone")
-	corrupt, err := os.ReadDir(filepath.Join(h.root, corruptDir))
-	require.NoError(t, err)
-	assert.Len(t, corrupt, 1, "a torn record is moved aside, never deleted")
+	torn := h.get("torn")
+	assert.Equal(t, provider.StateError, torn.State, "a torn record is shown, never moved or deleted")
+	assert.Contains(t, torn.ErrorReason, filepath.Join(h.root, "torn", recordFile))
+	assert.FileExists(t, filepath.Join(h.root, "torn", recordFile))
 
 	// The adopted workload is still watched.
 	h.rt.Kill(h.handle("lives"), "killed: signal SIGKILL")

@@ -2,11 +2,15 @@ package manager
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandplane/sandplane/local/runtime"
 	"github.com/sandplane/sandplane/provider"
@@ -88,33 +92,31 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return syncDir(dir)
 }
 
 func (m *Manager) dir(id string) string { return filepath.Join(m.opts.Root, id) }
 
-func (m *Manager) persist(r *record) error {
+func (m *Manager) persist(r *record) error { return persistIn(m.dir(r.ID), r) }
+
+// persistIn writes r as dir's sandbox.json. internal.
+func persistIn(dir string, r *record) error {
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(m.dir(r.ID), recordFile), data, 0o644); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, recordFile), data, 0o644); err != nil {
 		return provider.Errorf(provider.Internal, "persist sandbox %s: %w", r.ID, err)
 	}
 	return nil
 }
 
-func (m *Manager) writeEnv(id string, env map[string]string) error {
+func writeEnvIn(dir string, env map[string]string) error {
 	data, err := json.Marshal(env)
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(m.dir(id), envFile), data, 0o600)
+	return writeFileAtomic(filepath.Join(dir, envFile), data, 0o600)
 }
 
 func (m *Manager) readEnv(id string) (map[string]string, error) {
@@ -149,73 +151,154 @@ func (m *Manager) removeDir(id string) error {
 	return os.RemoveAll(dst)
 }
 
-// loadRecords reads every sandbox.json under root. A record that cannot be
-// parsed is moved aside into .corrupt (never deleted) and reported.
-func (m *Manager) loadRecords() ([]*record, error) {
+// registry is what loadRecords finds under the root.
+type registry struct {
+	records []*record
+	// unreadable are the sandbox directories whose record cannot be read,
+	// by directory name.
+	unreadable map[string]error
+	// foreign are the names of folders in the root that are not sandboxes.
+	foreign []string
+}
+
+// loadRecords reads every sandbox.json under root. Nothing is moved or
+// removed: a record that cannot be read is reported as unreadable, and a
+// folder without a record as foreign, since a create only ever puts a
+// directory in place with its first record in it (see stage).
+func (m *Manager) loadRecords() (registry, error) {
+	reg := registry{unreadable: map[string]error{}}
 	entries, err := os.ReadDir(m.opts.Root)
+	if err != nil {
+		return reg, err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if name[0] == '.' || e.Type().IsRegular() {
+			continue // ours (.trash, .corrupt, staging) or a file such as daemon.lock
+		}
+		if !e.IsDir() {
+			reg.foreign = append(reg.foreign, name)
+			continue
+		}
+		path := filepath.Join(m.opts.Root, name, recordFile)
+		r, err := loadRecord(path, name)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			reg.foreign = append(reg.foreign, name)
+		case err != nil:
+			reg.unreadable[name] = err
+		default:
+			reg.records = append(reg.records, r)
+		}
+	}
+	return reg, nil
+}
+
+// loadRecord reads and checks the record at path, which must belong to the
+// directory named id. fs.ErrNotExist when there is none.
+func loadRecord(path, id string) (*record, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var recs []*record
-	for _, e := range entries {
-		if !e.IsDir() || e.Name()[0] == '.' {
-			continue
-		}
-		path := filepath.Join(m.opts.Root, e.Name(), recordFile)
-		data, err := os.ReadFile(path)
-		if os.IsNotExist(err) {
-			if m.unborn(e.Name()) {
-				// A create that crashed before its first record: nothing
-				// was spawned yet, but the id would stay taken for good.
-				if err := m.removeDir(e.Name()); err != nil {
-					m.log.Error("remove directory of a create that never wrote its record", "sandbox", e.Name(), "err", err)
-				}
-			}
-			continue // not a sandbox directory
-		}
-		var r record
-		if err == nil {
-			err = json.Unmarshal(data, &r)
-		}
-		if err == nil && (r.ID != e.Name() || r.Version > recordVersion) {
-			err = fmt.Errorf("record id %q or version %d does not match its directory", r.ID, r.Version)
-		}
-		if err != nil {
-			m.quarantine(e.Name(), err)
-			continue
-		}
-		if r.Labels == nil {
-			r.Labels = map[string]string{}
-		}
-		recs = append(recs, &r)
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
-	return recs, nil
+	switch {
+	case r.Version > recordVersion:
+		return nil, fmt.Errorf("%s has version %d, newer than this daemon's %d: upgrade sandplane", path, r.Version, recordVersion)
+	case r.ID != id:
+		return nil, fmt.Errorf("%s names sandbox %q, not its directory %q", path, r.ID, id)
+	}
+	if r.Labels == nil {
+		r.Labels = map[string]string{}
+	}
+	return &r, nil
 }
 
-// unborn reports whether the directory of id holds nothing but what a
-// create writes before its first record: the env file and temp files.
-// Anything else means the directory is not ours to remove.
-func (m *Manager) unborn(id string) bool {
-	files, err := os.ReadDir(m.dir(id))
+// stagingPrefix starts the name of a directory a create fills before it
+// renames it into place. Such a directory left in the root is a create
+// that crashed before its sandbox existed, and is removed at start.
+const stagingPrefix = ".staging-"
+
+// stage makes a private directory in the root for a new sandbox's first
+// files.
+func (m *Manager) stage(id string) (string, error) {
+	return os.MkdirTemp(m.opts.Root, stagingPrefix+id+"-")
+}
+
+// publish renames a staged directory to the sandbox's own name, never over
+// anything already there. already_exists when the name is taken.
+func (m *Manager) publish(staged, id string) error {
+	dst := m.dir(id)
+	err := unix.Renameat2(unix.AT_FDCWD, staged, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		// A filesystem without RENAME_NOREPLACE: check, then rename. A
+		// rename over an empty directory would succeed, so the check is
+		// what keeps a folder the user just made.
+		if _, lerr := os.Lstat(dst); lerr == nil {
+			err = unix.EEXIST
+		} else {
+			err = os.Rename(staged, dst)
+		}
+	}
+	switch {
+	case err == nil:
+		return syncDir(m.opts.Root)
+	case errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTEMPTY):
+		return provider.Errorf(provider.AlreadyExists, "%s already exists and is not a sandbox of this daemon: pick another id, or move that folder out of the root", dst)
+	}
+	return provider.Errorf(provider.Internal, "move the new sandbox directory into place: %w", err)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
 	if err != nil {
-		return false
+		return err
 	}
-	for _, f := range files {
-		name := f.Name()
-		temp := strings.HasPrefix(name, "."+recordFile+".tmp-") || strings.HasPrefix(name, "."+envFile+".tmp-")
-		if !f.Type().IsRegular() || (name != envFile && !temp) {
-			return false
-		}
-	}
-	return true
+	defer d.Close()
+	return d.Sync()
 }
 
-func (m *Manager) quarantine(name string, cause error) {
-	dst := filepath.Join(m.opts.Root, corruptDir)
-	_ = os.MkdirAll(dst, 0o700)
-	dst = filepath.Join(dst, fmt.Sprintf("%s-%d", name, m.clk.Now().UnixNano()))
-	err := os.Rename(filepath.Join(m.opts.Root, name), dst)
-	m.log.Error("unreadable sandbox record moved aside", "sandbox", name, "cause", cause, "to", dst, "moveErr", err)
+// clearLeftovers removes what crashed operations left in the root's private
+// directories: deletes past their commit point and creates before theirs.
+func (m *Manager) clearLeftovers() {
+	_ = os.RemoveAll(m.dir(trashDir))
+	entries, err := os.ReadDir(m.opts.Root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), stagingPrefix) && e.IsDir() {
+			if err := os.RemoveAll(m.dir(e.Name())); err != nil {
+				m.log.Error("remove the directory of a create that never finished", "dir", e.Name(), "err", err)
+			}
+		}
+	}
+}
+
+// quarantine moves the directory name out of the root's namespace into
+// .corrupt, keeping its contents for whoever wants to look. Whatever sits at
+// .corrupt and is not a directory (a file, a symlink) is moved aside first,
+// never followed nor deleted.
+func (m *Manager) quarantine(name string) (string, error) {
+	dir := m.dir(corruptDir)
+	if fi, err := os.Lstat(dir); err == nil && !fi.IsDir() {
+		aside := fmt.Sprintf("%s.displaced-%d", dir, m.clk.Now().UnixNano())
+		if err := os.Rename(dir, aside); err != nil {
+			return "", fmt.Errorf("move %s, which is not a directory, aside: %w", dir, err)
+		}
+		m.log.Warn("moved a non-directory found at the quarantine path aside", "path", dir, "to", aside)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	dst := filepath.Join(dir, fmt.Sprintf("%s-%d", name, m.clk.Now().UnixNano()))
+	if err := os.Rename(m.dir(name), dst); err != nil {
+		return "", err
+	}
+	return dst, nil
 }
 
 func cloneMap(in map[string]string) map[string]string {

@@ -128,3 +128,23 @@ type PortLister interface {
 	// of the call, never cached. unavailable: /proc cannot be read.
 	ListeningPorts(ctx context.Context, h Handle) ([]netip.AddrPort, error)
 }
+
+// Marker is implemented by runtimes that can read back the sandbox id Start
+// marked a workload with (an environment variable, a label). The manager
+// uses it to spare the workloads of a sandbox whose record it cannot read.
+// A runtime without it makes the manager spare every unknown workload of
+// that runtime while any record is unreadable.
+type Marker interface {
+	// SandboxOf returns the sandbox id the workload behind h is marked with,
+	// or "" when it carries no mark or is gone. unavailable.
+	SandboxOf(ctx context.Context, h Handle) (string, error)
+}
+
+// Sweeper is implemented by runtimes whose interrupted operations can leave
+// something behind besides workloads (an image a replace committed).
+type Sweeper interface {
+	// Sweep removes what operations on workloads marked with root left
+	// behind and nothing uses any more. The manager calls it when no spawn
+	// is under way. unavailable.
+	Sweep(ctx context.Context, root string) error
+}

@@ -30,7 +30,10 @@ type proc struct {
 	logs   string
 }
 
-var _ runtime.Runtime = (*Fake)(nil)
+var (
+	_ runtime.Runtime = (*Fake)(nil)
+	_ runtime.Marker  = (*Fake)(nil)
+)
 
 // New returns a Fake that calls itself name.
 func New(name provider.Runtime) *Fake {
@@ -214,6 +217,16 @@ func (f *Fake) Orphans(ctx context.Context, root string, known []runtime.Handle)
 		}
 	}
 	return out, nil
+}
+
+// SandboxOf returns the sandbox id h's spec named, "" when h is unknown.
+func (f *Fake) SandboxOf(ctx context.Context, h runtime.Handle) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, ok := f.find(h); ok {
+		return p.spec.SandboxID, nil
+	}
+	return "", nil
 }
 
 // String is for test failure messages.
