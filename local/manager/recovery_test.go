@@ -366,3 +366,27 @@ func TestQuarantineWhateverSitsAtCorrupt(t *testing.T) {
 		})
 	}
 }
+
+// sweeping records the roots Sweep was called with.
+type sweeping struct {
+	*runtimetest.Fake
+	mu    sync.Mutex
+	roots []string
+}
+
+func (s *sweeping) Sweep(ctx context.Context, root string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.roots = append(s.roots, root)
+	return nil
+}
+
+// A restart lets each runtime sweep what interrupted operations left
+// besides workloads (docker: images of an interrupted replace).
+func TestRestartSweepsTheRuntimes(t *testing.T) {
+	rt := &sweeping{Fake: runtimetest.New(provider.RuntimeNative)}
+	h := newHarness(t, useRuntime(rt))
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	assert.Equal(t, []string{h.root}, rt.roots)
+}

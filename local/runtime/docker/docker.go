@@ -275,12 +275,15 @@ func (r *Runtime) replace(ctx context.Context, old container.InspectResponse, wa
 			return fail("stop container", err)
 		}
 	}
+	// Labelled with the root, so that Sweep finds the image should the
+	// daemon die before a container uses it.
 	committed, err := r.api(ctx).ContainerCommit(ctx, old.ID, container.CommitOptions{
-		Config: &container.Config{Labels: map[string]string{labelCarried: spec.SandboxID}},
+		Config: &container.Config{Labels: map[string]string{labelCarried: spec.SandboxID, LabelRoot: spec.Root}},
 	})
 	if err != nil {
 		return fail("commit the filesystem of container", err)
 	}
+	afterCommit()
 	aside := name + "-replaced"
 	if err := r.api(ctx).ContainerRemove(ctx, aside, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		r.dropImage(ctx, committed.ID)
@@ -307,6 +310,10 @@ func (r *Runtime) replace(ctx context.Context, old container.InspectResponse, wa
 	_ = r.api(ctx).ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	return h, nil
 }
+
+// afterCommit runs between a replace's commit and what follows it; tests
+// end the goroutine there, as a crash would.
+var afterCommit = func() {}
 
 // dropImage removes an image Start committed, best effort: a container
 // still using it keeps it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,4 +115,57 @@ func TestFailedReplacementKeepsTheOldContainer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, old.ContainerID, again.ContainerID)
 	assert.Equal(t, "still here", getWhenUp(t, baseURL(spec.Port)+"/files/kept.txt"))
+}
+
+// A daemon that dies between a replace's commit and the new container
+// leaves a committed image no container uses. The next daemon's sweep finds
+// it by its labels and removes it, and keeps the images containers use.
+func TestSweepRemovesTheImageOfAnInterruptedReplace(t *testing.T) {
+	h := newHarness(t)
+	ctx := testContext(t)
+	spec := h.spec()
+	first := h.start(ctx, spec)
+	require.NoError(t, h.rt.Stop(ctx, first, 10*time.Second))
+
+	crashed := make(chan struct{})
+	restore := docker.SetAfterCommit(func() { close(crashed); goruntime.Goexit() })
+	moved := onPort(spec, freePort(t))
+	go func() { _, _ = h.rt.Start(ctx, moved) }()
+	<-crashed
+	restore()
+	require.Len(t, h.carriedImages(ctx, spec.SandboxID), 1, "the crash left the committed image")
+
+	// A sandbox whose replacement went through keeps its image.
+	kept := h.spec()
+	second := h.start(ctx, kept)
+	require.NoError(t, h.rt.Stop(ctx, second, 10*time.Second))
+	_, err := h.rt.Start(ctx, onPort(kept, freePort(t)))
+	require.NoError(t, err)
+	require.Len(t, h.carriedImages(ctx, kept.SandboxID), 1)
+
+	require.NoError(t, h.newRuntime().Sweep(ctx, h.root))
+	assert.Empty(t, h.carriedImages(ctx, spec.SandboxID), "the sweep removed the leaked image")
+	assert.Len(t, h.carriedImages(ctx, kept.SandboxID), 1, "an image a container uses is kept")
+	again, err := h.rt.Start(ctx, spec)
+	require.NoError(t, err, "the sandbox whose replace crashed starts again in its old container")
+	assert.Equal(t, first.ContainerID, again.ContainerID)
+
+	other := newHarness(t)
+	require.NoError(t, other.rt.Sweep(ctx, other.root), "another root's sweep")
+	assert.Len(t, h.carriedImages(ctx, kept.SandboxID), 1, "never touches this root's images")
+}
+
+func TestSandboxOf(t *testing.T) {
+	h := newHarness(t)
+	ctx := testContext(t)
+	spec := h.spec()
+	hd := h.start(ctx, spec)
+	id, err := h.rt.SandboxOf(ctx, hd)
+	require.NoError(t, err)
+	assert.Equal(t, spec.SandboxID, id)
+	require.NoError(t, h.rt.Stop(ctx, hd, 0))
+	require.NoError(t, h.rt.Remove(ctx, hd))
+	id, err = h.rt.SandboxOf(ctx, hd)
+	require.NoError(t, err)
+	assert.Empty(t, id, "a container that is gone has no mark")
 }
