@@ -240,11 +240,14 @@ type Info struct {
 
 	// Name Always "sandplane"; anything else on the port is a squatter.
 	Name      string    `json:"name"`
-	Pid       int       `json:"pid"`
-	RootDir   string    `json:"rootDir"`
-	Runtimes  []Runtime `json:"runtimes"`
-	Snapshots []string  `json:"snapshots"`
+	Pid       int       `json:"pid,omitempty"`
+	RootDir   string    `json:"rootDir,omitempty"`
+	Runtimes  []Runtime `json:"runtimes,omitempty"`
+	Snapshots []string  `json:"snapshots,omitempty"`
 	Version   string    `json:"version"`
+
+	// Warnings What the daemon found and left alone that its user should look at (folders in the root that are not sandboxes).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // PreviewUrl defines model for PreviewUrl.
@@ -400,6 +403,10 @@ type ClientInterface interface {
 
 	// GetInfo Identity of the daemon, for probes and port-squat detection.
 	//
+	// Open without a token, so that a probe can tell a sandplane daemon
+	// from a squatter; then it holds only name, version and apiVersion.
+	// With the token (or when none is configured) it is complete.
+	//
 	// Corresponds with GET /info (the `GetInfo` operationId).
 	GetInfo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -496,6 +503,10 @@ type ClientInterface interface {
 }
 
 // GetInfo Identity of the daemon, for probes and port-squat detection.
+//
+// Open without a token, so that a probe can tell a sandplane daemon
+// from a squatter; then it holds only name, version and apiVersion.
+// With the token (or when none is configured) it is complete.
 //
 // Corresponds with GET /info (the `GetInfo` operationId).
 func (c *Client) GetInfo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1236,6 +1247,10 @@ type ClientWithResponsesInterface interface {
 
 	// GetInfoWithResponse Identity of the daemon, for probes and port-squat detection.
 	//
+	// Open without a token, so that a probe can tell a sandplane daemon
+	// from a squatter; then it holds only name, version and apiVersion.
+	// With the token (or when none is configured) it is complete.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /info (the `GetInfo` operationId).
@@ -1912,6 +1927,10 @@ func (r StopSandboxResponse) ContentType() string {
 }
 
 // GetInfoWithResponse Identity of the daemon, for probes and port-squat detection.
+//
+// Open without a token, so that a probe can tell a sandplane daemon
+// from a squatter; then it holds only name, version and apiVersion.
+// With the token (or when none is configured) it is complete.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3851,60 +3870,63 @@ func (sh *strictHandler) StopSandbox(w http.ResponseWriter, r *http.Request, idO
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fr/b9s4sv9XBnwLvASQHSdN+94mWBy8ba4IttcWSba7d1UvZqSxxY1EqiTlxBv4fz8MKcn65rTdJIe9",
-	"+02mqeF8n88MdccileVKorSGHd2xnGueoUXtfp3G7/RbniE9x2giLXIrlGRH7CJBMFzGV+oWRByA0iCs",
-	"AckzHLOACdqTc5uwgElHgImKVsA0fi6ExpgdWV1gwEyUYMbpkIzfvkG5sAk72j/4/4BlQta/A2ZXOVEy",
-	"Vgu5YOv1mkiZXEmDjt0TrZWmh0hJi9LSI8/zVESc2N77zRDvd43zvtM4Z0fsf/Y2Wtjz/5o9R+2spO9P",
-	"a+tgKgFpz5jRf+VrRHVaWHVuVX6Gnws0no04FvQaT99rlaO2glie89RgwPLG0h0T0qJe8rSv9L8JWVg0",
-	"xzCBWBh+laIBXlg1MlblpPZMSJEVGTua1MoiagvUzCur0vvHzSmf6q3q6jeMLFsH7KVGbvHc2/ePScFL",
-	"HZxuleY0ThEyLxJc4Vxp3EjTlPEYbIIQc8yUhBjnvEgt3CQogV8ZlPYLkgfsdrRQI1odmWuRj1TuZRjl",
-	"ymmhlGAdMJTLD9y7/rCod10f7PrEiVwKrWSG0oKaO8ZvlL5OFY/H8IGnBRqQuEQNGnmUAIdULUiAng1E",
-	"3FfZS56mqEdRogxKEPExLFCi5hbjrkJybi1qeumfH/no9+noH5PR9582j5fj0ae7SfDiYP0dC/pSpfwK",
-	"03sV0QzVycHhAI2eSHIwlfwsxecCgWdKLiAVyzqxkOVLcxuwyilTxI8gnC6kFZ6V+xLAWbmNglvy3CTK",
-	"9rmfQsoLGSWQazUXKcJcq6zpsJGSc7E4hpCVsoSs57ydrNfNcwOqPJFWr5z/vlELn7lb1lGFzYsBdo2N",
-	"VWFhrtJU3WAMVyswNkatx0OK8n8Nur0nNPBXJ8+UjNQv1ESH8o5LuT+qeNUXKFIxflXGfkkb1wHL0Bi+",
-	"GPC3XxJu4YYC9EaTy3FJwcMtuVisgF+RgoQdUEhHNMfS5qCtAr0sWW+zIZW9nKtCxnA4OQyApxp5vLrE",
-	"W2GsgcPJ9wEIueSpiC+5XhQuoxxOJkEo51ykGF/mGiMlfXD6/bnGeSoWib30W+Dw4CCAyCXzaum5I1FI",
-	"U+S50tat7AdQSL7kIqV8C88nz9xCYROUloonkZrsB6HMUWfCGKHkZYxSuPVnAWg0qtARXuJtwgvj9h84",
-	"AShMeUqnjkPJKMNSkv64kZ4FrC26Qw9tuVnABmSmPNARmAWsJS0LWENS96sW0/9qykgEu/I5tNIVzrHo",
-	"JWtYfRMbbeTQc2WsYMoXfdmFQtft/OuD3rYsQU/7vDKdumSepu/m7Ojj/WeXhf9UzhVbfwrugX6U55BO",
-	"BWF85Iy/pd7Wib4fHn9VelMHLjXmKY8wDug0vYKM2ygRclFtcZjTYma+pNaWaLUKudZ85bIafh4AKpKc",
-	"yhBKWYGSCDlqL7VHJufnJ2Vdmiudceuxx4tD1gdhAfO+dK+8Yx5ZsRR2Ffi8dFVkOcYgLOxonGs0SQBZ",
-	"YR2mpaBXt6vdwfRdFbmarZhbHLnVreX6C15JUl/Qxq5XkuZKGuXBWz30ojyoygV9M7PaNcY+npsrxnLd",
-	"XVF53lqJMcX2nkqnjaUijx3poRB2DtKLJJ6LD6iN8G1EPywy/pvSsPRbPP4ThhCA1TyysBOy5X7Iho3l",
-	"kfAw3dShAyJI7ldB9xI8B8ANcHitIC60cwo6aD+bmG1HDeOwaXrDVwZCp5885RJDdgxcrqyLNEwNgpLO",
-	"4ymfuogH87lwWGzwnNxj2H4QaKXsKzEMLEpw5luhrwnpBkzrhXMJ29rEtgHV+rXlxsb3IwDp+9lqv5d4",
-	"I17QdJiGZE3GhqLkvcalwJufddp3QauuUd7bj/+vAYORRuscQ0l4xVdWSX4EBqVLI8JZMZSzX0flf6Py",
-	"yNEFkZ9BgjxGDTfCJmXG1b4LJJA0K3Q6G8MFkajbsbLJgZ1Z7T5glUqv1O1sFzTOC0qgJRXjKKvChlLY",
-	"Y1A2ocNKEgYWSACMuJ+dT9++ev9m+vbkkp5+fPfr5cW7n07ezjya6Fmy8Cq732q0KSgVOaT+MzTid/xj",
-	"bW+UF645qtrR/aEaEAtz3Tfha/Fjs5EdfDPDTOnVH3l3qIk42/RBNS7jVizJp2MVXaMezI3NGtpPkQ/v",
-	"+zPksuySx4M1tKwJU/v1xQ09JONmKHX/kqxcWqtQTcqNhbKogNLgwWQAc6UBb3mWpwihk/Sy3BUy2hcy",
-	"vBUW4yOg1gD2QzaYFltZ8Vta7i932MT5tKx036KeqiL0U7jSdjjbJMpYXwg6cw4y4U1CrXCpnGEj5q0k",
-	"1zUIamwRrUuOG5sQfj8GzHK72nrUY7X7A50vt/iVOPPc7aXE5LHG19ukO66Lq0lqxcBGrga/tReVlmup",
-	"uRk4TY56bhP0o3goT5YyvhFmoOmoq+3DYXlXFY7gPQydVwaqASYhRtJqwBrgkTymWqzwY4zGarVyz90+",
-	"q2EZg1GhhV2dE/te3ivkGvW0sEnfnc9K7kHJdOWHP40B0Q03ULLlCy4HV5vIl51+6HBPfuMmibW5n0mL",
-	"Mg0PoEal8iseXcP0/SkFaaMyG9RLnMFOVb6J3NHe3v7B/40n48l4/+hwcvB8b7m/Ow7lBWFYN9oSxqdJ",
-	"IRcUcq6TcdGvC5u47OhCVlDsrnI0R347naVD6WDrnEcYuOXXCqJUUOvIZexWMhVjagidpCri6R7PBXCN",
-	"jRmnm60JOw5lKE8cLHFGIsZmd6G3WMiO4C50wxl6DNl4PA5ZAGE1qGmsrtcex/h8LQgtYSjLfJZrtRSE",
-	"gvwZtMUcg0HaXTnwuHTgcT3o8bzxKAGKBg/HKW5Ni+b4fUU8Q5sokp9biLjWAo2HaKGc3Y6q/SO/bXZM",
-	"zkEw7Box9yTtjSKVGYt5CYqETZ2/1tZ26vRtiErBrTVQ6xHbp+BROUqeC3bEno0n42d+ypo4395zzS49",
-	"rgO2VzncAl3Y12KexgRE0Log7tzMHEwmj3Yv45NE/zrmog6psZ/LO9feRq1mz09afFgXWcYJXrHTGKUV",
-	"dlXVNk/XI4Bcqys0zmspx45cCwQxWoyIEz8A6RjOTREc2wHba009Si12hgEitRX8nrmMPv7p5O8/fJi+",
-	"+flkBp8L8vzNTR3s4C21l24oEsD07asRxrtBKJt4ZfYXT0dpsRDyhygVYTGZHLzwqxZ59gOfjeHczwSv",
-	"Vn5sSN5LNcZ7VtvUlPfPa1Ge0ODNOrPF7rVKH256OmZDL4BqepWuKAla1F49vs5uM7bnlYqwGbozkOaG",
-	"7HYw2QclI2yBT8plZTmYjeGdpA7cIdCihETeF0OpVZoacAnetWi+TRcWYhHDTq5VhMYEzkcDiIXGyCq9",
-	"2nWOyz0HoZx1R6gz2KFDqnYv4lIqC7qQQJgsAKn8Oa5q5fxGYrwLSody1pq8lmRq+EY8EaFIZQhFvjvk",
-	"UK1bx/KaGI2t7gMexZcGbzbXbYhhdYHrnj/vP7Y/35fHKjxQjzcf6tVebuC1m7lbDy4sEIhM3eV9bSwP",
-	"s+PVNu/2xDrJbO+uuuFfe49P0aOwtpFfufWmkVtaPuxHi3/Df2NgXWNAvlf5oVXgj3q4jgjwtkKRdKQx",
-	"U0uksHLZmPRUx9IYTmPMcmXLe7whXXnuibdt9XKrLib/Vo97mKcNif4afQ5sfFKy5eJhs2Wv/uRk/Wmb",
-	"e+1Rd0KYvfvByjdR3yTntkXO0U673c/T5KLuZyJflYb+k5yiEVpoy+v7r/zmYwyvFLooB42m+XaUquh6",
-	"W7QNGW9rmtrD+hJ9lJa36NuCtHPf/oRm6Zy0xTLE78PN4q7C22MWTW1aHPhs5+fIgHIJS//tisaYR9YP",
-	"WoYM0OX+KcK/HGmMymHvNpO9b04+Olz0FernS9KIuAXH+l+gVMWBXqg/dXOQfPOtWzl7aX3X5iezL54/",
-	"f/b8C5PaT0/oXQ2lDHjWZu7WG7dtvmtJlLGPWSYqls7ePI27lHemo/oG8Cmqxpk/ZLq5ZfwysDnDSOmY",
-	"YumhcXw2kCJhpz3V263uXCBKuFy4y3PLLW6L5K5E63sUbMTv+ERqJdJP2xK0r3v+i4vwNIowp66CcK1Y",
-	"SEWtrJsNpSvYsZq6AW/LU/NWqXz3GDTaQkvTTHzb/cV5wXY3cT3N00A2ovwngdGP3bidoeuyqXMrL6Tq",
-	"QYF03UhO+EgvMW72JVOQaqRyP2suedqKmZxd7rPbUyFtq/I/i9Vaqn3EVnJzKeZGN5WFqLReY27BKG8e",
-	"iLik4HO2Fna7rVQ59q+uIMgW66B9//DxEyndz929sRxUYtum/FQ9/xUAAP//",
+	"3Fp9b9s4k/8qA94DXALIjpOmvdsEi4O3zRbB9toiyXb3rurFjDS2uJFIlaSceAN/98OQkqw3J+0mOew9",
+	"/zkMNZz3+c2QdyxSWa4kSmvY0R3LueYZWtTur9P4g37PM6TfMZpIi9wKJdkRu0gQDJfxlboFEQegNAhr",
+	"QPIMxyxggvbk3CYsYNIRYKKiFTCNXwuhMWZHVhcYMBMlmHE6JOO371AubMKO9g/+PWCZkPXfAbOrnCgZ",
+	"q4VcsPV6TaRMrqRBx+6J1krTj0hJi9LST57nqYg4sb33hyHe7xrn/UPjnB2xf9nbaGHP/9fsOWpnJX1/",
+	"WlsHUwlIe8aM/ld+RlSnhVXnVuVn+LVA49mIY0Gf8fSjVjlqK4jlOU8NBixvLN0xIS3qJU/7Sv9PIQuL",
+	"5hgmEAvDr1I0wAurRsaqnNSeCSmyImNHk1pZRG2BmnllVXr/vDnlS71VXf2BkWXrgL3WyC2ee/v+NSl4",
+	"qYPTrdKcxilC5kWCK5wrjRtpmjIeg00QYo6ZkhDjnBephZsEJfArg9I+IHnAbkcLNaLVkbkW+UjlXoZR",
+	"rpwWSgnWAUO5/MS96w+Letf1wa5PnMil0EpmKC2ouWP8RunrVPF4DJ94WqABiUvUoJFHCXBI1YIE6NlA",
+	"xH2VveZpinoUJcqgBBEfwwIlam4x7iok59aipo/+5zMf/Tkd/fdk9MOXzc/L8ejL3SR4dbD+Bwv6UqX8",
+	"CtN7FdEM1cnB4QCNnkhyMJX8KsXXAoFnSi4gFcs6sZDlS3MbsMopU8RPIJwupBWelfsSwFm5jYJb8twk",
+	"yva5n0LKCxklkGs1FynCXKus6bCRknOxOIaQlbKErOe8nazXzXMDqjyRVq+c/75TC5+5W9ZRhc2LAXaN",
+	"jVVhYa7SVN1gDFcrMDZGrcdDivL/GnR7T2jgX508UzJSf1ATHco7LuX+pOJVX6BIxfhNGfs1bVwHLENj",
+	"+GLA335LuIUbCtAbTS7HJQUPt+RisQJ+RQoSdkAhHdEcS5uDtgr0umS9zYZU9nKuChnD4eQwAJ5q5PHq",
+	"Em+FsQYOJz8EIOSSpyK+5HpRuIxyOJkEoZxzkWJ8mWuMlPTB6ffnGuepWCT20m+Bw4ODACKXzKull45E",
+	"IU2R50pbt7IfQCH5kouU8i28nLxwC4VNUFoqnkRqsh+EMkedCWOEkpcxSuHWXwSg0ahCR3iJtwkvjNt/",
+	"4ASgMOUpnToOJaMMS0n680Z6FrC26A49tOVmARuQmfJAR2AWsJa0LGANSd1ftZj+r6aMRLArn0MrXeEc",
+	"i16yhtU3sdFGDj1XxgqmPOjLLhS6buc/H/S2ZQl62ueV6dQl8zT9MGdHn+8/uyz8p3Ku2PpLcA/0ozyH",
+	"dCoI4yNn/D31tk70/fD4WelNHbjUmKc8wjig0/QKMm6jRMhFtcVhTouZeUitLdFqFXKt+cplNfw6AFQk",
+	"OZUhlLICJRFy1F5qj0zOz0/KujRXOuPWY49Xh6wPwgLmfeleecc8smIp7CrweemqyHKMQVjY0TjXaJIA",
+	"ssI6TEtBr25Xu4PpuypyNVsxtzhyq1vL9QNeSVJf0MauV5LmShrlwVs99KI8qMoFfTOz2jXGPp6bK8Zy",
+	"3V1Red5aiTHF9p5Kp42lIo8d6aEQdg7SiySei0+ojfBtRD8sMv6H0rD0Wzz+E4YQgNU8srATsuV+yIaN",
+	"5ZHwMN3UoQMiSO5XQfcSPAfADXB4qyAutHMKOmg/m5htRw3jsGl6w1cGQqefPOUSQ3YMXK6sizRMDYKS",
+	"zuMpn7qIB/O1cFhs8JzcY9h+EGil7BsxDCxKcOZboW8J6QZM64VzCdvaxLYB1fqz5cbGvb03XEshF2YL",
+	"rmgAP1/cCV2kOLfAU7KdpU3UKRcGNZhEFWkMqVLXwC3szFUaozYgvJpJTf4LrhGkspuMuNvKeA9I1AlV",
+	"6bvwSsqg6dZDQftR41Lgza867UeEVdco7x0P/KsBg5FG6/xUSXjDV1ZJfgQGpctqXtpQzn4flf8blUeO",
+	"Loj8DBLkMWq4ETYpC4D2TSlhtlmh09kYLohE3R2WPRfszGpvBqtUeqVuZ7ugcV5QPi+pGEdZFTaUwh6D",
+	"sgkdVpIwsEAyGXE/O5++f/Px3fT9ySX9+unD75cXH345eT/z4KZnhsKr7H4YSZuCUpFD6j9DI/7Ev9aF",
+	"R3nherWqO94fKkmxMNd9E74VPzX76sEvM8yUXv2Vb4d6mrNNW1bDRG7Fkpw1VtE16sFU3Szp/Yz9+DFE",
+	"hlyWTft4sKSXJWpqv73WokeI3AxVkt+SlQv/CmSl3FgoaxwoDR7bBjBXGvCWZ3mKEDpJL8tdIaN9IcNb",
+	"YTE+AupUYD9kg1m6laS/ZwLwcMNPnE/Lwvs96qkKVL+iKG2Hs02ijPV1qTN2IRPeJNSZl8oZNmLeSnJd",
+	"g6DGFtG6AropDrUTx4BZbldbj3qq6cNAI84tfiPsPXd7KTF56PPtNulOD+NqsFsxsJGrwW/tRaXlWmpu",
+	"Bk6To57bBP0oHsqTpYzvhBnogepS+fguoasKR/Aehs4rA9V4lwAsaTVgDSxLHlMtVnA2RmO1Wrnf3bav",
+	"YRmDUaGFXZ0T+17eK+Qa9bSwSd+dz0ruQcl05WdRDdhyww2UbPmCy8HVJvJlpx863JPfuElibe5H5KJM",
+	"wwMgVqn8ikfXMP14SkHaqMwG9RJnsFOVbyJ3tLe3f/Bv48l4Mt4/OpwcvNxb7u+OQ3lBkNpN2oTxaVLI",
+	"BYWca6xc9OvCJi47upAVFLurHM2R305n6VA6FD3nEQZu+a2CKBXUyRJio5VMxZg6LJaqiKd7PBcOh21G",
+	"rm7UJ+w4lKE8cbDEGYkYm92F3mIhO4K70M2K6GfIxuNxyAIIq7lRY3W99jjG52tBaAlDWeazXKulIBTk",
+	"z6At5hgM0u7KgcelA4/ruZPnjUcJUDT47oDi1rRojj9WxDO0iYo96Iy41gKNh2ihnN2Oqv0jv212TM5B",
+	"MOwaMfck7Y0ilRmLeQmKhE2dv9bWdur0XZFKwa014OgR26fgUTlKngt2xF6MJ+MXfuibON/ec703/VwH",
+	"bK9yuAUOVIYPOcoK3FWOHIBRJaomBVwhRFyCxTSlfqbm0odDKJ2RN42Oa/kl6SRRaWx8DJFGg7rvIwfa",
+	"QOpxKH+jMHLKofNhR2kfddJ1c6YcERca412nbONMSh2sV2FtutOYwBVal5g6l18Hk8mTXX35xNe/8bqo",
+	"08TYX324cN1GrWbPD7N8qiqyjBNkZKcxSivsqqrXnq5HNc4sximS6sbIKR9itBgRJ37G1HFGN6hxbAds",
+	"rzVYGvSMn0Vqq5Zi5qrU+JeT//rx0/Tdrycz+FpQNG8uQ2EHb6mDd3OnAKbv34ww3g1C2cRgs//wdJQW",
+	"CyF/jFIRFpPJwSu/apFnP/LZGM792PVq5Sez5DFUN4dMTbXsvBblGQ3erJ1b7F6r9PGmp2M29AKoBoTp",
+	"ihK7Re3V47HDNmN7XglYmKFrGWluyG4Hk31QMsIWoKb8XJa42Rg+UMSuHKouSphXxb5WaWrAFS3XdvpJ",
+	"iLAQixh2cq0iNCZwPhpALDRGVunVrs8AnoNQzrpT6hnsuO6+bGEjLqm114UEwpkBNfruHFeJc34jKS8o",
+	"HcpZa7hdkqkhKfFEhCKVIRT57pBDtS52y5t4NLa6cnkSXxq8PF63YZPVBa57/rz/1P58Xx6rME49QX6s",
+	"V3u5yxpCbuYulriwQMA4dVOf2li+dYhX27zbE+sks7276hHF2ns8lQh329cy8hu33jRyS8uH/WjxX/hn",
+	"HNY1O+R7lR9aBf6ox+uIQHwrFElHGjO1RAorl41JT3UsjeE0xixXtrwqHdKV5554KzN9r15u1cXk/9Tj",
+	"HudpQ6K/RZ8DG692ttztbLbs1a961l+2udcedVzUh3TfBH0X9U1yblvkHO2029E9Ty7qvsT5pjT0/8kp",
+	"GqGFtnwh8Y3PasbwRqGLctBoml9HqYqut0XbkPG2pqk9rN8pjNLyocK2IO08aXhGs3RO2mIZ4vfxZqlv",
+	"BTajI02tZxz4bOdn44ByCUv/PEhjzCPrh0dDBuhy/xzhX45pRuUAe5vJPjanOR0u+gr1MzNpRNyCY/1H",
+	"PlVxoA/q14QOkm+eE5bzpNbTQT9tfvXy5YuXD0yfvzyjdzWUMuBZm1lib4S4eTqUKGOfskxULJ29ex53",
+	"Ka+lR/Ul63NUjTN/yHRzkfswsDnDSOmYYumxcXw2kCJhpz2p3K1HDVHC5cK9T7Dc4rZI7kq0vkfBRvyJ",
+	"z6RWIv28LUH7CuufuAhPowhz6ioI14qFVNTKunlXuoIdq6kb8LY8Ne+VynePQaMttDTNxLfdX5wXbHcT",
+	"19M8D2Qjyn8TGP3UjdsZui6bOrfykq0eFEjXjeSEj/QS42ZfMgWpRir3k7ySp62YydnlPrs9F9K2Kv+7",
+	"WK2l2idsJTcXfW50U1mISus15haM8uZxY15d2lrY7bZS5VVGda1CtlgH7TuVz19I6f4uwRvLQSW27eaC",
+	"quf/BgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -29,20 +29,24 @@ func withRequest(f api.StrictHandlerFunc, _ string) api.StrictHandlerFunc {
 }
 
 func (a strictAPI) GetInfo(ctx context.Context, _ api.GetInfoRequestObject) (api.GetInfoResponseObject, error) {
-	return api.GetInfo200JSONResponse(a.s.info()), nil
+	return api.GetInfo200JSONResponse(a.s.info(a.s.authenticated(ctx))), nil
 }
 
-func (s *Server) info() api.Info {
-	return api.Info{
-		Name:       "sandplane",
-		Version:    s.opts.Version,
-		ApiVersion: apiVersion,
-		Pid:        os.Getpid(),
-		RootDir:    s.opts.Manager.Root(),
-		Runtimes:   s.opts.Manager.Runtimes(),
-		Snapshots:  s.opts.Manager.Snapshots(),
-		Minute:     s.opts.Manager.Minute().String(),
+// info describes the daemon. Without the token it says only what a probe
+// needs: the pid would let any local process aim at the daemon's /proc
+// entries, and the root path says where every sandbox's files are.
+func (s *Server) info(full bool) api.Info {
+	info := api.Info{Name: "sandplane", Version: s.opts.Version, ApiVersion: apiVersion}
+	if !full {
+		return info
 	}
+	info.Pid = os.Getpid()
+	info.RootDir = s.opts.Manager.Root()
+	info.Runtimes = s.opts.Manager.Runtimes()
+	info.Snapshots = s.opts.Manager.Snapshots()
+	info.Minute = s.opts.Manager.Minute().String()
+	info.Warnings = s.opts.Manager.Warnings()
+	return info
 }
 
 func (a strictAPI) ListSandboxes(ctx context.Context, _ api.ListSandboxesRequestObject) (api.ListSandboxesResponseObject, error) {

@@ -67,7 +67,7 @@ type dashboardData struct {
 }
 
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
-	info := s.info()
+	info := s.info(true) // the dashboard is behind the token
 	minute, err := time.ParseDuration(info.Minute)
 	if err != nil || minute <= 0 {
 		minute = time.Minute

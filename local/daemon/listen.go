@@ -32,7 +32,12 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 		return nil, err
 	}
 	if info, perr := probe(ctx, addr); perr == nil && info.Name == "sandplane" {
-		return nil, fmt.Errorf("a sandplane daemon (pid %d, root %s, version %s) already serves %s: use it, or stop it first", info.Pid, info.RootDir, info.Version, addr)
+		// A daemon with a token tells a probe only its version.
+		who := "version " + info.Version
+		if info.Pid != 0 {
+			who = fmt.Sprintf("pid %d, root %s, %s", info.Pid, info.RootDir, who)
+		}
+		return nil, fmt.Errorf("a sandplane daemon (%s) already serves %s: use it, or stop it first", who, addr)
 	}
 	return nil, fmt.Errorf("%s is taken by something that is not a sandplane daemon: stop it or pick another address with --listen", addr)
 }

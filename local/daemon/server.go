@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -117,15 +119,61 @@ func (s *Server) v1Handler() (http.Handler, error) {
 }
 
 // jsonBodies treats every request body as JSON, the only kind the API
-// takes, so that `curl -d '{...}'` (which claims a form) just works.
+// takes, so that `curl -d '{...}'` (which claims a form) just works. It
+// reads the body whole first: one over maxBody is refused with 413, and one
+// with anything but blanks after its JSON value with 400, since decoders
+// downstream stop at the end of the first value and would act on a request
+// the client did not send.
 func jsonBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
 		if r.ContentLength != 0 && (ct == "" || strings.HasPrefix(ct, "application/x-www-form-urlencoded")) {
 			r.Header.Set("Content-Type", "application/json")
 		}
+		if r.ContentLength > maxBody {
+			writeTooLarge(w)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			writeTooLarge(w)
+			return
+		case err != nil:
+			writeError(w, provider.Errorf(provider.InvalidArgument, "read request body: %v", err))
+			return
+		}
+		if err := oneJSONValue(body); err != nil {
+			writeError(w, err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// oneJSONValue fails when body holds a JSON value followed by more than
+// blanks. A body that is not JSON at all is left to the validator, whose
+// message points at the field at fault. invalid_argument.
+func oneJSONValue(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var v json.RawMessage
+	if err := dec.Decode(&v); err != nil {
+		return nil
+	}
+	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
+		return provider.Errorf(provider.InvalidArgument, "request body has data after its JSON value (at byte %d): send exactly one JSON value", dec.InputOffset())
+	}
+	return nil
+}
+
+// writeTooLarge answers a body over maxBody: 413, with the contract's error
+// body (invalid_argument: the request must change to succeed).
+func writeTooLarge(w http.ResponseWriter) {
+	writeErrorStatus(w, http.StatusRequestEntityTooLarge,
+		provider.Errorf(provider.InvalidArgument, "request body is larger than %d bytes: send less (env values and labels are the usual culprits)", maxBody))
 }
 
 // classifyValidation turns a kin-openapi failure into a coded error whose
@@ -160,15 +208,24 @@ func firstLine(s string) string {
 // writeError answers with the contract's error body and the status its code
 // maps to.
 func writeError(w http.ResponseWriter, err error) {
+	writeErrorStatus(w, 0, err)
+}
+
+// writeErrorStatus is writeError with another status than the code's; 0
+// means the code's.
+func writeErrorStatus(w http.ResponseWriter, status int, err error) {
 	code := provider.Code(err)
 	if !provider.Valid(code) {
 		code = provider.Internal
+	}
+	if status == 0 {
+		status = provider.HTTPStatus(code)
 	}
 	var body api.ErrorResponse
 	body.Error.Code = code
 	body.Error.Message = provider.Message(err)
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(provider.HTTPStatus(code))
+	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)
 }
 
@@ -230,6 +287,26 @@ func (s *Server) cors(next http.Handler) http.Handler {
 // from riding on it; the Origin check refuses them anyway.
 const tokenCookie = "sandplane_token"
 
+// authenticatedKey marks, in a request's context, a request that carried
+// the token.
+type authenticatedKey struct{}
+
+// authenticated reports whether the request of ctx may see everything:
+// it carried the token, or none is configured.
+func (s *Server) authenticated(ctx context.Context) bool {
+	return s.opts.Token == "" || ctx.Value(authenticatedKey{}) != nil
+}
+
+// bearer returns the token of an Authorization header. The scheme is
+// case-insensitive (RFC 9110, section 11.1).
+func bearer(header string) string {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	if s.opts.Token == "" {
 		return next
@@ -244,17 +321,22 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}
-		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got := bearer(r.Header.Get("Authorization"))
 		if c, err := r.Cookie(tokenCookie); got == "" && err == nil {
 			got = c.Value
 		}
-		public := r.Method == http.MethodGet && r.URL.Path == "/v1/info"
-		if !public && !valid(got) {
-			writeError(w, provider.Errorf(provider.Unauthenticated,
-				"missing or wrong token: send Authorization: Bearer <token> as configured with SANDPLANE_TOKEN, or open /?token=<token> once in the browser"))
+		if valid(got) {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true)))
 			return
 		}
-		next.ServeHTTP(w, r)
+		// Open to probes, which get only what tells a sandplane daemon
+		// from a squatter.
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/info" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		writeError(w, provider.Errorf(provider.Unauthenticated,
+			"missing or wrong token: send Authorization: Bearer <token> as configured with --token-file or SANDPLANE_TOKEN, or open /?token=<token> once in the browser"))
 	})
 }
 

@@ -3,9 +3,12 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,10 +26,16 @@ import (
 
 func newTestServer(t *testing.T, token string) (*httptest.Server, *manager.Manager) {
 	t.Helper()
+	return newTestServerIn(t, t.TempDir(), token)
+}
+
+// newTestServerIn is newTestServer on an existing root.
+func newTestServerIn(t *testing.T, root, token string) (*httptest.Server, *manager.Manager) {
+	t.Helper()
 	hub := NewHub(nil)
 	m, err := manager.New(manager.Options{
 		OnEvent:   hub.Publish,
-		Root:      t.TempDir(),
+		Root:      root,
 		Runtimes:  map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: runtimetest.New(provider.RuntimeNative)},
 		Snapshots: map[string]manager.Snapshot{manager.DefaultSnapshot: {Command: []string{"w"}, Ready: "none"}},
 		Clock:     clocktest.NewFake(time.Time{}),
@@ -105,7 +114,13 @@ func TestErrorsAreCodedAndMapped(t *testing.T) {
 		{"unknown route", "GET", "/v1/nothing", ``, 404, provider.NotFound},
 		{"wrong method", "PUT", "/v1/sandboxes", ``, 400, provider.InvalidArgument},
 		{"unknown page", "GET", "/nothing", ``, 404, provider.NotFound},
-		{"body too large", "POST", "/v1/sandboxes", `{"labels":{"a":"` + strings.Repeat("x", maxBody) + `"}}`, 400, provider.InvalidArgument},
+		{"body too large", "POST", "/v1/sandboxes", `{"labels":{"a":"` + strings.Repeat("x", maxBody) + `"}}`, 413, provider.InvalidArgument},
+		{"a second JSON value", "POST", "/v1/sandboxes", `{"name":"first"} {"name":"second"}`, 400, provider.InvalidArgument},
+		{"trailing garbage", "POST", "/v1/sandboxes", `{"name":"first"}garbage`, 400, provider.InvalidArgument},
+		{"trailing data on a setter", "POST", "/v1/sandboxes/taken/autostop", `{"interval":3}{"interval":0}`, 400, provider.InvalidArgument},
+		{"NUL in an env value", "POST", "/v1/sandboxes", `{"envVars":{"K":"a\u0000b"}}`, 400, provider.InvalidArgument},
+		{"label key too long", "POST", "/v1/sandboxes", `{"labels":{"` + strings.Repeat("k", manager.MaxLabelKeyLen+1) + `":"v"}}`, 400, provider.InvalidArgument},
+		{"too many labels", "POST", "/v1/sandboxes", `{"labels":{` + manyLabels(manager.MaxLabels+1) + `}}`, 400, provider.InvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,6 +129,31 @@ func TestErrorsAreCodedAndMapped(t *testing.T) {
 			assert.Equal(t, tt.code, errorCode(t, a))
 		})
 	}
+}
+
+func manyLabels(n int) string {
+	pairs := make([]string, n)
+	for i := range pairs {
+		pairs[i] = fmt.Sprintf(`"k%d":"v"`, i)
+	}
+	return strings.Join(pairs, ",")
+}
+
+// A body whose size header alone is over the limit is refused before it is
+// read; blanks after the JSON value are fine.
+func TestBodyLimits(t *testing.T) {
+	ts, _ := newTestServer(t, "")
+	req, err := http.NewRequest("POST", ts.URL+"/v1/sandboxes", strings.NewReader("{}"))
+	require.NoError(t, err)
+	req.ContentLength = maxBody + 1
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil { // the server may hang up before reading what was declared
+		resp.Body.Close()
+		assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	}
+	a := do(t, ts, "POST", "/v1/sandboxes", "{\"name\":\"blanks\"}\n\t \n")
+	assert.Equal(t, 201, a.status, a.body)
 }
 
 func TestLifecycleOverHTTP(t *testing.T) {
@@ -195,7 +235,11 @@ func TestBearerToken(t *testing.T) {
 	ts, _ := newTestServer(t, "s3cret-token")
 	assert.Equal(t, 401, do(t, ts, "GET", "/v1/sandboxes", "").status)
 	assert.Equal(t, 401, do(t, ts, "GET", "/v1/sandboxes", "", "Authorization", "Bearer wrong").status)
-	assert.Equal(t, 200, do(t, ts, "GET", "/v1/sandboxes", "", "Authorization", "Bearer s3cret-token").status)
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
+		assert.Equal(t, 200, do(t, ts, "GET", "/v1/sandboxes", "", "Authorization", scheme+" s3cret-token").status, "the scheme is case-insensitive: %s", scheme)
+	}
+	assert.Equal(t, 401, do(t, ts, "GET", "/v1/sandboxes", "", "Authorization", "Basic s3cret-token").status)
+	assert.Equal(t, 401, do(t, ts, "GET", "/v1/sandboxes", "", "Authorization", "s3cret-token").status)
 	assert.Equal(t, 200, do(t, ts, "GET", "/v1/info", "").status, "probes identify the daemon without the token")
 	assert.Equal(t, 401, do(t, ts, "GET", "/", "").status)
 	assert.Equal(t, 401, do(t, ts, "GET", "/v1/events", "", "Cookie", tokenCookie+"=wrong").status)
@@ -219,6 +263,54 @@ func TestBearerToken(t *testing.T) {
 	assert.Equal(t, 401, resp.StatusCode)
 }
 
+// Without the token, /v1/info says only what tells a sandplane daemon from a
+// squatter: no pid (which would point any local process at the daemon's
+// /proc entries) and no root path. With it, or without a token configured,
+// it is complete.
+func TestInfoWithoutTheTokenTellsOnlyWhatAProbeNeeds(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(root, "users-folder"), 0o700))
+	ts, m := newTestServerIn(t, root, "s3cret-token")
+
+	tests := []struct {
+		name    string
+		headers []string
+		full    bool
+	}{
+		{"no credentials", nil, false},
+		{"wrong token", []string{"Authorization", "Bearer wrong"}, false},
+		{"token", []string{"Authorization", "Bearer s3cret-token"}, true},
+		{"cookie", []string{"Cookie", tokenCookie + "=s3cret-token"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := do(t, ts, "GET", "/v1/info", "", tt.headers...)
+			require.Equal(t, 200, a.status, a.body)
+			var raw map[string]any
+			require.NoError(t, json.Unmarshal([]byte(a.body), &raw))
+			assert.Equal(t, "sandplane", raw["name"])
+			assert.Equal(t, "test", raw["version"])
+			assert.Equal(t, apiVersion, raw["apiVersion"])
+			if !tt.full {
+				assert.ElementsMatch(t, []string{"name", "version", "apiVersion"}, keys(raw), a.body)
+				assert.NotContains(t, a.body, m.Root())
+				return
+			}
+			assert.EqualValues(t, os.Getpid(), raw["pid"])
+			assert.Equal(t, m.Root(), raw["rootDir"])
+			assert.Contains(t, a.body, filepath.Join(m.Root(), "users-folder"), "folders that are not sandboxes are reported")
+		})
+	}
+}
+
+func keys(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
 func TestInfoAndDashboard(t *testing.T) {
 	ts, m := newTestServer(t, "")
 	_, err := m.Create(context.Background(), provider.CreateRequest{Name: "shown"})
@@ -227,6 +319,8 @@ func TestInfoAndDashboard(t *testing.T) {
 	var info api.Info
 	require.NoError(t, json.Unmarshal([]byte(a.body), &info))
 	assert.Equal(t, "sandplane", info.Name)
+	assert.Equal(t, os.Getpid(), info.Pid, "without a token configured, info is complete")
+	assert.Equal(t, m.Root(), info.RootDir)
 	assert.Equal(t, apiVersion, info.ApiVersion)
 	assert.Equal(t, []string{manager.DefaultSnapshot}, info.Snapshots)
 	a = do(t, ts, "GET", "/", "")
@@ -255,13 +349,22 @@ func FuzzCreateRequest(f *testing.F) {
 	})
 }
 
-// FuzzLabelFilter does the same for list queries.
+// FuzzLabelFilter does the same for list queries. A query that cannot be
+// part of a request line (blanks, control characters) never reaches the
+// daemon: net/http answers it with its own plain-text 400, so such inputs
+// are skipped.
 func FuzzLabelFilter(f *testing.F) {
-	for _, seed := range []string{"label.a=b", "label.=x", "labels.a=b", "label.a=b&label.a=c", "%zz", "label.a%3Db=c"} {
+	for _, seed := range []string{"label.a=b", "label.=x", "labels.a=b", "label.a=b&label.a=c", "%zz", "label.a%3Db=c", " ", "a\x00b"} {
 		f.Add(seed)
 	}
 	ts, _ := newTestServerF(f)
 	f.Fuzz(func(t *testing.T, query string) {
+		if strings.ContainsFunc(query, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			t.Skip("not a valid request line")
+		}
+		if _, err := http.NewRequest("GET", ts.URL+"/v1/sandboxes?"+query, nil); err != nil {
+			t.Skipf("not a valid URL: %v", err)
+		}
 		a := do(t, ts, "GET", "/v1/sandboxes?"+query, "")
 		if a.status != 200 {
 			assert.Less(t, a.status, 500, a.body)
