@@ -71,7 +71,7 @@ func (p *Provider) classify(ctx context.Context, op op, resp *http.Response, err
 		case resp.StatusCode == http.StatusUnauthorized:
 			msg = fmt.Sprintf("Daytona refused the API key (%s): check %s, or make a new key at %s", msg, EnvAPIKey, keysURL)
 		case resp.StatusCode == http.StatusTooManyRequests:
-			msg = fmt.Sprintf("Daytona's rate limit held after %d retries: %s", p.retries, msg)
+			msg = rateLimitMessage(resp, p.clk, p.retries, msg)
 		}
 		return &provider.Error{Code: code, Message: msg, Err: err}
 	}

@@ -3,6 +3,7 @@ package daytona
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -106,30 +107,50 @@ func (t *retryTransport) decide(resp *http.Response, err error, once bool) (time
 	}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
-		wait, ok := t.retryAfter(resp)
-		return wait, ok // the rate limit turns requests away before they act
+		wait, limit := retryAfter(resp, t.clk)
+		return wait, limit == "" // the rate limit turns requests away before they act
 	case resp.StatusCode >= 500:
-		wait, _ := t.retryAfter(resp)
+		wait, _ := retryAfter(resp, t.clk)
 		return wait, !once
 	}
 	return 0, false
 }
 
 // retryAfter reads Retry-After in seconds or as an HTTP date. A missing
-// header is 0 and fine; one beyond maxRetryAfter is not worth waiting for.
-func (t *retryTransport) retryAfter(resp *http.Response) (time.Duration, bool) {
+// header is 0 and fine. When the wait is not worth it, limit names what it
+// exceeds: maxRetryAfter, or the deadline of the request's context.
+func retryAfter(resp *http.Response, clk clock.Clock) (wait time.Duration, limit string) {
 	v := resp.Header.Get("Retry-After")
 	if v == "" {
-		return 0, true
+		return 0, ""
 	}
-	var d time.Duration
 	if s, err := strconv.Atoi(v); err == nil {
-		d = time.Duration(s) * time.Second
+		wait = time.Duration(s) * time.Second
 	} else if at, err := http.ParseTime(v); err == nil {
-		d = at.Sub(t.clk.Now())
+		wait = at.Sub(clk.Now())
 	}
-	if d <= 0 {
-		return 0, true
+	switch {
+	case wait <= 0:
+		return 0, ""
+	case wait > maxRetryAfter:
+		return wait, fmt.Sprintf("the %s sandplane waits at most", maxRetryAfter)
 	}
-	return d, d <= maxRetryAfter
+	if resp.Request == nil {
+		return wait, ""
+	}
+	if dl, ok := resp.Request.Context().Deadline(); ok && time.Until(dl) < wait {
+		return wait, "the deadline of the call"
+	}
+	return wait, ""
+}
+
+// rateLimitMessage explains a 429 handed back to the caller: the retries
+// ran out, or Daytona asked to wait longer than the call may, and so it
+// was not retried at all.
+func rateLimitMessage(resp *http.Response, clk clock.Clock, retries int, msg string) string {
+	if wait, limit := retryAfter(resp, clk); limit != "" {
+		return fmt.Sprintf("Daytona's rate limit asks to wait %s (Retry-After), longer than %s, so the request was not retried: try again later: %s",
+			wait.Round(time.Second), limit, msg)
+	}
+	return fmt.Sprintf("Daytona's rate limit held after %d retries: %s", retries, msg)
 }

@@ -18,10 +18,6 @@ import (
 )
 
 func TestRetries(t *testing.T) {
-	get := func(h *harness, p *Provider) error {
-		_, err := p.Get(context.Background(), "box")
-		return err
-	}
 	tests := []struct {
 		name    string
 		faults  []simulator.Fault
@@ -29,6 +25,10 @@ func TestRetries(t *testing.T) {
 		code    provider.ErrorCode
 		ops     []string
 		minWait time.Duration
+		// deadline, when set, bounds the caller's context (real time).
+		deadline time.Duration
+		// msg is part of the error's message.
+		msg string
 	}{
 		{
 			name:    "429 waits for its Retry-After",
@@ -55,6 +55,23 @@ func TestRetries(t *testing.T) {
 			faults: []simulator.Fault{{Op: "getSandbox", Status: 429, RetryAfter: 3600}},
 			code:   provider.ResourceExhausted,
 			ops:    []string{"getSandbox"},
+			msg:    "asks to wait 1h0m0s (Retry-After), longer than the 1m0s sandplane waits at most, so the request was not retried",
+		},
+		{
+			name:     "a Retry-After beyond the caller's deadline is not waited for",
+			faults:   []simulator.Fault{{Op: "getSandbox", Status: 429, RetryAfter: 50}},
+			deadline: 30 * time.Second,
+			code:     provider.ResourceExhausted,
+			ops:      []string{"getSandbox"},
+			msg:      "asks to wait 50s (Retry-After), longer than the deadline of the call",
+		},
+		{
+			name:   "a rate limit that holds says how often it was retried",
+			faults: []simulator.Fault{{Op: "getSandbox", Status: 429, RetryAfter: 1}},
+			opts:   []Option{WithRetries(2)},
+			code:   provider.ResourceExhausted,
+			ops:    []string{"getSandbox", "getSandbox", "getSandbox"},
+			msg:    "held after 2 retries",
 		},
 		{
 			name:   "client errors are final",
@@ -72,9 +89,18 @@ func TestRetries(t *testing.T) {
 			for _, f := range tt.faults {
 				h.sim.AddFault(f)
 			}
+			ctx := context.Background()
+			if tt.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+				defer cancel()
+			}
 			start := h.clk.Now()
-			err = drive(h.clk, func() error { return get(h, p) })
+			err = drive(h.clk, func() error { _, err := p.Get(ctx, "box"); return err })
 			assert.Equal(t, tt.code, provider.Code(err), "%v", err)
+			if tt.msg != "" {
+				assert.Contains(t, provider.Message(err), tt.msg)
+			}
 			assert.Equal(t, append([]string{"createSandbox"}, tt.ops...), h.ops())
 			assert.GreaterOrEqual(t, h.clk.Since(start), tt.minWait, "waits run on the clock")
 		})
