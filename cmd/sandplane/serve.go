@@ -26,9 +26,9 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var (
-		listen, root, configFile string
-		minute                   time.Duration
-		debug                    bool
+		listen, root, configFile, tokenFile string
+		minute                              time.Duration
+		debug                               bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -36,11 +36,19 @@ func newServeCmd() *cobra.Command {
 		Long: `Run the local control plane: the /v1 API, the dashboard, and every local
 sandbox's lifecycle. Sandboxes outlive the daemon; a restarted daemon adopts
 them. Settings come from flags, then the environment (SANDPLANE_LISTEN,
-SANDPLANE_ROOT, SANDPLANE_MINUTE, SANDPLANE_CONFIG, SANDPLANE_TOKEN,
-AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES, AGENT_CONTROL_PLANE_REAP_INTERVAL_MS,
-AGENT_CONTROL_PLANE_REAP_ON_EXIT), then the config file.`,
+SANDPLANE_ROOT, SANDPLANE_MINUTE, SANDPLANE_CONFIG, SANDPLANE_TOKEN_FILE,
+SANDPLANE_TOKEN, AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES,
+AGENT_CONTROL_PLANE_REAP_INTERVAL_MS, AGENT_CONTROL_PLANE_REAP_ON_EXIT), then
+the config file. A token belongs in a file of mode 0600 (--token-file): one
+in SANDPLANE_TOKEN is dropped from the environment the daemon hands on, but
+stays in the environment the daemon was started with.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// First, before any secret is read: no other process of this
+			// user may read the daemon's memory or environment.
+			if err := protectMemory(); err != nil {
+				return fmt.Errorf("protect the daemon's memory from other processes: %w", err)
+			}
 			self, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("find own executable for the default snapshot: %w", err)
@@ -57,6 +65,9 @@ AGENT_CONTROL_PLANE_REAP_ON_EXIT), then the config file.`,
 			if err := cfg.LoadEnv(os.Getenv); err != nil {
 				return err
 			}
+			// Nothing the daemon starts (workloads, docker builds) inherits
+			// the token.
+			_ = os.Unsetenv(config.EnvToken)
 			flags := cmd.Flags()
 			if flags.Changed("listen") {
 				cfg.Listen = listen
@@ -66,6 +77,12 @@ AGENT_CONTROL_PLANE_REAP_ON_EXIT), then the config file.`,
 			}
 			if flags.Changed("minute") {
 				cfg.Minute = minute
+			}
+			if flags.Changed("token-file") {
+				cfg.TokenFile = tokenFile
+			}
+			if err := cfg.ResolveToken(); err != nil {
+				return provider.Errorf(provider.InvalidArgument, "%v", err)
 			}
 			if err := cfg.Validate(); err != nil {
 				return provider.Errorf(provider.InvalidArgument, "%v", err)
@@ -82,6 +99,7 @@ AGENT_CONTROL_PLANE_REAP_ON_EXIT), then the config file.`,
 	cmd.Flags().StringVar(&root, "root", config.DefaultRoot(), "state directory, one folder per sandbox ($SANDPLANE_ROOT)")
 	cmd.Flags().DurationVar(&minute, "minute", time.Minute, "length of one interval minute; shrink it to test auto-stop quickly ($SANDPLANE_MINUTE)")
 	cmd.Flags().StringVar(&configFile, "config", "", "YAML file with snapshots, pass-through env and ports ($SANDPLANE_CONFIG)")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file (mode 0600) holding the bearer token every request must carry ($SANDPLANE_TOKEN_FILE)")
 	cmd.Flags().BoolVar(&debug, "debug", false, "log every request (never bodies or env values)")
 	return cmd
 }
@@ -95,11 +113,6 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer unlock()
-	ln, err := daemon.Listen(ctx, cfg.Listen)
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
 
 	clk := clock.Real()
 	runtimes := map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: native.New(clk)}
@@ -146,6 +159,14 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Bound only now that every request can be answered at once: the
+	// manager has read its registry, and what a restart left runs in the
+	// background. A client never waits in the listen backlog.
+	ln, err := daemon.Listen(ctx, cfg.Listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	// Cancelled first at shutdown, so that event streams end instead of
 	// holding Shutdown for its whole timeout. Lifecycle operations are
 	// detached from request contexts and finish regardless.
@@ -162,7 +183,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	url := "http://" + ln.Addr().String()
 	dashboard := url + "/"
 	if cfg.Token != "" {
-		dashboard += "?token=" + cfg.Token // like Jupyter: the person at this terminal owns the token
+		// Never the token itself: this output may well end up in a log.
+		dashboard += " (open it once as /?token=<the token>)"
 	}
 	fmt.Fprintf(os.Stderr, "sandplane %s serving\n  API:       %s/v1\n  dashboard: %s\n  root:      %s\n  minute:    %s\n",
 		versionString(), url, dashboard, cfg.Root, cfg.Minute)

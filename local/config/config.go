@@ -2,10 +2,13 @@ package config
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -20,6 +23,7 @@ const (
 	EnvMinute       = "SANDPLANE_MINUTE"
 	EnvConfig       = "SANDPLANE_CONFIG"
 	EnvToken        = "SANDPLANE_TOKEN"
+	EnvTokenFile    = "SANDPLANE_TOKEN_FILE"
 	EnvReapInterval = "AGENT_CONTROL_PLANE_REAP_INTERVAL_MS"
 	EnvAutoStop     = "AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES"
 	EnvReapOnExit   = "AGENT_CONTROL_PLANE_REAP_ON_EXIT"
@@ -41,7 +45,10 @@ type Config struct {
 	Minute time.Duration `yaml:"minute"`
 	// Token, when set, is required as a bearer token on every request.
 	Token string `yaml:"token"`
-	Ports struct {
+	// TokenFile names a file (mode 0600 or stricter) holding the token; it
+	// wins over Token. See ResolveToken.
+	TokenFile string `yaml:"tokenFile"`
+	Ports     struct {
 		Min int `yaml:"min"`
 		Max int `yaml:"max"`
 	} `yaml:"ports"`
@@ -122,6 +129,9 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	if v := getenv(EnvToken); v != "" {
 		c.Token = v
 	}
+	if v := getenv(EnvTokenFile); v != "" {
+		c.TokenFile = v
+	}
 	if v := getenv(EnvMinute); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -167,6 +177,11 @@ func (c *Config) Validate() error {
 	case c.Root == "":
 		return fmt.Errorf("root directory is empty")
 	}
+	for _, k := range c.PassEnv {
+		if k == EnvToken {
+			return fmt.Errorf("passEnv names %s: the daemon's token is never handed to sandboxes", EnvToken)
+		}
+	}
 	for name, s := range c.Snapshots {
 		if len(s.Command) == 0 && s.Image == "" {
 			return fmt.Errorf("snapshot %q needs a command (native) or an image (docker)", name)
@@ -176,6 +191,57 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ResolveToken reads TokenFile, when set, into Token.
+func (c *Config) ResolveToken() error {
+	if c.TokenFile == "" {
+		return nil
+	}
+	token, err := ReadTokenFile(c.TokenFile)
+	if err != nil {
+		return err
+	}
+	c.Token = token
+	return nil
+}
+
+// maxTokenFile bounds what ReadTokenFile reads.
+const maxTokenFile = 4096
+
+// ReadTokenFile returns the token in the file at path: its content without
+// surrounding blanks. The file must be a regular file that neither group
+// nor others can read or write (chmod 600), one line, not empty.
+func ReadTokenFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat() // of the file opened, so nothing can swap it in between
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	switch {
+	case !fi.Mode().IsRegular():
+		return "", fmt.Errorf("token file %s is not a regular file", path)
+	case fi.Mode().Perm()&0o077 != 0:
+		return "", fmt.Errorf("token file %s has mode %04o, which lets other users read or change it: chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	token := strings.TrimSpace(string(data))
+	switch {
+	case len(data) > maxTokenFile:
+		return "", fmt.Errorf("token file %s is larger than %d bytes: it must hold only the token", path, maxTokenFile)
+	case token == "":
+		return "", fmt.Errorf("token file %s is empty: write the token into it", path)
+	case strings.ContainsAny(token, "\r\n"):
+		return "", fmt.Errorf("token file %s holds more than one line: it must hold only the token", path)
+	}
+	return token, nil
 }
 
 // PassEnvValues returns the pass-through variables that are set in the
@@ -190,11 +256,16 @@ func (c *Config) PassEnvValues(getenv func(string) string) map[string]string {
 	return out
 }
 
+// BaseEnvKeys are the variables of the daemon's environment a native
+// workload starts from (see BaseEnv), sorted.
+var BaseEnvKeys = []string{"HOME", "LANG", "LC_ALL", "LOGNAME", "PATH", "SHELL", "TERM", "TMPDIR", "TZ", "USER"}
+
 // BaseEnv is the part of the daemon's environment a native workload needs
 // to behave like a normal program: where to find binaries, who it is, the
-// locale. Everything else, secrets included, stays out unless asked for.
+// locale. Everything else, secrets included, stays out unless asked for
+// (PassEnv).
 func BaseEnv(getenv func(string) string) map[string]string {
-	keys := []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM"}
+	keys := slices.Clone(BaseEnvKeys)
 	sort.Strings(keys)
 	out := map[string]string{}
 	for _, k := range keys {

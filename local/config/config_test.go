@@ -73,3 +73,50 @@ func TestInvalid(t *testing.T) {
 		})
 	}
 }
+
+func TestTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), mode))
+		require.NoError(t, os.Chmod(p, mode)) // past the umask
+		return p
+	}
+	tests := []struct {
+		name  string
+		path  string
+		token string
+		err   string
+	}{
+		{"0600 with a newline", write("ok", "s3cret\n", 0o600), "s3cret", ""},
+		{"0400", write("ro", "s3cret", 0o400), "s3cret", ""},
+		{"readable by others", write("open", "s3cret", 0o644), "", "chmod 600"},
+		{"readable by the group", write("group", "s3cret", 0o640), "", "chmod 600"},
+		{"empty", write("empty", " \n", 0o600), "", "empty"},
+		{"two lines", write("two", "a\nb\n", 0o600), "", "one line"},
+		{"a directory", dir, "", "not a regular file"},
+		{"missing", filepath.Join(dir, "missing"), "", "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default([]string{"x"})
+			c.Token = "from-env"
+			require.NoError(t, c.LoadEnv(envOf(map[string]string{EnvTokenFile: tt.path})))
+			err := c.ResolveToken()
+			if tt.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.err)
+				assert.NotContains(t, err.Error(), "s3cret", "the token never reaches an error")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.token, c.Token, "the file wins over SANDPLANE_TOKEN")
+		})
+	}
+}
+
+func TestTokenIsNeverPassedThrough(t *testing.T) {
+	c := Default([]string{"x"})
+	c.PassEnv = append(c.PassEnv, EnvToken)
+	assert.ErrorContains(t, c.Validate(), EnvToken)
+}
