@@ -301,7 +301,10 @@ func testDockerDaemonRestart(t *testing.T, env *dockerEnv) {
 	gone := eventuallyState(t, d2.P, "lost", provider.StateStopped)
 	assert.Equal(t, "daemon restart: process gone", gone.ErrorReason)
 
-	// The adopted container is watched like any other.
+	// The adopted container is watched like any other, once the restart's
+	// check of it is done (until then operations on it are refused).
+	require.Eventually(t, func() bool { _, err := d2.P.SetAutoStopInterval(ctx, "keep", 15); return err == nil },
+		10*time.Second, 10*time.Millisecond, "the restart's check of keep never finished")
 	require.NoError(t, env.cli.ContainerKill(ctx, docker.ContainerName(keep.Id), "KILL"))
 	stopped := eventuallyState(t, d2.P, "keep", provider.StateStopped)
 	assert.Equal(t, "killed: signal SIGKILL", stopped.ErrorReason)
@@ -341,7 +344,9 @@ func testDockerOrphans(t *testing.T, env *dockerEnv) {
 	require.Len(t, env.containersOf(t, d.Root), 2)
 
 	d2 := startDockerDaemon(t, env, d.Root)
-	assert.Empty(t, env.containersOf(t, d.Root), "the restarted daemon removed both")
+	// The restarted daemon answers at once and cleans up in the background.
+	require.Eventually(t, func() bool { return len(env.containersOf(t, d.Root)) == 0 }, 30*time.Second, 20*time.Millisecond,
+		"the restarted daemon removed both")
 	st, err := rt.Status(ctx, stray)
 	require.NoError(t, err)
 	assert.Equal(t, docker.ReasonGone, st.Exit.Reason)
