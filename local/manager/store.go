@@ -232,7 +232,7 @@ func (m *Manager) stage(id string) (string, error) {
 // anything already there. already_exists when the name is taken.
 func (m *Manager) publish(staged, id string) error {
 	dst := m.dir(id)
-	err := unix.Renameat2(unix.AT_FDCWD, staged, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+	err := renameNoReplace(staged, dst)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
 		// A filesystem without RENAME_NOREPLACE: check, then rename. A
 		// rename over an empty directory would succeed, so the check is
