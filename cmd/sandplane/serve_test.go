@@ -152,15 +152,15 @@ snapshots:
 		"SANDPLANE_TEST_MARKER="+marker, "SANDPLANE_TOKEN=from-the-environment-"+marker)
 
 	// The API: the file's token, not the environment's.
-	assert.Equal(t, http.StatusUnauthorized, get(t, d.url+"/v1/sandboxes", "").status)
-	assert.Equal(t, http.StatusUnauthorized, get(t, d.url+"/v1/sandboxes", "from-the-environment-"+marker).status)
-	assert.Equal(t, http.StatusOK, get(t, d.url+"/v1/sandboxes", token).status)
+	assert.Equal(t, http.StatusUnauthorized, getWithToken(t, d.url+"/v1/sandboxes", "").status)
+	assert.Equal(t, http.StatusUnauthorized, getWithToken(t, d.url+"/v1/sandboxes", "from-the-environment-"+marker).status)
+	assert.Equal(t, http.StatusOK, getWithToken(t, d.url+"/v1/sandboxes", token).status)
 
 	// /v1/info
 	var probe, full map[string]any
-	require.NoError(t, json.Unmarshal([]byte(get(t, d.url+"/v1/info", "").body), &probe))
+	require.NoError(t, json.Unmarshal([]byte(getWithToken(t, d.url+"/v1/info", "").body), &probe))
 	assert.ElementsMatch(t, []string{"name", "version", "apiVersion"}, keysOf(probe))
-	require.NoError(t, json.Unmarshal([]byte(get(t, d.url+"/v1/info", token).body), &full))
+	require.NoError(t, json.Unmarshal([]byte(getWithToken(t, d.url+"/v1/info", token).body), &full))
 	assert.EqualValues(t, d.cmd.Process.Pid, full["pid"])
 	assert.Equal(t, d.root, full["rootDir"])
 
@@ -283,7 +283,7 @@ type reply struct {
 	body   string
 }
 
-func get(t *testing.T, url, token string) reply {
+func getWithToken(t *testing.T, url, token string) reply {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	require.NoError(t, err)
