@@ -33,6 +33,11 @@ type Spec struct {
 	// same port on 127.0.0.1.
 	Port   int
 	Labels map[string]string
+	// Isolation asks for more than the runtime's containment: "bwrap" runs
+	// a native workload in a bubblewrap sandbox (its own mounts, /proc and
+	// network, the port forwarded in). Empty means the runtime's default;
+	// "none" means containment only. Docker ignores it.
+	Isolation string
 }
 
 // Handle identifies a spawned workload. It is persisted in sandbox.json, so
@@ -147,4 +152,13 @@ type Sweeper interface {
 	// behind and nothing uses any more. The manager calls it when no spawn
 	// is under way. unavailable.
 	Sweep(ctx context.Context, root string) error
+}
+
+// Containment is implemented by runtimes that can say how they keep a
+// workload's processes together, so that a stop ends them all.
+type Containment interface {
+	// Containment names the mechanism in use: "pid-namespace" (the kernel
+	// ends every process of the workload with its init) or "process-group"
+	// (a signal to the group, which setsid escapes).
+	Containment() string
 }

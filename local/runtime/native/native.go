@@ -6,17 +6,21 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/local/runtime/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -37,6 +41,17 @@ const (
 // usable; call New.
 type Runtime struct {
 	clk clock.Clock
+	// containment is how this value contains workloads (ContainPIDNamespace
+	// or ContainProcessGroup); fallback says why it is not the former.
+	containment string
+	fallback    error
+	// userNS adds a user namespace to the PID namespace: an unprivileged
+	// daemon may create a PID namespace only inside one.
+	userNS bool
+	// isolation applies to specs that name none.
+	isolation string
+	// bwrapOK is set once bubblewrap has proven it can isolate here.
+	bwrapOK atomic.Bool
 
 	mu sync.Mutex
 	// children are the processes this value spawned and reaps, keyed by pid
@@ -44,7 +59,11 @@ type Runtime struct {
 	children map[procKey]*child
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime     = (*Runtime)(nil)
+	_ runtime.Prober      = (*Runtime)(nil)
+	_ runtime.Containment = (*Runtime)(nil)
+)
 
 type procKey struct {
 	pid   int
@@ -54,27 +73,73 @@ type procKey struct {
 type child struct {
 	done chan struct{} // closed once exit is set
 	exit runtime.Exit
+	// forward is the unix socket behind the port of an isolated workload,
+	// where Probe asks whether the workload serves.
+	forward string
 }
 
-// New returns a Runtime whose grace periods and polls run on clk.
-func New(clk clock.Clock) *Runtime {
+// Option configures New.
+type Option func(*Runtime)
+
+// WithContainment makes the runtime use mode rather than the best this
+// platform offers: ContainProcessGroup does without namespaces.
+func WithContainment(mode string) Option {
+	return func(r *Runtime) {
+		if mode == ContainProcessGroup {
+			r.containment, r.fallback = mode, errors.New("process groups were asked for")
+		}
+	}
+}
+
+// WithIsolation sets the isolation of specs that name none (IsolationNone
+// or IsolationBwrap); Preflight refuses an unknown one.
+func WithIsolation(isolation string) Option {
+	return func(r *Runtime) { r.isolation = isolation }
+}
+
+// New returns a Runtime whose grace periods and polls run on clk. It
+// contains workloads in PID namespaces when this platform and binary allow
+// (see Containment), and in process groups otherwise.
+func New(clk clock.Clock, opts ...Option) *Runtime {
 	if clk == nil {
 		clk = clock.Real()
 	}
-	return &Runtime{clk: clk, children: make(map[procKey]*child)}
+	r := &Runtime{clk: clk, children: make(map[procKey]*child), userNS: os.Geteuid() != 0}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.containment == "" {
+		r.containment, r.fallback = ContainPIDNamespace, probeNamespaces(r.userNS)
+		if r.fallback != nil {
+			r.containment = ContainProcessGroup
+		}
+	}
+	return r
 }
+
+// Containment is ContainPIDNamespace or ContainProcessGroup.
+func (r *Runtime) Containment() string { return r.containment }
+
+// ContainmentFallback says why Containment is not ContainPIDNamespace; nil
+// when it is.
+func (r *Runtime) ContainmentFallback() error { return r.fallback }
 
 func (r *Runtime) Name() provider.Runtime { return provider.RuntimeNative }
 
-// Preflight checks that spec's command resolves to an executable and that its
-// directories exist.
+// Preflight checks that spec's command resolves to an executable, that its
+// directories exist, and that its isolation can work here.
 func (r *Runtime) Preflight(ctx context.Context, spec runtime.Spec) error {
-	_, _, err := resolve(spec)
-	return err
+	path, _, err := r.resolve(spec)
+	if err != nil {
+		return err
+	}
+	return r.preflightIsolation(ctx, spec, path)
 }
 
-// resolve returns the executable spec runs and the directory it runs in.
-func resolve(spec runtime.Spec) (path, dir string, err error) {
+// resolve returns the executable spec runs and the directory it runs in: the
+// working directory, else the sandbox's (its home, isolated), against which a
+// relative working directory resolves too.
+func (r *Runtime) resolve(spec runtime.Spec) (path, dir string, err error) {
 	if len(spec.Command) == 0 || spec.Command[0] == "" {
 		return "", "", provider.Errorf(provider.PreflightFailed, "no command to run: give the snapshot a command")
 	}
@@ -85,10 +150,14 @@ func resolve(spec runtime.Spec) (path, dir string, err error) {
 		return "", "", classify(phasePreflight, "sandbox directory", err)
 	}
 	dir = spec.Dir
+	if r.isolationOf(spec) == IsolationBwrap {
+		dir = filepath.Join(spec.Dir, homeDir)
+	}
 	if spec.WorkDir != "" {
+		base := dir
 		dir = spec.WorkDir
 		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(spec.Dir, dir)
+			dir = filepath.Join(base, dir)
 		}
 		if err := isDir(dir); err != nil {
 			return "", "", classify(phasePreflight, "working directory", err)
@@ -190,67 +259,6 @@ func openLog(p string) (*os.File, error) {
 	return f, nil
 }
 
-// Start spawns spec's command detached, in a session of its own, with stdout
-// and stderr appended to Dir's log files. ctx bounds only the spawn; the
-// workload outlives it.
-func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
-	if err := ctx.Err(); err != nil {
-		return runtime.Handle{}, err
-	}
-	path, dir, err := resolve(spec)
-	if err != nil {
-		return runtime.Handle{}, err
-	}
-	env, err := environ(spec)
-	if err != nil {
-		return runtime.Handle{}, err
-	}
-	stdout, err := openLog(filepath.Join(spec.Dir, stdoutLog))
-	if err != nil {
-		return runtime.Handle{}, err
-	}
-	defer stdout.Close()
-	stderr, err := openLog(filepath.Join(spec.Dir, stderrLog))
-	if err != nil {
-		return runtime.Handle{}, err
-	}
-	defer stderr.Close()
-
-	cmd := &exec.Cmd{
-		Path:   path,
-		Args:   spec.Command,
-		Env:    env,
-		Dir:    dir,
-		Stdout: stdout, // *os.File: handed to the child as is, no copying goroutine
-		Stderr: stderr,
-		// A new session detaches the workload from the daemon's terminal
-		// and makes its pid the process group Stop signals.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
-	}
-	if err := cmd.Start(); err != nil {
-		return runtime.Handle{}, classify(phaseSpawn, fmt.Sprintf("start %q", spec.Command[0]), err)
-	}
-	pid := cmd.Process.Pid
-	// Until cmd.Wait reaps it, the child's /proc entry stays, even if it has
-	// already exited, so its start time is always readable here.
-	st, err := readStat(pid)
-	if err != nil {
-		_ = unix.Kill(-pid, unix.SIGKILL)
-		_ = cmd.Wait()
-		return runtime.Handle{}, classify(phaseSpawn, "read the new process's start time", err)
-	}
-	c := &child{done: make(chan struct{})}
-	r.mu.Lock()
-	r.children[procKey{pid, st.StartTime}] = c
-	r.mu.Unlock()
-	go func() {
-		_ = cmd.Wait() // the exit status is in ProcessState; the error only repeats it
-		c.exit = exitOf(cmd.ProcessState)
-		close(c.done)
-	}()
-	return runtime.Handle{Runtime: provider.RuntimeNative, PID: pid, StartTime: st.StartTime}, nil
-}
-
 // child returns the record of h if this value spawned it.
 func (r *Runtime) child(h runtime.Handle) *child {
 	r.mu.Lock()
@@ -258,9 +266,12 @@ func (r *Runtime) child(h runtime.Handle) *child {
 	return r.children[procKey{h.PID, h.StartTime}]
 }
 
-// Remove forgets h's exit status once it has ended; a native workload holds
-// nothing else.
+// Remove ends h's workload at once if it still runs (as Stop with no grace
+// would) and forgets its exit status. A native workload holds nothing else.
 func (r *Runtime) Remove(ctx context.Context, h runtime.Handle) error {
+	if err := r.Stop(ctx, h, 0); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := procKey{h.PID, h.StartTime}
@@ -272,6 +283,22 @@ func (r *Runtime) Remove(ctx context.Context, h runtime.Handle) error {
 		}
 	}
 	return nil
+}
+
+// Probe reports whether h's workload serves on port. An isolated workload is
+// asked through its forwarder's socket, since the forwarder accepts on the
+// port for it; any other is dialled. ctx's error only.
+func (r *Runtime) Probe(ctx context.Context, h runtime.Handle, port int) (bool, error) {
+	if c := r.child(h); c != nil && c.forward != "" {
+		return nsinit.Probe(ctx, c.forward), ctx.Err()
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false, ctx.Err()
+	}
+	conn.Close()
+	return true, nil
 }
 
 // Logs returns the newest MiB of each of dir's log files. A missing file is

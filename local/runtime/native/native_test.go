@@ -21,6 +21,9 @@ import (
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
 )
 
+// containments are the modes every test of a stop runs in.
+var containments = []string{ContainPIDNamespace, ContainProcessGroup}
+
 // hangGuard bounds every wait in these tests so that a bug hangs nothing.
 const hangGuard = 20 * time.Second
 
@@ -155,29 +158,36 @@ func TestStopGraceRunsOnTheInjectedClock(t *testing.T) {
 }
 
 func TestStopSweepsTheGroup(t *testing.T) {
-	r := New(clock.Real())
-	// The leader ends on SIGTERM at once; its child ignores it.
-	spec := newSpec(t, "", "sh", "-c", `(trap "" TERM; echo ready; exec sleep 30) & echo "child $!"; wait`)
-	h := start(t, r, spec)
-	waitForLog(t, r, h, spec.Dir, "ready")
-	out, _, err := r.Logs(testCtx(t), h, spec.Dir)
-	require.NoError(t, err)
-	var childPID int
-	for line := range strings.Lines(string(out)) {
-		if pid, ok := strings.CutPrefix(strings.TrimSpace(line), "child "); ok {
-			childPID, err = strconv.Atoi(pid)
+	for _, mode := range containments {
+		t.Run(mode, func(t *testing.T) {
+			r := New(clock.Real(), WithContainment(mode))
+			// The leader ends on SIGTERM at once; its child ignores it. The
+			// child reads its pid from /proc, which is the host's: $! would
+			// be its pid in the workload's namespace.
+			spec := newSpec(t, "", "sh", "-c",
+				`(trap "" TERM; read -r stat < /proc/self/stat; echo "child ${stat%% *}"; echo ready; exec sleep 30) & wait`)
+			h := start(t, r, spec)
+			waitForLog(t, r, h, spec.Dir, "ready")
+			out, _, err := r.Logs(testCtx(t), h, spec.Dir)
 			require.NoError(t, err)
-		}
-	}
-	require.Positive(t, childPID)
-	childStat, err := readStat(childPID)
-	require.NoError(t, err)
-	child := runtime.Handle{Runtime: provider.RuntimeNative, PID: childPID, StartTime: childStat.StartTime}
-	require.True(t, status(t, r, child).Running)
+			var childPID int
+			for line := range strings.Lines(string(out)) {
+				if pid, ok := strings.CutPrefix(strings.TrimSpace(line), "child "); ok {
+					childPID, err = strconv.Atoi(pid)
+					require.NoError(t, err)
+				}
+			}
+			require.Positive(t, childPID)
+			childStat, err := readStat(childPID)
+			require.NoError(t, err)
+			child := runtime.Handle{Runtime: provider.RuntimeNative, PID: childPID, StartTime: childStat.StartTime}
+			require.True(t, status(t, r, child).Running)
 
-	require.NoError(t, r.Stop(testCtx(t), h, hangGuard))
-	require.Eventually(t, func() bool { return !status(t, r, child).Running }, hangGuard, 10*time.Millisecond,
-		"a group member that ignored SIGTERM survived Stop")
+			require.NoError(t, r.Stop(testCtx(t), h, hangGuard))
+			require.Eventually(t, func() bool { return !status(t, r, child).Running }, hangGuard, 10*time.Millisecond,
+				"a group member that ignored SIGTERM survived Stop")
+		})
+	}
 }
 
 func TestExitReasons(t *testing.T) {
@@ -192,17 +202,19 @@ func TestExitReasons(t *testing.T) {
 		{"self kill", "kill -KILL $$", runtime.Exit{Reason: "killed: signal SIGKILL"}},
 		{"self term", "kill -TERM $$", runtime.Exit{Reason: "killed: signal SIGTERM"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := New(clock.Real())
-			h := start(t, r, newSpec(t, "", "sh", "-c", tt.script))
-			exit, err := r.Wait(testCtx(t), h)
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, exit)
-			st := status(t, r, h)
-			assert.False(t, st.Running)
-			assert.Equal(t, tt.want, st.Exit)
-		})
+	for _, mode := range containments {
+		for _, tt := range tests {
+			t.Run(mode+"/"+tt.name, func(t *testing.T) {
+				r := New(clock.Real(), WithContainment(mode))
+				h := start(t, r, newSpec(t, "", "sh", "-c", tt.script))
+				exit, err := r.Wait(testCtx(t), h)
+				require.NoError(t, err)
+				assert.Equal(t, tt.want, exit)
+				st := status(t, r, h)
+				assert.False(t, st.Running)
+				assert.Equal(t, tt.want, st.Exit)
+			})
+		}
 	}
 }
 

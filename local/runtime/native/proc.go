@@ -84,6 +84,50 @@ func alive(h runtime.Handle) (bool, error) {
 	return st.StartTime == h.StartTime && !st.Zombie(), nil
 }
 
+// nsPIDs returns the pids of process pid from /proc's PID namespace down to
+// its own (the NSpid line of /proc/PID/status): one pid for a process in
+// /proc's namespace, [host pid, 1] for the init of a namespace made from it.
+// Kernels before 4.1 have no NSpid line, and no answer but one pid.
+func nsPIDs(pid int) ([]int, error) {
+	b, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil, err
+	}
+	return parseNSpid(b)
+}
+
+func parseNSpid(status []byte) ([]int, error) {
+	for line := range bytes.Lines(status) {
+		rest, ok := bytes.CutPrefix(line, []byte("NSpid:"))
+		if !ok {
+			continue
+		}
+		var out []int
+		for _, f := range strings.Fields(string(rest)) {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				return nil, fmt.Errorf("%w: NSpid %q", errMalformedStat, rest)
+			}
+			out = append(out, n)
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("%w: empty NSpid", errMalformedStat)
+		}
+		return out, nil
+	}
+	return []int{0}, nil
+}
+
+// isInit reports whether pid is PID 1 of a PID namespace made from ours:
+// the init of a contained workload.
+func isInit(pid int) (bool, error) {
+	ns, err := nsPIDs(pid)
+	if err != nil {
+		return false, err
+	}
+	return len(ns) == 2 && ns[1] == 1, nil
+}
+
 // hasVar reports whether environ (NUL-separated, as in /proc/PID/environ)
 // holds exactly the entry kv.
 func hasVar(environ []byte, kv string) bool {
@@ -95,9 +139,11 @@ func hasVar(environ []byte, kv string) bool {
 	return false
 }
 
-// Orphans scans /proc for session leaders marked with root that are not in
-// known. Only session leaders count: each workload leads its own session, and
-// its descendants carry the marker too but are stopped with it.
+// Orphans scans /proc for workload roots marked with root that are not in
+// known. A root is the init of a PID namespace made from ours, or, for a
+// workload in a process group, a session leader in our namespace. Their
+// descendants carry the marker too, but end with them: a process that called
+// setsid inside a workload's namespace is not a root of its own.
 func (r *Runtime) Orphans(ctx context.Context, root string, known []runtime.Handle) ([]runtime.Handle, error) {
 	entries, err := os.ReadDir(procRoot)
 	if err != nil {
@@ -129,10 +175,18 @@ func (r *Runtime) Orphans(ctx context.Context, root string, known []runtime.Hand
 			continue
 		}
 		st, err := readStat(pid)
-		if err != nil || st.Session != pid || st.Zombie() || skip[key{pid, st.StartTime}] {
+		if err != nil || st.Zombie() || skip[key{pid, st.StartTime}] {
 			continue
 		}
-		out = append(out, runtime.Handle{Runtime: provider.RuntimeNative, PID: pid, StartTime: st.StartTime})
+		ns, err := nsPIDs(pid)
+		if err != nil {
+			continue
+		}
+		init := len(ns) == 2 && ns[1] == 1
+		leader := len(ns) == 1 && st.Session == pid
+		if init || leader {
+			out = append(out, runtime.Handle{Runtime: provider.RuntimeNative, PID: pid, StartTime: st.StartTime})
+		}
 	}
 	slices.SortFunc(out, func(a, b runtime.Handle) int { return a.PID - b.PID })
 	return out, nil

@@ -200,14 +200,86 @@ func (r *Runtime) waitGone(ctx context.Context, h runtime.Handle, d time.Duratio
 	}
 }
 
-// Stop sends SIGTERM to h's process group, waits up to grace on the clock,
-// then SIGKILLs the group. A process that is gone, or whose pid now names
-// another process, is left alone and is not an error.
+// Stop ends h's workload: SIGTERM, up to grace on the clock, then SIGKILL.
+// A workload under an init gets them through the init, which forwards the
+// SIGTERM to every process of its namespace; the kernel ends them all when
+// the init ends. A workload in a process group gets them as a group. A
+// process that is gone, or whose pid now names another process, is left
+// alone and is not an error.
 func (r *Runtime) Stop(ctx context.Context, h runtime.Handle, grace time.Duration) error {
 	up, err := alive(h)
 	if err != nil || !up {
 		return err
 	}
+	init, err := isInit(h.PID)
+	if gone(err) {
+		return nil
+	}
+	if err != nil {
+		return classify(phaseInspect, fmt.Sprintf("inspect process %d", h.PID), err)
+	}
+	if init {
+		return r.stopInit(ctx, h, grace)
+	}
+	return r.stopGroup(ctx, h, grace)
+}
+
+func (r *Runtime) stopInit(ctx context.Context, h runtime.Handle, grace time.Duration) error {
+	if err := signalProcess(h, unix.SIGTERM); err != nil {
+		return err
+	}
+	ended, err := r.waitGone(ctx, h, grace)
+	if err != nil || ended {
+		// The init is gone, so its namespace is empty: the kernel kills
+		// what is left of it before the init counts as ended.
+		return err
+	}
+	if err := signalProcess(h, unix.SIGKILL); err != nil {
+		return err
+	}
+	return r.awaitKill(ctx, h)
+}
+
+// awaitKill waits for a SIGKILLed workload to disappear.
+func (r *Runtime) awaitKill(ctx context.Context, h runtime.Handle) error {
+	ended, err := r.waitGone(ctx, h, killWait)
+	if err != nil {
+		return err
+	}
+	if !ended {
+		return provider.Errorf(provider.Internal, "process %d still runs %v after SIGKILL: retry the stop", h.PID, killWait)
+	}
+	return nil
+}
+
+// signalProcess sends sig to h's process alone, through a pidfd checked
+// against h's start time, so that a pid reused since cannot receive it. A
+// process that is gone is not an error.
+func signalProcess(h runtime.Handle, sig unix.Signal) error {
+	fd, err := unix.PidfdOpen(h.PID, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	if err != nil {
+		// No pidfds (kernels before 5.3): the caller's liveness check
+		// moments ago is the best there is.
+		err = unix.Kill(h.PID, sig)
+	} else {
+		defer unix.Close(fd)
+		var up bool
+		if up, err = alive(h); err != nil || !up {
+			return err
+		}
+		err = unix.PidfdSendSignal(fd, sig, nil, 0)
+	}
+	if err == nil || errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	return classify(phaseControl, fmt.Sprintf("send %s to process %d", signalName(sig), h.PID), err)
+}
+
+// stopGroup is Stop for a workload that leads its own process group.
+func (r *Runtime) stopGroup(ctx context.Context, h runtime.Handle, grace time.Duration) error {
 	// pgid == pid: Start made the workload a session leader.
 	if err := signalGroup(h.PID, unix.SIGTERM); err != nil {
 		return err
@@ -226,14 +298,7 @@ func (r *Runtime) Stop(ctx context.Context, h runtime.Handle, grace time.Duratio
 	if ended {
 		return nil
 	}
-	ended, err = r.waitGone(ctx, h, killWait)
-	if err != nil {
-		return err
-	}
-	if !ended {
-		return provider.Errorf(provider.Internal, "process %d still runs %v after SIGKILL: retry the stop", h.PID, killWait)
-	}
-	return nil
+	return r.awaitKill(ctx, h)
 }
 
 // signalGroup signals process group pgid. A group that is already empty is

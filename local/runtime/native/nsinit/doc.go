@@ -1,0 +1,55 @@
+// Package nsinit is the small init process that the native runtime runs as
+// PID 1 of each workload's own PID namespace (Linux only).
+//
+// It is this same binary re-executed: the runtime starts /proc/self/exe with
+// argv[0] set to Name, and Main, which main() and the TestMain of every test
+// binary that spawns native workloads call first, recognises that argv[0],
+// runs the init and exits. So the daemon, the simulator and the tests carry
+// the init with nothing else installed. A binary that never calls Main is not
+// used as an init: Enabled reports false and the runtime falls back to
+// process groups.
+//
+// What the init does, and nothing more:
+//   - it refuses to run unless it is PID 1, so that its kill(-1) can only
+//     ever reach its own namespace;
+//   - it starts the main command (argv after the flags) with its own
+//     environment, working directory, stdout and stderr, and stdin from
+//     /dev/null;
+//   - it forwards SIGTERM, SIGINT and SIGHUP to every process of the
+//     namespace (kill(-1, sig) from inside), unless -signals=false;
+//   - it reaps every process the namespace hands it (orphans are reparented
+//     to PID 1);
+//   - it exits as soon as the main command exits. The kernel then kills
+//     every process left in the namespace, daemonised, setsid'd and
+//     double-forked ones included: nothing of the workload outlives its init.
+//
+// # Status
+//
+// PID 1 cannot re-raise a signal on itself, so its exit status alone cannot
+// say "killed by SIGTERM" faithfully. The init reports on fd 3, a pipe whose
+// read end the spawning runtime holds, in lines:
+//
+//	start            the main command runs
+//	error <text>     the init could not start it; nothing runs
+//	exit <code>      the main command exited with code
+//	signal <number>  the main command was killed by signal number
+//
+// It also exits with the code, or 128+signal, so a reader that missed the
+// status (the daemon restarted) still sees something sensible. An init killed
+// by SIGKILL reports nothing: its own wait status says it all.
+//
+// # Forwarding and relaying (bubblewrap isolation)
+//
+// With -relay the init gives its main command a status pipe of its own as
+// fd 3 and reports what the command reports there: the runtime starts an
+// outer init whose main command is bwrap, whose command is the inner init
+// (inside the sandbox, PID 1 of bwrap's PID namespace), and the inner init's
+// status reaches the runtime through the outer one.
+//
+// -listen-fd and -forward-to make the init forward every TCP connection on an
+// inherited listener to a unix socket; -serve and -target make it listen on a
+// unix socket and forward every connection to a TCP address. The inner half
+// acknowledges a connection with one byte once it has reached the target, so
+// the outer half, and Probe, can tell a workload that serves from a listener
+// that merely accepts.
+package nsinit

@@ -1,0 +1,392 @@
+package nsinit
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Name is argv[0] of an init, or the base name of the path it runs as.
+const Name = "sandplane-nsinit"
+
+// StatusFD is the descriptor an init reports its status on.
+const StatusFD = 3
+
+// exitSetup is the init's exit code when it could not start the command.
+const exitSetup = 125
+
+var enabled atomic.Bool
+
+// Main runs the init and exits when this process was started as one (argv[0]
+// names Name). Otherwise it returns at once, and Enabled reports true from
+// then on. Call it first thing in main() and in TestMain.
+func Main() {
+	if len(os.Args) > 0 && filepath.Base(os.Args[0]) == Name {
+		os.Exit(run(os.Args[1:]))
+	}
+	enabled.Store(true)
+}
+
+// Enabled reports whether Main ran in this process, that is, whether
+// /proc/self/exe re-executed as Name runs the init rather than the program.
+func Enabled() bool { return enabled.Load() }
+
+// Config is what one init does. The zero value with Path and Args set runs
+// the command and forwards signals.
+type Config struct {
+	// Path is the executable of the main command; Args its argv.
+	Path string
+	Args []string
+	// NoSignals stops the init from forwarding SIGTERM, SIGINT and SIGHUP:
+	// for an inner init whose namespace an outer one already signals.
+	NoSignals bool
+	// Relay hands the main command a status pipe as its fd 3 and reports
+	// what it reports there.
+	Relay bool
+	// ListenFD is an inherited TCP listener whose connections go to the unix
+	// socket ForwardTo.
+	ListenFD  int
+	ForwardTo string
+	// Serve is a unix socket to listen on; its connections go to the TCP
+	// address Target.
+	Serve  string
+	Target string
+	// KeepFDs are inherited descriptors handed on to the main command at the
+	// same numbers (above StatusFD).
+	KeepFDs []int
+	// Probe makes the init exit at once, 0 when it is PID 1: the runtime's
+	// check that this platform gives it a PID namespace.
+	Probe bool
+}
+
+// Flags returns the init's command line after argv[0].
+func (c Config) Flags() []string {
+	var out []string
+	if c.Probe {
+		return []string{"-probe"}
+	}
+	if c.NoSignals {
+		out = append(out, "-signals=false")
+	}
+	if c.Relay {
+		out = append(out, "-relay")
+	}
+	if c.ListenFD > 0 {
+		out = append(out, "-listen-fd", strconv.Itoa(c.ListenFD), "-forward-to", c.ForwardTo)
+	}
+	if c.Serve != "" {
+		out = append(out, "-serve", c.Serve, "-target", c.Target)
+	}
+	for _, fd := range c.KeepFDs {
+		out = append(out, "-keep-fd", strconv.Itoa(fd))
+	}
+	out = append(out, "--", c.Path)
+	return append(out, c.Args...)
+}
+
+func parse(args []string) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	signals := fs.Bool("signals", true, "")
+	fs.BoolVar(&c.Relay, "relay", false, "")
+	fs.BoolVar(&c.Probe, "probe", false, "")
+	fs.IntVar(&c.ListenFD, "listen-fd", 0, "")
+	fs.StringVar(&c.ForwardTo, "forward-to", "", "")
+	fs.StringVar(&c.Serve, "serve", "", "")
+	fs.StringVar(&c.Target, "target", "", "")
+	fs.Func("keep-fd", "", func(s string) error {
+		fd, err := strconv.Atoi(s)
+		if err != nil || fd <= StatusFD {
+			return fmt.Errorf("keep-fd %q: want a descriptor above %d", s, StatusFD)
+		}
+		c.KeepFDs = append(c.KeepFDs, fd)
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	c.NoSignals = !*signals
+	if c.Probe {
+		return c, nil
+	}
+	rest := fs.Args()
+	if len(rest) < 2 {
+		return c, errors.New("no command: want -- PATH ARGV0 [ARG...]")
+	}
+	c.Path, c.Args = rest[0], rest[1:]
+	if (c.ListenFD > 0) != (c.ForwardTo != "") || (c.Serve != "") != (c.Target != "") {
+		return c, errors.New("-listen-fd goes with -forward-to, -serve with -target")
+	}
+	return c, nil
+}
+
+// Status is how a main command ended, or that it started.
+type Status struct {
+	Started bool
+	// Err is set when the init could not start the command.
+	Err string
+	// Exited, Code: the command exited with Code. Signal: it was killed by it.
+	Exited bool
+	Code   int
+	Signal syscall.Signal
+}
+
+// Final reports whether s says how the command ended.
+func (s Status) Final() bool { return s.Exited || s.Signal != 0 }
+
+func (s Status) line() string {
+	switch {
+	case s.Err != "":
+		return "error " + strings.ReplaceAll(s.Err, "\n", " ")
+	case s.Exited:
+		return "exit " + strconv.Itoa(s.Code)
+	case s.Signal != 0:
+		return "signal " + strconv.Itoa(int(s.Signal))
+	default:
+		return "start"
+	}
+}
+
+// exitCode is what the init exits with to say s.
+func (s Status) exitCode() int {
+	switch {
+	case s.Exited:
+		return s.Code
+	case s.Signal != 0:
+		return 128 + int(s.Signal)
+	}
+	return exitSetup
+}
+
+func statusOf(ws unix.WaitStatus) Status {
+	if ws.Signaled() {
+		return Status{Signal: ws.Signal()}
+	}
+	return Status{Exited: true, Code: ws.ExitStatus()}
+}
+
+// ParseStatus decodes one status line. ok is false for anything else.
+func ParseStatus(line string) (s Status, ok bool) {
+	word, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
+	switch word {
+	case "start":
+		return Status{Started: true}, arg == ""
+	case "error":
+		return Status{Err: arg}, arg != ""
+	case "exit":
+		n, err := strconv.Atoi(arg)
+		return Status{Exited: true, Code: n}, err == nil && n >= 0 && n < 256
+	case "signal":
+		n, err := strconv.Atoi(arg)
+		return Status{Signal: syscall.Signal(n)}, err == nil && n > 0 && n < 65
+	}
+	return Status{}, false
+}
+
+// ReadStatus reads status lines from r until EOF. It calls started with the
+// first report of whether the command started, or why not; at an EOF before
+// any, with an error that says noStart. It returns how the command ended, if
+// r said so. A line that does not parse is skipped.
+func ReadStatus(r io.Reader, started func(Status), noStart string) (final Status) {
+	sc := bufio.NewScanner(r)
+	first := true
+	for sc.Scan() {
+		s, ok := ParseStatus(sc.Text())
+		if !ok {
+			continue
+		}
+		if first && (s.Started || s.Err != "") {
+			first = false
+			started(s)
+			continue
+		}
+		if s.Final() {
+			final = s
+		}
+	}
+	if first {
+		started(Status{Err: noStart})
+	}
+	return final
+}
+
+// initProc is one running init.
+type initProc struct {
+	cfg    Config
+	status *os.File
+}
+
+func (p *initProc) report(s Status) { _, _ = io.WriteString(p.status, s.line()+"\n") }
+
+// run is the init; it returns the exit code.
+func run(args []string) int {
+	p := &initProc{status: os.NewFile(StatusFD, "status")}
+	// The status pipe is the init's alone: the workload must not hold it
+	// open (or write lies into it).
+	_, _ = unix.FcntlInt(StatusFD, unix.F_SETFD, unix.FD_CLOEXEC)
+	cfg, err := parse(args)
+	if err != nil {
+		p.report(Status{Err: "init: " + err.Error()})
+		return exitSetup
+	}
+	p.cfg = cfg
+	if cfg.Probe {
+		if os.Getpid() == 1 {
+			return 0
+		}
+		return 1
+	}
+	// kill(-1) from anything but PID 1 of its own namespace would reach
+	// every process of the user.
+	if os.Getpid() != 1 {
+		p.report(Status{Err: "init: not PID 1 of a PID namespace"})
+		return exitSetup
+	}
+	return p.serve()
+}
+
+func (p *initProc) serve() int {
+	// PID 1 gets no signal from an ancestor namespace that it does not
+	// handle, so even an init that forwards nothing must catch these.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	for _, fd := range p.cfg.KeepFDs {
+		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+	}
+	if err := p.startForwarders(); err != nil {
+		p.report(Status{Err: err.Error()})
+		return exitSetup
+	}
+	files := []uintptr{0, 1, 2}
+	var relayR, relayW *os.File
+	if p.cfg.Relay {
+		var err error
+		if relayR, relayW, err = os.Pipe(); err != nil {
+			p.report(Status{Err: "init: status pipe: " + err.Error()})
+			return exitSetup
+		}
+		files = append(files, relayW.Fd())
+	}
+	files = keep(files, p.cfg.KeepFDs)
+	pid, err := syscall.ForkExec(p.cfg.Path, p.cfg.Args, &syscall.ProcAttr{Env: os.Environ(), Files: files})
+	if relayW != nil {
+		// Only the command may hold the write end, so that EOF means it
+		// and everything it handed the pipe on to are gone.
+		relayW.Close()
+	}
+	if err != nil {
+		p.report(Status{Err: fmt.Sprintf("start %s: %v", p.cfg.Args[0], err)})
+		return exitSetup
+	}
+	mainExit := reap(pid)
+	var relayed chan Status
+	if relayR != nil {
+		relayed = p.relay(relayR)
+	} else {
+		p.report(Status{Started: true})
+	}
+	return p.wait(sigs, mainExit, relayed)
+}
+
+// keep extends files so that each of fds is passed on at its own number.
+func keep(files []uintptr, fds []int) []uintptr {
+	for _, fd := range fds {
+		for len(files) <= fd {
+			files = append(files, ^uintptr(0)) // closed in the child
+		}
+		files[fd] = uintptr(fd)
+	}
+	return files
+}
+
+// reap collects every child the namespace hands the init and sends the main
+// command's wait status on the channel it returns.
+func reap(mainPID int) <-chan unix.WaitStatus {
+	ch := make(chan unix.WaitStatus, 1)
+	go func() {
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, 0, nil)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				return // ECHILD: nothing left to reap
+			}
+			if pid == mainPID {
+				ch <- ws
+			}
+		}
+	}()
+	return ch
+}
+
+// relay passes the main command's start report on at once and sends its
+// final status, if any, once its pipe is closed.
+func (p *initProc) relay(r *os.File) chan Status {
+	ch := make(chan Status, 1)
+	go func() {
+		defer r.Close()
+		ch <- ReadStatus(r, p.report, "the sandbox ended before its command started (the stderr log says why)")
+	}()
+	return ch
+}
+
+// wait forwards signals until the main command is gone (and, relaying, its
+// status pipe is closed), reports how it ended and returns the exit code.
+func (p *initProc) wait(sigs <-chan os.Signal, mainExit <-chan unix.WaitStatus, relayed chan Status) int {
+	var ws *unix.WaitStatus
+	var final Status
+	for ws == nil || relayed != nil {
+		select {
+		case sig := <-sigs:
+			if !p.cfg.NoSignals {
+				_ = unix.Kill(-1, sig.(syscall.Signal))
+			}
+		case w := <-mainExit:
+			ws, mainExit = &w, nil
+		case final = <-relayed:
+			relayed = nil
+		}
+	}
+	if !final.Final() {
+		final = statusOf(*ws)
+	}
+	p.report(final)
+	return final.exitCode()
+}
+
+// startForwarders starts the port forwarding halves that cfg asks for.
+func (p *initProc) startForwarders() error {
+	if p.cfg.ListenFD > 0 {
+		f := os.NewFile(uintptr(p.cfg.ListenFD), "listener")
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("init: inherited listener: %w", err)
+		}
+		go forwardTCP(ln, p.cfg.ForwardTo)
+	}
+	if p.cfg.Serve != "" {
+		_ = os.Remove(p.cfg.Serve) // a socket left by the previous run
+		ln, err := net.Listen("unix", p.cfg.Serve)
+		if err != nil {
+			return fmt.Errorf("init: listen on %s: %w", p.cfg.Serve, err)
+		}
+		go forwardUnix(ln, p.cfg.Target)
+	}
+	return nil
+}

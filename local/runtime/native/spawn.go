@@ -1,0 +1,270 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/local/runtime/native/nsinit"
+	"github.com/sandplane/sandplane/provider"
+)
+
+// How workloads are contained; see runtime.Containment.
+const (
+	// ContainPIDNamespace: each workload under an init of its own, PID 1 of
+	// a new PID namespace. Its end ends every process of the workload.
+	ContainPIDNamespace = "pid-namespace"
+	// ContainProcessGroup: each workload leads a session and process group
+	// of its own; Stop signals the group, which setsid escapes.
+	ContainProcessGroup = "process-group"
+)
+
+// launch is one spawn being prepared: the command, and what it needs open
+// only until it has started.
+type launch struct {
+	cmd *exec.Cmd
+	// status is the read end of the init's status pipe; nil for a workload
+	// in a process group, which reports its exit by its wait status.
+	status *os.File
+	// forward is the unix socket behind the port of an isolated workload.
+	forward string
+	// parentEnds are the child's descriptors (the write end of the status
+	// pipe, a listener), closed here once the child holds them.
+	parentEnds []io.Closer
+}
+
+func (l *launch) closeParentEnds() {
+	for _, c := range l.parentEnds {
+		c.Close()
+	}
+	l.parentEnds = nil
+}
+
+// release closes whatever l still holds.
+func (l *launch) release() {
+	l.closeParentEnds()
+	if l.status != nil {
+		l.status.Close()
+		l.status = nil
+	}
+}
+
+// Start spawns spec's command detached, in a session of its own, with stdout
+// and stderr appended to Dir's log files, under an init of its own in a new
+// PID namespace unless the runtime falls back to process groups. It returns
+// once the command runs. ctx bounds only the spawn; the workload outlives it.
+func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
+	if err := ctx.Err(); err != nil {
+		return runtime.Handle{}, err
+	}
+	path, dir, err := r.resolve(spec)
+	if err != nil {
+		return runtime.Handle{}, err
+	}
+	env, err := environ(spec)
+	if err != nil {
+		return runtime.Handle{}, err
+	}
+	l, err := r.prepare(spec, path, dir, env)
+	if err != nil {
+		return runtime.Handle{}, err
+	}
+	defer l.release()
+	for i, name := range []string{stdoutLog, stderrLog} {
+		f, err := openLog(filepath.Join(spec.Dir, name))
+		if err != nil {
+			return runtime.Handle{}, err
+		}
+		defer f.Close()
+		// *os.File: handed to the child as is, no copying goroutine.
+		if i == 0 {
+			l.cmd.Stdout = f
+		} else {
+			l.cmd.Stderr = f
+		}
+	}
+	return r.spawn(ctx, l, spec.Command[0])
+}
+
+// prepare builds the command that runs the workload in the runtime's
+// containment and spec's isolation.
+func (r *Runtime) prepare(spec runtime.Spec, path, dir string, env []string) (*launch, error) {
+	isolation := r.isolationOf(spec)
+	if r.containment == ContainProcessGroup {
+		if isolation != IsolationNone {
+			return nil, provider.Errorf(provider.PreflightFailed,
+				"isolation %q needs PID namespaces, which this daemon cannot create (%v): set isolation: none", isolation, r.fallback)
+		}
+		return &launch{cmd: &exec.Cmd{
+			Path: path, Args: spec.Command, Env: env, Dir: dir,
+			// A new session detaches the workload from the daemon's
+			// terminal and makes its pid the process group Stop signals.
+			SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		}}, nil
+	}
+	l := &launch{}
+	cfg := nsinit.Config{Path: path, Args: spec.Command}
+	var extra []*os.File
+	if isolation == IsolationBwrap {
+		var err error
+		if cfg, extra, l.forward, err = r.planBwrap(spec, path, dir); err != nil {
+			return nil, err
+		}
+		for _, f := range extra {
+			l.parentEnds = append(l.parentEnds, f)
+		}
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		l.release()
+		return nil, classify(phaseSpawn, "make the init's status pipe", err)
+	}
+	l.status = statusR
+	l.parentEnds = append(l.parentEnds, statusW)
+	l.cmd = r.initCmd(cfg)
+	l.cmd.Env, l.cmd.Dir = env, dir
+	// fd 3 is the status pipe; the isolation's descriptors follow.
+	l.cmd.ExtraFiles = append([]*os.File{statusW}, extra...)
+	return l, nil
+}
+
+// initCmd runs an init with cfg as PID 1 of a new PID namespace (in a new
+// user namespace too when the daemon is not root, mapping the daemon's uid
+// and gid onto themselves so that the workload keeps its user and files).
+func (r *Runtime) initCmd(cfg nsinit.Config) *exec.Cmd {
+	attr := &syscall.SysProcAttr{Setsid: true, Cloneflags: syscall.CLONE_NEWPID}
+	if r.userNS {
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+	}
+	return &exec.Cmd{
+		// The binary this process runs, even if its file was replaced
+		// since: the init is always the daemon's own version.
+		Path:        "/proc/self/exe",
+		Args:        append([]string{nsinit.Name}, cfg.Flags()...),
+		SysProcAttr: attr,
+	}
+}
+
+// spawn starts l, waits until the workload runs, and records it as a child
+// of this value.
+func (r *Runtime) spawn(ctx context.Context, l *launch, name string) (runtime.Handle, error) {
+	cmd := l.cmd
+	if err := cmd.Start(); err != nil {
+		return runtime.Handle{}, classify(phaseSpawn, fmt.Sprintf("start %q", name), err)
+	}
+	l.closeParentEnds()
+	pid := cmd.Process.Pid
+	// Until cmd.Wait reaps it, the child's /proc entry stays, even if it has
+	// already exited, so its start time is always readable here.
+	st, err := readStat(pid)
+	if err != nil {
+		_ = unix.Kill(-pid, unix.SIGKILL)
+		_ = cmd.Wait()
+		return runtime.Handle{}, classify(phaseSpawn, "read the new process's start time", err)
+	}
+	final := func() nsinit.Status { return nsinit.Status{} }
+	if l.status != nil {
+		status := l.status
+		l.status = nil // awaitStart's reader owns it now
+		if final, err = awaitStart(ctx, status, pid); err != nil {
+			_ = cmd.Wait()
+			return runtime.Handle{}, err
+		}
+	}
+	c := &child{done: make(chan struct{}), forward: l.forward}
+	r.mu.Lock()
+	r.children[procKey{pid, st.StartTime}] = c
+	r.mu.Unlock()
+	go func() {
+		s := final()
+		_ = cmd.Wait() // the exit status is in ProcessState; the error only repeats it
+		c.exit = exitOfInit(s, cmd.ProcessState)
+		close(c.done)
+	}()
+	return runtime.Handle{Runtime: provider.RuntimeNative, PID: pid, StartTime: st.StartTime}, nil
+}
+
+// awaitStart reads the init's status pipe until the init reports that the
+// command runs, then goes on reading in the background: final blocks until
+// the pipe closes and returns how the command ended, if the init said so. An
+// init that cannot start the command, or ctx's end, is an error, and the
+// init has been told to end (SIGKILL: nothing of the workload runs yet).
+func awaitStart(ctx context.Context, status *os.File, pid int) (final func() nsinit.Status, err error) {
+	started := make(chan nsinit.Status, 1)
+	ended := make(chan nsinit.Status, 1)
+	go func() {
+		defer status.Close()
+		ended <- nsinit.ReadStatus(status, func(s nsinit.Status) { started <- s }, "the init ended before it started the command")
+	}()
+	var once sync.Once
+	var s nsinit.Status
+	final = func() nsinit.Status {
+		once.Do(func() { s = <-ended })
+		return s
+	}
+	select {
+	case st := <-started:
+		if st.Err == "" {
+			return final, nil
+		}
+		// The init exits after an error report; it is reaped by the caller.
+		return nil, provider.Errorf(provider.CreateFailed, "start the workload: %s", st.Err)
+	case <-ctx.Done():
+		_ = unix.Kill(pid, unix.SIGKILL)
+		return nil, ctx.Err()
+	}
+}
+
+// exitOfInit says how a workload under an init ended: as the init reported,
+// else as the init itself ended (SIGKILL, typically, from Stop).
+func exitOfInit(s nsinit.Status, ps *os.ProcessState) runtime.Exit {
+	switch {
+	case s.Exited:
+		code := s.Code
+		return runtime.Exit{Reason: fmt.Sprintf("exited: code %d", code), Code: &code}
+	case s.Signal != 0:
+		return runtime.Exit{Reason: "killed: signal " + signalName(s.Signal)}
+	}
+	return exitOf(ps)
+}
+
+// probes caches, per kind of namespace set, whether this process can start
+// an init: the platform does not change while it runs.
+var probes [2]struct {
+	once sync.Once
+	err  error
+}
+
+// probeNamespaces reports why this process cannot run workloads under an
+// init in a new PID namespace, or nil when it can.
+func probeNamespaces(userNS bool) error {
+	i := 0
+	if userNS {
+		i = 1
+	}
+	p := &probes[i]
+	p.once.Do(func() {
+		if !nsinit.Enabled() {
+			p.err = errors.New("this program does not call nsinit.Main, so it cannot be its own init")
+			return
+		}
+		cmd := (&Runtime{userNS: userNS}).initCmd(nsinit.Config{Probe: true})
+		cmd.Env = []string{}
+		if err := cmd.Run(); err != nil {
+			p.err = fmt.Errorf("start an init in a new PID namespace: %w", err)
+		}
+	})
+	return p.err
+}
