@@ -32,6 +32,15 @@ func requirePIDNamespaces(t *testing.T, r *Runtime) {
 	}
 }
 
+// useUserNS makes r start its inits in a user namespace too, as it does for
+// an unprivileged daemon.
+func useUserNS(t *testing.T, r *Runtime) {
+	t.Helper()
+	p := probeNamespaces(true)
+	require.NoError(t, p.err, "user namespaces")
+	r.userNS, r.ownProc = true, p.ownProc
+}
+
 // listenerCommand is a shell command that serves TCP on $PORT: python's
 // http.server when there is a python3, else this test binary.
 func listenerCommand(t *testing.T) string {
@@ -123,6 +132,45 @@ func inNamespace(ns string) []int {
 	})
 }
 
+// namespaceMembers lists the processes of namespace ns and the start time
+// of the newest.
+func namespaceMembers(t *testing.T, ns string) (members []int, newest uint64) {
+	t.Helper()
+	members = inNamespace(ns)
+	for _, pid := range members {
+		st, err := readStat(pid)
+		require.NoError(t, err)
+		newest = max(newest, st.StartTime)
+	}
+	return members, newest
+}
+
+// survivors lists the processes of namespace ns that started no later than
+// newest. Once freed, a namespace's number goes to the next one made on this
+// machine: only members as old as the sandbox's can be the sandbox's.
+func survivors(ns string, newest uint64) []int {
+	var out []int
+	for _, pid := range inNamespace(ns) {
+		if st, err := readStat(pid); err == nil && st.StartTime <= newest {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// hostPID is the pid, in ours, of sandbox id's process whose pid in its own
+// namespace is nsPID.
+func hostPID(t *testing.T, id string, nsPID int) int {
+	t.Helper()
+	for _, pid := range marked(id) {
+		if ns, err := nsPIDs(pid); err == nil && ns[len(ns)-1] == nsPID {
+			return pid
+		}
+	}
+	t.Fatalf("sandbox %s has no process %d", id, nsPID)
+	return 0
+}
+
 // describe names pids by their command lines, for failure messages.
 func describe(pids []int) string {
 	var b strings.Builder
@@ -197,8 +245,7 @@ func TestNothingOutlivesTheSandbox(t *testing.T) {
 				r := New(clock.Real())
 				requirePIDNamespaces(t, r)
 				if ns.userNS {
-					require.NoError(t, probeNamespaces(true), "user namespaces")
-					r.userNS = true
+					useUserNS(t, r)
 				}
 				root := t.TempDir()
 				spec := newSpec(t, root, "sh", "-c", escapeScript(listener))
@@ -218,25 +265,12 @@ func TestNothingOutlivesTheSandbox(t *testing.T) {
 				// init, the main sleep, the nohup'd and the setsid'd sleeps,
 				// the server (python3 may be behind a shim that adds more).
 				require.GreaterOrEqual(t, len(procs), 5, "the escape script did not start everything")
-				members := inNamespace(ns)
+				members, newest := namespaceMembers(t, ns)
 				assert.ElementsMatch(t, procs, members, "every process of the sandbox is in its namespace")
-				var newest uint64
-				for _, pid := range members {
-					st, err := readStat(pid)
-					require.NoError(t, err)
-					newest = max(newest, st.StartTime)
-				}
 
 				tt.end(t, r, root, h)
 
-				// Once freed, a namespace's number goes to the next one made
-				// on this machine: count only members as old as the sandbox's.
-				var left []int
-				for _, pid := range inNamespace(ns) {
-					if st, err := readStat(pid); err == nil && st.StartTime <= newest {
-						left = append(left, pid)
-					}
-				}
+				left := survivors(ns, newest)
 				assert.Empty(t, left, "processes of the sandbox's namespace outlived it: %s", describe(left))
 				left = marked(spec.SandboxID)
 				assert.Empty(t, left, "processes of the sandbox outlived it: %s", describe(left))
@@ -301,8 +335,7 @@ func TestWorkloadKeepsTheDaemonsUser(t *testing.T) {
 			r := New(clock.Real())
 			requirePIDNamespaces(t, r)
 			if userNS {
-				require.NoError(t, probeNamespaces(true), "user namespaces")
-				r.userNS = true
+				useUserNS(t, r)
 			}
 			spec := newSpec(t, "", "sh", "-c", `echo "$(id -u) $(id -g)"; touch made-here`)
 			h := start(t, r, spec)

@@ -63,19 +63,8 @@ func (r *Runtime) isolationOf(spec runtime.Spec) string {
 // for bwrap, that this daemon has PID namespaces, that bwrap is installed,
 // and that it can create its namespaces. preflight_failed, naming the fix.
 func (r *Runtime) preflightIsolation(ctx context.Context, spec runtime.Spec, path string) error {
-	switch iso := r.isolationOf(spec); iso {
-	case IsolationNone:
-		return nil
-	case IsolationBwrap:
-	default:
-		return provider.Errorf(provider.PreflightFailed, "isolation %q is not known: use %q or %q", iso, IsolationNone, IsolationBwrap)
-	}
-	if r.containment != ContainPIDNamespace {
-		return provider.Errorf(provider.PreflightFailed,
-			"isolation bwrap needs PID namespaces, which this daemon cannot create (%v): set isolation: none", r.fallback)
-	}
-	if spec.Port <= 0 || spec.Port > 65535 {
-		return provider.Errorf(provider.PreflightFailed, "isolation bwrap forwards the sandbox port, and port %d is not one", spec.Port)
+	if err := r.checkIsolation(spec); err != nil || r.isolationOf(spec) == IsolationNone {
+		return err
 	}
 	if r.bwrapOK.Load() {
 		return nil
@@ -98,6 +87,26 @@ func (r *Runtime) preflightIsolation(ctx context.Context, spec runtime.Spec, pat
 			err, strings.TrimSpace(stderr.String()), usernsFix())
 	}
 	r.bwrapOK.Store(true)
+	return nil
+}
+
+// checkIsolation is what Preflight and Start both check of spec's isolation,
+// short of running bwrap.
+func (r *Runtime) checkIsolation(spec runtime.Spec) error {
+	switch iso := r.isolationOf(spec); iso {
+	case IsolationNone:
+		return nil
+	case IsolationBwrap:
+	default:
+		return provider.Errorf(provider.PreflightFailed, "isolation %q is not known: use %q or %q", iso, IsolationNone, IsolationBwrap)
+	}
+	if r.containment != ContainPIDNamespace {
+		return provider.Errorf(provider.PreflightFailed,
+			"isolation bwrap needs PID namespaces, which this daemon cannot create (%v): set isolation: none", r.fallback)
+	}
+	if spec.Port <= 0 || spec.Port > 65535 {
+		return provider.Errorf(provider.PreflightFailed, "isolation bwrap forwards the sandbox port, and port %d is not one", spec.Port)
+	}
 	return nil
 }
 

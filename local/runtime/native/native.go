@@ -48,6 +48,8 @@ type Runtime struct {
 	// userNS adds a user namespace to the PID namespace: an unprivileged
 	// daemon may create a PID namespace only inside one.
 	userNS bool
+	// ownProc gives each init a mount namespace with a /proc of its own.
+	ownProc bool
 	// isolation applies to specs that name none.
 	isolation string
 	// bwrapOK is set once bubblewrap has proven it can isolate here.
@@ -109,7 +111,8 @@ func New(clk clock.Clock, opts ...Option) *Runtime {
 		o(r)
 	}
 	if r.containment == "" {
-		r.containment, r.fallback = ContainPIDNamespace, probeNamespaces(r.userNS)
+		p := probeNamespaces(r.userNS)
+		r.containment, r.fallback, r.ownProc = ContainPIDNamespace, p.err, p.ownProc
 		if r.fallback != nil {
 			r.containment = ContainProcessGroup
 		}

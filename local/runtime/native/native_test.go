@@ -161,11 +161,9 @@ func TestStopSweepsTheGroup(t *testing.T) {
 	for _, mode := range containments {
 		t.Run(mode, func(t *testing.T) {
 			r := New(clock.Real(), WithContainment(mode))
-			// The leader ends on SIGTERM at once; its child ignores it. The
-			// child reads its pid from /proc, which is the host's: $! would
-			// be its pid in the workload's namespace.
+			// The leader ends on SIGTERM at once; its child ignores it.
 			spec := newSpec(t, "", "sh", "-c",
-				`(trap "" TERM; read -r stat < /proc/self/stat; echo "child ${stat%% *}"; echo ready; exec sleep 30) & wait`)
+				`(trap "" TERM; exec sh -c 'echo "child $$"; echo ready; exec sleep 30') & wait`)
 			h := start(t, r, spec)
 			waitForLog(t, r, h, spec.Dir, "ready")
 			out, _, err := r.Logs(testCtx(t), h, spec.Dir)
@@ -177,6 +175,8 @@ func TestStopSweepsTheGroup(t *testing.T) {
 					require.NoError(t, err)
 				}
 			}
+			// $$ is the child's pid in the workload's namespace.
+			childPID = hostPID(t, spec.SandboxID, childPID)
 			require.Positive(t, childPID)
 			childStat, err := readStat(childPID)
 			require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -98,12 +99,11 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 // prepare builds the command that runs the workload in the runtime's
 // containment and spec's isolation.
 func (r *Runtime) prepare(spec runtime.Spec, path, dir string, env []string) (*launch, error) {
+	if err := r.checkIsolation(spec); err != nil {
+		return nil, err
+	}
 	isolation := r.isolationOf(spec)
 	if r.containment == ContainProcessGroup {
-		if isolation != IsolationNone {
-			return nil, provider.Errorf(provider.PreflightFailed,
-				"isolation %q needs PID namespaces, which this daemon cannot create (%v): set isolation: none", isolation, r.fallback)
-		}
 		return &launch{cmd: &exec.Cmd{
 			Path: path, Args: spec.Command, Env: env, Dir: dir,
 			// A new session detaches the workload from the daemon's
@@ -139,14 +139,23 @@ func (r *Runtime) prepare(spec runtime.Spec, path, dir string, env []string) (*l
 
 // initCmd runs an init with cfg as PID 1 of a new PID namespace (in a new
 // user namespace too when the daemon is not root, mapping the daemon's uid
-// and gid onto themselves so that the workload keeps its user and files).
+// and gid onto themselves so that the workload keeps its user and files),
+// and, when this platform allows, in a mount namespace with its own /proc.
 func (r *Runtime) initCmd(cfg nsinit.Config) *exec.Cmd {
 	attr := &syscall.SysProcAttr{Setsid: true, Cloneflags: syscall.CLONE_NEWPID}
+	if r.ownProc {
+		cfg.MountProc = true
+		attr.Cloneflags |= syscall.CLONE_NEWNS
+	}
 	if r.userNS {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
+		if r.ownProc {
+			// Only to mount /proc; the init drops it before it forks.
+			attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
+		}
 	}
 	return &exec.Cmd{
 		// The binary this process runs, even if its file was replaced
@@ -240,16 +249,24 @@ func exitOfInit(s nsinit.Status, ps *os.ProcessState) runtime.Exit {
 	return exitOf(ps)
 }
 
-// probes caches, per kind of namespace set, whether this process can start
-// an init: the platform does not change while it runs.
-var probes [2]struct {
-	once sync.Once
-	err  error
+// platform is what this process can give a workload, probed once: the
+// platform does not change while it runs.
+type platform struct {
+	// err says why there are no PID namespaces; nil when there are.
+	err error
+	// ownProc: the init can mount a /proc of its own.
+	ownProc bool
 }
 
-// probeNamespaces reports why this process cannot run workloads under an
-// init in a new PID namespace, or nil when it can.
-func probeNamespaces(userNS bool) error {
+var probes [2]struct {
+	once sync.Once
+	platform
+}
+
+// probeNamespaces learns whether this process can start an init in a new PID
+// namespace (with a user namespace when userNS), and whether the init can
+// mount its own /proc there.
+func probeNamespaces(userNS bool) platform {
 	i := 0
 	if userNS {
 		i = 1
@@ -260,11 +277,26 @@ func probeNamespaces(userNS bool) error {
 			p.err = errors.New("this program does not call nsinit.Main, so it cannot be its own init")
 			return
 		}
-		cmd := (&Runtime{userNS: userNS}).initCmd(nsinit.Config{Probe: true})
-		cmd.Env = []string{}
-		if err := cmd.Run(); err != nil {
-			p.err = fmt.Errorf("start an init in a new PID namespace: %w", err)
+		try := func(ownProc bool) error {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			cmd := (&Runtime{userNS: userNS, ownProc: ownProc}).initCmd(nsinit.Config{Probe: true})
+			cmd.Env, cmd.ExtraFiles = []string{}, []*os.File{w}
+			err = cmd.Run()
+			w.Close()
+			if err != nil {
+				var report strings.Builder
+				nsinit.ReadStatus(r, func(s nsinit.Status) { report.WriteString(s.Err) }, "")
+				return fmt.Errorf("start an init in a new PID namespace: %w %s", err, report.String())
+			}
+			return nil
+		}
+		if p.ownProc = try(true) == nil; !p.ownProc {
+			p.err = try(false)
 		}
 	})
-	return p.err
+	return p.platform
 }

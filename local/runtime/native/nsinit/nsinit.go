@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -66,16 +67,25 @@ type Config struct {
 	// KeepFDs are inherited descriptors handed on to the main command at the
 	// same numbers (above StatusFD).
 	KeepFDs []int
-	// Probe makes the init exit at once, 0 when it is PID 1: the runtime's
-	// check that this platform gives it a PID namespace.
+	// MountProc makes the init's mounts private and mounts a /proc of its
+	// PID namespace over the inherited one, which shows another namespace's
+	// processes by pids that mean nothing inside. The runtime starts the
+	// init in a mount namespace of its own for it.
+	MountProc bool
+	// Probe makes the init exit at once, 0 when it is PID 1 (and could mount
+	// /proc, with MountProc): the runtime's check of what this platform
+	// gives it.
 	Probe bool
 }
 
 // Flags returns the init's command line after argv[0].
 func (c Config) Flags() []string {
 	var out []string
+	if c.MountProc {
+		out = append(out, "-mount-proc")
+	}
 	if c.Probe {
-		return []string{"-probe"}
+		return append(out, "-probe")
 	}
 	if c.NoSignals {
 		out = append(out, "-signals=false")
@@ -103,6 +113,7 @@ func parse(args []string) (Config, error) {
 	signals := fs.Bool("signals", true, "")
 	fs.BoolVar(&c.Relay, "relay", false, "")
 	fs.BoolVar(&c.Probe, "probe", false, "")
+	fs.BoolVar(&c.MountProc, "mount-proc", false, "")
 	fs.IntVar(&c.ListenFD, "listen-fd", 0, "")
 	fs.StringVar(&c.ForwardTo, "forward-to", "", "")
 	fs.StringVar(&c.Serve, "serve", "", "")
@@ -243,19 +254,34 @@ func run(args []string) int {
 		return exitSetup
 	}
 	p.cfg = cfg
-	if cfg.Probe {
-		if os.Getpid() == 1 {
-			return 0
-		}
-		return 1
-	}
 	// kill(-1) from anything but PID 1 of its own namespace would reach
 	// every process of the user.
 	if os.Getpid() != 1 {
 		p.report(Status{Err: "init: not PID 1 of a PID namespace"})
 		return exitSetup
 	}
+	if cfg.MountProc {
+		if err := mountProc(); err != nil {
+			p.report(Status{Err: "init: " + err.Error()})
+			return exitSetup
+		}
+	}
+	if cfg.Probe {
+		return 0
+	}
 	return p.serve()
+}
+
+// mountProc mounts a /proc of the init's PID namespace, in the init's own
+// mount namespace: private first, so that nothing propagates to the host.
+func mountProc() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make the mounts private: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	return nil
 }
 
 func (p *initProc) serve() int {
@@ -281,6 +307,12 @@ func (p *initProc) serve() int {
 		files = append(files, relayW.Fd())
 	}
 	files = keep(files, p.cfg.KeepFDs)
+	// An unprivileged daemon starts the init with CAP_SYS_ADMIN as an
+	// ambient capability of its user namespace, to mount /proc. The
+	// command must not inherit it (bwrap refuses to run with it): clear it
+	// on the thread that forks.
+	runtime.LockOSThread()
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
 	pid, err := syscall.ForkExec(p.cfg.Path, p.cfg.Args, &syscall.ProcAttr{Env: os.Environ(), Files: files})
 	if relayW != nil {
 		// Only the command may hold the write end, so that EOF means it
