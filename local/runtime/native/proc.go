@@ -128,6 +128,38 @@ func isInit(pid int) (bool, error) {
 	return len(ns) == 2 && ns[1] == 1, nil
 }
 
+// ended reports whether h's process has ended for good: its pid is gone or
+// names another process, or it is a zombie whose every thread has exited.
+// Until then a zombie leader is still ending: a multithreaded init shows a
+// zombie leader while its other threads exit, and only the last of them
+// empties its namespace.
+func ended(h runtime.Handle) (bool, error) {
+	if h.PID <= 0 {
+		return true, nil
+	}
+	st, err := readStat(h.PID)
+	if gone(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, classify(phaseInspect, fmt.Sprintf("inspect process %d", h.PID), err)
+	}
+	if st.StartTime != h.StartTime {
+		return true, nil
+	}
+	if !st.Zombie() {
+		return false, nil
+	}
+	tasks, err := os.ReadDir(procRoot + "/" + strconv.Itoa(h.PID) + "/task")
+	if gone(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, classify(phaseInspect, fmt.Sprintf("inspect process %d", h.PID), err)
+	}
+	return len(tasks) <= 1, nil
+}
+
 // hasVar reports whether environ (NUL-separated, as in /proc/PID/environ)
 // holds exactly the entry kv.
 func hasVar(environ []byte, kv string) bool {

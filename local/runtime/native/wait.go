@@ -101,8 +101,8 @@ func (r *Runtime) Wait(ctx context.Context, h runtime.Handle) (runtime.Exit, err
 	}
 	// The pidfd names whoever holds the pid now. Checking the start time
 	// after opening it proves it names h's process.
-	up, err := alive(h)
-	if err != nil || !up {
+	done, err := ended(h)
+	if err != nil || done {
 		unix.Close(fd)
 		if err != nil {
 			return runtime.Exit{}, err
@@ -166,11 +166,11 @@ func (r *Runtime) pollGone(ctx context.Context, h runtime.Handle) (runtime.Exit,
 	t := r.clk.NewTicker(pollEvery)
 	defer t.Stop()
 	for {
-		up, err := alive(h)
+		done, err := ended(h)
 		if err != nil {
 			return runtime.Exit{}, err
 		}
-		if !up {
+		if done {
 			return goneExit(), nil
 		}
 		select {
@@ -208,8 +208,16 @@ func (r *Runtime) waitGone(ctx context.Context, h runtime.Handle, d time.Duratio
 // alone and is not an error.
 func (r *Runtime) Stop(ctx context.Context, h runtime.Handle, grace time.Duration) error {
 	up, err := alive(h)
-	if err != nil || !up {
+	if err != nil {
 		return err
+	}
+	if !up {
+		// Exited, but perhaps still ending: wait until it has, so that
+		// what Stop promises holds when it returns.
+		if done, err := ended(h); err != nil || done {
+			return err
+		}
+		return r.awaitKill(ctx, h)
 	}
 	init, err := isInit(h.PID)
 	if gone(err) {
