@@ -193,7 +193,7 @@ func testDockerLifecycle(t *testing.T, env *dockerEnv) {
 	assert.Equal(t, env.image, c.Config.Image)
 	assert.Equal(t, d.Root, c.Config.Labels[docker.LabelRoot])
 	assert.Equal(t, "http://127.0.0.1:"+strconv.Itoa(s.Port), s.PreviewUrl)
-	workloadPID(t, d.P, s) // the toolbox knows its sandbox
+	checkToolbox(t, d.P, s) // the toolbox knows its sandbox
 
 	got := execute(t, d.P, s, "echo kept > state.txt; pwd; echo $CALLBACK_URL; echo token=$SECRET_TOKEN")
 	require.Zero(t, got.ExitCode, got.Result)
@@ -275,7 +275,7 @@ func testDockerKilledFromOutside(t *testing.T, env *dockerEnv) {
 	restarted, err := d.P.Start(context.Background(), s.Id)
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, restarted.State)
-	workloadPID(t, d.P, restarted)
+	checkToolbox(t, d.P, restarted)
 }
 
 func testDockerDaemonRestart(t *testing.T, env *dockerEnv) {
@@ -297,7 +297,7 @@ func testDockerDaemonRestart(t *testing.T, env *dockerEnv) {
 	after := env.sandboxContainer(t, keep.Id)
 	assert.Equal(t, before.ID, after.ID)
 	assert.Equal(t, before.State.StartedAt, after.State.StartedAt, "adopted, not restarted")
-	workloadPID(t, d2.P, got)
+	checkToolbox(t, d2.P, got)
 	gone := eventuallyState(t, d2.P, "lost", provider.StateStopped)
 	assert.Equal(t, "daemon restart: process gone", gone.ErrorReason)
 

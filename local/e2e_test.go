@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,8 +63,8 @@ func toolboxDo(t *testing.T, p *local.Provider, s *provider.Sandbox, method, pat
 	return resp
 }
 
-// workloadPID asks the sandbox's toolbox for its pid.
-func workloadPID(t *testing.T, p *local.Provider, s *provider.Sandbox) int {
+// checkToolbox asks the sandbox's toolbox which sandbox it serves.
+func checkToolbox(t *testing.T, p *local.Provider, s *provider.Sandbox) {
 	t.Helper()
 	resp := toolboxDo(t, p, s, http.MethodGet, "/api/info", "")
 	defer resp.Body.Close()
@@ -73,7 +75,51 @@ func workloadPID(t *testing.T, p *local.Provider, s *provider.Sandbox) int {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
 	require.Equal(t, s.Id, info.SandboxID)
 	require.NotZero(t, info.PID, "the token reveals the pid")
-	return info.PID
+}
+
+// workloadPID is the pid the daemon tracks for sandbox s, once its toolbox
+// answers for s: the init of the sandbox's PID namespace (the toolbox's own
+// pid is one inside that namespace), or the leader of its process group
+// where the daemon has no namespaces.
+func workloadPID(t *testing.T, p *local.Provider, s *provider.Sandbox) int {
+	t.Helper()
+	checkToolbox(t, p, s)
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	marker := "SANDPLANE_SANDBOX_ID=" + s.Id
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), marker) || !running(pid) {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(status)) {
+			if nspid, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				f := strings.Fields(nspid)
+				if len(f) == 2 && f[1] == "1" || len(f) == 1 && sessionLeader(pid) {
+					return pid
+				}
+			}
+		}
+	}
+	t.Fatalf("no process of sandbox %s runs", s.Id)
+	return 0
+}
+
+func sessionLeader(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 3 && fields[3] == strconv.Itoa(pid)
 }
 
 func eventuallyState(t *testing.T, p provider.Provider, id string, want provider.State) *provider.Sandbox {

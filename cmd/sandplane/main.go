@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandplane/sandplane/local/runtime/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -16,6 +17,9 @@ import (
 var version = ""
 
 func main() {
+	// A native sandbox's init is this binary re-executed: it runs here and
+	// exits, before anything else.
+	nsinit.Main()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRootCmd().ExecuteContext(ctx); err != nil {

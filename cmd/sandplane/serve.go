@@ -115,7 +115,11 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer unlock()
 
 	clk := clock.Real()
-	runtimes := map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: native.New(clk)}
+	nat := native.New(clk, native.WithIsolation(cfg.Isolation))
+	if err := nat.ContainmentFallback(); err != nil {
+		log.Warn("native sandboxes are contained by process groups only: a process that calls setsid outlives its sandbox", "reason", err)
+	}
+	runtimes := map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: nat}
 	if d, err := docker.New(clk); err != nil {
 		log.Warn("docker runtime disabled", "err", err)
 	} else {
@@ -155,7 +159,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer m.Close()
-	srv, err := daemon.New(daemon.Options{Manager: m, Hub: hub, Version: versionString(), Token: cfg.Token, Clock: clk, Logger: log})
+	srv, err := daemon.New(daemon.Options{Manager: m, Hub: hub, Version: versionString(), Token: cfg.Token, Clock: clk, Logger: log,
+		Containment: nat.Containment()})
 	if err != nil {
 		return err
 	}

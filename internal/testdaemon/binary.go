@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/sandplane/sandplane/local/runtime/native/nsinit"
 )
 
 const mainPackage = "github.com/sandplane/sandplane/cmd/sandplane"
@@ -52,6 +54,8 @@ func build() {
 // Main runs the tests of m and removes the binary they built, if any; it
 // returns m's exit code.
 func Main(m *testing.M) int {
+	// A test binary that runs native sandboxes in-process is their init.
+	nsinit.Main()
 	code := m.Run()
 	built.once.Do(func() {}) // waits for a build under way; none starts after
 	if built.dir != "" {

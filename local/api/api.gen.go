@@ -105,6 +105,24 @@ func (e EventType) Valid() bool {
 	}
 }
 
+// Defines values for InfoContainment.
+const (
+	PidNamespace InfoContainment = "pid-namespace"
+	ProcessGroup InfoContainment = "process-group"
+)
+
+// Valid indicates whether the value is a known member of the InfoContainment enum.
+func (e InfoContainment) Valid() bool {
+	switch e {
+	case PidNamespace:
+		return true
+	case ProcessGroup:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Runtime.
 const (
 	Docker Runtime = "docker"
@@ -237,6 +255,9 @@ type Info struct {
 	// ApiVersion The major version of this contract ("v1").
 	ApiVersion string `json:"apiVersion"`
 
+	// Containment How native sandboxes are contained. pid-namespace: each runs under an init in its own PID namespace, and the kernel ends every process of it when it stops. process-group: the fallback where namespaces are unavailable; a process that calls setsid outlives its sandbox.
+	Containment InfoContainment `json:"containment,omitempty"`
+
 	// Minute The length of one interval minute, as a Go duration ("1m0s").
 	Minute string `json:"minute,omitempty"`
 
@@ -251,6 +272,9 @@ type Info struct {
 	// Warnings What the daemon found and left alone that its user should look at (folders in the root that are not sandboxes).
 	Warnings []string `json:"warnings,omitempty"`
 }
+
+// InfoContainment How native sandboxes are contained. pid-namespace: each runs under an init in its own PID namespace, and the kernel ends every process of it when it stops. process-group: the fallback where namespaces are unavailable; a process that calls setsid outlives its sandbox.
+type InfoContainment string
 
 // PreviewUrl defines model for PreviewUrl.
 type PreviewUrl struct {
@@ -3872,64 +3896,66 @@ func (sh *strictHandler) StopSandbox(w http.ResponseWriter, r *http.Request, idO
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fr/b9s6kv9XBrwFmgCy46Rp7zZBcfBrs0WwvbZI8vr2rurFjDS2+CKRKkk58Qv8vx+GpGTJlpP2JTns",
-	"3W8OQw3n+3xmyDuWqKJUEqU17OiOlVzzAi1q99dp+kl/5AXS7xRNokVphZLsiF1kCIbL9ErdgkgjUBqE",
-	"NSB5gUMWMUF7Sm4zFjHpCDBR04qYxu+V0JiyI6srjJhJMiw4HVLw2w8oZzZjR/sH/xaxQsjm74jZRUmU",
-	"jNVCzthyuSRSplTSoGP3RGul6UeipEVp6Scvy1wknNje+90Q73et8/6iccqO2L/srbSw5/9r9hy1s0Df",
-	"n9bVwVgC0p4ho/+Fz4jquLLq3KryDL9XaDwbaSroM55/1qpEbQWxPOW5wYiVraU7JqRFPef5ptL/Q8jK",
-	"ojmGEaTC8KscDfDKqoGxqiS1F0KKoirY0ahRFlGboWZeWbXev65O+dZsVVe/Y2LZMmJvNXKL596+f04K",
-	"HnRwulWa0zRHKLxIcIVTpXElTVvGY7AZQsqxUBJSnPIqt3CToQR+ZVDaBySP2O1gpga0OjDXohyo0ssw",
-	"KJXTQpBgGTGU8y/cu36/qHfrPrjuEydyLrSSBUoLauoYv1H6Olc8HcIXnldoQOIcNWjkSQYccjUjATZs",
-	"INJNlb3leY56kGTKoASRHsMMJWpuMV1XSMmtRU0f/fdXPvhjPPiv0eCv31Y/L4eDb3ej6PXB8i8s2pQq",
-	"51eY36uIdqiODg6jhzQztlAoY+H14TFc48IA1wj7g4NXr+FqQS5wI2ymKgsv3rygdPIirkajg9cvIph7",
-	"tfFAgE5zJue3bY5eH/YoUfYmr1+l+F4h8ELJGeRi3qQy8rXgYAascuYT6ROoU1fSCs/KfSnnLGyjdCJ5",
-	"aTJlN7kfQ84rmWRQajUVOcJUq6IdIomSUzE7hpgFWWK2ES5reXY9s/ao8kRavXAR80HNfK3o+IOqbFn1",
-	"sGtsSladqjxXN5jC1QKMTVHrYZ+i/L96A80T6vnXWmYLjDQfNET7Mp1L8r+odLEpUKJS/KEa8ZY2LiNW",
-	"oDF81uNvv2Xcwg2lhBtNLsclhSu35GKpAn5FChK2RyFrojmWVgdtFehtYL3LhlT2cqoqmcLh6DACnmvk",
-	"6eISb4WxBg5Hf41AyDnPRXrJ9axyOexwNIpiOeUix/Sy1Jgo6dOB319qnOZiltlLvwUODw4iSFz5qJde",
-	"ORKVNFVZKm3dyn4EleRzLnLK8PBq9NItVDZDaalcE6nRfhTLEnUhjBFKXqYohVt/GYFGoyqd4CXeZrwy",
-	"bv+BE4DClOd06jCWjHI6lYWvK+lZxLqiO7zSlZtFrEdmygNrArOIdaRlEWtJ6v5qxPR/tWUkguvyOXy0",
-	"Lpxj0UvWsvoqNrpYZcOVsQZGD/qyC4V1t/Of93rbPMCs7nkhnbrykeefpuzo6/1nB6hxKqeKLb9F94BN",
-	"ynNIp4IwPnKGP1Phm0S/GR5/U3pVBy41ljlPMI3oNL2AgtskE3JWb3Eo12JhHlJrR7RGhVxrvnBZDb/3",
-	"QCNJTmUIFy1ASYQStZfaY6Hz85NQl6ZKF9x6tPP6kG3Cvoh5X7pX3iFPrJgLu4h8XrqqihJTEBZ2NE41",
-	"miyCorIORVPQq9vFbm/6rotcw1bKLQ7cat9ut/CAV5LUF7Rx3StJc4FGOHirh16Eg+pcsGlm1rjG0Mdz",
-	"e8VYrtdXVFl2VlLMsbun1mlrqSpTR7ovhJ2DbEQSL8UX1Eb4xmUzLAr+u9Iw91s84hSGEIDVPLGwE7P5",
-	"fsz6jeWxdz/d3KEDIkjuVzcLAa5HwA1weK8grbRzCjpovxiZbUf147BxfsMXBmKnnzLnEmN2DFwurIs0",
-	"zA2Cks7jKZ+6iAfzvXJYrPec0qPmzSDQStl3oh9YBHDmm68fCekWTNsI5wDbusS2eP7qs/nKxht7b7iW",
-	"Qs7MFlzRAn6+uBO6yHFqgedkO0ubqDevDGowmaryFHKlrglQ70xVnqI2ILyaSU3+C0LnUtlVRtztZLwH",
-	"JFoLVen7/lrKqO3WfUH7WeNc4M2vOt+MCKuuUd47kHhhwGCi0To/VRLe8YVVkh+BQemympc2lpN/DML/",
-	"BuHIwQWRn0CGPEXtepJQALRvgwmzTSqdT4ZwQSSafjR0ebAzabwZrFL5lbqd7ILGaUX5PFBpup1YCnsM",
-	"ymZ0WCBhYIZkMuJ+cj7++O7zh/HHk0v69cunf1xefPr7yceJBzcbZqi8yu6HkbQpCorsU/8ZGvEH/rm+",
-	"Pykr1x3W/fh+X0lKhbneNOF78Uu7k+/9ssBC6cWf+bavpzlbtWUNTORWzMlZU5Vco+5N1e2SvpmxHz/4",
-	"KJDLMCYY9pb0UKLG9sdrLXqEyE1fJfktW7jwr0FWzo2FUOOoF/fYNoKp0oC3vChzhNhJehl2xYz2xQxv",
-	"hcX0CKhTgf2Y9WbpTpL+mZnDtqyzsihxPg6F92fUUxeozYqitO3PNpky1teltUEPmfAmo848KKffiGUn",
-	"ya0bBDV2iDYV0M2NqJ04BixKu9h61FNNH3oacW7xB2HvudtLiclDnx+3yfq8Mq1HyTUDK7la/DZeFCzX",
-	"UXM7cNocbbhNtBnFfXkyyPhBmJ4eqCmVj+8S1lXhCN7D0HltoAbvEoAlrUashWXJY+rFGs6maKxWC/d7",
-	"ve1rWcZgUmlhF+fEvpf3CrlGPa5stunOZ4F7UDJf+FlUC7bccAOBLV9wObjaRL7s9EOHe/IrN8msLf1Q",
-	"XoQ03ANilSqveHIN48+nFKStymxQz3ECO3X5JnJHe3v7B/86HA1Hw/2jw9HBq735/u4wlhcEqd2kTRif",
-	"JoWcUci5xspFv65s5rKjC1lBsbso0Rz57XSWjqVD0VOeYOSW3ytIckGdLCE2WilUirnDYrlKeL7HS+Fw",
-	"2GrI60Z9wg5jGcsTB0uckYixyV3sLRazI7iL3ayIfsZsOBzGLIK4nhu1VpdLj2N8vhaEljCWIZ+VWs0F",
-	"oSB/Bm0xx2CQdtcOPAwOPGzmTp43nmRA0eC7A4pb06E5/FwTL9BmKvWgM+FaCzQeosVycjuo9w/8tskx",
-	"OQfBsGvE0pO0N4pUZiyWARQJmzt/bazt1Om7IpWDW2vB0SO2T8GjSpS8FOyIvRyOhi/90Ddzvr3nem/6",
-	"uYzYXu1wM+ypDJ9KlM0oOzhyBEYFVE0KuEJIuASLeU79TMOlD4dYOiOvGh3X8kvSSaby1PgYIo1GTd9H",
-	"DrSC1MNY/kZh5JRD58OO0j7qpOvmTBgRVxrTXads40xKHaxXYWO605TAFVqXmNau2w5Goye7bPOJb/OO",
-	"7aJJE0N/peDCdRu1hj0/zPKpqioKTpCRnaYorbCLul57uh7VOLMYp0iqGwOnfEjRYkKc+BnTmjO6QY1j",
-	"O2J7ncFSr2f8TeS2bikmrkoN/37yn2++jD/8ejKB7xVF8+r6FXbwljp4N3eKYPzx3QDT3SiWbQw2+XdP",
-	"R2kxE/JNkgt/aeJXLfLiDZ8M4dyPXa8WfjJLHkN1s8/UVMvOG1Ge0eDt2rnF7o1KH296OmZFL4J6QJgv",
-	"KLFb1F49HjtsM7bnlYCF6buWkeaG7HYw2gclE+wAasrPocRNhvCJInbhUHUVYF4d+1rluQFXtFzb6Sch",
-	"wkIqUtgptUrQmMj5aASp0JhYpRe7PgN4DmI5WZ9ST2DHdfehhU24pNZeVxIIZ0bU6LtzXCUu+Y2kvKB0",
-	"LCed4XYg00BS4okIJapAqMrdPofqXCWHu380tr5yeRJf6r2uXnZhk9UVLjf8ef+p/fm+PFZjnGaC/Fiv",
-	"9nKHGkJu5i6WuLBAwDh3U5/GWL51SBfbvNsTW0tme3f1s42l93gqEe62r2Pkd269beSOlg83o8V/4R+O",
-	"WNfskO/VfmgV+KMeryMC8Z1QJB1pLNQcKaxcNiY9NbE0hNMUi1LZcFXapyvPPfEWMv1Gvdyqi9H/qsc9",
-	"ztP6RH+PPge23gltudtZbdlr3hEtv21zrz3quKgPWX+F9FPUV8m5a5FztOP1ju55ctH6258fSkP/l5yi",
-	"FVpowwuJH3zIM4R3Cl2Ug0bT/jrJVXK9Ldr6jLc1Te1h805hkIeHCtuCdO1JwzOaZe2kLZYhfh9vluZW",
-	"YDU60tR6ppHPdn42Dijn9csajSlPrB8e9RlgnfvnCP8wphmEAfY2k31uT3PWuNhUqJ+ZSSPSDhzbfORT",
-	"Fwf6oHm/6CD56gFjmCd1Hiv6afPrV69evnpg+vztGb2rpZQez1rNEjdGiKunQ5ky9inLRM3S2YfncZdw",
-	"LT1oLlmfo2qc+UPGq4vch4HNGSZKpxRLj43js54UCTvdSeVuM2pIMi5n7n2C5Ra3RfK6RMt7FGzEH/hM",
-	"aiXSz9sSdK+w/h8X4XGSYEldBeFaMZOKWlk378oXsGM1dQPelqfmo1Ll7jFotJWWpp34tvuL84LtbuJ6",
-	"mueBbET5nwRGP3Xjdoauy6bOLVyyNYMC6bqRkvCRnmPa7kvGINVAlX6SF3jaipmcXe6z23MhbavKfxar",
-	"dVT7hK3k6qLPjW5qC1FpvcbSglHePG7Mq4Othd1uKxWuMuprFbLFMureqXz9Rkr3dwneWA4qsW03F1Q9",
-	"/ycAAP//",
+	"3Fr/b9u4kv9XBrwHNAFkxUnT3r0Ei4N3m7cXvF5bJN3dd1f1YkYa29xQpEpSdryB//fDkJIsWXLa3TaH",
+	"vfebw1DD+T6fGfKBpTovtELlLDt7YAU3PEeHxv91mb01b3iO9DtDmxpROKEVO2PvFwiWq+xW34PIItAG",
+	"hLOgeI4xi5igPQV3CxYx5QkwUdOKmMFPpTCYsTNnSoyYTReYczok5/evUc3dgp0dn/xbxHKhmr8j5tYF",
+	"UbLOCDVnm82GSNlCK4ue3QtjtKEfqVYOlaOfvCikSDmxffSrJd4fWuf9xeCMnbF/Odpq4Sj81x55alcV",
+	"/XBaVwcTBUh7Ykb/qz4jqpPS6Wuniyv8VKINbGSZoM+4fGd0gcYJYnnGpcWIFa2lByaUQ7Pksq/0/xSq",
+	"dGjPYQyZsPxWogVeOj2yThek9lwokZc5Oxs3yiJqczQsKKvW+4ftKR+brfr2V0wd20TsB4Pc4XWw7x+T",
+	"glc6uNwrzWUmEfIgEtziTBvcStOW8RzcAiHjmGsFGc54KR2sFqiA31pU7jOSR+x+NNcjWh3ZO1GMdBFk",
+	"GBXaa6GSYBMxVMufeXD9YVEfdn1w1ycu1FIYrXJUDvTMM77S5k5qnsXwM5clWlC4RAMGeboADlLPSYCe",
+	"DUTWV9kPXEo0o3ShLSoQ2TnMUaHhDrNdhRTcOTT00f984KPfJqP/Ho/++nH78yYefXwYRy9PNn9hUV8q",
+	"yW9RPqqIdqiOT06jz2lm4iDX1sHL03O4w7UFbhCORycvXsLtmlxgJdxClw6effeM0smzpByPT14+i2AZ",
+	"1MYrAnSaNzm/b3P08nRAiWowef2kxKcSgedazUGKZZPKyNcqB7PgtDefyL6BOk2pnAisPJZyrqptlE4U",
+	"L+xCuz73E5C8VOkCCqNnQiLMjM7bIZJqNRPzc0hYJUvCeuGyk2d3M+uAKi+UM2sfMa/1PNSKjj/o0hXl",
+	"ALvWZWTVmZZSrzCD2zVYl6Ex8ZCiwr8GAy0QGvjXTmarGGk+aIgOZTqf5L/X2bovUKoz/KIa8QNt3EQs",
+	"R2v5fMDffllwBytKCStDLscVhSt35GKZBn5LChJuQCE7onmWtgftFeiHivUuG0q7m5kuVQan49MIuDTI",
+	"s/UN3gvrLJyO/xqBUEsuRXbDzbz0Oex0PI4SNeNCYnZTGEy1Cukg7C8MzqSYL9xN2AKnJycRpL581Esv",
+	"PIlS2bIotHF+5TiCUvElF5IyPLwYP/cLpVugclSuidT4OEpUgSYX1gqtbjJUwq8/j8Cg1aVJ8QbvF7y0",
+	"fv+JF4DClEs6NU4Uo5xOZeHDVnoWsa7oHq905WYRG5CZ8sCOwCxiHWlZxFqS+r8aMcNfbRmJ4K58Hh/t",
+	"CudZDJK1rL6NjS5W6bky1sDos77sQ2HX7cLng962rGBW97wqnfryIeXbGTv78PjZFdS4VDPNNh+jR8Am",
+	"5TmkU0HYEDnx76nwTaLvh8fftNnWgRuDheQpZhGdZtaQc5cuhJrXWzzKdZjbz6m1I1qjQm4MX/ushp8G",
+	"oJEip7KEi9agFUKBJkgdsND19UVVl2ba5NwFtPPylPVhX8SCLz0qb8xTJ5bCraOQl27LvMAMhIMDgzOD",
+	"dhFBXjqPoino9f36cDB910WuYSvjDkd+dWi3X/iMV5LU72njrleS5ioa1cF7PfR9dVCdC/pmZo1rxCGe",
+	"2yvWcbO7oouis5KhxO6eWqetpbLIPOmhEPYO0oskXoif0VgRGpd+WOT8V21gGbYExCksIQBneOrgIGHL",
+	"44QNG4t2ceGxap/4f+gVKO464MhDtuorzGIoRDYihGULnuIZeEBrSmWhVBka4AqEEg6E8r2hXil4d/kK",
+	"mi8iXwjJn+/QKJSAKrNVuBVGp2gtSSQqsC8ckNptXP9zNDe6LM48hRmX8pand7TV4PaMwHMrCZ8Db4g7",
+	"8vWUS2nBorMiA106woPWM9yK9NpxOhL7ctDiZNCsocEZNp70EIxkpBivO7KqJ4qAW+Dwo4asND7yyJrH",
+	"+djus+cw2J3IFV9bSLwTFpIrTNg5cLV2Pp2htAhaeSVS0fJpFeyn0gPewXOK0Jr0M43R2r0Sw+itQsCh",
+	"w/2SvNnCwr2cWWHjLrE96WX72XIbSL29K26UUHO7B7y10HVAUOS5EmcOuCTbeU8inyktGrALXcoMpNZ3",
+	"1LUczLTM0FgKBCJEagpfkG8q7bYRdtgpK5+RaCcfqjBcqaWM2rljKDO+M7gUuPrJyH7acfoO1aNTn2cU",
+	"M6lB5/1UK3jF104rfgYWlS8dQdpETf8xqv43qo4cvSfyU1ggpzxBjV8V9ibMGggYT0sjpzG8JxJN01+1",
+	"0nAwbbwZnNbyVt9PD8HgrKSiWVFpWspECXcO2i3osIqEhTmSyYj76fXkzat3rydvLm7o1/dv/3Hz/u3f",
+	"L95MA4LsmaEMKnscq9OmqFLkkPqv0Irf8I8NV9Ki9C14PfQ4Hqr7mbB3fRP+KL5vj0sGv8wx12b9R74d",
+	"ahyvtr1vg8V9YWERy3R6h2YwcbZxU78sfv10KUeuqllMPIibKhwwcV8OaDDAcG6HyvUvi7UP/xrJSm5D",
+	"RSOopQ2EBiKCmTaA9zwvJELiJb2pdiWM9iUM74XD7AyoHYTjhA1m6U6S/j2DnX1ZZ2tR4nxSoZvfo566",
+	"QPUrijZuONsstHWhLu1M08iEq4WQWKtw2IhFJ8ntGoSgQptoUwH9cC7ABcwLt9571Lca8QxMO7jDL+wt",
+	"rv1eSkwBX365TXaHwlk9r68Z2MrV4rfxospyHTW3A6fNUc9ton4UD+XJSsbXwg40mk2p/PpWbFcVnuAj",
+	"DF3XBmqaCuoSSKsRazUM5DH1Yt0zZGid0Wv/e7e3blnGYloa4dbXxH6Q9xa5QTMp3aLvzlcV96CVXAfI",
+	"3IItK26hYisUXA6+NpEve/3Q4YH81k0WzhXh5kNUaXgAxGpdeOQ9eXdJQdqqzBbNEqdwUJdvInd2dHR8",
+	"8q/xOB7Hx2en45MXR8vjwzhR76lv8eNMYUOaFGpOIee7Vx/9pnQLnx19yAqK3XWBNjQA/iyTKI+iZ767",
+	"oOUfNaRSoHJNr5HrDKXHYlKnXB7xQngctp2k+3mqcHGiEnXhYYk3EjE2fUiCxRJ2Bg+JH8jRz4TFcZyw",
+	"CJJ6ONda3WwCjgn5WhBawkRV+awweikIBYUzaIs9B4u0u3bguHLguBnuBd6o36JoCN2B70s6NON3NfEc",
+	"3UJndcNjjPAtDgiVqOn9qN4/Ctum1CM5gmF3iEUg6VaaVGYdFhUoEk56f22s7dUZWk8twa+14OgZO6bg",
+	"0QUqXgh2xp7H4/h5mKwvvG8f+QEH/dxE7Kh2uDkOVIa3BarmvqBy5AisrlA1KeAWIeUKHEpJ/UzDZQiH",
+	"RHkjbxsdP1fxPeZCy8yGGCKNRk1zTQ60hdRxon6hMPLKofPhQJsQdcp3c7aaw5cGs0OvbOtNKtFhUGFj",
+	"usuMwBU6n5h27jRPxuNvdqMZEl//IvN9kybicG/jw3UftYa9MDEMqarMc06QkV1mqJxw67peB7oB1Xiz",
+	"WK9Iqhsjr3zI0GFKnIRB3o4z+mmYZztiR53p3aBn/E1IV7cUU1+l4r9f/Nd3P09e/3QxhU+lny00d9xw",
+	"gPc8dWG4F8HkzasRZodRotoYbPrvgY42Yi7Ud6kU4WYqrDrk+Xd8GsN1mG3frsP4mzyG6uaQqamWXTei",
+	"PKHB27Vzj90blX696emYLb0I6imsXFNid2iCegJ22GfswCsBCzt096Xsiux2Mj4GrVLsAGrKz1WJm8bw",
+	"liJ27VF1WcG8OvaNltKCL1q+7QyTEOEgExkcVDOdyPtoBJkwmDpt1ochAwQOEjXdvQqYwoHv7qsWNuWK",
+	"WntTKiCcGVGj78/xlbjgK0V5QZtETTs3CBWZBpIST0Qo1TlCWRwOOVTnvr56YIHW1fda38SXBt8EbLqw",
+	"yZkSNz1/Pv7W/vxYHqsxTjO8+1qvDnJXNYTczN/eceGAgLH0U5/GWKF1yNb7vDsQ20lmRw/125hN8Hgq",
+	"Ef5KtWPkV369beSOlk/70RK+CK9znG92yPdqP3QawlFfryMC8Z1QJB0ZzPUS/fiWsjHpqYmlGC4zzAvt",
+	"qvvoIV0F7om3KtP36uVeXYz/Tz3u6zxtSPQfMeTA1mOsPRdo2y1HzWOtzcd97nVEHRf1IbtPvX4X9W1y",
+	"7lrkGt1kt6N7mly0+8Dqi9LQ/yenaIUWuuoZyhe+lorhlUYf5WDQtr9OpU7v9kXbkPH2pqkjbB6DjGT1",
+	"GmRfkO68G3lCs+yctMcyxO/Xm6W5FdiOjgy1nlkUsl2YjQOqZf18yWDGUxeGR0MG2OX+KcK/GtOMqgH2",
+	"PpO9a09zdrjoKzTMzJQVWQeO9V9S1cWBPmgeiXpIvn0lWs2TOi9Cw7T55YsXz198Zvr88Qm9q6WUAc/a",
+	"zhJ7I8Tt+6yFtu5blomapavXT+Mu1d3/qLnJfoqqcRUOmWxvyz8PbK4w1SajWPraOL4aSJFw0J1UHjaj",
+	"hnTB1dw/AnHc4b5I3pVo84iCrfgNn0itRPppW4LuFdY/cRGepCkW1FUQrhVzpamV9fMuuYYDZ6gbCLa8",
+	"tG+0Lg7PwaArjbLtxLffX7wX7HcT39M8DWQjyn8SGP2tG7cr9F02dW7VJVszKAgPUgrCR2aJWbsvmYDS",
+	"I12ESV7F017M5O3ymN2eCmk7XfxZrNZR7TdsJbcXfX50U1uISusdFg6sDubxY15T2Vq4/bbS1VVGfa1C",
+	"tthE3TuVDx9J6eEuIRjLQyW27+aCquf/BgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

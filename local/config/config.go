@@ -66,6 +66,9 @@ type Config struct {
 	Snapshots map[string]manager.Snapshot `yaml:"snapshots"`
 	// DockerImage is the image of the default snapshot on the docker runtime.
 	DockerImage string `yaml:"dockerImage"`
+	// Isolation is the native runtime's isolation for snapshots that name
+	// none: "none" (the default) or "bwrap".
+	Isolation string `yaml:"isolation"`
 }
 
 // Default returns the built-in configuration. self is the argv that starts
@@ -176,6 +179,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("port range %d-%d is invalid", c.Ports.Min, c.Ports.Max)
 	case c.Root == "":
 		return fmt.Errorf("root directory is empty")
+	case !validIsolation(c.Isolation):
+		return fmt.Errorf("isolation must be \"none\" or \"bwrap\", got %q", c.Isolation)
 	}
 	for _, k := range c.PassEnv {
 		if k == EnvToken {
@@ -188,6 +193,9 @@ func (c *Config) Validate() error {
 		}
 		if s.Ready != "" && s.Ready != "port" && s.Ready != "none" {
 			return fmt.Errorf("snapshot %q: ready must be \"port\" or \"none\", got %q", name, s.Ready)
+		}
+		if !validIsolation(s.Isolation) {
+			return fmt.Errorf("snapshot %q: isolation must be \"none\" or \"bwrap\", got %q", name, s.Isolation)
 		}
 	}
 	return nil
@@ -243,6 +251,8 @@ func ReadTokenFile(path string) (string, error) {
 	}
 	return token, nil
 }
+
+func validIsolation(s string) bool { return s == "" || s == "none" || s == "bwrap" }
 
 // PassEnvValues returns the pass-through variables that are set in the
 // daemon's environment.

@@ -52,6 +52,8 @@ func TestInvalid(t *testing.T) {
 		{name: "port range", yaml: "ports: {min: 10, max: 5}"},
 		{name: "empty snapshot", yaml: "snapshots: {x: {env: {A: b}}}"},
 		{name: "bad ready", yaml: "snapshots: {x: {command: [a], ready: maybe}}"},
+		{name: "bad isolation", yaml: "isolation: chroot"},
+		{name: "bad snapshot isolation", yaml: "snapshots: {x: {command: [a], isolation: jail}}"},
 		{name: "not yaml", yaml: "{{{"},
 	}
 	for _, tt := range tests {

@@ -40,6 +40,7 @@ func (s *Server) info(full bool) api.Info {
 	if !full {
 		return info
 	}
+	info.Containment = api.InfoContainment(s.opts.Containment)
 	info.Pid = os.Getpid()
 	info.RootDir = s.opts.Manager.Root()
 	info.Runtimes = s.opts.Manager.Runtimes()

@@ -41,6 +41,9 @@ type Options struct {
 	Hub    *Hub
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// Containment is how native sandboxes are contained, for GET /v1/info
+	// ("pid-namespace" or "process-group"); empty when none run here.
+	Containment string
 }
 
 // Server serves the API and the dashboard.

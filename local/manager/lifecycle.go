@@ -266,6 +266,7 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 		Env:       spawnEnv(base, env, port),
 		Port:      port,
 		Labels:    cloneMap(rec.Labels),
+		Isolation: snap.Isolation,
 	}
 	if hook := m.opts.LaunchHook; hook != nil {
 		if err := hook.BeforeSpawn(ctx, &spec); err != nil {

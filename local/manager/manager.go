@@ -30,6 +30,9 @@ type Snapshot struct {
 	// default) waits until the sandbox port accepts connections; "none"
 	// counts a spawned workload as started.
 	Ready string `json:"ready,omitempty" yaml:"ready,omitempty"`
+	// Isolation is how the native runtime isolates the workload beyond its
+	// containment: "bwrap" or "none"; empty takes the daemon's default.
+	Isolation string `json:"isolation,omitempty" yaml:"isolation,omitempty"`
 }
 
 // DefaultSnapshot is the snapshot a create without one uses.

@@ -227,6 +227,18 @@ func TestCreateRollsBackWhenTheWorkloadFails(t *testing.T) {
 	assert.Equal(t, 14200, s.Port, "the failed create released the only port")
 }
 
+func TestSnapshotIsolationReachesTheRuntime(t *testing.T) {
+	h := newHarness(t, func(o *Options) {
+		o.Snapshots["isolated"] = Snapshot{Command: []string{"workload"}, Ready: "none", Isolation: "bwrap"}
+	})
+	h.create(provider.CreateRequest{Id: "plain"})
+	h.create(provider.CreateRequest{Id: "boxed", Snapshot: "isolated"})
+	specs := h.rt.Specs()
+	require.Len(t, specs, 2)
+	assert.Empty(t, specs[0].Isolation, "the runtime's default")
+	assert.Equal(t, "bwrap", specs[1].Isolation)
+}
+
 func TestEnvProvenanceAndRedaction(t *testing.T) {
 	h := newHarness(t)
 	s := h.create(provider.CreateRequest{Id: "env", EnvVars: map[string]string{"SHARED": "from-request", "TOKEN": "request-secret"}})

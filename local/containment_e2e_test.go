@@ -1,0 +1,151 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/internal/testdaemon"
+	"github.com/sandplane/sandplane/local"
+	"github.com/sandplane/sandplane/provider"
+)
+
+// sandboxProcesses lists the live processes marked with sandbox id.
+func sandboxProcesses(t *testing.T, id string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !running(pid) {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00SANDPLANE_SANDBOX_ID="+id+"\x00")) {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		out = append(out, e.Name()+": "+string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
+	}
+	return out
+}
+
+func postJSON(t *testing.T, p *local.Provider, s *provider.Sandbox, path string, body any) *http.Response {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	return toolboxDo(t, p, s, http.MethodPost, path, string(b))
+}
+
+// escape starts, through the sandbox's toolbox, everything that used to
+// outlive a sandbox: nohup'd and setsid'd jobs, a session's background job,
+// and a server holding a port of its own. It returns that port.
+func escape(t *testing.T, p *local.Provider, s *provider.Sandbox) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	server := fmt.Sprintf("%s toolbox", testdaemon.Binary(t)) // serves on $PORT
+	if _, err := exec.LookPath("python3"); err == nil {
+		server = fmt.Sprintf("python3 -m http.server %d --bind 127.0.0.1", port)
+	}
+	resp := postJSON(t, p, s, "/process/execute", map[string]any{"command": fmt.Sprintf(
+		"sh -c 'nohup sleep 999 >/dev/null 2>&1 & setsid sleep 999 >/dev/null 2>&1 & PORT=%d %s >/dev/null 2>&1 &'", port, server)})
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	resp = postJSON(t, p, s, "/process/session", map[string]any{"sessionId": "jobs"})
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	resp = postJSON(t, p, s, "/process/session/jobs/exec", map[string]any{"command": "sleep 998 &", "runAsync": true})
+	resp.Body.Close()
+	require.Less(t, resp.StatusCode, 300)
+
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}, 20*time.Second, 20*time.Millisecond, "the escaping server never served")
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, p := range sandboxProcesses(t, s.Id) {
+			if strings.Contains(p, "sleep 99") {
+				n++
+			}
+		}
+		return n >= 3
+	}, 20*time.Second, 20*time.Millisecond, "the sleeps never ran: %v", sandboxProcesses(t, s.Id))
+	return port
+}
+
+func portFree(port int) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err == nil {
+		ln.Close()
+	}
+	return err == nil
+}
+
+// TestNothingOfASandboxOutlivesIt is the regression test for workloads that
+// outlived their sandbox's stop, delete, and a kill -9 of the daemon.
+func TestNothingOfASandboxOutlivesIt(t *testing.T) {
+	tests := []struct {
+		name string
+		end  func(t *testing.T, d *testdaemon.Daemon, s *provider.Sandbox)
+	}{
+		{"stop", func(t *testing.T, d *testdaemon.Daemon, s *provider.Sandbox) {
+			_, err := d.P.Stop(context.Background(), s.Id)
+			require.NoError(t, err)
+		}},
+		{"delete", func(t *testing.T, d *testdaemon.Daemon, s *provider.Sandbox) {
+			require.NoError(t, d.P.Delete(context.Background(), s.Id))
+		}},
+		{"kill -9 of the daemon, restart, delete", func(t *testing.T, d *testdaemon.Daemon, s *provider.Sandbox) {
+			d.Kill9()
+			assert.NotEmpty(t, sandboxProcesses(t, s.Id), "the sandbox runs on without its daemon")
+			d2 := startDaemon(t, d.Root)
+			require.NoError(t, d2.P.Delete(context.Background(), s.Id))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := startDaemon(t, "")
+			s, err := d.P.Create(context.Background(), provider.CreateRequest{AutoStopInterval: ptr(0)})
+			require.NoError(t, err)
+			port := escape(t, d.P, s)
+
+			tt.end(t, d, s)
+			assert.Empty(t, sandboxProcesses(t, s.Id), "processes of the sandbox outlived it")
+			assert.True(t, portFree(port), "a process of the sandbox still holds port %d", port)
+			assert.True(t, portFree(s.Port), "the sandbox's own port is still taken")
+		})
+	}
+}
+
+func TestInfoReportsContainment(t *testing.T) {
+	d := startDaemon(t, "")
+	resp, err := http.Get(d.URL + "/v1/info")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var info struct {
+		Containment string `json:"containment"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
+	assert.Equal(t, "pid-namespace", info.Containment, "this machine has PID namespaces")
+}
