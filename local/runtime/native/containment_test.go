@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,8 +125,8 @@ func pidNS(pid int) (string, error) {
 	return os.Readlink(procRoot + "/" + strconv.Itoa(pid) + "/ns/pid")
 }
 
-// inNamespace lists the processes in PID namespace ns.
-func inNamespace(ns string) []int {
+// pidsInNamespace lists the processes in PID namespace ns.
+func pidsInNamespace(ns string) []int {
 	return live(func(pid string) bool {
 		got, err := os.Readlink(procRoot + "/" + pid + "/ns/pid")
 		return err == nil && got == ns
@@ -136,7 +137,7 @@ func inNamespace(ns string) []int {
 // of the newest.
 func namespaceMembers(t *testing.T, ns string) (members []int, newest uint64) {
 	t.Helper()
-	members = inNamespace(ns)
+	members = pidsInNamespace(ns)
 	for _, pid := range members {
 		st, err := readStat(pid)
 		require.NoError(t, err)
@@ -150,7 +151,7 @@ func namespaceMembers(t *testing.T, ns string) (members []int, newest uint64) {
 // machine: only members as old as the sandbox's can be the sandbox's.
 func survivors(ns string, newest uint64) []int {
 	var out []int
-	for _, pid := range inNamespace(ns) {
+	for _, pid := range pidsInNamespace(ns) {
 		if st, err := readStat(pid); err == nil && st.StartTime <= newest {
 			out = append(out, pid)
 		}
@@ -265,6 +266,10 @@ func TestNothingOutlivesTheSandbox(t *testing.T) {
 				// init, the main sleep, the nohup'd and the setsid'd sleeps,
 				// the server (python3 may be behind a shim that adds more).
 				require.GreaterOrEqual(t, len(procs), 5, "the escape script did not start everything")
+				ports, err := r.ListeningPorts(testCtx(t), h)
+				require.NoError(t, err)
+				assert.Contains(t, ports, netip.MustParseAddrPort("127.0.0.1:"+strconv.Itoa(spec.Port)),
+					"the server that double-forked away is still the sandbox's")
 				members, newest := namespaceMembers(t, ns)
 				assert.ElementsMatch(t, procs, members, "every process of the sandbox is in its namespace")
 

@@ -111,16 +111,27 @@ func eachProc(ctx context.Context, f func(pid int)) error {
 	return nil
 }
 
-// inNamespace lists the processes of PID namespace ns, plus self.
+// inNamespace lists the processes of PID namespace ns and of the namespaces
+// nested in it (a workload's init's namespace holds bwrap's, or one made
+// with unshare), plus self.
 func inNamespace(ctx context.Context, ns string, self member) ([]member, error) {
+	own, err := os.Readlink(procRoot + "/self/ns/pid")
+	if err != nil {
+		return nil, classify(phaseInspect, "read own PID namespace", err)
+	}
+	var nsStat unix.Stat_t
+	if err := unix.Stat(procPath(self.pid, "ns/pid"), &nsStat); err != nil {
+		return nil, nil // self is gone
+	}
 	out := []member{self}
-	err := eachProc(ctx, func(pid int) {
+	err = eachProc(ctx, func(pid int) {
 		if pid == self.pid {
 			return
 		}
 		// Other users' processes and processes that just ended are
 		// unreadable, and neither can be the sandbox's.
-		if got, err := nsOf(pid, "pid"); err != nil || got != ns {
+		got, err := nsOf(pid, "pid")
+		if err != nil || got == own || got != ns && !nestedIn(pid, nsStat.Ino) {
 			return
 		}
 		if st, err := readStat(pid); err == nil && !st.Zombie() {
@@ -128,6 +139,37 @@ func inNamespace(ctx context.Context, ns string, self member) ([]member, error) 
 		}
 	})
 	return out, err
+}
+
+// nsGetParent is ioctl NS_GET_PARENT, _IO(0xb7, 0x2): a descriptor of the
+// parent of a PID namespace.
+const nsGetParent = 0xb702
+
+// nestedIn reports whether process pid's PID namespace is nested in the one
+// whose inode is ino. The walk up ends at the caller's own namespace, whose
+// parent the kernel does not reveal.
+func nestedIn(pid int, ino uint64) bool {
+	fd, err := unix.Open(procPath(pid, "ns/pid"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	for {
+		parent, err := unix.IoctlRetInt(fd, nsGetParent)
+		unix.Close(fd)
+		if err != nil {
+			return false
+		}
+		fd = parent
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return false
+		}
+		if st.Ino == ino {
+			unix.Close(fd)
+			return true
+		}
+	}
 }
 
 // descendants lists self, the members of its session (self leads one:

@@ -81,9 +81,12 @@ func killPIDFile(t *testing.T, p string) {
 	})
 }
 
+// TestListeningPortsAreTheSandboxs is about workloads without a PID
+// namespace (the process-group fallback): there the process tree and the
+// session say what is the sandbox's.
 func TestListeningPortsAreTheSandboxs(t *testing.T) {
 	bb := busybox(t)
-	r := New(clock.Real())
+	r := New(clock.Real(), WithContainment(ContainProcessGroup))
 	direct, background, v6, escaped := freeTCPPort(t), freeTCPPort(t), freeTCPPort(t), freeTCPPort(t)
 	spec := newSpec(t, "")
 	escapedPID := filepath.Join(spec.Dir, "escaped.pid")
