@@ -85,6 +85,9 @@ func (r *Runtime) containerSpec(spec runtime.Spec) containerSpec {
 	host := &container.HostConfig{
 		PortBindings: nat.PortMap{port: []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: strconv.Itoa(spec.Port)}}},
 		ExtraHosts:   []string{HostAlias + ":host-gateway"},
+		// A bridge without traffic between its containers: sandboxes never
+		// reach each other, only the host does (and the outside world).
+		NetworkMode: container.NetworkMode(r.network),
 		// An init process forwards SIGTERM, so a workload that installs no
 		// handler still ends on stop as it would natively, instead of
 		// ignoring the signal as PID 1 and waiting out the grace.
@@ -110,7 +113,8 @@ func specDigest(cfg *container.Config, host *container.HostConfig) string {
 		Ports                nat.PortMap
 		ExtraHosts           []string
 		Init                 *bool
-	}{cfg.Image, cfg.User, cfg.WorkingDir, cfg.Entrypoint, cfg.Env, labels, host.PortBindings, host.ExtraHosts, host.Init})
+		Network              container.NetworkMode `json:",omitempty"`
+	}{cfg.Image, cfg.User, cfg.WorkingDir, cfg.Entrypoint, cfg.Env, labels, host.PortBindings, host.ExtraHosts, host.Init, host.NetworkMode})
 	if err != nil {
 		// Only strings, slices and maps of strings: Marshal cannot fail.
 		panic(err)

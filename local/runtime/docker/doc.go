@@ -19,6 +19,28 @@
 // container's interfaces: the engine's proxy cannot reach a server bound to
 // the container's 127.0.0.1.
 //
+// Every sandbox container joins one bridge network, NetworkName ("sandplane"),
+// made on first use with inter-container traffic off
+// (com.docker.network.bridge.enable_icc=false) and labelled
+// io.sandplane.network=isolated; a network of that name without those marks
+// is refused, not used. One network for all because the engine's default
+// address pools hold only about thirty. What that gives:
+//   - a sandbox cannot open a connection to another sandbox's container, by
+//     address or by name (the engine's DNS on the network answers names, but
+//     the bridge drops the packets);
+//   - the host reaches every container, and the published port stays on the
+//     host's 127.0.0.1 only;
+//   - a container still reaches the host (host.docker.internal, below) and,
+//     through the engine's NAT, every network the host reaches: egress is
+//     not restricted, and a service the host runs on a bridge address or on
+//     0.0.0.0 is reachable from every sandbox;
+//   - the containers of other projects on the engine's default bridge are
+//     on another network, which the engine keeps apart from this one.
+//
+// A container made before the network existed no longer fits its spec (the
+// network is part of the digest) and is replaced on its next start, its
+// filesystem carried over, so it joins the network too.
+//
 // Env values that point at the host's loopback are rewritten to
 // host.docker.internal, because inside the container 127.0.0.1 is the
 // container itself; the name resolves to the host through the engine's

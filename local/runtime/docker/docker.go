@@ -52,6 +52,8 @@ type Runtime struct {
 	negMu      sync.Mutex
 	negotiated bool
 	init       bool
+	// network is the bridge sandbox containers join (NetworkName).
+	network string
 
 	mu      sync.Mutex
 	sources map[string]*imageSource // by image ref
@@ -102,7 +104,7 @@ func WithInit(on bool) Option {
 // learn whether one answers. unavailable: the environment names no usable
 // engine (a malformed DOCKER_HOST, unreadable TLS files).
 func New(clk clock.Clock, opts ...Option) (*Runtime, error) {
-	r := &Runtime{clk: clk, init: true}
+	r := &Runtime{clk: clk, init: true, network: NetworkName}
 	for _, o := range opts {
 		if err := o(r); err != nil {
 			r.Close()
@@ -226,6 +228,11 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	}
 	want := r.containerSpec(spec)
 	name := ContainerName(spec.SandboxID)
+	// Checked on every start, so that a network removed meanwhile is made
+	// again rather than failing a restart.
+	if err := r.ensureNetwork(ctx); err != nil {
+		return runtime.Handle{}, err
+	}
 
 	c, err := r.api(ctx).ContainerInspect(ctx, name)
 	switch {

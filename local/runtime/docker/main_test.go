@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -86,6 +87,8 @@ type harness struct {
 	rt    *docker.Runtime
 	root  string
 	image string
+	// network is the harness's own sandbox network, removed at the end.
+	network string
 }
 
 func newHarness(t testing.TB) *harness {
@@ -93,6 +96,13 @@ func newHarness(t testing.TB) *harness {
 	cli := dockertest.Engine(t)
 	h := &harness{t: t, cli: cli, image: testImage(t, cli)}
 	h.root = "/sandplane-test/" + randomHex(6)
+	h.network = "sandplane-test-" + randomHex(6)
+	// Registered first, so it runs after the containers on it are gone.
+	t.Cleanup(func() {
+		if err := cli.NetworkRemove(context.Background(), h.network); err != nil && !cerrdefs.IsNotFound(err) {
+			t.Errorf("remove network %s: %v", h.network, err)
+		}
+	})
 	h.rt = h.newRuntime()
 	h.cleanupRoot(h.root)
 	return h
@@ -102,7 +112,7 @@ func newHarness(t testing.TB) *harness {
 // daemon would make.
 func (h *harness) newRuntime() *docker.Runtime {
 	h.t.Helper()
-	rt, err := docker.New(clock.Real())
+	rt, err := docker.New(clock.Real(), docker.WithNetwork(h.network))
 	require.NoError(h.t, err)
 	h.t.Cleanup(func() { _ = rt.Close() })
 	return rt

@@ -4,7 +4,8 @@
 // It listens on $PORT, answers GET / with its body, GET /info with what the
 // container gave it (uid, working directory, argv, environment) and
 // GET /exit?code=N by exiting with N; PUT /files/NAME stores the body as NAME
-// in the working directory and GET /files/NAME returns it. It prints one line to stdout and one to
+// in the working directory and GET /files/NAME returns it; GET /dial?addr=HOST:PORT
+// answers 200 when a TCP connection to addr succeeds within two seconds. It prints one line to stdout and one to
 // stderr when it starts, and exits 0 on SIGTERM unless -ignore-term is set.
 package main
 
@@ -21,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -76,6 +78,15 @@ func main() {
 			return
 		}
 		_, _ = w.Write(b)
+	})
+	mux.HandleFunc("GET /dial", func(w http.ResponseWriter, r *http.Request) {
+		c, err := net.DialTimeout("tcp", r.URL.Query().Get("addr"), 2*time.Second)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		c.Close()
+		fmt.Fprintln(w, "connected")
 	})
 	mux.HandleFunc("GET /exit", func(w http.ResponseWriter, r *http.Request) {
 		code, err := strconv.Atoi(r.URL.Query().Get("code"))
