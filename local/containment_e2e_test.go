@@ -149,3 +149,37 @@ func TestInfoReportsContainment(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
 	assert.Equal(t, "pid-namespace", info.Containment, "this machine has PID namespaces")
 }
+
+// TestIsolatedDaemonEndToEnd: isolation set daemon-wide reaches the
+// default snapshot's toolbox, which serves through the forwarded port.
+func TestIsolatedDaemonEndToEnd(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bubblewrap is not installed: apt-get install bubblewrap")
+	}
+	d := testdaemon.Start(t, testdaemon.Options{Config: "isolation: bwrap\n"})
+	ctx := context.Background()
+	s, err := d.P.Create(ctx, provider.CreateRequest{AutoStopInterval: ptr(0)})
+	require.NoError(t, err)
+	require.Equal(t, provider.StateStarted, s.State, "ready through the forwarder")
+
+	resp := postJSON(t, d.P, s, "/process/execute", map[string]any{"command": `sh -c 'echo "$HOME"; ls -d /proc/[0-9]* | wc -l; ls "$SANDPLANE_ROOT" | wc -l'`})
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var out struct {
+		ExitCode int    `json:"exitCode"`
+		Result   string `json:"result"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.Zero(t, out.ExitCode, out.Result)
+	lines := strings.Fields(out.Result)
+	require.Len(t, lines, 3, out.Result)
+	assert.True(t, strings.HasPrefix(lines[0], d.Root), "HOME is the sandbox's own: %s", lines[0])
+	procs, err := strconv.Atoi(lines[1])
+	require.NoError(t, err)
+	assert.Less(t, procs, 10, "the sandbox sees only its own processes")
+	assert.Equal(t, "1", lines[2], "the daemon's root shows only the sandbox's own directory")
+
+	require.NoError(t, d.P.Delete(ctx, s.Id))
+	assert.Empty(t, sandboxProcesses(t, s.Id))
+	assert.True(t, portFree(s.Port))
+}

@@ -95,8 +95,8 @@ type Runtime interface {
 	// error. It works for workloads adopted after a restart too.
 	Wait(ctx context.Context, h Handle) (Exit, error)
 
-	// Stop asks the workload to end (SIGTERM to the process group, or docker
-	// stop), then kills it after grace. A workload already gone is not an
+	// Stop asks the workload to end (SIGTERM to every process of it, or
+	// docker stop), then kills it after grace. A workload already gone is not an
 	// error. An error means the workload may still run; callers retry.
 	Stop(ctx context.Context, h Handle, grace time.Duration) error
 
