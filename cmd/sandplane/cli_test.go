@@ -216,8 +216,10 @@ func TestRunRmLeavesNothingAfterSIGINT(t *testing.T) {
 		pid = n
 		return err == nil
 	}, 30*time.Second, 10*time.Millisecond, "the command never started: %s", r.stderr)
+	// $$ is the command's pid in the sandbox's PID namespace.
+	pid = inRoot(t, d.root, pid)
 	require.True(t, processAlive(pid))
-	require.Len(t, markedProcesses(t, d.root), 3, "toolbox, session shell and sleep run")
+	require.Len(t, markedProcesses(t, d.root), 4, "the sandbox's init, toolbox, session shell and sleep run")
 
 	require.NoError(t, r.cmd.Process.Signal(syscall.SIGINT))
 	assert.Equal(t, interruptedCode, r.wait(t), "stderr: %s", r.stderr)
@@ -543,6 +545,27 @@ func markedProcesses(t *testing.T, root string) []int {
 
 // processAlive reports whether pid runs; a zombie nobody reaps counts as
 // dead.
+// inRoot is the pid, in ours, of the process marked with root whose pid in
+// its own PID namespace is nsPID.
+func inRoot(t *testing.T, root string, nsPID int) int {
+	t.Helper()
+	for _, pid := range markedProcesses(t, root) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if f, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				if ns := strings.Fields(f); len(ns) > 0 && ns[len(ns)-1] == strconv.Itoa(nsPID) {
+					return pid
+				}
+			}
+		}
+	}
+	t.Fatalf("no process of %s is %d in its namespace", root, nsPID)
+	return 0
+}
+
 func processAlive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
