@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -35,6 +36,9 @@ const (
 
 	// maxLogBytes caps what Logs returns of each stream: the newest bytes.
 	maxLogBytes = 1 << 20
+
+	// probeDial bounds one readiness dial of a workload's port.
+	probeDial = time.Second
 )
 
 // Runtime runs workloads as detached host processes. The zero value is not
@@ -292,11 +296,15 @@ func (r *Runtime) Remove(ctx context.Context, h runtime.Handle) error {
 // asked through its forwarder's socket, since the forwarder accepts on the
 // port for it; any other is dialled. ctx's error only.
 func (r *Runtime) Probe(ctx context.Context, h runtime.Handle, port int) (bool, error) {
+	// A full accept queue drops SYNs and a connect retries them for
+	// minutes: one second is an answer.
+	dctx, cancel := clock.WithTimeout(ctx, r.clk, probeDial)
+	defer cancel()
 	if c := r.child(h); c != nil && c.forward != "" {
-		return nsinit.Probe(ctx, c.forward), ctx.Err()
+		return nsinit.Probe(dctx, c.forward), ctx.Err()
 	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	conn, err := d.DialContext(dctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return false, ctx.Err()
 	}
