@@ -202,11 +202,15 @@ func TestKillNineOfTheDaemonMidCreateLeavesNoOrphan(t *testing.T) {
 	assert.Equal(t, provider.Unavailable, provider.Code(<-created))
 
 	d2 := startDaemon(t, d.Root)
+	// The restarted daemon answers at once and rolls the create back in the
+	// background: wait for that, then look for what it left.
+	require.Eventually(t, func() bool {
+		_, err := d2.P.Get(context.Background(), "half")
+		return provider.IsNotFound(err)
+	}, 20*time.Second, 10*time.Millisecond, "the interrupted create is rolled back")
 	orphans, err = native.New(nil).Orphans(context.Background(), d.Root, nil)
 	require.NoError(t, err)
 	assert.Empty(t, orphans, "the restarted daemon killed the half-created workload")
-	_, err = d2.P.Get(context.Background(), "half")
-	assert.Equal(t, provider.NotFound, provider.Code(err))
 	assert.NoDirExists(t, filepath.Join(d.Root, "half"))
 	s, err := d2.P.Create(context.Background(), provider.CreateRequest{Id: "half"})
 	require.NoError(t, err, "the id is free again")
