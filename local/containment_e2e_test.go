@@ -120,7 +120,14 @@ func TestNothingOfASandboxOutlivesIt(t *testing.T) {
 			d.Kill9()
 			assert.NotEmpty(t, sandboxProcesses(t, s.Id), "the sandbox runs on without its daemon")
 			d2 := startDaemon(t, d.Root)
-			require.NoError(t, d2.P.Delete(context.Background(), s.Id))
+			// The restarted daemon checks its sandboxes in the background and
+			// asks for a retry meanwhile.
+			var err error
+			require.Eventually(t, func() bool {
+				err = d2.P.Delete(context.Background(), s.Id)
+				return provider.Code(err) != provider.FailedPrecondition
+			}, 20*time.Second, 10*time.Millisecond)
+			require.NoError(t, err)
 		}},
 	}
 	for _, tt := range tests {
