@@ -192,9 +192,17 @@ func (p *Provider) Start(ctx context.Context, idOrName string) (*provider.Sandbo
 }
 
 func (p *Provider) Stop(ctx context.Context, idOrName string) (*provider.Sandbox, error) {
+	return p.StopWithReason(ctx, idOrName, "")
+}
+
+var _ provider.ReasonStopper = (*Provider)(nil)
+
+// StopWithReason stops the sandbox and records reason as its errorReason;
+// "" is a plain Stop. See provider.ReasonStopper.
+func (p *Provider) StopWithReason(ctx context.Context, idOrName, reason string) (*provider.Sandbox, error) {
 	ctx, cancel := p.withTimeout(ctx, LifecycleTimeout)
 	defer cancel()
-	resp, err := p.client.StopSandboxWithResponse(ctx, idOrName)
+	resp, err := p.client.StopSandboxWithResponse(ctx, idOrName, api.StopRequest{Reason: reason})
 	if err != nil {
 		return nil, p.classify(err)
 	}

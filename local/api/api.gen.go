@@ -332,6 +332,12 @@ type SandboxList struct {
 // SandboxState defines model for SandboxState.
 type SandboxState string
 
+// StopRequest defines model for StopRequest.
+type StopRequest struct {
+	// Reason Why the caller stops the sandbox, for example "pool: evicted"; at most 64 characters.
+	Reason string `json:"reason,omitempty"`
+}
+
 // IdOrName defines model for IdOrName.
 type IdOrName = string
 
@@ -352,6 +358,9 @@ type SetAutoStopIntervalJSONRequestBody = AutoStopRequest
 
 // ResizeSandboxJSONRequestBody defines body for ResizeSandbox for application/json ContentType.
 type ResizeSandboxJSONRequestBody = ResizeRequest
+
+// StopSandboxJSONRequestBody defines body for StopSandbox for application/json ContentType.
+type StopSandboxJSONRequestBody = StopRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -522,10 +531,23 @@ type ClientInterface interface {
 	// Corresponds with POST /sandboxes/{idOrName}/start (the `StartSandbox` operationId).
 	StartSandbox(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// StopSandbox Stop the workload; the directory is kept so start can respawn it.
+	// StopSandboxWithBody Stop the workload; the directory is kept so start can respawn it.
+	//
+	// The optional body says why (provider.ReasonStopper); the reason becomes the sandbox's errorReason and reaches the sandbox.stopped event. A stop without one says "stopped".
+	//
+	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
-	StopSandbox(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
+	StopSandboxWithBody(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StopSandbox Stop the workload; the directory is kept so start can respawn it.
+	//
+	// The optional body says why (provider.ReasonStopper); the reason becomes the sandbox's errorReason and reaches the sandbox.stopped event. A stop without one says "stopped".
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
+	StopSandbox(ctx context.Context, idOrName IdOrName, body StopSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetInfo Identity of the daemon, for probes and port-squat detection.
@@ -763,11 +785,34 @@ func (c *Client) StartSandbox(ctx context.Context, idOrName IdOrName, reqEditors
 	return c.Client.Do(req)
 }
 
-// StopSandbox Stop the workload; the directory is kept so start can respawn it.
+// StopSandboxWithBody Stop the workload; the directory is kept so start can respawn it.
+//
+// The optional body says why (provider.ReasonStopper); the reason becomes the sandbox's errorReason and reaches the sandbox.stopped event. A stop without one says "stopped".
+//
+// Takes any type of body and a specified content type.
 //
 // Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
-func (c *Client) StopSandbox(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewStopSandboxRequest(c.Server, idOrName)
+func (c *Client) StopSandboxWithBody(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStopSandboxRequestWithBody(c.Server, idOrName, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StopSandbox Stop the workload; the directory is kept so start can respawn it.
+//
+// The optional body says why (provider.ReasonStopper); the reason becomes the sandbox's errorReason and reaches the sandbox.stopped event. A stop without one says "stopped".
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
+func (c *Client) StopSandbox(ctx context.Context, idOrName IdOrName, body StopSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStopSandboxRequest(c.Server, idOrName, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1193,8 +1238,19 @@ func NewStartSandboxRequest(server string, idOrName IdOrName) (*http.Request, er
 	return req, nil
 }
 
-// NewStopSandboxRequest constructs an http.Request for the StopSandbox method
-func NewStopSandboxRequest(server string, idOrName IdOrName) (*http.Request, error) {
+// NewStopSandboxRequest calls the generic StopSandbox builder with application/json body
+func NewStopSandboxRequest(server string, idOrName IdOrName, body StopSandboxJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewStopSandboxRequestWithBody(server, idOrName, "application/json", bodyReader)
+}
+
+// NewStopSandboxRequestWithBody constructs an http.Request for the StopSandbox method, with any body, and a specified content type
+func NewStopSandboxRequestWithBody(server string, idOrName IdOrName, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1219,10 +1275,12 @@ func NewStopSandboxRequest(server string, idOrName IdOrName) (*http.Request, err
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -1382,12 +1440,23 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /sandboxes/{idOrName}/start (the `StartSandbox` operationId).
 	StartSandboxWithResponse(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*StartSandboxResponse, error)
 
-	// StopSandboxWithResponse Stop the workload; the directory is kept so start can respawn it.
+	// StopSandboxWithBodyWithResponse Stop the workload; the directory is kept so start can respawn it.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// The optional body says why (provider.ReasonStopper); the reason becomes the sandbox's errorReason and reaches the sandbox.stopped event. A stop without one says "stopped".
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
-	StopSandboxWithResponse(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error)
+	StopSandboxWithBodyWithResponse(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error)
+
+	// StopSandboxWithResponse Stop the workload; the directory is kept so start can respawn it.
+	//
+	// The optional body says why (provider.ReasonStopper); the reason becomes the sandbox's errorReason and reaches the sandbox.stopped event. A stop without one says "stopped".
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
+	StopSandboxWithResponse(ctx context.Context, idOrName IdOrName, body StopSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error)
 }
 
 type GetInfoResponse struct {
@@ -2147,13 +2216,30 @@ func (c *ClientWithResponses) StartSandboxWithResponse(ctx context.Context, idOr
 	return ParseStartSandboxResponse(rsp)
 }
 
-// StopSandboxWithResponse Stop the workload; the directory is kept so start can respawn it.
+// StopSandboxWithBodyWithResponse Stop the workload; the directory is kept so start can respawn it.
 //
-// Returns a wrapper object for the known response body format(s).
+// The optional body says why (provider.ReasonStopper); the reason becomes the sandbox's errorReason and reaches the sandbox.stopped event. A stop without one says "stopped".
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
-func (c *ClientWithResponses) StopSandboxWithResponse(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error) {
-	rsp, err := c.StopSandbox(ctx, idOrName, reqEditors...)
+func (c *ClientWithResponses) StopSandboxWithBodyWithResponse(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error) {
+	rsp, err := c.StopSandboxWithBody(ctx, idOrName, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStopSandboxResponse(rsp)
+}
+
+// StopSandboxWithResponse Stop the workload; the directory is kept so start can respawn it.
+//
+// The optional body says why (provider.ReasonStopper); the reason becomes the sandbox's errorReason and reaches the sandbox.stopped event. A stop without one says "stopped".
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
+func (c *ClientWithResponses) StopSandboxWithResponse(ctx context.Context, idOrName IdOrName, body StopSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error) {
+	rsp, err := c.StopSandbox(ctx, idOrName, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -3447,6 +3533,7 @@ func (response StartSandboxdefaultJSONResponse) VisitStartSandboxResponse(w http
 
 type StopSandboxRequestObject struct {
 	IdOrName IdOrName `json:"idOrName"`
+	Body     *StopSandboxJSONRequestBody
 }
 
 type StopSandboxResponseObject interface {
@@ -3871,6 +3958,16 @@ func (sh *strictHandler) StopSandbox(w http.ResponseWriter, r *http.Request, idO
 
 	request.IdOrName = idOrName
 
+	var body StopSandboxJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.StopSandbox(ctx, request.(StopSandboxRequestObject))
 	}
@@ -3896,66 +3993,68 @@ func (sh *strictHandler) StopSandbox(w http.ResponseWriter, r *http.Request, idO
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fr/b9u4kv9XBrwHNAFkxUnT3r0Ei4N3m7cXvF5bJN3dd1f1YkYa29xQpEpSdryB//fDkJIsWXLa3TaH",
-	"vfebw1DD+T6fGfKBpTovtELlLDt7YAU3PEeHxv91mb01b3iO9DtDmxpROKEVO2PvFwiWq+xW34PIItAG",
-	"hLOgeI4xi5igPQV3CxYx5QkwUdOKmMFPpTCYsTNnSoyYTReYczok5/evUc3dgp0dn/xbxHKhmr8j5tYF",
-	"UbLOCDVnm82GSNlCK4ue3QtjtKEfqVYOlaOfvCikSDmxffSrJd4fWuf9xeCMnbF/Odpq4Sj81x55alcV",
-	"/XBaVwcTBUh7Ykb/qz4jqpPS6Wuniyv8VKINbGSZoM+4fGd0gcYJYnnGpcWIFa2lByaUQ7Pksq/0/xSq",
-	"dGjPYQyZsPxWogVeOj2yThek9lwokZc5Oxs3yiJqczQsKKvW+4ftKR+brfr2V0wd20TsB4Pc4XWw7x+T",
-	"glc6uNwrzWUmEfIgEtziTBvcStOW8RzcAiHjmGsFGc54KR2sFqiA31pU7jOSR+x+NNcjWh3ZO1GMdBFk",
-	"GBXaa6GSYBMxVMufeXD9YVEfdn1w1ycu1FIYrXJUDvTMM77S5k5qnsXwM5clWlC4RAMGeboADlLPSYCe",
-	"DUTWV9kPXEo0o3ShLSoQ2TnMUaHhDrNdhRTcOTT00f984KPfJqP/Ho/++nH78yYefXwYRy9PNn9hUV8q",
-	"yW9RPqqIdqiOT06jz2lm4iDX1sHL03O4w7UFbhCORycvXsLtmlxgJdxClw6effeM0smzpByPT14+i2AZ",
-	"1MYrAnSaNzm/b3P08nRAiWowef2kxKcSgedazUGKZZPKyNcqB7PgtDefyL6BOk2pnAisPJZyrqptlE4U",
-	"L+xCuz73E5C8VOkCCqNnQiLMjM7bIZJqNRPzc0hYJUvCeuGyk2d3M+uAKi+UM2sfMa/1PNSKjj/o0hXl",
-	"ALvWZWTVmZZSrzCD2zVYl6Ex8ZCiwr8GAy0QGvjXTmarGGk+aIgOZTqf5L/X2bovUKoz/KIa8QNt3EQs",
-	"R2v5fMDffllwBytKCStDLscVhSt35GKZBn5LChJuQCE7onmWtgftFeiHivUuG0q7m5kuVQan49MIuDTI",
-	"s/UN3gvrLJyO/xqBUEsuRXbDzbz0Oex0PI4SNeNCYnZTGEy1Cukg7C8MzqSYL9xN2AKnJycRpL581Esv",
-	"PIlS2bIotHF+5TiCUvElF5IyPLwYP/cLpVugclSuidT4OEpUgSYX1gqtbjJUwq8/j8Cg1aVJ8QbvF7y0",
-	"fv+JF4DClEs6NU4Uo5xOZeHDVnoWsa7oHq905WYRG5CZ8sCOwCxiHWlZxFqS+r8aMcNfbRmJ4K58Hh/t",
-	"CudZDJK1rL6NjS5W6bky1sDos77sQ2HX7cLng962rGBW97wqnfryIeXbGTv78PjZFdS4VDPNNh+jR8Am",
-	"5TmkU0HYEDnx76nwTaLvh8fftNnWgRuDheQpZhGdZtaQc5cuhJrXWzzKdZjbz6m1I1qjQm4MX/ushp8G",
-	"oJEip7KEi9agFUKBJkgdsND19UVVl2ba5NwFtPPylPVhX8SCLz0qb8xTJ5bCraOQl27LvMAMhIMDgzOD",
-	"dhFBXjqPoino9f36cDB910WuYSvjDkd+dWi3X/iMV5LU72njrleS5ioa1cF7PfR9dVCdC/pmZo1rxCGe",
-	"2yvWcbO7oouis5KhxO6eWqetpbLIPOmhEPYO0oskXoif0VgRGpd+WOT8V21gGbYExCksIQBneOrgIGHL",
-	"44QNG4t2ceGxap/4f+gVKO464MhDtuorzGIoRDYihGULnuIZeEBrSmWhVBka4AqEEg6E8r2hXil4d/kK",
-	"mi8iXwjJn+/QKJSAKrNVuBVGp2gtSSQqsC8ckNptXP9zNDe6LM48hRmX8pand7TV4PaMwHMrCZ8Db4g7",
-	"8vWUS2nBorMiA106woPWM9yK9NpxOhL7ctDiZNCsocEZNp70EIxkpBivO7KqJ4qAW+Dwo4asND7yyJrH",
-	"+djus+cw2J3IFV9bSLwTFpIrTNg5cLV2Pp2htAhaeSVS0fJpFeyn0gPewXOK0Jr0M43R2r0Sw+itQsCh",
-	"w/2SvNnCwr2cWWHjLrE96WX72XIbSL29K26UUHO7B7y10HVAUOS5EmcOuCTbeU8inyktGrALXcoMpNZ3",
-	"1LUczLTM0FgKBCJEagpfkG8q7bYRdtgpK5+RaCcfqjBcqaWM2rljKDO+M7gUuPrJyH7acfoO1aNTn2cU",
-	"M6lB5/1UK3jF104rfgYWlS8dQdpETf8xqv43qo4cvSfyU1ggpzxBjV8V9ibMGggYT0sjpzG8JxJN01+1",
-	"0nAwbbwZnNbyVt9PD8HgrKSiWVFpWspECXcO2i3osIqEhTmSyYj76fXkzat3rydvLm7o1/dv/3Hz/u3f",
-	"L95MA4LsmaEMKnscq9OmqFLkkPqv0Irf8I8NV9Ki9C14PfQ4Hqr7mbB3fRP+KL5vj0sGv8wx12b9R74d",
-	"ahyvtr1vg8V9YWERy3R6h2YwcbZxU78sfv10KUeuqllMPIibKhwwcV8OaDDAcG6HyvUvi7UP/xrJSm5D",
-	"RSOopQ2EBiKCmTaA9zwvJELiJb2pdiWM9iUM74XD7AyoHYTjhA1m6U6S/j2DnX1ZZ2tR4nxSoZvfo566",
-	"QPUrijZuONsstHWhLu1M08iEq4WQWKtw2IhFJ8ntGoSgQptoUwH9cC7ABcwLt9571Lca8QxMO7jDL+wt",
-	"rv1eSkwBX365TXaHwlk9r68Z2MrV4rfxospyHTW3A6fNUc9ton4UD+XJSsbXwg40mk2p/PpWbFcVnuAj",
-	"DF3XBmqaCuoSSKsRazUM5DH1Yt0zZGid0Wv/e7e3blnGYloa4dbXxH6Q9xa5QTMp3aLvzlcV96CVXAfI",
-	"3IItK26hYisUXA6+NpEve/3Q4YH81k0WzhXh5kNUaXgAxGpdeOQ9eXdJQdqqzBbNEqdwUJdvInd2dHR8",
-	"8q/xOB7Hx2en45MXR8vjwzhR76lv8eNMYUOaFGpOIee7Vx/9pnQLnx19yAqK3XWBNjQA/iyTKI+iZ767",
-	"oOUfNaRSoHJNr5HrDKXHYlKnXB7xQngctp2k+3mqcHGiEnXhYYk3EjE2fUiCxRJ2Bg+JH8jRz4TFcZyw",
-	"CJJ6ONda3WwCjgn5WhBawkRV+awweikIBYUzaIs9B4u0u3bguHLguBnuBd6o36JoCN2B70s6NON3NfEc",
-	"3UJndcNjjPAtDgiVqOn9qN4/Ctum1CM5gmF3iEUg6VaaVGYdFhUoEk56f22s7dUZWk8twa+14OgZO6bg",
-	"0QUqXgh2xp7H4/h5mKwvvG8f+QEH/dxE7Kh2uDkOVIa3BarmvqBy5AisrlA1KeAWIeUKHEpJ/UzDZQiH",
-	"RHkjbxsdP1fxPeZCy8yGGCKNRk1zTQ60hdRxon6hMPLKofPhQJsQdcp3c7aaw5cGs0OvbOtNKtFhUGFj",
-	"usuMwBU6n5h27jRPxuNvdqMZEl//IvN9kybicG/jw3UftYa9MDEMqarMc06QkV1mqJxw67peB7oB1Xiz",
-	"WK9Iqhsjr3zI0GFKnIRB3o4z+mmYZztiR53p3aBn/E1IV7cUU1+l4r9f/Nd3P09e/3QxhU+lny00d9xw",
-	"gPc8dWG4F8HkzasRZodRotoYbPrvgY42Yi7Ud6kU4WYqrDrk+Xd8GsN1mG3frsP4mzyG6uaQqamWXTei",
-	"PKHB27Vzj90blX696emYLb0I6imsXFNid2iCegJ22GfswCsBCzt096Xsiux2Mj4GrVLsAGrKz1WJm8bw",
-	"liJ27VF1WcG8OvaNltKCL1q+7QyTEOEgExkcVDOdyPtoBJkwmDpt1ochAwQOEjXdvQqYwoHv7qsWNuWK",
-	"WntTKiCcGVGj78/xlbjgK0V5QZtETTs3CBWZBpIST0Qo1TlCWRwOOVTnvr56YIHW1fda38SXBt8EbLqw",
-	"yZkSNz1/Pv7W/vxYHqsxTjO8+1qvDnJXNYTczN/eceGAgLH0U5/GWKF1yNb7vDsQ20lmRw/125hN8Hgq",
-	"Ef5KtWPkV369beSOlk/70RK+CK9znG92yPdqP3QawlFfryMC8Z1QJB0ZzPUS/fiWsjHpqYmlGC4zzAvt",
-	"qvvoIV0F7om3KtP36uVeXYz/Tz3u6zxtSPQfMeTA1mOsPRdo2y1HzWOtzcd97nVEHRf1IbtPvX4X9W1y",
-	"7lrkGt1kt6N7mly0+8Dqi9LQ/yenaIUWuuoZyhe+lorhlUYf5WDQtr9OpU7v9kXbkPH2pqkjbB6DjGT1",
-	"GmRfkO68G3lCs+yctMcyxO/Xm6W5FdiOjgy1nlkUsl2YjQOqZf18yWDGUxeGR0MG2OX+KcK/GtOMqgH2",
-	"PpO9a09zdrjoKzTMzJQVWQeO9V9S1cWBPmgeiXpIvn0lWs2TOi9Cw7T55YsXz198Zvr88Qm9q6WUAc/a",
-	"zhJ7I8Tt+6yFtu5blomapavXT+Mu1d3/qLnJfoqqcRUOmWxvyz8PbK4w1SajWPraOL4aSJFw0J1UHjaj",
-	"hnTB1dw/AnHc4b5I3pVo84iCrfgNn0itRPppW4LuFdY/cRGepCkW1FUQrhVzpamV9fMuuYYDZ6gbCLa8",
-	"tG+0Lg7PwaArjbLtxLffX7wX7HcT39M8DWQjyn8SGP2tG7cr9F02dW7VJVszKAgPUgrCR2aJWbsvmYDS",
-	"I12ESV7F017M5O3ymN2eCmk7XfxZrNZR7TdsJbcXfX50U1uISusdFg6sDubxY15T2Vq4/bbS1VVGfa1C",
-	"tthE3TuVDx9J6eEuIRjLQyW27+aCquf/BgAA//8=",
+	"3Fp7c9s4kv8qXbytil1F0bLj5G7lmrrSTLxzrs0lKTvzuAtzFky2RIxBgAFAyRqXvvtVAyRFipSdmdj3",
+	"2P9kGGz0u3/dwH2QqLxQEqU1weQ+KJhmOVrU7q+L9L1+x3Kk3ymaRPPCciWDSfAxQzBMpjfqDngagtLA",
+	"rQHJcoyCMOC0p2A2C8JAOgIBr2mFgcYvJdeYBhOrSwwDk2SYMzokZ3dvUS5sFkyOT/4lDHIum7/DwK4L",
+	"omSs5nIRbDYbImUKJQ06ds+1Vpp+JEpalJZ+sqIQPGHE9tFvhni/b533F43zYBL809FWC0f+v+bIUbus",
+	"6PvTujqYSkDaEwX0v+ozojotrbqyqrjELyUaz0aacvqMiQ9aFagtJ5bnTBgMg6K1dB9waVEvmegr/d+5",
+	"LC2aMxhDyg27EWiAlVaNjFUFqT3nkudlHkzGjbKI2gJ14JVV6/3T9pTPzVZ18xsmNtiEwQ8amcUrb98/",
+	"JwWrdHCxV5qLVCDkXiS4wbnSuJWmLeMZ2AwhZZgrCSnOWSksrDKUwG4MSvuI5GFwN1qoEa2OzC0vRqrw",
+	"MowK5bRQSbAJA5TLn5l3/WFR73d9cNcnzuWSayVzlBbU3DG+UvpWKJZG8DMTJRqQuEQNGlmSAQOhFiRA",
+	"zwY87avsByYE6lGSKYMSeHoGC5SomcV0VyEFsxY1ffRfn9jo9+noP8ejv37e/ryORp/vx+Hrk81fgrAv",
+	"lWA3KB5URDtUxyen4WOamVrIlbHw+vQMbnFtgGmE49HJq9dwsyYXWHGbqdLCi+9eUDp5EZfj8cnrFyEs",
+	"vdpYRYBOcyZnd22OXp8OKFEOJq+fJP9SIrBcyQUIvmxSGfla5WAGrHLm4+kTqFOX0nLPykMp57LaRulE",
+	"ssJkyva5n4JgpUwyKLSac4Ew1ypvh0ii5JwvziAOKlnioBcuO3l2N7MOqPJcWr12EfNWLXyt6PiDKm1R",
+	"DrBrbEpWnSsh1ApTuFmDsSlqHQ0pyv9rMNA8oYF/7WS2ipHmg4boUKZzSf57la77AiUqxa+qET/Qxk0Y",
+	"5GgMWwz42y8Zs7CilLDS5HJMUrgySy6WKmA3pCBuBxSyI5pjaXvQXoF+qFjvsiGVvZ6rUqZwOj4NgQmN",
+	"LF1f4x031sDp+K8hcLlkgqfXTC9Kl8NOx+MwlnPGBabXhcZESZ8O/P5C41zwRWav/RY4PTkJIXHlo156",
+	"5UiU0pRFobR1K8chlJItGReU4eHV+KVbKG2G0lK5JlLj4zCWBeqcG8OVvE5Rcrf+MgSNRpU6wWu8y1hp",
+	"3P4TJwCFKRN0ahTLgHI6lYVPW+mDMOiK7vBKV+4gDAZkpjywI3AQBh1pgzBoSer+asT0f7VlJIK78jl8",
+	"tCucY9FL1rL6Nja6WKXnylgDo0d92YXCrtv5zwe9bVnBrO55VTp15UOI9/Ng8unhsyuocSHnKth8Dh8A",
+	"m5TnkE4FbnzkRH+kwjeJvh8ef1N6WweuNRaCJZiGdJpeQ85sknG5qLc4lGsxN4+ptSNao0KmNVu7rIZf",
+	"BqCRJKcyhIvWoCRCgdpL7bHQ1dV5VZfmSufMerTz+jTow74w8L70oLwRSyxfcrsOfV66KfMCU+AWDjTO",
+	"NZoshLy0DkVT0Ku79eFg+q6LXMNWyiyO3OrQbrfwiFeS1B9p465XkuYqGtXBez30Y3VQnQv6Zg4a14h8",
+	"PLdXjGV6d0UVRWclRYHdPbVOW0tlkTrSQyHsHKQXSazgP6M23Dcu/bDI2W9Kw9Jv8YiTG0IAVrPEwkEc",
+	"LI/jYNhYtItxh1X7xP9NrUAy2wFHDrJVX2EaQcHTESEsU7AEJ+AArS6lgVKmqIFJ4JJb4NL1hmol4cPF",
+	"G2i+CF0hJH++RS1RAMrUVOFWaJWgMSQRr8A+t0BqN1H9z9FCq7KYOApzJsQNS25pq8btGZ7nVhI+A9YQ",
+	"t+TrCRPCgEFreAqqtIQHjWO4Fem143QkduWgxcmgWX2DM2w84SAYyUgxXndkVU8UAjPA4EcFaald5JE1",
+	"j/Ox2WfPYbA7FSu2NhA7JywEkxgHZ8Dk2rp0hsIgKOmUSEXLpVUwX0oHeAfPKXxr0s80Win7hg+jtwoB",
+	"+w73a/JmCwv3cmaFjbvE9qSX7WfLbSD19q6YllwuzB7w1kLXHkGR5wqcW2CCbOc8iXymNKjBZKoUKQil",
+	"bqlrOZgrkaI2FAhEiNTkvyDflMpuI+ywU1YekWgnH0o/XKmlDNu5YygzftC45Lj6SYt+2rHqFuWDU58X",
+	"FDOJRuv8VEl4w9ZWSTYBg9KVDi9tLGe/jqr/jaojRx+J/AwyZJQnqPGrwl77WQMB41mpxSyCj0Siafqr",
+	"VhoOZo03g1VK3Ki72SFonJdUNCsqTUsZS27PQNmMDqtIGFggmYy4n11N37358Hb67vyafn3//tfrj+//",
+	"fv5u5hFkzwylV9nDWJ02hZUih9R/iYb/jn9uuJIUpWvB66HH8VDdT7m57ZvwR/59e1wy+GWOudLrP/Pt",
+	"UON4ue19GyzuCksQBqlKblEPJs42buqXxW+fLuXIZDWLiQZxU4UDpvbrAQ16GM7MULn+JVu78K+RrGDG",
+	"VzSCWkqDbyBCmCsNeMfyQiDETtLralcc0L44wDtuMZ0AtYNwHAeDWbqTpP/IYGdf1tlalDifVujmj6in",
+	"LlD9iqK0Hc42mTLW16WdaRqZcJVxgbUKh41YdJLcrkEIKrSJNhXQDec8XMC8sOu9Rz3ViGdg2sEsfmVv",
+	"ceX2UmLy+PLrbbI7FE7reX3NwFauFr+NF1WW66i5HThtjnpuE/ajeChPVjK+5Wag0WxK5be3YruqcAQf",
+	"YOiqNlDTVFCXQFoNg1bDQB5TL9Y9Q4rGarV2v3d761YC/NM3CPqRDJS4MbJH0+2UtJt7CqXEBHDJE0vJ",
+	"56wZwb4+hSRj1GGgNl83Hp0cgZ+QvhyakPazjGuNk1Jzu74i83nJbpBp1NPSZn3pLivrgZJi7VuGFmxb",
+	"MQOVWTzgYOBqM3Hv/IMO9+S37GXWFv7mh1dlaADEK1W4zmP64YKSVAuZGNRLnMFBDV+I3OTo6Pjkn6Nx",
+	"NI6OJ6fjk1dHy+PDKJYfqW9z41xe2YTLBaUc17277KdLmzkLuZTFKXetCzS+AXJn6Vi6LmLuuita/lFB",
+	"IjhK2/RauUpROCwqVMLEESu4w6HbmwQ3T+Y2imUszx0sc05KjM3uY++xcTCB+9gNJOlnHERRFAchxPVw",
+	"srW62Xgc5+sVJ7SIsazyeaHVkhMK9GfQFnMGBml3HcBRFcBRM9z0vFG/SX7vuyPXl3VoRh9q4jnaTKV1",
+	"w6c1dy0ecBnL2d2o3j/y22bUI1qCobeIVYTYlSKVGYtFBQq5Fc6DG2s7dfrWWwlway04PgmOKahVgZIV",
+	"PJgEL6Nx9NKHTuZ8+8gNeOjnJgyOaodb4EBlfF+gbO5LKkcOwaiqqyAF3FCYS7AoBPVzDZc+HGLpjLxt",
+	"9NxcyfXYmRKp8TFEGg2b4QI50LaliGL5C4WRUw6dDwdK+6iTrps11T1EqTE9dMo2zqQCLXoVNqa7SAlc",
+	"onWJeedO92Q8frIbXZ/4+xe5H5s0Efl7Kxeu+6g17PmJqU9VZZ4zgszBRYrScruu8Yqn6zOrM4txiqS6",
+	"OXLKhxQtJsSJH2TuOKObBjq2w+CoM70c9Iy/cWHrlmrmqnT09/P/+O7n6dufzmfwpXSzleaOHw7wjiXW",
+	"DzdDmL57M8L0MIxluw7M/tXTUZovuPwuEdzfzPlViyz/js0iuPKz/Zu1H/+TxxBuGDI11fKrRpRnNHgb",
+	"O+yxe6PSbzc9HbOlF0I9hRZrSuwWtVePx077jO15JWBlhu7+pFmR3U7Gx6Bkgp2GgvJzVeJmEbyniF27",
+	"rqKsYG4d+1oJYcAVLdd2+0kQt5DyFA6qmVbofDSElGtMrNLrQ58BPAexnO1ehczgwE03qhY+YVIqC7qU",
+	"QDg7BKn8Oa4SF2wlKS8oHctZ5walItNAcuKJCCUqRyiLwyGH6rxXqB6YoLH1vd6T+NLgm4hNFzZaXeKm",
+	"58/HT+3PD+WxGuM0w8tv9Wovd1VDyM3c7SXjFqgxEG7q1RjLt07pep93e2I7yezovn4btPEeTyXCXSl3",
+	"jPzGrbeN3NHyaT9a/Bf+dZJ1zR75Xu2HVoE/6tt1RFC9E4qkI425WqIbX1M2Jj01sRTBRYp5oWx1Hz+k",
+	"K8898VZl+l693KuL8f+ox32bpw2J/iP6HNh6jLbnAnG75ah5rLb5vM+9jqjjpLZn96nbH6K+Tc5di1yh",
+	"ne52tM+Ti3YfmH1VGvr/5BSt0EJbPcP5ytdiEbxR6KIcNJr214lQye2+aBsy3t40dYTNY5iRqF7D7AvS",
+	"nXczz2iWnZP2WIb4/XazNLci29GZptYzDX2283cDgHJZP9/SmLLE+uHZkAF2uX+O8K/GVKNqgL/PZB/a",
+	"06wdLvoK9TNDaXjagWP9l2R1caAPmkeyDpJvX8lW87TOi1g/bX/96tXLV49M3z8/o3e1lDLgWdtZam+E",
+	"un2fliljn7JM1Cxdvn0ed6nePoyam/znqBqX/pDp9rXA48DmEhOlU4qlb43jy4EUCQfdSe1hM2pIMiYX",
+	"7hGMZRb3RfKuRJsHFGz47/hMaiXSz9sSdK/w/oGL8DRJsKCugnAtX0hFraybd4k1HFhN3YC35YV5p1Rx",
+	"eAYaballZ7y831+cF+x3E9fTPA9kI8r/R2D0Uzdul+i6bOrcqkvGZlDgH+QUhI/0EtN2XzIFqUaq8JO8",
+	"iqe9mMnZ5SG7PRnS7uurnq7AjUrXYNjawCpbu/GFH/76e9grJ7s+9A/n/M0I3GCi6mHx9j1D6/a2auBY",
+	"knV31Q+//GM80hYtNPlRSfScxEFzZRv1phXE0vMmpp3e4H87DXXd7wnb7e1lsBtv1V5M8OMWCwtGeRd2",
+	"o3BdxQO3+/1ZVdc99dUT+esm7N47ffpMjunvW7xDOzgZ7LvdIYTx3wEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

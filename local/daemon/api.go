@@ -110,7 +110,11 @@ func (a strictAPI) DeleteSandbox(ctx context.Context, req api.DeleteSandboxReque
 }
 
 func (a strictAPI) StopSandbox(ctx context.Context, req api.StopSandboxRequestObject) (api.StopSandboxResponseObject, error) {
-	s, err := a.s.opts.Manager.Stop(ctx, req.IdOrName)
+	reason := ""
+	if req.Body != nil {
+		reason = req.Body.Reason
+	}
+	s, err := a.s.opts.Manager.StopWithReason(ctx, req.IdOrName, reason)
 	if err != nil {
 		return nil, err
 	}

@@ -614,11 +614,25 @@ func (m *Manager) Start(ctx context.Context, idOrName string) (provider.Sandbox,
 // Stop stops the workload and keeps the directory. Stopping a stopped
 // sandbox returns it unchanged. See provider.Provider.
 func (m *Manager) Stop(ctx context.Context, idOrName string) (provider.Sandbox, error) {
+	return m.StopWithReason(ctx, idOrName, "")
+}
+
+// StopWithReason is Stop recording reason as the errorReason, which the
+// sandbox.stopped event carries; "" records provider.StopReasonManual.
+// invalid_argument: the reason the daemon keeps for deletes.
+func (m *Manager) StopWithReason(ctx context.Context, idOrName, reason string) (provider.Sandbox, error) {
+	switch reason {
+	case "":
+		reason = provider.StopReasonManual
+	case reasonDeleted:
+		// A stop recorded with it would be finished as a delete.
+		return provider.Sandbox{}, provider.Errorf(provider.InvalidArgument, "stop reason %q is reserved for deletes: pick another", reason)
+	}
 	e, err := m.lookup(idOrName)
 	if err != nil {
 		return provider.Sandbox{}, err
 	}
-	return m.stop(ctx, e, "")
+	return m.stop(ctx, e, reason)
 }
 
 func (m *Manager) stop(ctx context.Context, e *entry, reason string) (provider.Sandbox, error) {
