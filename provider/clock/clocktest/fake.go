@@ -117,6 +117,21 @@ func (f *Fake) Waiters() int {
 	return len(f.waiters)
 }
 
+// Next returns when the earliest pending timer or ticker falls due, so that
+// a driver of a simulation can jump from one event to the next; false when
+// none is pending.
+func (f *Fake) Next() (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var next time.Time
+	for _, w := range f.waiters {
+		if next.IsZero() || w.when.Before(next) {
+			next = w.when
+		}
+	}
+	return next, !next.IsZero()
+}
+
 // BlockUntilWaiters waits until at least n timers or tickers are pending, so a
 // test can Advance knowing the code under test has armed its timer.
 func (f *Fake) BlockUntilWaiters(ctx context.Context, n int) error {

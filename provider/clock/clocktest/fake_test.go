@@ -70,3 +70,21 @@ func TestBlockUntilWaiters(t *testing.T) {
 	require.NoError(t, f.BlockUntilWaiters(ctx, 1))
 	assert.Equal(t, 1, f.Waiters())
 }
+
+func TestNextIsTheEarliestPendingDeadline(t *testing.T) {
+	f := NewFake(time.Time{})
+	_, ok := f.Next()
+	assert.False(t, ok, "nothing pending")
+	start := f.Now()
+	late := f.NewTimer(time.Hour)
+	tk := f.NewTicker(time.Minute)
+	next, ok := f.Next()
+	require.True(t, ok)
+	assert.Equal(t, start.Add(time.Minute), next)
+	tk.Stop()
+	next, _ = f.Next()
+	assert.Equal(t, start.Add(time.Hour), next)
+	late.Stop()
+	_, ok = f.Next()
+	assert.False(t, ok)
+}
