@@ -1,0 +1,185 @@
+package pool
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock/clocktest"
+	"github.com/sandplane/sandplane/provider/pool/pooltest"
+)
+
+// secretValue is an env value no log, record or error may show.
+const secretValue = "s3cr3t-env-value-42"
+
+var testSpec = Spec{
+	Snapshot: "default",
+	Env:      map[string]string{"API_TOKEN": secretValue},
+	Labels:   map[string]string{"app": "agent"},
+}
+
+// harness is a pool on a fake clock and a fake provider, logging into a
+// buffer that the cleanup checks for secrets.
+type harness struct {
+	t    *testing.T
+	ctx  context.Context
+	clk  *clocktest.Fake
+	f    *pooltest.Fake
+	p    *Pool
+	logs *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Short TTLs keep the fake clock's jumps readable; the heartbeat is off
+// unless a test turns it on, so that background work settles.
+func baseOptions(clk *clocktest.Fake, logs *syncBuffer) []Option {
+	return []Option{
+		WithClock(clk),
+		WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		WithHeartbeat(0),
+		WithKeepWarm(time.Minute),
+		WithStopTimeout(10 * time.Second),
+		WithPollInterval(time.Second),
+	}
+}
+
+func newHarness(t *testing.T, opts ...Option) *harness {
+	t.Helper()
+	clk := clocktest.NewFake(time.Time{})
+	return newHarnessOn(t, clk, pooltest.New(clk), nil, opts...)
+}
+
+// newHarnessOn builds the pool on prov (the fake itself when nil).
+func newHarnessOn(t *testing.T, clk *clocktest.Fake, f *pooltest.Fake, prov provider.Provider, opts ...Option) *harness {
+	t.Helper()
+	logs := &syncBuffer{}
+	if prov == nil {
+		prov = f
+	}
+	p, err := New(context.Background(), prov, append(baseOptions(clk, logs), opts...)...)
+	require.NoError(t, err)
+	h := &harness{t: t, ctx: context.Background(), clk: clk, f: f, p: p, logs: logs}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Shutdown(ctx)
+		require.NotContains(t, logs.String(), secretValue, "an env value reached the log")
+	})
+	return h
+}
+
+func (h *harness) acquire(key string, opts ...AcquireOption) *Lease {
+	h.t.Helper()
+	l, err := h.p.Acquire(h.ctx, key, testSpec, opts...)
+	require.NoError(h.t, err)
+	require.NotNil(h.t, l.Sandbox)
+	return l
+}
+
+func (h *harness) release(l *Lease, o Outcome) {
+	h.t.Helper()
+	require.NoError(h.t, h.p.Release(h.ctx, l, o))
+	h.settle()
+}
+
+// settle waits until the pool's background work is done.
+func (h *harness) settle() {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		h.p.mu.Lock()
+		defer h.p.mu.Unlock()
+		return h.p.bg == 0
+	}, 10*time.Second, time.Millisecond, "the pool's background work never settled")
+}
+
+// advance moves the fake clock and lets what fell due finish.
+func (h *harness) advance(d time.Duration) {
+	h.t.Helper()
+	h.clk.Advance(d)
+	h.settle()
+}
+
+func (h *harness) eventually(cond func() bool, msg string) {
+	h.t.Helper()
+	require.Eventually(h.t, cond, 10*time.Second, time.Millisecond, msg)
+}
+
+// state is the fake's view of a sandbox; "" once it is gone.
+func (h *harness) state(id string) provider.State {
+	for _, sb := range h.f.Sandboxes() {
+		if sb.Id == id {
+			return sb.State
+		}
+	}
+	return ""
+}
+
+func (h *harness) sandbox(id string) provider.Sandbox {
+	h.t.Helper()
+	for _, sb := range h.f.Sandboxes() {
+		if sb.Id == id {
+			return sb
+		}
+	}
+	h.t.Fatalf("sandbox %s is gone", id)
+	return provider.Sandbox{}
+}
+
+func (h *harness) record(key string) (Record, bool) {
+	h.t.Helper()
+	rec, ok, err := h.p.store.Load(h.ctx, key)
+	require.NoError(h.t, err)
+	return rec, ok
+}
+
+func (h *harness) teardowns(r Reason) int {
+	return int(testutil.ToFloat64(h.p.m.teardowns.WithLabelValues(string(r))))
+}
+
+// stopReasons are the reasons the provider was given for stops, in order.
+func (h *harness) stopReasons(id string) []string {
+	var out []string
+	for _, c := range h.f.Calls(pooltest.OpStop) {
+		if c.ID == id {
+			out = append(out, c.Reason)
+		}
+	}
+	return out
+}
+
+func stageNames(l *Lease) []string {
+	var out []string
+	for _, s := range l.Stages {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func waitCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

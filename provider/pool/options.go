@@ -1,0 +1,201 @@
+package pool
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// Defaults of the options.
+const (
+	DefaultKeepWarm          = 60 * time.Second
+	DefaultMaxRunning        = 4
+	DefaultAutoStopMinutes   = 15
+	DefaultAutoDeleteMinutes = 24 * 60
+	DefaultBusyWait          = 10 * time.Second
+	DefaultAdmitWait         = 30 * time.Second
+	DefaultStopTimeout       = 30 * time.Second
+	DefaultOpTimeout         = 2 * time.Minute
+	DefaultPollInterval      = 500 * time.Millisecond
+	// maxAutoDeleteMinutes keeps auto-delete ahead of Daytona's auto-archive
+	// (7 days by default): restoring an archive (33-66 s) is slower than a
+	// fresh create, so an archived sandbox is worth nothing to a pool.
+	maxAutoDeleteMinutes = 7*24*60 - 1
+)
+
+type config struct {
+	clk          clock.Clock
+	store        Store
+	log          *slog.Logger
+	reg          prometheus.Registerer
+	name         string
+	keepWarm     time.Duration
+	maxRunning   int
+	maxWarm      int // <0: default
+	autoStop     int
+	autoDelete   int
+	minute       time.Duration
+	stoppedTTL   time.Duration // <0: default
+	busyWait     time.Duration
+	admitWait    time.Duration
+	reject       bool
+	stopTimeout  time.Duration
+	opTimeout    time.Duration
+	pollInterval time.Duration
+	heartbeat    time.Duration // <0: default
+}
+
+func defaults() config {
+	return config{
+		clk:          clock.Real(),
+		log:          slog.New(slog.DiscardHandler),
+		name:         "default",
+		keepWarm:     DefaultKeepWarm,
+		maxRunning:   DefaultMaxRunning,
+		maxWarm:      -1,
+		autoStop:     DefaultAutoStopMinutes,
+		autoDelete:   DefaultAutoDeleteMinutes,
+		minute:       time.Minute,
+		stoppedTTL:   -1,
+		busyWait:     DefaultBusyWait,
+		admitWait:    DefaultAdmitWait,
+		stopTimeout:  DefaultStopTimeout,
+		opTimeout:    DefaultOpTimeout,
+		pollInterval: DefaultPollInterval,
+		heartbeat:    -1,
+	}
+}
+
+// Option configures a Pool.
+type Option func(*config)
+
+// WithClock runs every timer of the pool on c. Default clock.Real().
+func WithClock(c clock.Clock) Option { return func(o *config) { o.clk = c } }
+
+// WithStore keeps the key pointers in s. Default a new MemoryStore.
+func WithStore(s Store) Option { return func(o *config) { o.store = s } }
+
+// WithLogger logs teardowns and failures to l. Default: discard.
+func WithLogger(l *slog.Logger) Option { return func(o *config) { o.log = l } }
+
+// WithRegisterer registers the pool's metrics with r.
+func WithRegisterer(r prometheus.Registerer) Option { return func(o *config) { o.reg = r } }
+
+// WithName names the pool in its labels ("sandplane.pool") and metrics, for
+// hosts that run several. Default "default".
+func WithName(name string) Option { return func(o *config) { o.name = name } }
+
+// WithKeepWarm parks a released sandbox running for d before stopping it;
+// 0 turns park-to-running off (every release stops). Default 60 s.
+func WithKeepWarm(d time.Duration) Option { return func(o *config) { o.keepWarm = d } }
+
+// WithMaxRunning caps the sandboxes of the pool that run at once, in use,
+// warm or on their way. Default 4.
+func WithMaxRunning(n int) Option { return func(o *config) { o.maxRunning = n } }
+
+// WithMaxWarm caps the sandboxes parked running; a turn that ends when they
+// are all taken parks its sandbox stopped. Default: half of MaxRunning,
+// rounded up, so that a fresh key rarely waits for an eviction.
+func WithMaxWarm(n int) Option { return func(o *config) { o.maxWarm = n } }
+
+// WithAutoStop sets the provider's auto-stop on every sandbox the pool
+// creates, in the provider's interval minutes: what stops a sandbox whose
+// host died with it parked running or in use. Default 15; 0 disables.
+func WithAutoStop(minutes int) Option { return func(o *config) { o.autoStop = minutes } }
+
+// WithAutoDelete sets the provider's auto-delete (provider.AutoDeleter) on
+// every sandbox the pool creates, in interval minutes, 1 to 10079 (Daytona
+// would archive it after 7 days, and an archive is slower to restore than a
+// fresh create). Default 1440 (a day).
+func WithAutoDelete(minutes int) Option { return func(o *config) { o.autoDelete = minutes } }
+
+// WithMinute tells the pool how long the provider's interval minute is
+// (a daemon or simulator run with --minute). Default one minute.
+func WithMinute(d time.Duration) Option { return func(o *config) { o.minute = d } }
+
+// WithStoppedTTL sets how long a sandbox stays parked stopped before the
+// pool deletes it (ReasonTTLExpired). Providers without auto-delete (local)
+// rely on this alone; on the others the provider's timer usually wins and
+// the pool only forgets the pointer. Default: the auto-delete interval.
+func WithStoppedTTL(d time.Duration) Option { return func(o *config) { o.stoppedTTL = d } }
+
+// WithBusyWait sets how long Acquire waits for the key's turn in flight to
+// be released before it gives the key a new sandbox and the older turn's
+// sandbox is torn down at its release (ReasonSuperseded). 0 never waits.
+// Default 10 s.
+func WithBusyWait(d time.Duration) Option { return func(o *config) { o.busyWait = d } }
+
+// WithAdmission sets what Acquire does when every running slot is taken and
+// no warm sandbox can be evicted: wait up to wait (reject false), or fail at
+// once (reject true); either way resource_exhausted in the end. Acquire
+// options override it per call. Default: wait 30 s.
+func WithAdmission(reject bool, wait time.Duration) Option {
+	return func(o *config) { o.reject, o.admitWait = reject, wait }
+}
+
+// WithStopTimeout bounds how long a stop or delete is awaited before the
+// pool treats the provider as hung: the running slot stays taken and a poll
+// of the real state goes on in the background. Default 30 s.
+func WithStopTimeout(d time.Duration) Option { return func(o *config) { o.stopTimeout = d } }
+
+// WithOpTimeout bounds a create or a start. Default 2 min.
+func WithOpTimeout(d time.Duration) Option { return func(o *config) { o.opTimeout = d } }
+
+// WithPollInterval sets how often the real state is polled while a stop is
+// awaited or a sandbox settles. Default 500 ms.
+func WithPollInterval(d time.Duration) Option { return func(o *config) { o.pollInterval = d } }
+
+// WithHeartbeat refreshes the activity of a sandbox in use every d, so that
+// the provider's auto-stop never ends a long turn whose sandbox is quiet
+// (an agent waiting on a model). 0 disables. Default: a third of the
+// auto-stop interval.
+func WithHeartbeat(d time.Duration) Option { return func(o *config) { o.heartbeat = d } }
+
+func (c *config) finish(p provider.Provider) error {
+	switch {
+	case c.clk == nil:
+		return provider.Errorf(provider.InvalidArgument, "pool: nil clock")
+	case c.maxRunning < 1:
+		return provider.Errorf(provider.InvalidArgument, "pool: MaxRunning must be at least 1 (got %d)", c.maxRunning)
+	case c.keepWarm < 0:
+		return provider.Errorf(provider.InvalidArgument, "pool: KeepWarm must not be negative (0 turns park-to-running off)")
+	case c.autoStop < 0:
+		return provider.Errorf(provider.InvalidArgument, "pool: AutoStop must not be negative (0 disables)")
+	case c.autoDelete < 1 || c.autoDelete > maxAutoDeleteMinutes:
+		return provider.Errorf(provider.InvalidArgument, "pool: AutoDelete must be 1 to %d minutes (got %d): longer would let Daytona archive the sandbox first", maxAutoDeleteMinutes, c.autoDelete)
+	case c.minute <= 0 || c.stopTimeout <= 0 || c.opTimeout <= 0 || c.pollInterval <= 0:
+		return provider.Errorf(provider.InvalidArgument, "pool: Minute, StopTimeout, OpTimeout and PollInterval must be positive")
+	case c.busyWait < 0 || c.admitWait < 0:
+		return provider.Errorf(provider.InvalidArgument, "pool: BusyWait and the admission wait must not be negative")
+	case c.name == "" || len(c.name) > 63:
+		return provider.Errorf(provider.InvalidArgument, "pool: the name must be 1 to 63 characters")
+	}
+	if c.store == nil {
+		c.store = NewMemoryStore()
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.maxWarm < 0 {
+		c.maxWarm = (c.maxRunning + 1) / 2
+	}
+	if c.stoppedTTL < 0 {
+		c.stoppedTTL = time.Duration(c.autoDelete) * c.minute
+		if _, ok := p.(provider.AutoDeleter); ok {
+			// Leave the provider's timer (Daytona's runs every 10 s) the
+			// first go; the pool only cleans up after it.
+			c.stoppedTTL += c.minute
+		}
+	}
+	if c.heartbeat < 0 {
+		c.heartbeat = 0
+		if c.autoStop > 0 {
+			c.heartbeat = time.Duration(c.autoStop) * c.minute / 3
+		}
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+package pool
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/pool/pooltest"
+)
+
+// Two turns of one key at once: the second waits for the first's release
+// and gets the same sandbox warm; the pointer moves forward only.
+func TestTwoTurnsOnOneKey(t *testing.T) {
+	h := newHarness(t, WithBusyWait(time.Hour))
+	const turns = 6
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var paths []Path
+	var gens []uint64
+	ids := map[string]bool{}
+	for i := 0; i < turns; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := h.p.Acquire(h.ctx, "conv", testSpec)
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			paths = append(paths, l.Path)
+			gens = append(gens, l.gen)
+			ids[l.Sandbox.Id] = true
+			mu.Unlock()
+			assert.NoError(t, h.p.Release(h.ctx, l, OutcomeOK))
+		}()
+	}
+	wg.Wait()
+	h.settle()
+	assert.Len(t, ids, 1, "one sandbox served every turn")
+	assert.Equal(t, 1, h.f.Created())
+	created := 0
+	for _, p := range paths {
+		if p == PathCreated {
+			created++
+		}
+	}
+	assert.Equal(t, 1, created)
+	seen := map[uint64]bool{}
+	for _, g := range gens {
+		assert.False(t, seen[g], "each turn had its own generation")
+		seen[g] = true
+	}
+	rec, ok := h.record("conv")
+	require.True(t, ok)
+	assert.Equal(t, StateParkedRunning, rec.State)
+	assert.Equal(t, 1, h.f.MaxRunning())
+}
+
+// A turn that waited BusyWait for another gets a new sandbox and the key;
+// the older turn's release cannot take the pointer back, and its sandbox is
+// deleted.
+func TestNewerTurnSupersedesAStuckOne(t *testing.T) {
+	h := newHarness(t, WithBusyWait(30*time.Second))
+	old := h.acquire("conv")
+	base := h.clk.Waiters()
+	newer := h.acquireAsync(h.ctx, "conv")
+	require.NoError(t, h.clk.BlockUntilWaiters(waitCtx(t), base+1))
+	h.clk.Advance(30 * time.Second)
+	r := <-newer
+	require.NoError(t, r.err)
+	assert.Equal(t, PathCreated, r.l.Path)
+	assert.NotEqual(t, old.Sandbox.Id, r.l.Sandbox.Id)
+	assert.Contains(t, stageNames(r.l), StageWaitKey)
+	assert.Greater(t, r.l.gen, old.gen)
+
+	h.release(old, OutcomeOK)
+	assert.Empty(t, h.state(old.Sandbox.Id), "the older turn's sandbox is nobody's: deleted")
+	assert.Equal(t, 1, h.teardowns(ReasonSuperseded))
+	rec, _ := h.record("conv")
+	assert.Equal(t, r.l.Sandbox.Id, rec.SandboxID, "the pointer stays with the newer turn")
+	assert.Equal(t, StateInUse, rec.State)
+	h.release(r.l, OutcomeOK)
+	next := h.acquire("conv")
+	assert.Equal(t, r.l.Sandbox.Id, next.Sandbox.Id)
+	h.release(next, OutcomeOK)
+}
+
+// A turn cancelled mid-acquire and sent again at once: the first acquire's
+// create goes on, its sandbox is parked, and the resend finds it warm.
+// Nothing is created twice, nothing leaks.
+func TestCancelAndImmediateResend(t *testing.T) {
+	h := newHarness(t)
+	hang := h.f.Hang(pooltest.OpCreate, false)
+	ctx, cancel := context.WithCancel(h.ctx)
+	first := h.acquireAsync(ctx, "conv")
+	require.NoError(t, hang.WaitBlocked(waitCtx(t), 1))
+	cancel()
+	r := <-first
+	assert.Equal(t, provider.Unavailable, provider.Code(r.err), "the caller is told at once")
+	assert.ErrorIs(t, r.err, context.Canceled)
+
+	resend := h.acquireAsync(h.ctx, "conv")
+	time.Sleep(10 * time.Millisecond)
+	select {
+	case r := <-resend:
+		t.Fatalf("the resend went past the create under way: %+v", r)
+	default:
+	}
+	hang.Release()
+	r2 := <-resend
+	require.NoError(t, r2.err)
+	assert.Equal(t, PathWarm, r2.l.Path, "the cancelled turn's sandbox, parked")
+	assert.Equal(t, 1, h.f.Created())
+	h.release(r2.l, OutcomeOK)
+	assert.Len(t, h.f.Sandboxes(), 1)
+}
+
+// A turn cancelled after it got its lease and released at once, with the
+// resend racing the release: the resend gets the sandbox.
+func TestCancelledTurnReleasesWhileItsResendWaits(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		h := newHarness(t, WithBusyWait(time.Hour))
+		l := h.acquire("conv")
+		resend := h.acquireAsync(h.ctx, "conv")
+		ctx, cancel := context.WithCancel(h.ctx)
+		cancel() // the host's turn context is gone; it releases anyway
+		require.NoError(t, h.p.Release(ctx, l, OutcomeOK))
+		r := <-resend
+		require.NoError(t, r.err)
+		assert.Equal(t, l.Sandbox.Id, r.l.Sandbox.Id)
+		assert.Equal(t, 1, h.f.Created())
+		h.release(r.l, OutcomeOK)
+	}
+}
+
+// An eviction and a claim of the same warm sandbox race; whichever wins,
+// the cap holds, both turns get a sandbox, and nothing is left behind.
+func TestEvictionRacesAClaim(t *testing.T) {
+	for i := 0; i < 30; i++ {
+		h := newHarness(t, WithMaxRunning(1), WithMaxWarm(1))
+		a := h.acquire("a")
+		h.release(a, OutcomeOK)
+
+		claim := h.acquireAsync(h.ctx, "a", WaitUpTo(time.Hour))
+		fresh := h.acquireAsync(h.ctx, "b", WaitUpTo(time.Hour))
+		var first, second acquired
+		select {
+		case first = <-claim:
+			require.NoError(t, first.err)
+			assert.Equal(t, PathWarm, first.l.Path, "claimed before the eviction; an evicted slot goes to the evictor")
+			require.NoError(t, h.p.Release(h.ctx, first.l, OutcomeOK))
+			second = <-fresh
+		case first = <-fresh:
+			require.NoError(t, first.err)
+			assert.Equal(t, PathCreated, first.l.Path)
+			require.NoError(t, h.p.Release(h.ctx, first.l, OutcomeOK))
+			second = <-claim
+			if second.err == nil {
+				assert.Contains(t, []Path{PathWarm, PathResumed}, second.l.Path)
+				assert.Equal(t, a.Sandbox.Id, second.l.Sandbox.Id)
+			}
+		}
+		require.NoError(t, second.err)
+		h.release(second.l, OutcomeOK)
+		assert.Equal(t, 1, h.f.MaxRunning(), "never two running at once")
+		assert.LessOrEqual(t, h.f.Created(), 2)
+		require.NoError(t, h.p.Shutdown(waitCtx(t)))
+		assert.Zero(t, h.f.Running())
+	}
+}
+
+// Many keys, a small cap and turns that come and go at random: the cap
+// holds throughout and every sandbox is accounted for at the end.
+func TestChurnKeepsTheCap(t *testing.T) {
+	h := newHarness(t, WithMaxRunning(3), WithMaxWarm(2), WithKeepWarm(time.Minute))
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	var wg sync.WaitGroup
+	for w := 0; w < 6; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 15; i++ {
+				key := keys[(w+i)%len(keys)]
+				l, err := h.p.Acquire(h.ctx, key, testSpec, WaitUpTo(24*365*time.Hour))
+				if !assert.NoError(t, err) {
+					return
+				}
+				outcome := OutcomeOK
+				if i%7 == 3 {
+					outcome = OutcomeFailed
+				}
+				assert.NoError(t, h.p.Release(h.ctx, l, outcome))
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	ticker := make(chan struct{})
+	go func() { // time passes meanwhile, so keep-warm TTLs run out
+		defer close(ticker)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				h.clk.Advance(time.Second)
+				time.Sleep(200 * time.Microsecond)
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-ticker
+	h.settle()
+	assert.LessOrEqual(t, h.f.MaxRunning(), 3, "the cap held")
+	require.NoError(t, h.p.Shutdown(waitCtx(t)))
+	assert.Zero(t, h.f.Running(), "nothing runs after shutdown")
+	recs, err := h.p.store.List(h.ctx)
+	require.NoError(t, err)
+	known := map[string]bool{}
+	for _, r := range recs {
+		known[r.SandboxID] = true
+	}
+	for _, sb := range h.f.Sandboxes() {
+		assert.True(t, known[sb.Id], "sandbox %s (%s) is no key's: leaked", sb.Id, sb.State)
+	}
+}

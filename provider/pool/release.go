@@ -1,0 +1,138 @@
+package pool
+
+import (
+	"context"
+)
+
+// Release ends the turn of l. With OutcomeOK the sandbox is parked running
+// for the keep-warm TTL (or stopped at once when keep-warm is off or every
+// warm slot is taken); OutcomeFailed and OutcomeDiscard delete it
+// (ReasonTurnFailed, ReasonExplicit). A lease whose key was taken by a newer
+// turn has its sandbox deleted (ReasonSuperseded): an older turn never
+// overwrites the pointer of a newer one. Releasing twice, or after Shutdown
+// took the sandbox, does nothing.
+//
+// Release waits for the pool's work (a stop takes a second or so) until ctx
+// ends; the work goes on either way, so a cancelled turn still releases.
+func (p *Pool) Release(ctx context.Context, l *Lease, outcome Outcome) error {
+	if l == nil {
+		return nil
+	}
+	p.mu.Lock()
+	if l.releasing || l.done {
+		p.mu.Unlock()
+		return nil
+	}
+	l.releasing = true
+	l.ks.refs++
+	done := make(chan struct{})
+	if p.ctx.Err() != nil {
+		p.mu.Unlock()
+		p.leave(l.ks)
+		return nil
+	}
+	p.goLocked(func() {
+		defer close(done)
+		defer p.leave(l.ks)
+		p.finish(l, outcome)
+	})
+	p.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// finish does what Release promises, under the key's lock.
+func (p *Pool) finish(l *Lease, outcome Outcome) {
+	ks := l.ks
+	if ks.lockCtx(p.ctx) != nil {
+		return
+	}
+	defer p.unlock(ks)
+	p.mu.Lock()
+	revoked := l.revoked || l.done
+	p.mu.Unlock()
+	if revoked {
+		return // Shutdown deleted it
+	}
+	h := p.endLease(l)
+	id := l.Sandbox.Id
+	rec, ok, err := p.store.Load(context.Background(), ks.key)
+	switch {
+	case err != nil:
+		// The pointer cannot be moved; the record stays in use, which the
+		// next acquire or the keep-warm timer takes for parked running.
+		p.log.Error("pool release: read the record", "pool", p.cfg.name, "key", ks.key, "err", err)
+		p.mu.Lock()
+		ks.hold = h
+		p.mu.Unlock()
+		p.armKeepWarm(ks, Record{State: StateInUse, Gen: l.gen, Since: p.clk.Now()})
+		return
+	case !ok || rec.Gen != l.gen:
+		p.teardown(ks.key, id, h, true, ReasonSuperseded, "a newer turn took the key")
+		return
+	}
+	switch outcome {
+	case OutcomeFailed, OutcomeDiscard:
+		reason := ReasonTurnFailed
+		if outcome == OutcomeDiscard {
+			reason = ReasonExplicit
+		}
+		if _, err := p.swap(ks, rec.Gen, nil); err != nil {
+			p.log.Error("pool release: forget the record", "pool", p.cfg.name, "key", ks.key, "err", err)
+		}
+		p.teardown(ks.key, id, h, true, reason, "")
+	default:
+		p.park(ks, rec, h)
+	}
+}
+
+// park parks the key's sandbox after a turn: running while a warm slot is
+// free and keep-warm is on, stopped otherwise.
+func (p *Pool) park(ks *keyState, rec Record, h *hold) {
+	p.mu.Lock()
+	ks.hold = h
+	warmFree := !p.closing && p.cfg.keepWarm > 0 && p.warmLocked() <= p.cfg.maxWarm // this key is counted already
+	p.mu.Unlock()
+	if !warmFree {
+		p.stopParked(ks, rec, stopWhy{})
+		return
+	}
+	next := rec
+	next.State, next.Since = StateParkedRunning, p.clk.Now()
+	got, err := p.swap(ks, rec.Gen, &next)
+	if err != nil {
+		p.log.Error("pool release: park the record", "pool", p.cfg.name, "key", ks.key, "err", err)
+		p.stopParked(ks, rec, stopWhy{})
+		return
+	}
+	p.mu.Lock()
+	ks.lastUsed = got.Since
+	p.mu.Unlock()
+	p.armKeepWarm(ks, got)
+}
+
+// endLease ends l's turn and returns its running slot, or nil when it has
+// already ended.
+func (p *Pool) endLease(l *Lease) *hold {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l.done {
+		return nil
+	}
+	l.done = true
+	if l.stopBeat != nil {
+		l.stopBeat()
+	}
+	delete(p.leases, l)
+	if l.ks.lease == l {
+		l.ks.lease = nil
+	}
+	close(l.released)
+	p.signalLocked()
+	h := l.hold
+	l.hold = nil
+	return h
+}
