@@ -74,7 +74,9 @@ func (p plain) Info(ctx context.Context) (*provider.Info, error) { return p.f.In
 func (p plain) Create(ctx context.Context, r provider.CreateRequest) (*provider.Sandbox, error) {
 	return p.f.Create(ctx, r)
 }
-func (p plain) Get(ctx context.Context, id string) (*provider.Sandbox, error) { return p.f.Get(ctx, id) }
+func (p plain) Get(ctx context.Context, id string) (*provider.Sandbox, error) {
+	return p.f.Get(ctx, id)
+}
 func (p plain) List(ctx context.Context, o provider.ListOptions) ([]provider.Sandbox, error) {
 	return p.f.List(ctx, o)
 }
