@@ -32,11 +32,14 @@ test-deps:
 ## bench: each figure beside its baseline measured in the same run, as a ratio
 # Lifecycle benchmarks spawn real workloads: a fixed count keeps them short.
 # The simulator's are request loops: they run on time. The relay's take a
-# fixed number of interleaved samples per path, so one pass is the run.
+# fixed number of interleaved samples per path, so one pass is the run. The
+# pool's wait out Daytona's latencies (a fixed count), and play a day on a
+# fake clock.
 bench:
 	{ $(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./local/... && \
 	  $(GO) test -run '^$$' -bench . -benchtime 1s -timeout 30m ./simulator/... && \
-	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./provider/relay/... ; } | tee /dev/stderr | $(GO) run ./internal/benchreport
+	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./provider/relay/... && \
+	  $(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./provider/pool/ ; } | tee /dev/stderr | $(GO) run ./internal/benchreport
 
 ## generate: regenerate code from openapi/controlplane.yaml
 generate:
