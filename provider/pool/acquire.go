@@ -272,12 +272,18 @@ func (a *acquisition) claim(sb *provider.Sandbox, path Path, h *hold) (*Lease, e
 	a.stage(StageClaim, began)
 	l := &Lease{Key: a.key, Sandbox: sb, Path: path, Stages: a.stages, Took: p.clk.Since(a.start),
 		ks: ks, gen: rec.Gen, released: make(chan struct{}), hold: h}
+	beat := p.heartbeat(l)
 	p.mu.Lock()
+	l.stopBeat = beat
 	p.cancelTimerLocked(ks)
+	if old := ks.lease; old != nil && old.stopBeat != nil {
+		// Superseded: its sandbox is deleted at its release, and if that
+		// never comes, the provider's auto-stop is no longer held off.
+		old.stopBeat()
+	}
 	ks.lease = l
 	p.leases[l] = struct{}{}
 	p.mu.Unlock()
-	l.stopBeat = p.heartbeat(l)
 	return l, nil
 }
 
@@ -420,6 +426,8 @@ func (a *acquisition) awaitStopping() error {
 	select {
 	case <-ch:
 		return nil
+	case <-a.p.closed:
+		return errClosed
 	case <-a.caller.Done():
 		return provider.Errorf(provider.Unavailable, "key %q: its sandbox is being stopped and the provider has not confirmed it yet: %w", a.key, a.caller.Err())
 	}

@@ -32,7 +32,8 @@ type Pool struct {
 	leases  map[*Lease]struct{}
 	changed chan struct{} // closed and replaced on every change an admission or a waiter may care about
 	closing bool
-	bg      int // background goroutines
+	closed  chan struct{} // closed when Shutdown begins
+	bg      int           // background goroutines
 }
 
 // New returns a pool of sandboxes on prov. It reads the store, and picks up
@@ -59,7 +60,7 @@ func New(ctx context.Context, prov provider.Provider, opts ...Option) (*Pool, er
 		prov: prov, cfg: cfg, clk: cfg.clk, log: cfg.log, store: cfg.store, secret: secret,
 		ctx: pctx, cancel: cancel,
 		keys: map[string]*keyState{}, holds: map[*hold]struct{}{}, leases: map[*Lease]struct{}{},
-		changed: make(chan struct{}),
+		changed: make(chan struct{}), closed: make(chan struct{}),
 	}
 	p.m = newMetrics(p)
 	if cfg.reg != nil {
@@ -126,6 +127,7 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	p.closing = true
+	close(p.closed)
 	keys := make([]*keyState, 0, len(p.keys))
 	for _, ks := range p.keys {
 		ks.refs++
