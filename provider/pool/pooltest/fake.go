@@ -96,7 +96,7 @@ func (p plain) SetAutoStopInterval(ctx context.Context, id string, m int) (*prov
 func (p plain) Resize(ctx context.Context, id string, r provider.ResizeRequest) (*provider.Sandbox, error) {
 	return p.f.Resize(ctx, id, r)
 }
-func (p plain) PreviewURL(ctx context.Context, id string, port int) (string, error) {
+func (p plain) PreviewURL(ctx context.Context, id string, port int) (*provider.Preview, error) {
 	return p.f.PreviewURL(ctx, id, port)
 }
 func (p plain) EntrypointLogs(ctx context.Context, id string) (*provider.EntrypointLogs, error) {
@@ -517,8 +517,8 @@ func (f *Fake) Resize(ctx context.Context, idOrName string, _ provider.ResizeReq
 	return f.Get(ctx, idOrName)
 }
 
-func (f *Fake) PreviewURL(context.Context, string, int) (string, error) {
-	return "", provider.Errorf(provider.Unsupported, "the fake provider runs no workloads")
+func (f *Fake) PreviewURL(context.Context, string, int) (*provider.Preview, error) {
+	return nil, provider.Errorf(provider.Unsupported, "the fake provider runs no workloads")
 }
 
 func (f *Fake) EntrypointLogs(context.Context, string) (*provider.EntrypointLogs, error) {
