@@ -97,6 +97,9 @@ func startDaemon(t *testing.T, env *dockerEnv) *testdaemon.Daemon {
 		Config: config,
 		Env:    []string{"AGENT_CONTROL_PLANE_URL=", "SANDPLANE_TOKEN="},
 		Ports:  20,
+		// The suite runs as a user should: with a daemon token, so that
+		// every call and every toolbox token travels the authenticated way.
+		Token: randHex(16),
 	})
 }
 

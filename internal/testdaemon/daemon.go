@@ -37,6 +37,9 @@ type Options struct {
 	Env []string
 	// Ports is how many sandbox ports the daemon's window holds. Zero: 200.
 	Ports int
+	// Token, when set, is required by the daemon (given in a 0600
+	// --token-file) and sent by Daemon.P.
+	Token string
 }
 
 const (
@@ -98,7 +101,15 @@ func start(t testing.TB, o Options, portLo, portHi int) *Daemon {
 		Root: o.Root, Addr: o.Addr, URL: "http://" + o.Addr, Stderr: &Buffer{},
 		opts: o, portLo: portLo, portHi: portHi, exited: make(chan struct{}),
 	}
-	d.cmd = exec.Command(Binary(t), "serve", "--listen", d.Addr, "--root", d.Root, "--minute", o.Minute.String(), "--config", cfg)
+	args := []string{"serve", "--listen", d.Addr, "--root", d.Root, "--minute", o.Minute.String(), "--config", cfg}
+	var popts []local.Option
+	if o.Token != "" {
+		tokenFile := filepath.Join(t.TempDir(), "token")
+		require.NoError(t, os.WriteFile(tokenFile, []byte(o.Token+"\n"), 0o600))
+		args = append(args, "--token-file", tokenFile)
+		popts = append(popts, local.WithToken(o.Token))
+	}
+	d.cmd = exec.Command(Binary(t), args...)
 	d.cmd.Env = append(os.Environ(), o.Env...)
 	d.cmd.Stderr = d.Stderr
 	require.NoError(t, d.cmd.Start())
@@ -110,7 +121,7 @@ func start(t testing.TB, o Options, portLo, portHi int) *Daemon {
 		}
 	})
 	var err error
-	d.P, err = local.New(d.URL)
+	d.P, err = local.New(d.URL, popts...)
 	require.NoError(t, err)
 	d.waitUp(t)
 	return d
