@@ -45,9 +45,10 @@ bench:
 generate:
 	$(GO) generate ./...
 
-## check-generate: fail when generated code is stale
+## check-generate: fail when generated code (or an embedded upstream spec) is stale
 check-generate: generate
-	@git diff --exit-code -- '*.gen.go' || (echo "generated code is stale: run make generate and commit" >&2; exit 1)
+	@git diff --exit-code -- '*.gen.go' simulator/internal/specs || (echo "generated code is stale: run make generate and commit" >&2; exit 1)
+	@test -z "$$(git status --porcelain -- simulator/internal/specs)" || (echo "generate made files that are not committed: commit them" >&2; exit 1)
 
 ## lint: vet and formatting
 lint:

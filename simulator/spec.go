@@ -8,9 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -18,73 +15,17 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"golang.org/x/mod/module"
+
+	"github.com/sandplane/sandplane/simulator/internal/specs"
 )
 
-// apiClientModule is the official Go api-client; its module ships the
-// upstream OpenAPI document at api/openapi.yaml.
-const (
-	apiClientModule  = "github.com/daytonaio/daytona/libs/api-client-go"
-	apiClientVersion = "v0.190.0"
-	specEnv          = "SANDPLANE_DAYTONA_SPEC"
-)
+// specEnv names an OpenAPI document to use in place of the embedded one,
+// when Config.SpecPath is empty.
+const specEnv = "SANDPLANE_DAYTONA_SPEC"
 
-// LocateSpec finds the upstream OpenAPI document: $SANDPLANE_DAYTONA_SPEC,
-// else api/openapi.yaml of the pinned api-client module in the Go module
-// cache.
-func LocateSpec() (string, error) {
-	if p := os.Getenv(specEnv); p != "" {
-		return p, nil
-	}
-	version := apiClientVersion
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, dep := range bi.Deps {
-			if dep.Path == apiClientModule && dep.Version != "" && dep.Version != "(devel)" {
-				version = dep.Version
-			}
-		}
-	}
-	rel, err := module.EscapePath(apiClientModule)
-	if err != nil {
-		return "", err
-	}
-	ver, err := module.EscapeVersion(version)
-	if err != nil {
-		return "", err
-	}
-	rel = filepath.Join(filepath.FromSlash(rel)+"@"+ver, "api", "openapi.yaml")
-	var tried []string
-	for _, root := range modCacheRoots() {
-		p := filepath.Join(root, rel)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		tried = append(tried, p)
-	}
-	return "", fmt.Errorf("the Daytona OpenAPI document of %s@%s is not in the module cache (tried %s); run `go mod download %s@%s` or set %s",
-		apiClientModule, version, strings.Join(tried, ", "), apiClientModule, version, specEnv)
-}
-
-func modCacheRoots() []string {
-	var roots []string
-	if v := os.Getenv("GOMODCACHE"); v != "" {
-		roots = append(roots, v)
-	}
-	if out, err := exec.Command("go", "env", "GOMODCACHE").Output(); err == nil {
-		if v := strings.TrimSpace(string(out)); v != "" {
-			roots = append(roots, v)
-		}
-	}
-	for _, p := range filepath.SplitList(os.Getenv("GOPATH")) {
-		if p != "" {
-			roots = append(roots, filepath.Join(p, "pkg", "mod"))
-		}
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		roots = append(roots, filepath.Join(home, "go", "pkg", "mod"))
-	}
-	return roots
-}
+// SpecVersion is the Daytona release whose OpenAPI documents are embedded
+// in the simulator.
+func SpecVersion() string { return specs.Version() }
 
 // SpecException is a place where the real server and its OpenAPI document
 // disagree. The simulator follows the server, and validates against the
@@ -241,14 +182,11 @@ var (
 	specCache = map[string]*openapi3.T{}
 )
 
-// loadSpec parses the document once per path and applies the exceptions.
+// loadSpec parses the document at path (empty: $SANDPLANE_DAYTONA_SPEC,
+// else the embedded one) once and applies the exceptions.
 func loadSpec(path string) (*spec, error) {
 	if path == "" {
-		p, err := LocateSpec()
-		if err != nil {
-			return nil, err
-		}
-		path = p
+		path = os.Getenv(specEnv)
 	}
 	specMu.Lock()
 	defer specMu.Unlock()
@@ -256,9 +194,9 @@ func loadSpec(path string) (*spec, error) {
 	var ops map[string]*opInfo
 	if doc == nil {
 		var err error
-		doc, err = openapi3.NewLoader().LoadFromFile(path)
+		doc, err = parseSpec(path)
 		if err != nil {
-			return nil, fmt.Errorf("load Daytona OpenAPI document %s: %w", path, err)
+			return nil, err
 		}
 		ops = indexOps(doc)
 		for _, ex := range SpecExceptions() {
@@ -276,6 +214,22 @@ func loadSpec(path string) (*spec, error) {
 		ops = indexOps(doc)
 	}
 	return &spec{doc: doc, ops: ops}, nil
+}
+
+// parseSpec reads the document at path, or the embedded one for "".
+func parseSpec(path string) (*openapi3.T, error) {
+	if path == "" {
+		doc, err := openapi3.NewLoader().LoadFromData(specs.API)
+		if err != nil {
+			return nil, fmt.Errorf("load the embedded Daytona OpenAPI document: %w", err)
+		}
+		return doc, nil
+	}
+	doc, err := openapi3.NewLoader().LoadFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load Daytona OpenAPI document %s: %w", path, err)
+	}
+	return doc, nil
 }
 
 func indexOps(doc *openapi3.T) map[string]*opInfo {

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,7 +31,7 @@ import (
 
 func newSimCmd() *cobra.Command {
 	var (
-		listen, profile, backend, root, baseURL, image, adminKey string
+		listen, profile, backend, root, baseURL, image, adminKey, specPath string
 		apiKeys, snapshots                                       []string
 		minute                                                   time.Duration
 		seed                                                     uint64
@@ -101,6 +102,7 @@ and the admin API (faults, call log, cost) under /_sim with its own key:
 				Seed:              seed,
 				BaseURL:           baseURL,
 				DisableValidation: noValidate,
+				SpecPath:          specPath,
 				Snapshots:         snaps,
 				WarmPool:          warmPool,
 				Logger:            log,
@@ -130,6 +132,7 @@ and the admin API (faults, call log, cost) under /_sim with its own key:
 	f.StringSliceVar(&snapshots, "snapshot", nil, "extra snapshot name creates may use, repeatable; \"*\" accepts any")
 	f.IntVar(&warmPool, "warm-pool", 0, "pre-started sandboxes that creates take over instantly, as Daytona's warm pool")
 	f.StringVar(&image, "docker-image", config.Default(nil).DockerImage, "image of the docker backend's workload (built from this binary when missing)")
+	f.StringVar(&specPath, "spec", "", "Daytona OpenAPI document to validate against (default: the v"+strings.TrimPrefix(simulator.SpecVersion(), "v")+" one built in)")
 	f.BoolVar(&noValidate, "no-validate", false, "do not validate requests against the upstream OpenAPI document")
 	f.BoolVar(&debug, "debug", false, "log more")
 	return cmd
