@@ -142,6 +142,7 @@ func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
 		sb.ledger = &ledger{ID: sb.ID, OrgID: c.org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk, since: now, current: billRunning}
 		s.ledgers = append(s.ledgers, sb.ledger)
 		s.fillPoolLocked()
+		sb.proxyBase = s.toolboxProxyURL(c.r)
 	} else {
 		sb = s.newSandboxLocked(c.org, name, snap)
 		sb.Target = target
@@ -187,6 +188,15 @@ func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
 		sb.failNext = &failure{Reason: c.fault.FailStart, Recoverable: c.fault.Recoverable}
 	}
 	s.insertLocked(sb)
+	sb.proxyBase = s.toolboxProxyURL(c.r)
+	if sb.State == stStarted {
+		// The warm pool's handover: no sandbox.created, but a state update
+		// from started to started.
+		s.events.emit(c.org, EventSandboxStateUpdated, sandboxStateEvent{Sandbox: sb.dto(sb.proxyBase, true), OldState: stStarted, NewState: stStarted})
+		sb.evState, sb.evDesired = sb.State, sb.Desired
+	} else {
+		sb.emitCreated()
+	}
 	c.sandboxID = sb.ID
 	if c.fault.Vanish {
 		c.after = func() {

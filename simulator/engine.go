@@ -311,6 +311,7 @@ func (s *Simulator) newSandboxLocked(org, name string, snap Snapshot) *sandbox {
 		LastActivity: now,
 		AuthToken:    s.token(32, authTokenAlphabet),
 		changed:      make(chan struct{}),
+		events:       s.events,
 	}
 	sb.ledger = &ledger{ID: id, OrgID: org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk, since: now}
 	s.ledgers = append(s.ledgers, sb.ledger)

@@ -87,6 +87,7 @@ func (s *Simulator) routes() http.Handler {
 		w.Header().Set(identHeader, "simulator")
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	mux.Handle(eventsPath+"/", s.events.handler)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeAPIError(w, r, errorf(http.StatusNotFound, "Cannot %s %s", r.Method, r.URL.Path))
 	})
@@ -193,6 +194,14 @@ func (s *Simulator) authenticate(r *http.Request) (string, *apiError) {
 		return "", errorf(http.StatusUnauthorized, msgInvalidCredentials)
 	}
 	return orgOf(key), nil
+}
+
+// keyOrg is the organization of an accepted API key, or "".
+func (s *Simulator) keyOrg(key string) string {
+	if key == "" || len(s.cfg.APIKeys) > 0 && !containsSecret(s.cfg.APIKeys, key) {
+		return ""
+	}
+	return orgOf(key)
 }
 
 // containsSecret reports whether key is one of keys, comparing each in

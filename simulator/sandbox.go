@@ -105,6 +105,12 @@ type sandbox struct {
 
 	// cost accounting
 	ledger *ledger
+
+	// events (see events.go): the bus, the toolboxProxyUrl base the
+	// events' DTOs carry, and the states last announced.
+	events             *eventBus
+	proxyBase          string
+	evState, evDesired string
 }
 
 type failure struct {
@@ -165,6 +171,7 @@ func (sb *sandbox) notify() {
 		close(sb.changed)
 	}
 	sb.changed = make(chan struct{})
+	sb.emitChanges()
 }
 
 // nullable renders as absent (unset), null, or a value; with the omitzero

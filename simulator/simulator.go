@@ -24,6 +24,7 @@ type Simulator struct {
 	spec      *spec
 	faults    *faults
 	calls     *callLog
+	events    *eventBus
 	snapshots map[string]Snapshot
 	anySnap   bool
 
@@ -85,6 +86,7 @@ func New(cfg Config) (*Simulator, error) {
 		}
 		s.spec = sp
 	}
+	s.events = newEventBus(s.keyOrg)
 	s.bg, s.cancel = context.WithCancel(context.Background())
 	s.handler = s.routes()
 	s.startJobs()
@@ -113,6 +115,7 @@ func (s *Simulator) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	s.events.close()
 	return s.backend.Close()
 }
 
