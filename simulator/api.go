@@ -77,18 +77,9 @@ func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
 		}
 		target = *req.Target
 	}
-	var snap Snapshot
-	if !build {
-		name := s.cfg.DefaultSnapshot
-		if req.Snapshot != nil && *req.Snapshot != "" {
-			name = *req.Snapshot
-		}
-		var ok bool
-		if snap, ok = s.snapshots[name]; !ok {
-			if !s.anySnap {
-				return reply{}, errorf(http.StatusBadRequest, "Snapshot %s not found. Did you add it through the Daytona Dashboard?", name)
-			}
-			snap = Snapshot{Name: name, CPU: 1, Memory: 1, Disk: 3}
+	if req.NetworkAllowList != nil && *req.NetworkAllowList != "" {
+		if err := checkAllowList(*req.NetworkAllowList); err != nil {
+			return reply{}, err
 		}
 	}
 	autoStop, autoArchive, autoDelete := 15, 10080, -1
@@ -115,13 +106,19 @@ func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
 			return reply{}, errorf(http.StatusConflict, "Sandbox with name %s already exists", *req.Name)
 		}
 	}
+	snap, snapRef, owner, aerr := s.createChecksLocked(c.org, req, build)
+	if aerr != nil {
+		s.mu.Unlock()
+		return reply{}, aerr
+	}
 	name := ""
 	if req.Name != nil {
 		name = *req.Name
 	}
 
 	var sb *sandbox
-	warm := !build && req.GPU == nil && len(req.Volumes) == 0 && req.LinkedSandbox == nil &&
+	warm := !build && req.GPU == nil && len(req.Volumes) == 0 && req.LinkedSandbox == nil && snapRef == "" &&
+		(req.NetworkBlockAll == nil || !*req.NetworkBlockAll) && (req.NetworkAllowList == nil || *req.NetworkAllowList == "") &&
 		snap.Name == s.cfg.DefaultSnapshot && len(req.Env) == 0 && target == s.cfg.Regions[0] &&
 		(req.User == nil || *req.User == "" || *req.User == "daytona") && c.fault.FailStart == ""
 	if warm {
@@ -166,6 +163,11 @@ func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
 	sb.AutoStop, sb.AutoArchive, sb.AutoDelete = autoStop, autoArchive, autoDelete
 	if req.Volumes != nil {
 		sb.Volumes = append([]volume{}, req.Volumes...)
+	}
+	sb.imageRef = snapRef
+	if owner != nil {
+		id := owner.ID
+		sb.LinkedSandboxID = &id
 	}
 	if build {
 		now := iso(s.clk.Now())
@@ -286,6 +288,7 @@ func (s *Simulator) deleteSandbox(c *call) (reply, *apiError) {
 		s.softDeleteLocked(sb)
 		d := sb.dto(tbx, false)
 		s.kick(sb)
+		s.cascadeDeleteLocked(sb)
 		return reply{http.StatusOK, d}, nil
 	})
 }
@@ -432,12 +435,6 @@ func (s *Simulator) recoverSandbox(c *call) (reply, *apiError) {
 		return rep, err
 	}
 	return s.replyStarted(c, sb, tbx, false)
-}
-
-// resizeSandbox: resize sits behind the SANDBOX_RESIZE feature flag, off by
-// default, so the route answers 404.
-func (s *Simulator) resizeSandbox(c *call) (reply, *apiError) {
-	return reply{}, errorf(http.StatusNotFound, "Cannot POST %s", c.r.URL.Path)
 }
 
 func (s *Simulator) createBackup(c *call) (reply, *apiError) {

@@ -16,6 +16,17 @@ type Workload struct {
 	// Env is the sandbox's env as created; values are secret.
 	Env    map[string]string
 	Labels map[string]string
+	// Image is the snapshot's image reference from an ImageBackend; empty
+	// runs the default workload.
+	Image string
+	// Volumes are mounted at their MountPath (VolumeBackend).
+	Volumes []VolumeMount
+	// Network is applied from the start (NetworkBackend).
+	Network NetworkPolicy
+	// Link, when set, puts the workload where it reaches its owner by name.
+	Link *Link
+	// CPU (cores) and Memory (GiB) limit the workload where the backend can.
+	CPU, Memory int
 }
 
 // Backend runs the workloads behind simulated sandboxes. Implementations are

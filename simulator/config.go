@@ -47,6 +47,9 @@ type Config struct {
 	// SpecPath is the upstream OpenAPI document. Empty finds the one inside
 	// the pinned api-client module (see LocateSpec).
 	SpecPath string
+	// DisableResize answers resize with 404, as a Daytona whose
+	// SANDBOX_RESIZE feature flag is off (its self-hosted default) does.
+	DisableResize bool
 	// DisableValidation turns off request validation against the spec.
 	DisableValidation bool
 	// ValidateResponses checks every API response against the spec (with

@@ -41,14 +41,11 @@ func (s *Simulator) plan(sb *sandbox) (step, bool) {
 		// destroyed, with no destroying in between.
 		return step{to: stDestroyed, delay: p.Destroy, work: remove}, true
 	case dsStarted:
-		w := Workload{SandboxID: id, User: sb.User, Env: copyMap(sb.Env), Labels: copyMap(sb.Labels)}
-		if sb.Snapshot != nil {
-			w.Snapshot = *sb.Snapshot
-		}
+		w := s.workloadLocked(sb)
 		start := func(ctx context.Context) (string, error) { return s.backend.Start(ctx, w) }
 		switch sb.State {
 		case stPendingBuild:
-			return step{via: stBuildingSnapshot, to: stUnknown, delay: p.Build, builds: true}, true
+			return step{via: stBuildingSnapshot, to: stUnknown, delay: p.Build, builds: true, work: s.buildWork(sb)}, true
 		case stUnknown, stCreating:
 			return step{via: stCreating, to: stStarted, delay: p.Create, work: start, startsWorkload: true}, true
 		case stStopped, stStarting:
@@ -182,6 +179,10 @@ func (s *Simulator) finish(sb *sandbox, st step, gen uint64, url string, err err
 		return
 	}
 	switch st.to {
+	case stUnknown:
+		if st.builds {
+			sb.imageRef = url
+		}
 	case stStarted:
 		sb.ErrorReason = nil
 		sb.toolboxURL = url

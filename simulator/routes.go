@@ -51,7 +51,7 @@ type route struct {
 var pathParam = regexp.MustCompile(`\{([A-Za-z]+)\}`)
 
 func apiRoutes() []route {
-	return []route{
+	return append([]route{
 		{"GET", "/api/sandbox", "listSandboxes", (*Simulator).listSandboxes},
 		{"POST", "/api/sandbox", "createSandbox", (*Simulator).createSandbox},
 		{"GET", "/api/sandbox/paginated", "listSandboxesPaginated_deprecated", (*Simulator).listPaginated},
@@ -75,8 +75,11 @@ func apiRoutes() []route {
 		{"POST", "/api/sandbox/{sandboxIdOrName}/ports/{port}/signed-preview-url/{token}/expire", "expireSignedPortPreviewUrl", (*Simulator).expireSignedPreviewURL},
 		{"GET", "/api/sandbox/{sandboxId}/toolbox-proxy-url", "getToolboxProxyUrl", (*Simulator).toolboxProxyURLHandler},
 		{"GET", "/api/sandbox/{sandboxIdOrName}/build-logs-url", "getBuildLogsUrl", (*Simulator).buildLogsURL},
-	}
+	}, extraRoutes()...)
 }
+
+// publicOps need no API key.
+var publicOps = map[string]bool{"HealthController_check": true}
 
 func (s *Simulator) routes() http.Handler {
 	mux := http.NewServeMux()
@@ -92,6 +95,9 @@ func (s *Simulator) routes() http.Handler {
 		s.writeAPIError(w, r, errorf(http.StatusNotFound, "Cannot %s %s", r.Method, r.URL.Path))
 	})
 	mux.HandleFunc("/toolbox/{sandboxId}/{rest...}", s.serveToolbox)
+	// The deprecated toolbox routes of the API, which older SDKs use: the
+	// same proxy.
+	mux.HandleFunc("/api/toolbox/{sandboxId}/toolbox/{rest...}", s.serveToolbox)
 	mux.HandleFunc("/_preview/{label}/{rest...}", s.servePreviewPath)
 	mux.HandleFunc("/_preview/{label}", s.servePreviewPath)
 	s.adminRoutes(mux)
@@ -283,11 +289,13 @@ func (s *Simulator) serveAPI(c *call) (status int, faultID string) {
 		s.writeAPIError(c.w, c.r, e)
 		return e.Status, c.faultID
 	}
-	org, aerr := s.authenticate(c.r)
-	if aerr != nil {
-		return fail(aerr)
+	if !publicOps[c.op] {
+		org, aerr := s.authenticate(c.r)
+		if aerr != nil {
+			return fail(aerr)
+		}
+		c.org = org
 	}
-	c.org = org
 
 	target := c.params["sandboxIdOrName"]
 	if target == "" {
@@ -330,6 +338,9 @@ func (s *Simulator) serveAPI(c *call) (status int, faultID string) {
 	rep, herr := routeHandler(c.op)(s, c)
 	if herr != nil {
 		return fail(herr)
+	}
+	if rep.status == rawReply {
+		return http.StatusOK, c.faultID
 	}
 	if rep.body == nil {
 		c.w.WriteHeader(rep.status)

@@ -83,6 +83,12 @@ type sandbox struct {
 	RunnerID         *string
 	DaemonVersion    *string
 	AuthToken        string
+	LinkedSandboxID  *string
+
+	// imageRef is the image its workload runs (ImageBackend); "" is the
+	// default workload. buildLogs is what building it printed.
+	imageRef  string
+	buildLogs string
 
 	// gen increments at every step the engine takes, so a step that
 	// completes after the row moved on (or vanished) is dropped.
@@ -241,6 +247,7 @@ type sandboxDTO struct {
 	SandboxClass        string              `json:"sandboxClass"`
 	DaemonVersion       nullable[string]    `json:"daemonVersion,omitzero"`
 	RunnerID            nullable[string]    `json:"runnerId,omitzero"`
+	LinkedSandboxID     nullable[string]    `json:"linkedSandboxId,omitzero"`
 	ToolboxProxyURL     string              `json:"toolboxProxyUrl"`
 }
 
@@ -332,6 +339,9 @@ func (sb *sandbox) dto(toolboxProxyURL string, fresh bool) sandboxDTO {
 	}
 	if sb.BuildInfo != nil {
 		d.BuildInfo = present(*sb.BuildInfo)
+	}
+	if sb.LinkedSandboxID != nil {
+		d.LinkedSandboxID = present(*sb.LinkedSandboxID)
 	}
 	return d
 }

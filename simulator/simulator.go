@@ -39,6 +39,14 @@ type Simulator struct {
 	pool    []*sandbox          // started warm-pool sandboxes
 	ledgers []*ledger
 	signed  map[string]*signedToken
+	// snapshots, volumes and SSH tokens (snapshots.go, volumes.go,
+	// sandboxextra.go); name indexes are keyed by nameKey, general
+	// snapshots under the organization "".
+	snaps     map[string]*snapshotRec
+	snapNames map[string]*snapshotRec
+	vols      map[string]*volumeRec
+	volNames  map[string]*volumeRec
+	ssh       map[string]*sshAccess
 	ids     *rand.ChaCha8
 	rng     *rand.Rand
 	closed  bool
@@ -62,6 +70,11 @@ func New(cfg Config) (*Simulator, error) {
 		byID:      map[string]*sandbox{},
 		byName:    map[string]*sandbox{},
 		signed:    map[string]*signedToken{},
+		snaps:     map[string]*snapshotRec{},
+		snapNames: map[string]*snapshotRec{},
+		vols:      map[string]*volumeRec{},
+		volNames:  map[string]*volumeRec{},
+		ssh:       map[string]*sshAccess{},
 		ids:       rand.NewChaCha8(seed),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		calls:     newCallLog(cfg.CallLogSize),
@@ -78,6 +91,9 @@ func New(cfg Config) (*Simulator, error) {
 			sn.CPU, sn.Memory, sn.Disk = 1, 1, 3
 		}
 		s.snapshots[sn.Name] = sn
+	}
+	for _, sn := range s.snapshots {
+		s.addGeneralSnapshot(sn)
 	}
 	if !cfg.DisableValidation || cfg.ValidateResponses {
 		sp, err := loadSpec(cfg.SpecPath)

@@ -98,7 +98,9 @@ func TestRequestsAreValidatedAgainstTheSpec(t *testing.T) {
 		{"public takes any string", "POST", "/api/sandbox/" + sb.Id + "/public/nope", nil, 201, ""},
 		{"name conflict", "POST", "/api/sandbox", map[string]any{"name": sb.Name}, 409, "Sandbox with name " + sb.Name + " already exists"},
 		{"pause a container", "POST", "/api/sandbox/" + sb.Id + "/pause", nil, 422, "Pausing is not supported for this sandbox"},
-		{"resize behind a feature flag", "POST", "/api/sandbox/" + sb.Id + "/resize", map[string]any{"cpu": 2}, 404, ""},
+		{"resize, its feature flag on", "POST", "/api/sandbox/" + sb.Id + "/resize", map[string]any{"cpu": 2}, 200, ""},
+		{"resize to nothing", "POST", "/api/sandbox/" + sb.Id + "/resize", map[string]any{}, 400, "At least one of cpu, memory or disk must be given"},
+		{"shrink the disk", "POST", "/api/sandbox/" + sb.Id + "/resize", map[string]any{"disk": 1}, 400, "Disk size cannot be decreased"},
 		{"build logs without a build", "GET", "/api/sandbox/" + sb.Id + "/build-logs-url", nil, 404, "Sandbox " + sb.Id + " has no build info"},
 	}
 	for _, tt := range tests {
@@ -111,6 +113,12 @@ func TestRequestsAreValidatedAgainstTheSpec(t *testing.T) {
 		})
 	}
 
+	t.Run("resize behind its feature flag, off", func(t *testing.T) {
+		off := newHarness(t, func(c *Config) { c.DisableResize = true })
+		sb := off.create(apiclient.CreateSandbox{})
+		code, body, _ := off.raw("POST", "/api/sandbox/"+sb.Id+"/resize", map[string]any{"cpu": 2})
+		assert.Equal(t, http.StatusNotFound, code, string(body))
+	})
 	t.Run("a JSON body without a content type", func(t *testing.T) {
 		req, err := http.NewRequest("POST", h.srv.URL+"/api/sandbox", strings.NewReader(`{"name":"no-ct"}`))
 		require.NoError(t, err)

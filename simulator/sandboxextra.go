@@ -1,0 +1,498 @@
+package simulator
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// extraRoutes are the routes beyond the sandbox lifecycle: snapshots,
+// volumes, network settings, SSH access, fork, telemetry, health.
+func extraRoutes() []route {
+	return []route{
+		{"GET", "/api/health/ready", "HealthController_check", (*Simulator).healthReady},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/network-settings", "updateNetworkSettings", (*Simulator).updateNetworkSettings},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/fork", "forkSandbox", (*Simulator).forkSandbox},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/forks", "getSandboxForks", (*Simulator).getSandboxForks},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/parent", "getSandboxParent", (*Simulator).getSandboxParent},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/snapshot", "createSandboxSnapshot", (*Simulator).createSandboxSnapshot},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/ssh-access", "createSshAccess", (*Simulator).createSSHAccess},
+		{"DELETE", "/api/sandbox/{sandboxIdOrName}/ssh-access", "revokeSshAccess", (*Simulator).revokeSSHAccess},
+		{"GET", "/api/sandbox/ssh-access/validate", "validateSshAccess", (*Simulator).validateSSHAccess},
+		{"GET", "/api/sandbox/{sandboxId}/telemetry/logs", "getSandboxLogs", (*Simulator).telemetryLogs},
+		{"GET", "/api/sandbox/{sandboxId}/telemetry/traces", "getSandboxTraces", (*Simulator).telemetryTraces},
+		{"GET", "/api/sandbox/{sandboxId}/telemetry/traces/{traceId}", "getSandboxTraceSpans", (*Simulator).telemetrySpans},
+		{"GET", "/api/sandbox/{sandboxId}/telemetry/metrics", "getSandboxMetrics", (*Simulator).telemetryMetrics},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/build-logs", "getBuildLogs", (*Simulator).sandboxBuildLogs},
+		{"GET", "/api/snapshots", "getAllSnapshots", (*Simulator).listSnapshots},
+		{"POST", "/api/snapshots", "createSnapshot", (*Simulator).createSnapshot},
+		{"GET", "/api/snapshots/{id}", "getSnapshot", (*Simulator).getSnapshot},
+		{"DELETE", "/api/snapshots/{id}", "removeSnapshot", (*Simulator).removeSnapshot},
+		{"POST", "/api/snapshots/{id}/activate", "activateSnapshot", (*Simulator).activateSnapshot},
+		{"POST", "/api/snapshots/{id}/deactivate", "deactivateSnapshot", (*Simulator).deactivateSnapshot},
+		{"GET", "/api/snapshots/{id}/build-logs-url", "getSnapshotBuildLogsUrl", (*Simulator).snapshotBuildLogsURL},
+		{"GET", "/api/snapshots/{id}/build-logs", "getSnapshotBuildLogs", (*Simulator).snapshotBuildLogs},
+		{"GET", "/api/volumes", "listVolumes", (*Simulator).listVolumes},
+		{"POST", "/api/volumes", "createVolume", (*Simulator).createVolume},
+		{"GET", "/api/volumes/{volumeId}", "getVolume", (*Simulator).getVolume},
+		{"DELETE", "/api/volumes/{volumeId}", "deleteVolume", (*Simulator).deleteVolume},
+		{"GET", "/api/volumes/by-name/{name}", "getVolumeByName", (*Simulator).getVolumeByName},
+	}
+}
+
+// rawReply marks a handler that wrote its answer itself.
+const rawReply = -1
+
+func clockSleep(ctx context.Context, s *Simulator, d time.Duration) error {
+	return clock.Sleep(ctx, s.clk, d)
+}
+
+// healthReady is the readiness check (terminus's shape); public, as
+// GET /api/health is.
+func (s *Simulator) healthReady(c *call) (reply, *apiError) {
+	up := map[string]any{"database": map[string]string{"status": "up"}, "redis": map[string]string{"status": "up"}}
+	return reply{http.StatusOK, map[string]any{"status": "ok", "info": up, "error": map[string]any{}, "details": up}}, nil
+}
+
+type networkSettingsRequest struct {
+	NetworkBlockAll  *bool   `json:"networkBlockAll"`
+	NetworkAllowList *string `json:"networkAllowList"`
+	DomainAllowList  *string `json:"domainAllowList"`
+}
+
+// checkAllowList validates Daytona's comma-separated CIDR list.
+func checkAllowList(list string) *apiError {
+	parts := strings.Split(list, ",")
+	if len(parts) > 5 {
+		return errorf(http.StatusBadRequest, "networkAllowList may hold at most 5 CIDR blocks")
+	}
+	for _, p := range parts {
+		if _, err := netip.ParsePrefix(strings.TrimSpace(p)); err != nil {
+			return errorf(http.StatusBadRequest, "Invalid CIDR %q in networkAllowList", strings.TrimSpace(p))
+		}
+	}
+	return nil
+}
+
+func (s *Simulator) updateNetworkSettings(c *call) (reply, *apiError) {
+	var req networkSettingsRequest
+	if err := c.decodeBody(&req); err != nil {
+		return reply{}, err
+	}
+	if req.NetworkAllowList != nil && *req.NetworkAllowList != "" {
+		if err := checkAllowList(*req.NetworkAllowList); err != nil {
+			return reply{}, err
+		}
+	}
+	tbx := s.toolboxProxyURL(c.r)
+	var policy NetworkPolicy
+	var running bool
+	var id string
+	rep, err := s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		if req.NetworkBlockAll != nil {
+			sb.NetworkBlockAll = *req.NetworkBlockAll
+		}
+		if req.NetworkAllowList != nil {
+			v := *req.NetworkAllowList
+			sb.NetworkAllowList = &v
+		}
+		if req.DomainAllowList != nil {
+			v := *req.DomainAllowList
+			sb.DomainAllowList = &v
+		}
+		sb.UpdatedAt = s.clk.Now()
+		policy, running, id = sb.policy(), sb.State == stStarted && sb.toolboxURL != "", sb.ID
+		return reply{http.StatusOK, sb.dto(tbx, false)}, nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	nb, ok := s.backend.(NetworkBackend)
+	switch {
+	case !ok:
+		c.w.Header().Add(warningHeader, networkNote(s.backend))
+	case running:
+		note, aerr := nb.ApplyNetwork(c.ctx(), id, policy)
+		if aerr != nil {
+			return reply{}, errorf(http.StatusInternalServerError, "apply the network settings: %v", aerr)
+		}
+		if note != "" {
+			c.w.Header().Add(warningHeader, note)
+		}
+	}
+	return rep, nil
+}
+
+// policy is the sandbox's network settings for the backend.
+func (sb *sandbox) policy() NetworkPolicy {
+	p := NetworkPolicy{BlockAll: sb.NetworkBlockAll}
+	if sb.NetworkAllowList != nil {
+		p.AllowList = *sb.NetworkAllowList
+	}
+	return p
+}
+
+// forkSandbox: forking is for VM classes; a container sandbox gets 422.
+func (s *Simulator) forkSandbox(c *call) (reply, *apiError) {
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		return reply{}, errorf(http.StatusUnprocessableEntity, "Forking is not supported for this sandbox")
+	})
+}
+
+// getSandboxForks: container sandboxes have none.
+func (s *Simulator) getSandboxForks(c *call) (reply, *apiError) {
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		return reply{http.StatusOK, []sandboxDTO{}}, nil
+	})
+}
+
+func (s *Simulator) getSandboxParent(c *call) (reply, *apiError) {
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		return reply{}, errorf(http.StatusNotFound, "Sandbox %s has no parent", c.params["sandboxIdOrName"])
+	})
+}
+
+// sshAccess is one SSH access token of a sandbox.
+type sshAccess struct {
+	ID, SandboxID, Token string
+	CreatedAt, ExpiresAt time.Time
+}
+
+type sshAccessDTO struct {
+	ID         string `json:"id"`
+	SandboxID  string `json:"sandboxId"`
+	Token      string `json:"token"`
+	ExpiresAt  string `json:"expiresAt"`
+	CreatedAt  string `json:"createdAt"`
+	UpdatedAt  string `json:"updatedAt"`
+	SSHCommand string `json:"sshCommand"`
+}
+
+// sshGatewayPort is the port of Daytona's SSH gateway, for sshCommand.
+const sshGatewayPort = 22222
+
+// createSSHAccess makes a token that validateSshAccess accepts until it
+// expires (default 60 minutes). There is no SSH gateway: the answer says so
+// in warningHeader.
+func (s *Simulator) createSSHAccess(c *call) (reply, *apiError) {
+	minutes := 60.0
+	if v := c.r.URL.Query().Get("expiresInMinutes"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 || f > 24*60 {
+			return reply{}, errorf(http.StatusBadRequest, "expiresInMinutes must be between 1 and 1440")
+		}
+		minutes = f
+	}
+	host := "localhost"
+	if u, err := url.Parse(s.baseURL(c.r)); err == nil {
+		host = u.Hostname()
+	}
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		now := s.clk.Now()
+		a := &sshAccess{ID: s.newID(), SandboxID: sb.ID, Token: s.token(32, signedAlphabet), CreatedAt: now,
+			ExpiresAt: now.Add(time.Duration(minutes * float64(time.Minute)))}
+		s.ssh[a.Token] = a
+		c.w.Header().Add(warningHeader, "the simulator has no SSH gateway: the token validates, but nothing answers ssh")
+		return reply{http.StatusOK, sshAccessDTO{ID: a.ID, SandboxID: sb.ID, Token: a.Token, ExpiresAt: iso(a.ExpiresAt),
+			CreatedAt: iso(now), UpdatedAt: iso(now),
+			SSHCommand: "ssh -p " + strconv.Itoa(sshGatewayPort) + " " + a.Token + "@" + host}}, nil
+	})
+}
+
+// revokeSSHAccess revokes one token of the sandbox, or all of them when
+// the call names none, and answers the sandbox.
+func (s *Simulator) revokeSSHAccess(c *call) (reply, *apiError) {
+	token := c.r.URL.Query().Get("token")
+	tbx := s.toolboxProxyURL(c.r)
+	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		for t, a := range s.ssh {
+			if a.SandboxID == sb.ID && (token == "" || subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1) {
+				delete(s.ssh, t)
+			}
+		}
+		return reply{http.StatusOK, sb.dto(tbx, false)}, nil
+	})
+}
+
+// validateSSHAccess answers whether a token is live, and for which of the
+// caller's sandboxes.
+func (s *Simulator) validateSSHAccess(c *call) (reply, *apiError) {
+	token := c.r.URL.Query().Get("token")
+	if token == "" {
+		return reply{}, errorf(http.StatusBadRequest, "token should not be empty")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.ssh[token]
+	valid := false
+	id := ""
+	if a != nil {
+		sb := s.lookupID(c.org, a.SandboxID)
+		if sb != nil && s.clk.Now().Before(a.ExpiresAt) {
+			valid, id = true, sb.ID
+		}
+		if !s.clk.Now().Before(a.ExpiresAt) {
+			delete(s.ssh, token)
+		}
+	}
+	return reply{http.StatusOK, map[string]any{"valid": valid, "sandboxId": id}}, nil
+}
+
+type paginated[T any] struct {
+	Items      []T `json:"items"`
+	Total      int `json:"total"`
+	Page       int `json:"page"`
+	TotalPages int `json:"totalPages"`
+}
+
+// The telemetry routes answer as Daytona does for a sandbox that exported
+// nothing: the simulator collects no OpenTelemetry data.
+func (s *Simulator) telemetryLogs(c *call) (reply, *apiError) {
+	if err := telemetryRange(c); err != nil {
+		return reply{}, err
+	}
+	return reply{http.StatusOK, paginated[any]{Items: []any{}, Page: pageOf(c)}}, nil
+}
+
+func (s *Simulator) telemetryTraces(c *call) (reply, *apiError) {
+	if err := telemetryRange(c); err != nil {
+		return reply{}, err
+	}
+	return reply{http.StatusOK, paginated[any]{Items: []any{}, Page: pageOf(c)}}, nil
+}
+
+func (s *Simulator) telemetrySpans(c *call) (reply, *apiError) {
+	return reply{http.StatusOK, []any{}}, nil
+}
+
+func (s *Simulator) telemetryMetrics(c *call) (reply, *apiError) {
+	if err := telemetryRange(c); err != nil {
+		return reply{}, err
+	}
+	return reply{http.StatusOK, map[string]any{"series": []any{}}}, nil
+}
+
+// telemetryRange checks from and to, which the validator has seen present.
+func telemetryRange(c *call) *apiError {
+	q := c.r.URL.Query()
+	from, err1 := time.Parse(time.RFC3339Nano, q.Get("from"))
+	to, err2 := time.Parse(time.RFC3339Nano, q.Get("to"))
+	if err1 != nil || err2 != nil {
+		return errorf(http.StatusBadRequest, "from and to must be ISO 8601 date-time strings")
+	}
+	if to.Before(from) {
+		return errorf(http.StatusBadRequest, "to must not be before from")
+	}
+	return nil
+}
+
+func pageOf(c *call) int {
+	if n, err := strconv.Atoi(c.r.URL.Query().Get("page")); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
+
+// sandboxBuildLogs is the deprecated build-logs route: what building the
+// sandbox's image printed, as plain text.
+func (s *Simulator) sandboxBuildLogs(c *call) (reply, *apiError) {
+	var logs string
+	rep, err := s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		if sb.BuildInfo == nil {
+			return reply{}, errorf(http.StatusNotFound, "Sandbox %s has no build info", c.params["sandboxIdOrName"])
+		}
+		logs = sb.buildLogs
+		return reply{}, nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	c.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	c.w.WriteHeader(http.StatusOK)
+	_, _ = c.w.Write([]byte(logs))
+	return reply{status: rawReply}, nil
+}
+
+// resolveLinkLocked checks a create's linkedSandbox: a sandbox of the same
+// organization that is not itself linked. Called with s.mu held.
+func (s *Simulator) resolveLinkLocked(org, idOrName string) (*sandbox, *apiError) {
+	owner, err := s.lookup(org, idOrName)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "Linked sandbox %s not found", idOrName)
+	}
+	if owner.LinkedSandboxID != nil {
+		return nil, errorf(http.StatusBadRequest, "Sandbox %s is itself linked to another sandbox", idOrName)
+	}
+	if owner.Desired == dsDestroyed {
+		return nil, errorf(http.StatusBadRequest, "Linked sandbox %s is being deleted", idOrName)
+	}
+	return owner, nil
+}
+
+// cascadeDeleteLocked deletes the sandboxes linked to owner with it.
+// Called with s.mu held.
+func (s *Simulator) cascadeDeleteLocked(owner *sandbox) {
+	for _, sb := range s.byID {
+		if sb.gone || sb.LinkedSandboxID == nil || *sb.LinkedSandboxID != owner.ID || sb.Desired == dsDestroyed {
+			continue
+		}
+		sb.gen++ // drop a step in flight: the delete wins
+		sb.busy = false
+		s.softDeleteLocked(sb)
+		s.kick(sb)
+	}
+}
+
+// workloadLocked is what the backend runs for sb. Called with s.mu held.
+func (s *Simulator) workloadLocked(sb *sandbox) Workload {
+	w := Workload{SandboxID: sb.ID, User: sb.User, Env: copyMap(sb.Env), Labels: copyMap(sb.Labels),
+		Image: sb.imageRef, Network: sb.policy(), CPU: sb.CPU, Memory: sb.Memory}
+	if sb.Snapshot != nil {
+		w.Snapshot = *sb.Snapshot
+	}
+	for _, m := range sb.Volumes {
+		vm := VolumeMount{VolumeID: m.VolumeID, MountPath: m.MountPath}
+		if m.Subpath != nil {
+			vm.Subpath = *m.Subpath
+		}
+		w.Volumes = append(w.Volumes, vm)
+	}
+	if sb.LinkedSandboxID != nil {
+		if owner := s.byID[*sb.LinkedSandboxID]; owner != nil && !owner.gone {
+			w.Link = &Link{OwnerID: owner.ID, OwnerName: owner.Name}
+		}
+	}
+	return w
+}
+
+// resizeRequest is the ResizeSandbox body.
+type resizeRequest struct {
+	CPU    *int `json:"cpu"`
+	Memory *int `json:"memory"`
+	Disk   *int `json:"disk"`
+}
+
+// resizeSandbox changes cpu and memory (on a started or stopped sandbox)
+// and grows the disk (stopped only). A running workload gets the new CPU
+// and memory at once where the backend can (ResizeBackend), otherwise at
+// its next start, which the answer's warning says.
+func (s *Simulator) resizeSandbox(c *call) (reply, *apiError) {
+	if s.cfg.DisableResize {
+		return reply{}, errorf(http.StatusNotFound, "Cannot POST %s", c.r.URL.Path)
+	}
+	var req resizeRequest
+	if err := c.decodeBody(&req); err != nil {
+		return reply{}, err
+	}
+	for _, v := range []struct {
+		name string
+		v    *int
+	}{{"cpu", req.CPU}, {"memory", req.Memory}, {"disk", req.Disk}} {
+		if v.v != nil && *v.v < 1 {
+			return reply{}, errorf(http.StatusBadRequest, "%s must not be less than 1", v.name)
+		}
+	}
+	if req.CPU == nil && req.Memory == nil && req.Disk == nil {
+		return reply{}, errorf(http.StatusBadRequest, "At least one of cpu, memory or disk must be given")
+	}
+	tbx := s.toolboxProxyURL(c.r)
+	var live bool
+	var id string
+	rep, err := s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+		if sb.errored() {
+			return reply{}, errorf(http.StatusBadRequest, msgErrored)
+		}
+		if sb.inFlight() || sb.busy {
+			return reply{}, errorf(http.StatusConflict, msgInProgress)
+		}
+		if sb.State != stStarted && sb.State != stStopped {
+			return reply{}, errorf(http.StatusBadRequest, "Sandbox must be started or stopped to be resized")
+		}
+		if req.Disk != nil && *req.Disk != sb.Disk {
+			if *req.Disk < sb.Disk {
+				return reply{}, errorf(http.StatusBadRequest, "Disk size cannot be decreased")
+			}
+			if sb.State != stStopped {
+				return reply{}, errorf(http.StatusBadRequest, "Sandbox must be stopped to resize its disk")
+			}
+			sb.Disk = *req.Disk
+		}
+		if req.CPU != nil {
+			sb.CPU = *req.CPU
+		}
+		if req.Memory != nil {
+			sb.Memory = *req.Memory
+		}
+		sb.ledger.CPU, sb.ledger.Memory, sb.ledger.Disk = sb.CPU, sb.Memory, sb.Disk
+		sb.UpdatedAt = s.clk.Now()
+		live, id = sb.State == stStarted && sb.toolboxURL != "", sb.ID
+		return reply{http.StatusOK, sb.dto(tbx, false)}, nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	rb, ok := s.backend.(ResizeBackend)
+	switch {
+	case !ok:
+		c.w.Header().Add(warningHeader, "the "+s.backend.Name()+" backend does not limit CPU or memory: the new values are recorded only")
+	case live && (req.CPU != nil || req.Memory != nil):
+		if err := rb.Resize(c.ctx(), id, ptrOr(req.CPU, 0), ptrOr(req.Memory, 0)); err != nil {
+			return reply{}, errorf(http.StatusInternalServerError, "resize the workload: %v", err)
+		}
+	}
+	return rep, nil
+}
+
+// createChecksLocked resolves what a create names beyond itself: the
+// snapshot (with the image it runs), the volumes, the linked sandbox.
+// Called with s.mu held.
+func (s *Simulator) createChecksLocked(org string, req createRequest, build bool) (snap Snapshot, ref string, owner *sandbox, err *apiError) {
+	if !build {
+		name := s.cfg.DefaultSnapshot
+		if req.Snapshot != nil && *req.Snapshot != "" {
+			name = *req.Snapshot
+		}
+		sn, err := s.sandboxSnapshotLocked(org, name)
+		if err != nil {
+			return Snapshot{}, "", nil, err
+		}
+		snap = Snapshot{Name: sn.Name, CPU: sn.CPU, GPU: sn.GPU, Memory: sn.Mem, Disk: sn.Disk}
+		ref = sn.ref
+	}
+	if err := s.checkVolumesLocked(org, req.Volumes); err != nil {
+		return Snapshot{}, "", nil, err
+	}
+	if req.LinkedSandbox != nil && *req.LinkedSandbox != "" {
+		o, err := s.resolveLinkLocked(org, *req.LinkedSandbox)
+		if err != nil {
+			return Snapshot{}, "", nil, err
+		}
+		owner = o
+	}
+	return snap, ref, owner, nil
+}
+
+// buildWork is the image build of a create with buildInfo: a real build on
+// an ImageBackend, whose reference the sandbox then runs; nothing
+// elsewhere. Its logs are the sandbox's build logs. Called with s.mu held.
+func (s *Simulator) buildWork(sb *sandbox) func(ctx context.Context) (string, error) {
+	ib, ok := s.backend.(ImageBackend)
+	if !ok || sb.BuildInfo == nil {
+		return nil
+	}
+	spec := ImageSpec{SnapshotID: "build-" + sb.ID, Dockerfile: sb.BuildInfo.DockerfileContent}
+	return func(ctx context.Context) (string, error) {
+		ref, logs, err := ib.PrepareImage(ctx, spec)
+		s.mu.Lock()
+		sb.buildLogs = logs
+		s.mu.Unlock()
+		return ref, err
+	}
+}
