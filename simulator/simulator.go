@@ -47,11 +47,11 @@ type Simulator struct {
 	vols      map[string]*volumeRec
 	volNames  map[string]*volumeRec
 	ssh       map[string]*sshAccess
-	ids     *rand.ChaCha8
-	rng     *rand.Rand
-	closed  bool
-	jobs    clock.Timer
-	handler http.Handler
+	ids       *rand.ChaCha8
+	rng       *rand.Rand
+	closed    bool
+	jobs      clock.Timer
+	handler   http.Handler
 }
 
 // New returns a running simulator. Close stops it.

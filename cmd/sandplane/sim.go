@@ -32,11 +32,11 @@ import (
 func newSimCmd() *cobra.Command {
 	var (
 		listen, profile, backend, root, baseURL, image, adminKey, specPath string
-		apiKeys, snapshots                                       []string
-		minute                                                   time.Duration
-		seed                                                     uint64
-		warmPool                                                 int
-		noValidate, debug                                        bool
+		apiKeys, snapshots                                                 []string
+		minute                                                             time.Duration
+		seed                                                               uint64
+		warmPool                                                           int
+		noValidate, debug                                                  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sim",
