@@ -2,7 +2,6 @@ package simulator
 
 import (
 	"context"
-	"errors"
 )
 
 // The optional capabilities of a Backend beyond running workloads. The
@@ -90,9 +89,6 @@ type Link struct {
 	// OwnerName is the name the owner answers to.
 	OwnerName string
 }
-
-// errNotSupported is what a missing capability answers with.
-var errNotSupported = errors.New("not supported by this backend")
 
 // networkNote is what a backend without NetworkBackend tells the caller.
 func networkNote(be Backend) string {

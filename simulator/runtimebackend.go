@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docker/docker/client"
+
 	"github.com/sandplane/sandplane/local/runtime"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
@@ -52,6 +54,10 @@ type RuntimeBackendConfig struct {
 	// runtime.PortLister, and a port is reached only while a process of the
 	// sandbox listens on it.
 	WorkloadAddr func(ctx context.Context, h runtime.Handle) (netip.Addr, error)
+	// Docker is the engine client of a docker Runtime. With it the backend
+	// also runs snapshot images, mounts volumes, enforces network settings,
+	// links sandboxes and resizes them (dockerext.go).
+	Docker *client.Client
 }
 
 // TokenEnv is the variable that hands a workload its sandbox's secret: the
@@ -67,6 +73,9 @@ type runtimeBackend struct {
 
 	mu        sync.Mutex
 	workloads map[string]*workload
+
+	// ext holds the docker capabilities (dockerext.go), nil elsewhere.
+	ext *dockerExt
 }
 
 type workload struct {
@@ -104,11 +113,12 @@ func NewRuntimeBackend(cfg RuntimeBackendConfig) (Backend, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Root, "sandboxes"), 0o700); err != nil {
 		return nil, fmt.Errorf("simulator: create state directory: %w", err)
 	}
-	return &runtimeBackend{
+	b := &runtimeBackend{
 		cfg:       cfg,
 		http:      &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}},
 		workloads: map[string]*workload{},
-	}, nil
+	}
+	return b.withCapabilities(), nil
 }
 
 func (b *runtimeBackend) Name() string { return string(b.cfg.Runtime.Name()) }
@@ -159,6 +169,9 @@ func (b *runtimeBackend) Start(ctx context.Context, w Workload) (string, error) 
 	if b.native() {
 		spec.WorkDir = home
 	}
+	if err := b.prepare(ctx, &spec, w, home); err != nil {
+		return "", err
+	}
 	if err := b.cfg.Runtime.Preflight(ctx, spec); err != nil {
 		return "", err
 	}
@@ -171,6 +184,13 @@ func (b *runtimeBackend) Start(ctx context.Context, w Workload) (string, error) 
 	wl.transport = newTransport()
 	b.mu.Unlock()
 	if err := b.waitReady(ctx, h, port, wl.dir); err != nil {
+		_ = b.cfg.Runtime.Stop(context.WithoutCancel(ctx), h, 0)
+		b.mu.Lock()
+		wl.running = false
+		b.mu.Unlock()
+		return "", err
+	}
+	if err := b.started(ctx, w, h); err != nil {
 		_ = b.cfg.Runtime.Stop(context.WithoutCancel(ctx), h, 0)
 		b.mu.Lock()
 		wl.running = false
@@ -369,6 +389,7 @@ func (b *runtimeBackend) Remove(ctx context.Context, sandboxID string) error {
 	if t != nil {
 		t.CloseIdleConnections()
 	}
+	b.removed(ctx, sandboxID)
 	return nil
 }
 

@@ -184,6 +184,7 @@ func simBackend(ctx context.Context, name, root, image string, clk clock.Clock, 
 		d.SetImageSource(image, func(ctx context.Context) error { return ensureToolboxImage(ctx, d, image, log) })
 		cfg.Runtime, cfg.Image = d, image
 		cfg.WorkloadAddr = containerAddr(cli)
+		cfg.Docker = cli
 		prev := cleanup
 		cleanup = func() { _ = d.Close(); _ = cli.Close(); prev() }
 	default:

@@ -38,6 +38,19 @@ type Spec struct {
 	// network, the port forwarded in). Empty means the runtime's default;
 	// "none" means containment only. Docker ignores it.
 	Isolation string
+	// Mounts are engine volumes the workload sees at their Target (docker).
+	// The native runtime ignores them; its callers map volumes themselves.
+	Mounts []Mount
+}
+
+// Mount is an engine volume inside a workload.
+type Mount struct {
+	// Volume names the engine volume.
+	Volume string
+	// Subpath, when set, mounts only that directory of the volume.
+	Subpath string
+	// Target is the absolute path inside the workload.
+	Target string
 }
 
 // Handle identifies a spawned workload. It is persisted in sandbox.json, so

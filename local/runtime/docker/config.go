@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-connections/nat"
 
 	"github.com/sandplane/sandplane/local/runtime"
@@ -93,6 +94,13 @@ func (r *Runtime) containerSpec(spec runtime.Spec) containerSpec {
 		// ignoring the signal as PID 1 and waiting out the grace.
 		Init: &init,
 	}
+	for _, m := range spec.Mounts {
+		mt := mount.Mount{Type: mount.TypeVolume, Source: m.Volume, Target: m.Target}
+		if m.Subpath != "" {
+			mt.VolumeOptions = &mount.VolumeOptions{Subpath: m.Subpath}
+		}
+		host.Mounts = append(host.Mounts, mt)
+	}
 	cfg.Labels[labelSpec] = specDigest(cfg, host)
 	return containerSpec{config: cfg, host: host}
 }
@@ -114,7 +122,8 @@ func specDigest(cfg *container.Config, host *container.HostConfig) string {
 		ExtraHosts           []string
 		Init                 *bool
 		Network              container.NetworkMode `json:",omitempty"`
-	}{cfg.Image, cfg.User, cfg.WorkingDir, cfg.Entrypoint, cfg.Env, labels, host.PortBindings, host.ExtraHosts, host.Init, host.NetworkMode})
+		Mounts               []mount.Mount         `json:",omitempty"`
+	}{cfg.Image, cfg.User, cfg.WorkingDir, cfg.Entrypoint, cfg.Env, labels, host.PortBindings, host.ExtraHosts, host.Init, host.NetworkMode, host.Mounts})
 	if err != nil {
 		// Only strings, slices and maps of strings: Marshal cannot fail.
 		panic(err)

@@ -1,0 +1,460 @@
+package simulator
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	dockervolume "github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/jsonmessage"
+
+	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/local/runtime/docker"
+)
+
+// Names of what the docker backend makes on the engine, each labelled
+// labelSim so that it can be told from anything else there.
+const (
+	labelSim = "io.sandplane.simulator"
+	// blockedNetwork is the internal network (no route out, no traffic
+	// between its containers) a sandbox with networkBlockAll is moved to.
+	blockedNetwork = "sandplane-sim-blocked"
+	// linkNetworkPrefix + the owner's id is the internal network an owner
+	// shares with the sandboxes linked to it, where it answers to its name.
+	linkNetworkPrefix = "sandplane-sim-link-"
+	// volumePrefix + the volume's id is a volume's engine volume.
+	volumePrefix = "sandplane-sim-vol-"
+	// snapshotRepo holds the images of snapshots.
+	snapshotRepo = "sandplane-sim/snapshot"
+	// toolboxDir is where a snapshot image carries the toolbox.
+	toolboxDir = "/.sandplane"
+)
+
+// dockerExt is the docker backend's state beyond its workloads.
+type dockerExt struct {
+	b   *runtimeBackend
+	cli *client.Client
+
+	mu sync.Mutex
+	// home holds, per sandbox, the networks its container was on before
+	// the simulator moved it, to move it back when the block is lifted.
+	home map[string][]string
+	// linked holds, per sandbox, the link network it is on.
+	linked map[string]string
+}
+
+// dockerBackend is the runtime backend on docker, with every capability.
+type dockerBackend struct{ *runtimeBackend }
+
+var (
+	_ ImageBackend   = dockerBackend{}
+	_ VolumeBackend  = dockerBackend{}
+	_ NetworkBackend = dockerBackend{}
+	_ ResizeBackend  = dockerBackend{}
+)
+
+func newDockerBackend(b *runtimeBackend) Backend {
+	b.ext = &dockerExt{b: b, cli: b.cfg.Docker, home: map[string][]string{}, linked: map[string]string{}}
+	return dockerBackend{b}
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// PrepareImage makes a snapshot's image: imageName as the engine has it
+// (pulled when missing, which needs a registry the engine reaches) or
+// built from the Dockerfile, then derived into an image that also carries
+// the toolbox and starts it, as Daytona's runner injects its daemon.
+func (d dockerBackend) PrepareImage(ctx context.Context, spec ImageSpec) (string, string, error) {
+	e := d.ext
+	var logs strings.Builder
+	base := spec.ImageName
+	if spec.Dockerfile != "" {
+		base = "sandplane-sim/build:" + shortID(spec.SnapshotID)
+		out, err := e.build(ctx, base, map[string]string{"Dockerfile": spec.Dockerfile})
+		logs.WriteString(out)
+		if err != nil {
+			return "", logs.String(), fmt.Errorf("build the image: %w", err)
+		}
+		// The derived image keeps it as a parent; the tag goes.
+		defer func() { _, _ = e.cli.ImageRemove(context.WithoutCancel(ctx), base, image.RemoveOptions{}) }()
+	} else if err := e.present(ctx, base, &logs); err != nil {
+		return "", logs.String(), err
+	}
+	ref := snapshotRepo + ":" + shortID(spec.SnapshotID)
+	dockerfile, err := e.derived(ctx, base, spec.SnapshotID)
+	if err != nil {
+		return "", logs.String(), err
+	}
+	out, err := e.build(ctx, ref, map[string]string{"Dockerfile": dockerfile})
+	logs.WriteString(out)
+	if err != nil {
+		return "", logs.String(), fmt.Errorf("add the toolbox to image %s: %w", base, err)
+	}
+	return ref, logs.String(), nil
+}
+
+// present makes sure the engine has ref, pulling it when it does not.
+func (e *dockerExt) present(ctx context.Context, ref string, logs io.Writer) error {
+	if _, err := e.cli.ImageInspect(ctx, ref); err == nil {
+		fmt.Fprintf(logs, "image %s is on the engine\n", ref)
+		return nil
+	}
+	rc, err := e.cli.ImagePull(ctx, ref, image.PullOptions{})
+	if err == nil {
+		err = jsonmessage.DisplayJSONMessagesStream(rc, logs, 0, false, nil)
+		rc.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("image %s is not on the docker engine and could not be pulled (%v): build it (docker build -t %s) or load it (docker load) first", ref, err, ref)
+	}
+	return nil
+}
+
+// derived is the Dockerfile of a snapshot image: base with the toolbox
+// image's files under toolboxDir, its environment (PATH aside), working
+// directory and entrypoint.
+func (e *dockerExt) derived(ctx context.Context, base, snapshotID string) (string, error) {
+	tb := e.b.cfg.Image
+	// The toolbox image may still have to be built: the runtime's preflight
+	// runs its image source.
+	probe := runtime.Spec{SandboxID: "image-probe-" + shortID(snapshotID), Root: e.b.cfg.Root, Image: tb, Port: 1}
+	if err := e.b.cfg.Runtime.Preflight(ctx, probe); err != nil {
+		return "", fmt.Errorf("the toolbox image %s: %w", tb, err)
+	}
+	info, err := e.cli.ImageInspect(ctx, tb)
+	if err != nil {
+		return "", fmt.Errorf("inspect the toolbox image %s: %w", tb, err)
+	}
+	if info.Config == nil || len(info.Config.Entrypoint) == 0 {
+		return "", fmt.Errorf("the toolbox image %s has no entrypoint", tb)
+	}
+	ep := append([]string(nil), info.Config.Entrypoint...)
+	if strings.HasPrefix(ep[0], "/") {
+		ep[0] = toolboxDir + ep[0]
+	}
+	epJSON, _ := json.Marshal(ep)
+	var b strings.Builder
+	fmt.Fprintf(&b, "FROM %s AS sandplane-toolbox\nFROM %s\nCOPY --from=sandplane-toolbox / %s/\n", tb, base, toolboxDir)
+	for _, kv := range info.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "PATH" {
+			continue
+		}
+		q, _ := json.Marshal(v)
+		fmt.Fprintf(&b, "ENV %s=%s\n", k, q)
+	}
+	wd := info.Config.WorkingDir
+	if wd == "" {
+		wd = nativeHome
+	}
+	fmt.Fprintf(&b, "WORKDIR %s\nENTRYPOINT %s\nCMD []\nLABEL %s=%q\n", wd, epJSON, labelSim, "snapshot")
+	return b.String(), nil
+}
+
+// build runs a classic build of files (a Dockerfile, no other context) as
+// tag and returns its output.
+func (e *dockerExt) build(ctx context.Context, tag string, files map[string]string) (string, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(files[n])), ModTime: time.Unix(0, 0)}); err != nil {
+			return "", err
+		}
+		if _, err := tw.Write([]byte(files[n])); err != nil {
+			return "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	resp, err := e.cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{
+		Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: map[string]string{labelSim: "image"},
+	})
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var out bytes.Buffer
+	err = jsonmessage.DisplayJSONMessagesStream(resp.Body, &out, 0, false, nil)
+	return out.String(), err
+}
+
+// RemoveImage deletes a snapshot image; a container still using it keeps
+// it.
+func (d dockerBackend) RemoveImage(ctx context.Context, ref string) error {
+	_, err := d.ext.cli.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
+	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+// CommitSandbox saves the sandbox's container, running or stopped, as a
+// snapshot image; it keeps the container's entrypoint, so sandboxes from
+// it start the toolbox as the sandbox did.
+func (d dockerBackend) CommitSandbox(ctx context.Context, sandboxID, snapshotID string) (string, error) {
+	ref := snapshotRepo + ":" + shortID(snapshotID)
+	_, err := d.ext.cli.ContainerCommit(ctx, docker.ContainerName(sandboxID), container.CommitOptions{
+		Reference: ref,
+		Config:    &container.Config{Labels: map[string]string{labelSim: "snapshot"}},
+	})
+	if err != nil {
+		return "", fmt.Errorf("commit the sandbox's container: %w", err)
+	}
+	return ref, nil
+}
+
+func volumeName(volumeID string) string { return volumePrefix + volumeID }
+
+func (d dockerBackend) CreateVolume(ctx context.Context, volumeID string) error {
+	_, err := d.ext.cli.VolumeCreate(ctx, dockervolume.CreateOptions{Name: volumeName(volumeID), Labels: map[string]string{labelSim: "volume"}})
+	return err
+}
+
+func (d dockerBackend) RemoveVolume(ctx context.Context, volumeID string) error {
+	err := d.ext.cli.VolumeRemove(ctx, volumeName(volumeID), true)
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+func (dockerBackend) VolumeMountNote() string {
+	return "a volume is a docker volume (" + volumePrefix + "<id>) mounted at its mountPath"
+}
+
+// prepare mounts the workload's volumes, runs its snapshot's image, and
+// puts a container that the simulator moved (blocked, linked) back on its
+// own networks, so that the runtime's readiness check reaches it through
+// the published port.
+func (e *dockerExt) prepare(ctx context.Context, spec *runtime.Spec, w Workload) error {
+	if w.Image != "" {
+		spec.Image = w.Image
+	}
+	for _, m := range w.Volumes {
+		spec.Mounts = append(spec.Mounts, runtime.Mount{Volume: volumeName(m.VolumeID), Subpath: m.Subpath, Target: m.MountPath})
+	}
+	return e.restoreHome(ctx, w.SandboxID)
+}
+
+// started applies the limits, the link and the network block to the
+// running container.
+func (e *dockerExt) started(ctx context.Context, w Workload, _ runtime.Handle) error {
+	if err := e.resize(ctx, w.SandboxID, w.CPU, w.Memory); err != nil {
+		return err
+	}
+	if w.Link != nil {
+		if err := e.link(ctx, w.SandboxID, *w.Link); err != nil {
+			return err
+		}
+	}
+	_, err := e.applyNetwork(ctx, w.SandboxID, w.Network)
+	return err
+}
+
+// removed deletes the link network a sandbox owned.
+func (e *dockerExt) removed(ctx context.Context, sandboxID string) {
+	e.mu.Lock()
+	delete(e.home, sandboxID)
+	delete(e.linked, sandboxID)
+	e.mu.Unlock()
+	name := linkNetworkPrefix + sandboxID
+	n, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+	if err != nil {
+		return
+	}
+	for id := range n.Containers {
+		_ = e.cli.NetworkDisconnect(ctx, name, id, true)
+	}
+	_ = e.cli.NetworkRemove(ctx, name)
+}
+
+// Resize sets the running container's CPU and memory limits.
+func (d dockerBackend) Resize(ctx context.Context, sandboxID string, cpu, memoryGiB int) error {
+	return d.ext.resize(ctx, sandboxID, cpu, memoryGiB)
+}
+
+func (e *dockerExt) resize(ctx context.Context, sandboxID string, cpu, memoryGiB int) error {
+	var r container.Resources
+	if cpu > 0 {
+		r.NanoCPUs = int64(cpu) * 1e9
+	}
+	if memoryGiB > 0 {
+		r.Memory = int64(memoryGiB) << 30
+		r.MemorySwap = r.Memory
+	}
+	if r.NanoCPUs == 0 && r.Memory == 0 {
+		return nil
+	}
+	if _, err := e.cli.ContainerUpdate(ctx, docker.ContainerName(sandboxID), container.UpdateConfig{Resources: r}); err != nil {
+		return fmt.Errorf("limit the container to %d CPU and %d GiB: %w", cpu, memoryGiB, err)
+	}
+	return nil
+}
+
+// ApplyNetwork moves a running container onto or off the blocked network.
+func (d dockerBackend) ApplyNetwork(ctx context.Context, sandboxID string, p NetworkPolicy) (string, error) {
+	return d.ext.applyNetwork(ctx, sandboxID, p)
+}
+
+// applyNetwork enforces networkBlockAll: the container leaves every network
+// but the simulator's internal ones (the link network stays: its members
+// have no route out either) and joins blockedNetwork, whose address the
+// simulator's proxy still reaches. networkAllowList is not enforced.
+func (e *dockerExt) applyNetwork(ctx context.Context, sandboxID string, p NetworkPolicy) (string, error) {
+	note := ""
+	if p.AllowList != "" && !p.BlockAll {
+		note = "networkAllowList is recorded but not enforced on the docker backend (networkBlockAll is): the sandbox keeps its network"
+	}
+	if !p.BlockAll {
+		return note, e.restoreHome(ctx, sandboxID)
+	}
+	name := docker.ContainerName(sandboxID)
+	c, err := e.cli.ContainerInspect(ctx, name)
+	if err != nil {
+		return note, fmt.Errorf("inspect the sandbox's container: %w", err)
+	}
+	if err := e.ensureNetwork(ctx, blockedNetwork, false); err != nil {
+		return note, err
+	}
+	e.mu.Lock()
+	link := e.linked[sandboxID]
+	e.mu.Unlock()
+	var left []string
+	for n := range c.NetworkSettings.Networks {
+		if n == blockedNetwork || n == link || strings.HasPrefix(n, linkNetworkPrefix) {
+			continue
+		}
+		left = append(left, n)
+	}
+	if _, on := c.NetworkSettings.Networks[blockedNetwork]; !on {
+		if err := e.cli.NetworkConnect(ctx, blockedNetwork, c.ID, nil); err != nil {
+			return note, fmt.Errorf("move the container to %s: %w", blockedNetwork, err)
+		}
+	}
+	if len(left) > 0 {
+		e.mu.Lock()
+		if _, ok := e.home[sandboxID]; !ok {
+			e.home[sandboxID] = left
+		}
+		e.mu.Unlock()
+	}
+	for _, n := range left {
+		if err := e.cli.NetworkDisconnect(ctx, n, c.ID, true); err != nil && !cerrdefs.IsNotFound(err) {
+			return note, fmt.Errorf("take the container off %s: %w", n, err)
+		}
+	}
+	return note, nil
+}
+
+// restoreHome puts a container back on the networks it had before a block
+// and off the blocked network.
+func (e *dockerExt) restoreHome(ctx context.Context, sandboxID string) error {
+	e.mu.Lock()
+	home, ok := e.home[sandboxID]
+	delete(e.home, sandboxID)
+	e.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	c, err := e.cli.ContainerInspect(ctx, docker.ContainerName(sandboxID))
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inspect the sandbox's container: %w", err)
+	}
+	for _, n := range home {
+		if _, on := c.NetworkSettings.Networks[n]; !on {
+			if err := e.cli.NetworkConnect(ctx, n, c.ID, nil); err != nil {
+				return fmt.Errorf("put the container back on %s: %w", n, err)
+			}
+		}
+	}
+	if _, on := c.NetworkSettings.Networks[blockedNetwork]; on {
+		if err := e.cli.NetworkDisconnect(ctx, blockedNetwork, c.ID, true); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("take the container off %s: %w", blockedNetwork, err)
+		}
+	}
+	return nil
+}
+
+// link puts a follower and its owner on the owner's link network, where the
+// owner answers to its name.
+func (e *dockerExt) link(ctx context.Context, sandboxID string, l Link) error {
+	name := linkNetworkPrefix + l.OwnerID
+	if err := e.ensureNetwork(ctx, name, true); err != nil {
+		return err
+	}
+	n, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+	if err != nil {
+		return fmt.Errorf("inspect network %s: %w", name, err)
+	}
+	on := map[string]bool{}
+	for _, c := range n.Containers {
+		on[c.Name] = true
+	}
+	owner := docker.ContainerName(l.OwnerID)
+	if !on[owner] {
+		err := e.cli.NetworkConnect(ctx, name, owner, &network.EndpointSettings{Aliases: []string{l.OwnerName}})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("put the linked sandbox %s on %s: %w", l.OwnerName, name, err)
+		}
+	}
+	self := docker.ContainerName(sandboxID)
+	if !on[self] {
+		if err := e.cli.NetworkConnect(ctx, name, self, nil); err != nil {
+			return fmt.Errorf("put the sandbox on %s: %w", name, err)
+		}
+	}
+	e.mu.Lock()
+	e.linked[sandboxID] = name
+	e.linked[l.OwnerID] = name
+	e.mu.Unlock()
+	return nil
+}
+
+// ensureNetwork makes an internal bridge network of the simulator's unless
+// it exists; icc says whether its containers may reach each other.
+func (e *dockerExt) ensureNetwork(ctx context.Context, name string, icc bool) error {
+	_, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+	if err == nil {
+		return nil
+	}
+	if !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("inspect network %s: %w", name, err)
+	}
+	_, err = e.cli.NetworkCreate(ctx, name, network.CreateOptions{
+		Driver:   "bridge",
+		Internal: true,
+		Options:  map[string]string{"com.docker.network.bridge.enable_icc": fmt.Sprint(icc)},
+		Labels:   map[string]string{labelSim: "network"},
+	})
+	if err != nil && !cerrdefs.IsConflict(err) {
+		return fmt.Errorf("create network %s: %w", name, err)
+	}
+	return nil
+}
