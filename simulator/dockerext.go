@@ -54,6 +54,10 @@ type dockerExt struct {
 	home map[string][]string
 	// linked holds, per sandbox, the link network it is on.
 	linked map[string]string
+	// made holds the images, volumes and networks this backend made, which
+	// Close removes: the simulator's state, and with it what they were
+	// for, ends with it.
+	images, volumes, networks map[string]bool
 }
 
 // dockerBackend is the runtime backend on docker, with every capability.
@@ -67,8 +71,50 @@ var (
 )
 
 func newDockerBackend(b *runtimeBackend) Backend {
-	b.ext = &dockerExt{b: b, cli: b.cfg.Docker, home: map[string][]string{}, linked: map[string]string{}}
+	b.ext = &dockerExt{b: b, cli: b.cfg.Docker, home: map[string][]string{}, linked: map[string]string{},
+		images: map[string]bool{}, volumes: map[string]bool{}, networks: map[string]bool{}}
 	return dockerBackend{b}
+}
+
+// note records something the backend made, for Close.
+func (e *dockerExt) note(set map[string]bool, name string, made bool) {
+	e.mu.Lock()
+	if made {
+		set[name] = true
+	} else {
+		delete(set, name)
+	}
+	e.mu.Unlock()
+}
+
+// Close removes the workloads, then the images, volumes and networks the
+// backend made.
+func (d dockerBackend) Close() error {
+	err := d.runtimeBackend.Close()
+	e := d.ext
+	ctx := context.Background()
+	e.mu.Lock()
+	images, volumes, networks := keys(e.images), keys(e.volumes), keys(e.networks)
+	e.mu.Unlock()
+	for _, n := range networks {
+		_ = e.cli.NetworkRemove(ctx, n)
+	}
+	for _, v := range volumes {
+		_ = e.cli.VolumeRemove(ctx, v, true)
+	}
+	for _, ref := range images {
+		_, _ = e.cli.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
+	}
+	return err
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func shortID(id string) string {
@@ -108,6 +154,7 @@ func (d dockerBackend) PrepareImage(ctx context.Context, spec ImageSpec) (string
 	if err != nil {
 		return "", logs.String(), fmt.Errorf("add the toolbox to image %s: %w", base, err)
 	}
+	e.note(e.images, ref, true)
 	return ref, logs.String(), nil
 }
 
@@ -209,6 +256,9 @@ func (d dockerBackend) RemoveImage(ctx context.Context, ref string) error {
 	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
 		return err
 	}
+	if err == nil {
+		d.ext.note(d.ext.images, ref, false)
+	}
 	return nil
 }
 
@@ -224,6 +274,7 @@ func (d dockerBackend) CommitSandbox(ctx context.Context, sandboxID, snapshotID 
 	if err != nil {
 		return "", fmt.Errorf("commit the sandbox's container: %w", err)
 	}
+	d.ext.note(d.ext.images, ref, true)
 	return ref, nil
 }
 
@@ -231,6 +282,9 @@ func volumeName(volumeID string) string { return volumePrefix + volumeID }
 
 func (d dockerBackend) CreateVolume(ctx context.Context, volumeID string) error {
 	_, err := d.ext.cli.VolumeCreate(ctx, dockervolume.CreateOptions{Name: volumeName(volumeID), Labels: map[string]string{labelSim: "volume"}})
+	if err == nil {
+		d.ext.note(d.ext.volumes, volumeName(volumeID), true)
+	}
 	return err
 }
 
@@ -239,6 +293,7 @@ func (d dockerBackend) RemoveVolume(ctx context.Context, volumeID string) error 
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return err
 	}
+	d.ext.note(d.ext.volumes, volumeName(volumeID), false)
 	return nil
 }
 
@@ -289,7 +344,9 @@ func (e *dockerExt) removed(ctx context.Context, sandboxID string) {
 	for id := range n.Containers {
 		_ = e.cli.NetworkDisconnect(ctx, name, id, true)
 	}
-	_ = e.cli.NetworkRemove(ctx, name)
+	if e.cli.NetworkRemove(ctx, name) == nil {
+		e.note(e.networks, name, false)
+	}
 }
 
 // Resize sets the running container's CPU and memory limits.
@@ -455,6 +512,9 @@ func (e *dockerExt) ensureNetwork(ctx context.Context, name string, icc bool) er
 	})
 	if err != nil && !cerrdefs.IsConflict(err) {
 		return fmt.Errorf("create network %s: %w", name, err)
+	}
+	if err == nil {
+		e.note(e.networks, name, true)
 	}
 	return nil
 }

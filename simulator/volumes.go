@@ -235,15 +235,20 @@ func (s *Simulator) deleteVolume(c *call) (reply, *apiError) {
 }
 
 // checkVolumesLocked validates a create's volumes: each one the
-// organization's and ready, each mount path absolute, clean and not the
-// root, no path twice. It stamps lastUsedAt. Called with s.mu held.
+// organization's (by id or name, resolved to the id in mounts) and ready,
+// each mount path absolute, clean and not the root, no path twice. It
+// stamps lastUsedAt. Called with s.mu held.
 func (s *Simulator) checkVolumesLocked(org string, mounts []volume) *apiError {
 	seen := map[string]bool{}
-	for _, m := range mounts {
+	for i, m := range mounts {
 		v := s.volumeLocked(org, m.VolumeID, false)
+		if v == nil {
+			v = s.volumeLocked(org, m.VolumeID, true)
+		}
 		if v == nil {
 			return volumeNotFound(m.VolumeID)
 		}
+		mounts[i].VolumeID = v.ID
 		if v.State != volReady {
 			return errorf(http.StatusBadRequest, "Volume %s is not in a ready state. Current state: %s", v.Name, v.State)
 		}
