@@ -22,6 +22,7 @@ func extraRoutes() []route {
 		{"POST", "/api/sandbox/{sandboxIdOrName}/fork", "forkSandbox", (*Simulator).forkSandbox},
 		{"GET", "/api/sandbox/{sandboxIdOrName}/forks", "getSandboxForks", (*Simulator).getSandboxForks},
 		{"GET", "/api/sandbox/{sandboxIdOrName}/parent", "getSandboxParent", (*Simulator).getSandboxParent},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/ancestors", "getSandboxAncestors", (*Simulator).getSandboxForks},
 		{"POST", "/api/sandbox/{sandboxIdOrName}/snapshot", "createSandboxSnapshot", (*Simulator).createSandboxSnapshot},
 		{"POST", "/api/sandbox/{sandboxIdOrName}/ssh-access", "createSshAccess", (*Simulator).createSSHAccess},
 		{"DELETE", "/api/sandbox/{sandboxIdOrName}/ssh-access", "revokeSshAccess", (*Simulator).revokeSSHAccess},
@@ -44,7 +45,15 @@ func extraRoutes() []route {
 		{"GET", "/api/volumes/{volumeId}", "getVolume", (*Simulator).getVolume},
 		{"DELETE", "/api/volumes/{volumeId}", "deleteVolume", (*Simulator).deleteVolume},
 		{"GET", "/api/volumes/by-name/{name}", "getVolumeByName", (*Simulator).getVolumeByName},
+		{"GET", "/api/object-storage/push-access", "getPushAccess", (*Simulator).pushAccess},
 	}
+}
+
+// pushAccess: image build contexts go to Daytona's object storage, which
+// the simulator does not run; a deployment without one answers 503.
+func (s *Simulator) pushAccess(c *call) (reply, *apiError) {
+	return reply{}, errorf(http.StatusServiceUnavailable,
+		"Object storage is not available: the simulator builds images from their Dockerfile content only, without local context files")
 }
 
 // rawReply marks a handler that wrote its answer itself.
@@ -146,7 +155,8 @@ func (s *Simulator) forkSandbox(c *call) (reply, *apiError) {
 	})
 }
 
-// getSandboxForks: container sandboxes have none.
+// getSandboxForks (and getSandboxAncestors): container sandboxes have
+// none.
 func (s *Simulator) getSandboxForks(c *call) (reply, *apiError) {
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		return reply{http.StatusOK, []sandboxDTO{}}, nil

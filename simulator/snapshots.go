@@ -457,7 +457,7 @@ func (s *Simulator) deactivateSnapshot(c *call) (reply, *apiError) {
 		return reply{}, errorf(http.StatusBadRequest, "Snapshot %s cannot be deactivated in state %s", sn.Name, sn.State)
 	}
 	s.setSnapshotState(sn, snapInactive)
-	return reply{status: http.StatusOK}, nil
+	return reply{status: http.StatusNoContent}, nil
 }
 
 func (s *Simulator) snapshotBuildLogsURL(c *call) (reply, *apiError) {
