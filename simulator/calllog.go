@@ -31,6 +31,8 @@ type callLog struct {
 	full  bool
 	seq   uint64
 	count map[string]map[string]uint64 // org → operation → calls
+	// observe, when set, sees every call (the metrics).
+	observe func(Call)
 }
 
 func newCallLog(size int) *callLog {
@@ -38,6 +40,9 @@ func newCallLog(size int) *callLog {
 }
 
 func (l *callLog) add(c Call) {
+	if l.observe != nil {
+		l.observe(c)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++

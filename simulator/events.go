@@ -42,6 +42,9 @@ type eventBus struct {
 	io      *socket.Server
 	handler http.Handler
 
+	// onEmit, when set, sees the name of every event queued (the metrics).
+	onEmit func(name string)
+
 	mu     sync.Mutex
 	queue  []event
 	wake   chan struct{}
@@ -72,10 +75,21 @@ func newEventBus(authenticate func(key string) string) *eventBus {
 	return b
 }
 
+// clients is how many clients are connected.
+func (b *eventBus) clients() int {
+	if b == nil || b.io.Engine() == nil {
+		return 0
+	}
+	return int(b.io.Engine().ClientsCount())
+}
+
 // emit queues an event for org's sockets.
 func (b *eventBus) emit(org, name string, data any) {
 	if b == nil || org == "" || org == warmPoolOrg {
 		return
+	}
+	if b.onEmit != nil {
+		b.onEmit(name)
 	}
 	b.mu.Lock()
 	if !b.closed {

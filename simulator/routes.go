@@ -91,6 +91,7 @@ func (s *Simulator) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.Handle(eventsPath+"/", s.events.handler)
+	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeAPIError(w, r, errorf(http.StatusNotFound, "Cannot %s %s", r.Method, r.URL.Path))
 	})

@@ -25,6 +25,7 @@ type Simulator struct {
 	faults    *faults
 	calls     *callLog
 	events    *eventBus
+	metrics   *simMetrics
 	snapshots map[string]Snapshot
 	anySnap   bool
 
@@ -103,6 +104,9 @@ func New(cfg Config) (*Simulator, error) {
 		s.spec = sp
 	}
 	s.events = newEventBus(s.keyOrg)
+	s.metrics = newSimMetrics(s)
+	s.calls.observe = func(c Call) { s.metrics.observe(s, c) }
+	s.events.onEmit = func(name string) { s.metrics.events.WithLabelValues(name).Inc() }
 	s.bg, s.cancel = context.WithCancel(context.Background())
 	s.handler = s.routes()
 	s.startJobs()
