@@ -119,6 +119,7 @@ and the admin API (faults, call log, cost) under /_sim with its own key:
 			return serveSim(cmd.Context(), clk, ln, sim, hint, cmd.ErrOrStderr(), log)
 		},
 	}
+	cmd.AddCommand(newSimAdminCmds()...)
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:4026", "address to serve on; one that is not loopback needs --api-key")
 	f.StringSliceVar(&apiKeys, "api-key", nil, "accepted API key, repeatable; on loopback any key is accepted when none is given")
