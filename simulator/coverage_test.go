@@ -52,7 +52,6 @@ var outOfScopeOps = map[string]string{
 	"updateSandboxState":                          "a runner's call",
 	"getOrganizationBySandboxId":                  "the proxy's call",
 	"getRegionQuotaBySandboxId":                   "the proxy's call",
-	"ConfigController_getConfig":                  "dashboard configuration (OIDC, analytics, links)",
 	"getOrganizationOtelConfigBySandboxAuthToken": "a sandbox daemon's call",
 }
 
@@ -75,6 +74,7 @@ var sdkOps = []string{
 	"getAllSnapshots", "createSnapshot", "getSnapshot", "removeSnapshot", "activateSnapshot", "deactivateSnapshot",
 	"getSnapshotBuildLogsUrl", "getSnapshotBuildLogs", "listVolumes", "createVolume", "getVolume",
 	"getVolumeByName", "deleteVolume", "getPushAccess", "HealthController_live", "HealthController_check",
+	"ConfigController_getConfig",
 }
 
 type opStatus struct {

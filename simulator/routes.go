@@ -79,7 +79,7 @@ func apiRoutes() []route {
 }
 
 // publicOps need no API key.
-var publicOps = map[string]bool{"HealthController_check": true}
+var publicOps = map[string]bool{"HealthController_check": true, "ConfigController_getConfig": true}
 
 func (s *Simulator) routes() http.Handler {
 	mux := http.NewServeMux()

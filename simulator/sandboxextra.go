@@ -18,6 +18,7 @@ import (
 func extraRoutes() []route {
 	return []route{
 		{"GET", "/api/health/ready", "HealthController_check", (*Simulator).healthReady},
+		{"GET", "/api/config", "ConfigController_getConfig", (*Simulator).config},
 		{"POST", "/api/sandbox/{sandboxIdOrName}/network-settings", "updateNetworkSettings", (*Simulator).updateNetworkSettings},
 		{"POST", "/api/sandbox/{sandboxIdOrName}/fork", "forkSandbox", (*Simulator).forkSandbox},
 		{"GET", "/api/sandbox/{sandboxIdOrName}/forks", "getSandboxForks", (*Simulator).getSandboxForks},
@@ -68,6 +69,26 @@ func clockSleep(ctx context.Context, s *Simulator, d time.Duration) error {
 func (s *Simulator) healthReady(c *call) (reply, *apiError) {
 	up := map[string]any{"database": map[string]string{"status": "up"}, "redis": map[string]string{"status": "up"}}
 	return reply{http.StatusOK, map[string]any{"status": "ok", "info": up, "error": map[string]any{}, "details": up}}, nil
+}
+
+// config is the deployment's configuration, which the dashboard and the
+// SDKs read (public). It names no analytics API, so the SDKs ask the API
+// itself for metrics.
+func (s *Simulator) config(c *call) (reply, *apiError) {
+	base := s.baseURL(c.r)
+	return reply{http.StatusOK, map[string]any{
+		"version":                "v" + strings.TrimPrefix(SpecVersion(), "v") + "-sandplane-sim",
+		"oidc":                   map[string]string{"issuer": base, "clientId": "sandplane-sim", "audience": "sandplane-sim"},
+		"linkedAccountsEnabled":  false,
+		"announcements":          map[string]any{},
+		"proxyTemplateUrl":       base + "/_preview/{{PORT}}-{{sandboxId}}",
+		"proxyToolboxUrl":        s.toolboxProxyURL(c.r),
+		"defaultSnapshot":        s.cfg.DefaultSnapshot,
+		"dashboardUrl":           base,
+		"maxAutoArchiveInterval": maxAutoArchive,
+		"maintananceMode":        false,
+		"environment":            "sandplane-sim",
+	}}, nil
 }
 
 type networkSettingsRequest struct {
