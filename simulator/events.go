@@ -3,6 +3,7 @@ package simulator
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/zishang520/socket.io/servers/socket/v3"
 )
@@ -44,6 +45,8 @@ type eventBus struct {
 
 	// onEmit, when set, sees the name of every event queued (the metrics).
 	onEmit func(name string)
+	// accepted counts the clients ever let in.
+	accepted atomic.Int64
 
 	mu     sync.Mutex
 	queue  []event
@@ -68,6 +71,7 @@ func newEventBus(authenticate func(key string) string) *eventBus {
 			return
 		}
 		c.Join(socket.Room(org))
+		b.accepted.Add(1)
 		next(nil)
 	})
 	b.handler = io.ServeHandler(opts)

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http/httptest"
@@ -18,20 +19,102 @@ import (
 	"github.com/sandplane/sandplane/provider/clock"
 )
 
-// TestOfficialTypeScriptSDK runs testdata/ts-sdk/sdk-test.js, which drives a
-// whole lifecycle with @daytonaio/sdk, against a simulator whose sandboxes
-// run the real toolbox. `make test` installs the SDK (npm ci) first.
-func TestOfficialTypeScriptSDK(t *testing.T) {
+// The TypeScript SDKs testdata/ts-sdk drives: the release the simulator
+// targets, and the newest one (installed under an alias).
+var tsSDKs = []struct{ name, pkg string }{
+	{"0.190.1", "@daytonaio/sdk"},
+	{"newest", "sdk-latest"},
+}
+
+// exitBound is how long the node process may take to end after printing its
+// result. An SDK whose event socket failed keeps reconnecting for minutes;
+// a healthy one exits at once. Generous, so that only that hang fails it.
+const exitBound = 60 * time.Second
+
+// tsSDKDir is testdata/ts-sdk, skipping the test when node or the SDKs are
+// missing.
+func tsSDKDir(t *testing.T, pkg string) (nodeBin, dir string) {
+	t.Helper()
 	nodeBin, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed; the TypeScript SDK test needs Node 20+")
 	}
-	dir, err := filepath.Abs(filepath.Join("testdata", "ts-sdk"))
+	dir, err = filepath.Abs(filepath.Join("testdata", "ts-sdk"))
 	require.NoError(t, err)
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@daytonaio", "sdk", "package.json")); err != nil {
-		t.Skip("the TypeScript SDK is not installed: run `npm ci` in simulator/testdata/ts-sdk (make test does)")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", filepath.FromSlash(pkg), "package.json")); err != nil {
+		t.Skip("the TypeScript SDKs are not installed: run `npm ci` in simulator/testdata/ts-sdk (make test-deps does)")
 	}
+	return nodeBin, dir
+}
 
+// runSDK runs sdk-test.js with the SDK pkg and scenario against the
+// simulator at url, with events on (no DAYTONA_USE_DEPRECATED_POLLING). It
+// returns the script's result line once the process has ended on its own.
+func runSDK(t *testing.T, pkg, scenario, url string, env ...string) []byte {
+	t.Helper()
+	nodeBin, dir := tsSDKDir(t, pkg)
+	// Generous, only so that a wedged run cannot hang the suite.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nodeBin, "sdk-test.js")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"DAYTONA_API_URL="+url+"/api",
+		"DAYTONA_API_KEY=ts-sdk-key",
+		"SANDPLANE_SIM_ADMIN_KEY=ts-sdk-admin-key",
+		"DAYTONA_TARGET=",
+		"DAYTONA_USE_DEPRECATED_POLLING=",
+		"SDK_PACKAGE="+pkg,
+		"SDK_SCENARIO="+scenario,
+	)
+	cmd.Env = append(cmd.Env, env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+
+	// The result is the last line, printed after the last call; the
+	// clock for the exit starts there.
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var out []string
+	for line := range lines {
+		out = append(out, line)
+		if strings.HasPrefix(line, `{"ok":true`) {
+			break
+		}
+	}
+	go func() {
+		for line := range lines {
+			t.Logf("node, after its result: %s", line)
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "node sdk-test.js failed:\n%s\n%s", strings.Join(out, "\n"), stderr.String())
+	case <-time.After(exitBound):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("node kept running %v after its last call: the SDK's event socket holds it open\n%s", exitBound, stderr.String())
+	}
+	t.Logf("node (%s, %s): %s", pkg, scenario, strings.Join(out, "\n"))
+	require.NotEmpty(t, out, stderr.String())
+	return []byte(out[len(out)-1])
+}
+
+// tsHarness is a simulator whose sandboxes run the real toolbox natively,
+// on a loopback server.
+func tsHarness(t *testing.T) (*Simulator, string) {
+	t.Helper()
 	be, err := NewRuntimeBackend(RuntimeBackendConfig{
 		Runtime: native.New(clock.Real()),
 		Root:    t.TempDir(),
@@ -45,56 +128,106 @@ func TestOfficialTypeScriptSDK(t *testing.T) {
 		srv.Close()
 		require.NoError(t, sim.Close())
 	})
+	return sim, srv.URL
+}
 
-	// Generous, only so that a wedged run cannot hang the suite.
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, "sdk-test.js")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"DAYTONA_API_URL="+srv.URL+"/api",
-		"DAYTONA_API_KEY=ts-sdk-key",
-		"SANDPLANE_SIM_ADMIN_KEY=ts-sdk-admin-key",
-		"DAYTONA_TARGET=",
-	)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "node sdk-test.js failed:\n%s\n%s", out, stderr.String())
+// TestOfficialTypeScriptSDK runs testdata/ts-sdk/sdk-test.js, which drives a
+// whole lifecycle with @daytonaio/sdk, pinned and newest, against a
+// simulator whose sandboxes run the real toolbox. `make test-deps` installs
+// the SDKs (npm ci) first.
+func TestOfficialTypeScriptSDK(t *testing.T) {
+	for _, sdk := range tsSDKs {
+		t.Run(sdk.name, func(t *testing.T) {
+			tsSDKDir(t, sdk.pkg)
+			sim, url := tsHarness(t)
+			out := runSDK(t, sdk.pkg, "lifecycle", url)
+			var res struct {
+				OK   bool   `json:"ok"`
+				ID   string `json:"id"`
+				Seen struct {
+					Created string `json:"created"`
+					Stopped string `json:"stopped"`
+					Listed  int    `json:"listed"`
+				} `json:"seen"`
+			}
+			require.NoError(t, json.Unmarshal(out, &res), string(out))
+			assert.True(t, res.OK)
+			assert.Equal(t, "started", res.Seen.Created)
+			assert.Equal(t, "stopped", res.Seen.Stopped)
+			assert.Equal(t, 1, res.Seen.Listed)
 
-	var res struct {
-		OK   bool   `json:"ok"`
-		ID   string `json:"id"`
-		Seen struct {
-			Created string `json:"created"`
-			Stopped string `json:"stopped"`
-			Listed  int    `json:"listed"`
-		} `json:"seen"`
+			counts := sim.calls.counts(everyOrg)
+			for _, op := range []string{"createSandbox", "toolbox", "stopSandbox", "startSandbox", "updateLastActivity",
+				"setAutostopInterval", "getPortPreviewUrl", "listSandboxes", "deleteSandbox", "getSandbox"} {
+				assert.NotZero(t, counts[op], "the SDK run made no %s call", op)
+			}
+			assertCallsSucceeded(t, sim)
+			assert.Empty(t, sim.SpecViolations())
+			if sdk.name == "newest" {
+				assert.NotZero(t, sim.events.accepted.Load(), "the newest SDK subscribes to events over socket.io")
+			}
+		})
 	}
-	t.Logf("node: %s", out)
-	require.NoError(t, json.Unmarshal(lastLine(out), &res), string(out))
-	assert.True(t, res.OK)
-	assert.Equal(t, "started", res.Seen.Created)
-	assert.Equal(t, "stopped", res.Seen.Stopped)
-	assert.Equal(t, 1, res.Seen.Listed)
+}
 
-	counts := sim.calls.counts(everyOrg)
-	for _, op := range []string{"createSandbox", "toolbox", "stopSandbox", "startSandbox", "updateLastActivity",
-		"setAutostopInterval", "getPortPreviewUrl", "listSandboxes", "deleteSandbox", "getSandbox"} {
-		assert.NotZero(t, counts[op], "the SDK run made no %s call", op)
-	}
+// assertCallsSucceeded checks that every call the SDK made succeeded but
+// the ones a run expects to fail.
+func assertCallsSucceeded(t *testing.T, sim *Simulator, expected ...string) {
+	t.Helper()
 	for _, c := range sim.Calls() {
 		switch {
 		case c.Operation == "getSandbox" && c.Status == 404:
 			// the reads after delete, until the sandbox is gone
+		case contains(expected, c.Operation):
 		default:
 			assert.Less(t, c.Status, 300, "%s %s (%s) answered %d", c.Method, c.Path, c.Operation, c.Status)
 		}
 	}
+}
+
+// The newest SDK, events on, through snapshots, shared volumes, linked
+// sandboxes, the calls a container refuses, SSH, metrics and resize.
+func TestOfficialTypeScriptSDKResources(t *testing.T) {
+	sdk := tsSDKs[1]
+	tsSDKDir(t, sdk.pkg)
+	sim, url := tsHarness(t)
+	out := runSDK(t, sdk.pkg, "resources", url)
+	var res struct {
+		OK   bool `json:"ok"`
+		Seen struct {
+			Snapshot   string `json:"snapshot"`
+			Volume     string `json:"volume"`
+			LinkedGone bool   `json:"linkedGone"`
+		} `json:"seen"`
+	}
+	require.NoError(t, json.Unmarshal(out, &res), string(out))
+	assert.True(t, res.OK)
+	assert.Equal(t, "active", res.Seen.Snapshot)
+	assert.Equal(t, "shared-by-a\n", res.Seen.Volume)
+	assert.True(t, res.Seen.LinkedGone)
+	counts := sim.calls.counts(everyOrg)
+	for _, op := range []string{"createSnapshot", "getSnapshot", "getAllSnapshots", "removeSnapshot", "createSandboxSnapshot",
+		"createVolume", "getVolumeByName", "listVolumes", "deleteVolume", "updateNetworkSettings", "createSshAccess",
+		"validateSshAccess", "revokeSshAccess", "getSandboxMetrics", "resizeSandbox", "forkSandbox", "pauseSandbox"} {
+		assert.NotZero(t, counts[op], "the SDK run made no %s call", op)
+	}
+	assertCallsSucceeded(t, sim, "forkSandbox", "pauseSandbox", "getVolumeByName")
 	assert.Empty(t, sim.SpecViolations())
 }
 
-func lastLine(b []byte) []byte {
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return []byte(lines[len(lines)-1])
+// The newest SDK against the docker backend: networkBlockAll cuts a sandbox
+// off from a host beyond its network, and lifting it opens the way again.
+func TestOfficialTypeScriptSDKDockerNetwork(t *testing.T) {
+	sdk := tsSDKs[1]
+	tsSDKDir(t, sdk.pkg)
+	h, _, _ := dockerExtHarness(t)
+	outside := outsideHost(t)
+	out := runSDKWithKey(t, h, sdk.pkg, "docker-network", "OUTSIDE_URL=http://"+outside+"/")
+	assert.Contains(t, string(out), `"ok":true`)
+}
+
+// runSDKWithKey is runSDK against a test harness, whose API takes any key.
+func runSDKWithKey(t *testing.T, h *harness, pkg, scenario string, env ...string) []byte {
+	t.Helper()
+	return runSDK(t, pkg, scenario, h.srv.URL, append(env, "SANDPLANE_SIM_ADMIN_KEY="+testAdminKey)...)
 }

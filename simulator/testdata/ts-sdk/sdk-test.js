@@ -1,9 +1,15 @@
 // Drives the simulator with the official Daytona TypeScript SDK, unchanged.
-// DAYTONA_API_URL and DAYTONA_API_KEY name the simulator. Prints one JSON
-// line of observations; exits non-zero on the first failed check.
+// DAYTONA_API_URL and DAYTONA_API_KEY name the simulator; SDK_PACKAGE picks
+// the SDK (@daytonaio/sdk, the pinned release, or sdk-latest, the newest);
+// SDK_SCENARIO picks what to drive: "lifecycle" (default), "resources"
+// (snapshots, volumes, links, the calls a container answers with an error,
+// SSH, metrics, resize, network settings) or "docker-network" (the network
+// block, with OUTSIDE_URL a server beyond the sandbox's network). Prints one
+// JSON line of observations after its last call, and never calls
+// process.exit on success: the process must end by itself.
 'use strict'
 
-const { Daytona } = require('@daytonaio/sdk')
+const { Daytona } = require(process.env.SDK_PACKAGE || '@daytonaio/sdk')
 
 const seen = {}
 
@@ -13,12 +19,41 @@ function check(cond, what) {
   }
 }
 
-async function main() {
-  const daytona = new Daytona({
-    apiKey: process.env.DAYTONA_API_KEY,
-    apiUrl: process.env.DAYTONA_API_URL,
-  })
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
+// eventually retries f until it returns a truthy value, for up to 30 s.
+async function eventually(f, what) {
+  for (let i = 0; i < 300; i++) {
+    const v = await f()
+    if (v) return v
+    await sleep(100)
+  }
+  throw new Error('never: ' + what)
+}
+
+// gone resolves once the sandbox answers 404.
+async function gone(daytona, id) {
+  return eventually(async () => {
+    try {
+      await daytona.get(id)
+      return false
+    } catch (e) {
+      return true
+    }
+  }, 'sandbox ' + id + ' is gone')
+}
+
+// failsWith runs f and returns the message of the error it must throw.
+async function failsWith(f, what) {
+  try {
+    await f()
+  } catch (e) {
+    return String(e && e.message)
+  }
+  throw new Error(what + ' did not fail')
+}
+
+async function lifecycle(daytona) {
   const sandbox = await daytona.create({ labels: { suite: 'ts-sdk' }, envVars: { FROM_TS: 'yes' } }, { timeout: 60 })
   seen.created = sandbox.state
   check(sandbox.state === 'started', 'create returns a started sandbox')
@@ -82,24 +117,102 @@ async function main() {
   check(counts.createSandbox === 1 && counts.toolbox >= 2, 'the call log shows this run')
 
   await sandbox.delete()
-  let gone = false
-  try {
-    await daytona.get(sandbox.id)
-    for (let i = 0; i < 100 && !gone; i++) {
-      await new Promise((r) => setTimeout(r, 50))
-      try {
-        await daytona.get(sandbox.id)
-      } catch (e) {
-        gone = true
-      }
-    }
-  } catch (e) {
-    gone = true
-  }
-  seen.deleted = gone
-  check(gone, 'the sandbox is gone after delete')
+  seen.deleted = await gone(daytona, sandbox.id)
+  seen.id = sandbox.id
+}
 
-  console.log(JSON.stringify({ ok: true, id: sandbox.id, seen }))
+async function resources(daytona) {
+  // Snapshots: a record on the native backend, active after its pull.
+  await daytona.snapshot.create({ name: 'ts-snap', image: 'python:3.12-slim' }, { timeout: 60 })
+  const snap = await daytona.snapshot.get('ts-snap')
+  seen.snapshot = snap.state
+  check(snap.state === 'active', 'the snapshot becomes active')
+  const snaps = await daytona.snapshot.list()
+  check(snaps.items.some((s) => s.name === 'ts-snap') && snaps.total >= 2, 'the list holds it and the default')
+  const fromSnap = await daytona.create({ snapshot: 'ts-snap' }, { timeout: 60 })
+  check(fromSnap.state === 'started' && fromSnap.snapshot === 'ts-snap', 'a sandbox from the snapshot')
+
+  // createSnapshot waits, from the events, until the sandbox leaves snapshotting.
+  await fromSnap.createSnapshot('ts-saved')
+  seen.afterSnapshot = fromSnap.state
+  check(fromSnap.state === 'started', 'the sandbox is back to started')
+  check((await daytona.snapshot.get('ts-saved')).name === 'ts-saved', 'the saved snapshot exists')
+
+  // The calls a container sandbox answers with an error.
+  seen.pause = await failsWith(() => fromSnap.pause(), 'pause')
+  check(/Pausing is not supported/.test(seen.pause), 'pause is refused as Daytona refuses it')
+  seen.fork = await failsWith(() => fromSnap.fork({ name: 'f' }), 'fork')
+  check(/Forking is not supported/.test(seen.fork), 'fork is refused as Daytona refuses it')
+
+  // Network settings, SSH access, metrics, resize.
+  await fromSnap.updateNetworkSettings({ networkBlockAll: true })
+  await fromSnap.refreshData()
+  check(fromSnap.networkBlockAll === true, 'the network settings are stored')
+  const ssh = await fromSnap.createSshAccess(5)
+  check((await fromSnap.validateSshAccess(ssh.token)).valid === true, 'the SSH token validates')
+  await fromSnap.revokeSshAccess(ssh.token)
+  check((await fromSnap.validateSshAccess(ssh.token)).valid === false, 'a revoked token does not')
+  const metrics = await fromSnap.getMetrics()
+  check(Array.isArray(metrics), 'metrics answer')
+  await fromSnap.resize({ cpu: 2 })
+  check(fromSnap.cpu === 2, 'resize changes the cpu')
+  await fromSnap.delete()
+  await daytona.snapshot.delete('ts-snap')
+  await daytona.snapshot.delete('ts-saved')
+
+  // A volume shared by two sandboxes, kept after both are gone.
+  await daytona.volume.create('ts-vol')
+  const vol = await eventually(async () => {
+    const v = await daytona.volume.get('ts-vol')
+    return v.state === 'ready' && v
+  }, 'the volume is ready')
+  const mount = [{ volumeId: vol.id, mountPath: '/home/daytona/vol' }]
+  const a = await daytona.create({ volumes: mount }, { timeout: 60 })
+  const b = await daytona.create({ volumes: mount }, { timeout: 60 })
+  await a.process.executeCommand('echo shared-by-a > vol/note')
+  const read = await b.process.executeCommand('cat vol/note')
+  seen.volume = read.result
+  check(read.result.trim() === 'shared-by-a', 'the second sandbox reads the first one\'s file')
+  await a.delete()
+  await b.delete()
+  await gone(daytona, a.id)
+  await gone(daytona, b.id)
+  check((await daytona.volume.list()).some((v) => v.id === vol.id), 'the volume outlives its sandboxes')
+  await daytona.volume.delete(vol)
+
+  // A linked sandbox goes with its owner.
+  const owner = await daytona.create({ name: 'ts-owner' }, { timeout: 60 })
+  const follower = await daytona.create({ linkedSandbox: 'ts-owner' }, { timeout: 60 })
+  await owner.delete()
+  seen.linkedGone = await gone(daytona, follower.id)
+}
+
+async function dockerNetwork(daytona) {
+  const url = process.env.OUTSIDE_URL
+  const sandbox = await daytona.create({ networkBlockAll: true }, { timeout: 60 })
+  const blocked = await sandbox.process.executeCommand('/toolbox fetch ' + url)
+  seen.blocked = blocked
+  check(blocked.exitCode !== 0, 'a sandbox created with networkBlockAll reaches nothing outside')
+  await sandbox.updateNetworkSettings({ networkBlockAll: false })
+  const open = await sandbox.process.executeCommand('/toolbox fetch ' + url)
+  seen.open = open
+  check(open.exitCode === 0 && open.result.includes('reached'), 'lifting the block opens the network')
+  await sandbox.updateNetworkSettings({ networkBlockAll: true })
+  const again = await sandbox.process.executeCommand('/toolbox fetch ' + url)
+  check(again.exitCode !== 0, 'blocking a running sandbox cuts it off')
+  await sandbox.delete()
+}
+
+async function main() {
+  const daytona = new Daytona({
+    apiKey: process.env.DAYTONA_API_KEY,
+    apiUrl: process.env.DAYTONA_API_URL,
+  })
+  const scenario = process.env.SDK_SCENARIO || 'lifecycle'
+  const run = { lifecycle, resources, 'docker-network': dockerNetwork }[scenario]
+  check(run, 'a known scenario')
+  await run(daytona)
+  console.log(JSON.stringify({ ok: true, scenario, id: seen.id, seen }))
 }
 
 main().catch((err) => {
