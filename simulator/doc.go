@@ -9,7 +9,11 @@
 //
 // Routes served by Handler:
 //
-//	/api/...                   the Daytona REST API (API-key auth, NestJS error bodies)
+//	/api/...                   the Daytona REST API (API-key auth, NestJS error bodies):
+//	                           sandboxes, snapshots, volumes, SSH access, telemetry
+//	/api/socket.io/            Daytona's event gateway (socket.io; organization rooms)
+//	/api/toolbox/{id}/toolbox/ the deprecated toolbox routes: the toolbox proxy
+//	/metrics                   Prometheus metrics
 //	/toolbox/{sandboxId}/...   the toolbox proxy: forwards to the sandbox's workload
 //	/_preview/{port}-{id}/...  preview traffic for getPreviewLink URLs
 //	/_preview/{port}-{token}/  the same for signed preview URLs
@@ -39,7 +43,11 @@
 // and do not scale.
 //
 // Every API request is validated against the upstream OpenAPI document that
-// ships inside the pinned api-client module. Where the real server and that
+// ships inside the pinned api-client module, embedded in the binary
+// (internal/specs). Optional Backend capabilities (ImageBackend,
+// VolumeBackend, NetworkBackend, ResizeBackend) make snapshots, volumes,
+// network settings and resize real; without them they are records, and the
+// answer's X-Sandplane-Warning header says so. Where the real server and that
 // document disagree, the simulator follows the server and lists the
 // difference in SpecExceptions.
 package simulator
