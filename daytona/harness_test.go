@@ -36,8 +36,16 @@ func newHarness(t *testing.T, opts ...Option) *harness {
 // times of profile.
 func newHarnessWith(t *testing.T, profile simulator.Profile, opts ...Option) *harness {
 	t.Helper()
+	return newHarnessConfig(t, simulator.Config{Profile: profile}, opts...)
+}
+
+// newHarnessConfig is newHarness on a simulator configured by cfg, whose
+// clock, key, seed and response validation the harness sets.
+func newHarnessConfig(t *testing.T, cfg simulator.Config, opts ...Option) *harness {
+	t.Helper()
 	clk := clocktest.NewFake(time.Time{})
-	sim, err := simulator.New(simulator.Config{Clock: clk, APIKeys: []string{testKey}, ValidateResponses: true, Seed: 7, Profile: profile})
+	cfg.Clock, cfg.APIKeys, cfg.ValidateResponses, cfg.Seed = clk, []string{testKey}, true, 7
+	sim, err := simulator.New(cfg)
 	require.NoError(t, err)
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(func() {

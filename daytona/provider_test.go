@@ -107,7 +107,7 @@ func TestLifecycleOnTheSimulator(t *testing.T) {
 	assert.Equal(t, "Bearer "+testKey, hdr.Get("Authorization"))
 
 	_, err = p.Resize(ctx, sb.Id, provider.ResizeRequest{Cpu: 2})
-	assert.Equal(t, provider.Unsupported, provider.Code(err), "resize sits behind a feature flag")
+	assert.NoError(t, err, "the simulator resizes, as Daytona does with its SANDBOX_RESIZE flag on")
 	_, err = p.EntrypointLogs(ctx, sb.Id)
 	assert.Equal(t, provider.Unsupported, provider.Code(err))
 
@@ -248,4 +248,15 @@ func TestCreateRejectsWhatDaytonaDecides(t *testing.T) {
 		})
 	}
 	assert.Empty(t, h.ops(), "nothing reached the server")
+}
+
+// TestResizeBehindItsFeatureFlag: a Daytona whose SANDBOX_RESIZE flag is
+// off (its default) answers 404, which the provider reports as unsupported.
+func TestResizeBehindItsFeatureFlag(t *testing.T) {
+	h := newHarnessConfig(t, simulator.Config{DisableResize: true})
+	ctx := context.Background()
+	var sb *provider.Sandbox
+	require.NoError(t, drive(h.clk, func() (err error) { sb, err = h.p.Create(ctx, provider.CreateRequest{}); return err }))
+	_, err := h.p.Resize(ctx, sb.Id, provider.ResizeRequest{Cpu: 2})
+	assert.Equal(t, provider.Unsupported, provider.Code(err))
 }
