@@ -15,9 +15,6 @@ import (
 	"time"
 )
 
-// shell runs every command, as `sh -c <command>`.
-const shell = "/bin/sh"
-
 // ExecuteRequest is the body of POST /process/execute.
 type ExecuteRequest struct {
 	Command string            `json:"command"`
@@ -166,8 +163,10 @@ type runResult struct {
 	canceled bool
 }
 
-// run executes spec in its own process group with stdout and stderr on one
-// pipe, so the output keeps the order it was written in. On timeout or when
+// run executes spec in the shell, in its own process group, with stdout and
+// stderr on one pipe, so the output keeps the order it was written in. The
+// command reaches the shell on its stdin (see evalLine) and reads
+// /dev/null itself. On timeout or when
 // ctx ends, the whole group is killed. When the shell exits but background
 // children still hold the pipe, output is collected for OutputGrace more and
 // the children are left running.
@@ -176,7 +175,8 @@ func (s *server) run(ctx context.Context, spec runSpec) runResult {
 	if err != nil {
 		return runResult{exitCode: -1, output: []byte(err.Error())}
 	}
-	cmd := exec.Command(shell, "-c", spec.command)
+	cmd := shellCommand(s.opts.Shell)
+	cmd.Stdin = strings.NewReader(shellPrelude(s.opts.Shell) + evalLine(spec.command, os.DevNull))
 	cmd.Dir = spec.dir
 	cmd.Env = spec.env
 	// The same *os.File for both makes the child share one descriptor.

@@ -8,8 +8,12 @@ import (
 
 func setProcessGroup(*exec.Cmd) {}
 
+func setSession(*exec.Cmd) {}
+
 func killProcessGroup(cmd *exec.Cmd) {
 	if cmd.Process != nil {
 		cmd.Process.Kill()
 	}
 }
+
+func killGroup(int) {}

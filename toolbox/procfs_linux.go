@@ -14,7 +14,8 @@ import (
 
 // procStat is what the toolbox reads of /proc/<pid>/stat.
 type procStat struct {
-	pid, ppid, session int
+	pid, ppid, pgrp, session int
+	zombie                   bool
 }
 
 // readProcStat parses /proc/<pid>/stat. The command name may contain
@@ -34,11 +35,12 @@ func readProcStat(pid int) (procStat, bool) {
 		return procStat{}, false
 	}
 	ppid, err1 := strconv.Atoi(f[1])
-	sid, err2 := strconv.Atoi(f[3])
-	if err1 != nil || err2 != nil {
+	pgrp, err2 := strconv.Atoi(f[2])
+	sid, err3 := strconv.Atoi(f[3])
+	if err1 != nil || err2 != nil || err3 != nil {
 		return procStat{}, false
 	}
-	return procStat{pid: pid, ppid: ppid, session: sid}, true
+	return procStat{pid: pid, ppid: ppid, pgrp: pgrp, session: sid, zombie: f[0] == "Z"}, true
 }
 
 // allProcs lists every process this toolbox can see.
@@ -71,10 +73,45 @@ func killSession(sid int) {
 	}
 }
 
+// maxKillRounds bounds killSessionTree's rescans. Each round kills what it
+// finds; a process forked while a round ran is found by the next.
+const maxKillRounds = 16
+
+// killSessionTree kills leader, which leads a terminal session and a
+// process group, and every process that is in that session or group or
+// below leader in the process tree: background jobs in process groups of
+// their own, and children that called setsid while leader still lived.
+// A process that left the session and whose parent is gone cannot be told
+// from a stranger and survives.
+func killSessionTree(leader int) {
+	killGroup(leader)
+	for range maxKillRounds {
+		procs := allProcs()
+		below := descendantsIn(procs, leader)
+		killed := 0
+		for _, p := range procs {
+			if p.zombie {
+				continue
+			}
+			if p.pid == leader || p.session == leader || p.pgrp == leader || below[p.pid] {
+				syscall.Kill(p.pid, syscall.SIGKILL)
+				killed++
+			}
+		}
+		if killed == 0 {
+			return
+		}
+	}
+}
+
 // descendants returns the pids below root in the process tree.
 func descendants(root int) map[int]bool {
+	return descendantsIn(allProcs(), root)
+}
+
+func descendantsIn(procs []procStat, root int) map[int]bool {
 	children := map[int][]int{}
-	for _, p := range allProcs() {
+	for _, p := range procs {
 		children[p.ppid] = append(children[p.ppid], p.pid)
 	}
 	out := map[int]bool{}

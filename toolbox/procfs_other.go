@@ -12,6 +12,13 @@ func killSession(sid int) {
 	}
 }
 
+// killSessionTree kills the leader and its process group; without /proc
+// the rest of its session cannot be found.
+func killSessionTree(leader int) {
+	killGroup(leader)
+	killSession(leader)
+}
+
 // descendants is unknown without /proc.
 func descendants(int) map[int]bool { return nil }
 

@@ -273,7 +273,7 @@ func ptyShell() string {
 	if _, err := os.Stat("/bin/bash"); err == nil {
 		return "/bin/bash"
 	}
-	return shell
+	return fallbackShell
 }
 
 // start runs the shell once; later calls do nothing.

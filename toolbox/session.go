@@ -30,6 +30,13 @@ const (
 // so `cd` and `export` carry over, like Daytona's sessions. Each command is
 // framed by markers the shell prints on stdout and stderr after it, which
 // tell where its output ends and what its exit code was.
+//
+// The shell leads a terminal session (setsid) of its own, without a
+// terminal: whatever it starts stays in that session, background jobs and
+// the process groups of `set -m` included, and deleting the session kills
+// all of it. Only a process that calls setsid itself and whose parent has
+// exited escapes; inside a sandplane sandbox the sandbox's PID-namespace
+// init still ends it when the sandbox stops.
 type session struct {
 	id      string
 	cmd     *exec.Cmd
@@ -51,7 +58,9 @@ type session struct {
 	reaped   bool              // the shell's pid is no longer ours
 	exited   bool              // and every pending command is finished
 	exitCode int
-	gone     chan struct{} // closed when the shell has exited
+	gone     chan struct{}   // closed when the shell has exited
+	inputDir string          // holds the FIFOs of async commands; made on first use
+	entry    *sessionCommand // the entrypoint, in the entrypoint session
 }
 
 type sessionCommand struct {
@@ -69,6 +78,17 @@ type sessionCommand struct {
 	discarded bool
 	exit      *int
 	done      chan struct{}
+	// changed is closed (and cleared) when the logs grow or the command
+	// ends; a follower makes it when it waits.
+	changed chan struct{}
+
+	// stdin is the write end of an async command's FIFO while the command
+	// runs; nil for a sync command, whose stdin is /dev/null.
+	stdin     *os.File
+	stdinPath string
+	// echo copies input into stdout, as a terminal would echo typing.
+	echo    bool
+	inputMu sync.Mutex // one input at a time, never interleaved
 }
 
 // SessionCommand is a command as GET /process/session lists it.
@@ -86,11 +106,15 @@ type Session struct {
 
 // SessionExecuteRequest is the body of POST /process/session/{id}/exec.
 // Async is the older spelling of RunAsync; either makes the call return at
-// once with only the command id.
+// once with only the command id, and gives the command a stdin that
+// POST .../command/{commandId}/input writes to (a sync command reads
+// /dev/null). Input is echoed into the command's stdout unless
+// SuppressInputEcho.
 type SessionExecuteRequest struct {
-	Command  string `json:"command"`
-	RunAsync bool   `json:"runAsync"`
-	Async    bool   `json:"async"`
+	Command           string `json:"command"`
+	RunAsync          bool   `json:"runAsync"`
+	Async             bool   `json:"async"`
+	SuppressInputEcho bool   `json:"suppressInputEcho"`
 }
 
 // SessionExecuteResponse answers a session exec. Output is stdout and stderr
@@ -146,23 +170,33 @@ func (ss *sessions) create(id string) error {
 	if err := validSessionID(id); err != nil {
 		return err
 	}
+	_, err := ss.start(id, false)
+	return err
+}
+
+// start makes the session id; only the toolbox itself may make the
+// entrypoint session.
+func (ss *sessions) start(id string, entrypoint bool) (*session, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.closed {
-		return errorf(http.StatusGone, "toolbox is shutting down")
+		return nil, errorf(http.StatusGone, "toolbox is shutting down")
 	}
 	if _, ok := ss.m[id]; ok {
-		return errorf(http.StatusConflict, "session already exists")
+		return nil, errorf(http.StatusConflict, "session already exists")
+	}
+	if id == entrypointSessionID && !entrypoint {
+		return nil, errorf(http.StatusBadRequest, "sessionId %q is reserved for the sandbox's entrypoint", id)
 	}
 	if len(ss.m) >= maxSessions {
-		return errorf(http.StatusConflict, "too many sessions: at most %d", maxSessions)
+		return nil, errorf(http.StatusConflict, "too many sessions: at most %d", maxSessions)
 	}
 	sess, err := startSession(id, ss.srv.opts, ss)
 	if err != nil {
-		return errorf(http.StatusInternalServerError, "starting session shell: %v", err)
+		return nil, errorf(http.StatusInternalServerError, "starting session shell: %v", err)
 	}
 	ss.m[id] = sess
-	return nil
+	return sess, nil
 }
 
 func (ss *sessions) get(id string) (*session, error) {
@@ -224,16 +258,24 @@ func startSession(id string, opts Options, all *sessions) (*session, error) {
 		outW.Close()
 		return nil, err
 	}
-	cmd := exec.Command(shell)
+	cmd := shellCommand(opts.Shell)
 	cmd.Dir = opts.WorkDir
 	cmd.Stdout, cmd.Stderr = outW, errW
-	setProcessGroup(cmd)
+	setSession(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err == nil {
 		err = cmd.Start()
 	}
 	outW.Close()
 	errW.Close()
+	if err == nil {
+		// Far shorter than a pipe holds: this write never blocks.
+		_, err = io.WriteString(stdin, shellPrelude(opts.Shell))
+		if err != nil {
+			killSessionTree(cmd.Process.Pid)
+			cmd.Wait()
+		}
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()
@@ -282,10 +324,13 @@ drain:
 	close(s.gone)
 }
 
+// kill ends the shell and everything it started that is still in its
+// terminal session or below it in the process tree, and frees the
+// session's logs and FIFOs.
 func (s *session) kill() {
 	s.mu.Lock()
 	if !s.reaped {
-		killProcessGroup(s.cmd)
+		killSessionTree(s.cmd.Process.Pid)
 	}
 	s.mu.Unlock()
 	s.stdin.Close()
@@ -299,13 +344,23 @@ func (s *session) kill() {
 	for _, c := range s.commands {
 		c.release()
 	}
+	s.removeInputDirLocked()
 	s.mu.Unlock()
 }
 
-// exec sends one command to the shell. The command runs through `command
-// eval` so that a syntax error fails that command instead of ending the
-// shell, with stdin closed so that it cannot eat the commands after it.
-func (s *session) exec(text string) (*sessionCommand, error) {
+// execOptions are how a command runs in its session.
+type execOptions struct {
+	// async gives the command a FIFO for stdin, which sendInput writes to;
+	// otherwise it reads /dev/null, so that it cannot wait for input that
+	// nobody can send before the call returns.
+	async bool
+	// suppressEcho keeps input out of the command's stdout.
+	suppressEcho bool
+}
+
+// exec sends one command to the shell (see evalLine), followed by the
+// markers that end its output.
+func (s *session) exec(text string, opts execOptions) (*sessionCommand, error) {
 	budget := s.all.budget
 	c := &sessionCommand{
 		seq:    s.all.seq.Add(1),
@@ -315,12 +370,10 @@ func (s *session) exec(text string) (*sessionCommand, error) {
 		stdout: cappedBuffer{limit: s.outSize, budget: budget},
 		stderr: cappedBuffer{limit: s.outSize, budget: budget},
 		output: cappedBuffer{limit: s.outSize, budget: budget},
+		echo:   !opts.suppressEcho,
 	}
 	token := "__sandplane_cmd_end_" + randomHex(16)
 	c.marker = []byte(token)
-	script := "command eval " + shellQuote(text) + " </dev/null\n" +
-		"printf '%s %d\\n' '" + token + "' \"$?\"\n" +
-		"printf '%s\\n' '" + token + "' >&2\n"
 
 	// writeMu keeps the shell's input in the order of s.pending. s.mu is not
 	// held while writing: the shell may be slow to read while its output,
@@ -332,6 +385,17 @@ func (s *session) exec(text string) (*sessionCommand, error) {
 		s.mu.Unlock()
 		return nil, errorf(http.StatusGone, "session shell has exited with code %d", s.exitCode)
 	}
+	stdin := os.DevNull
+	if opts.async {
+		if err := s.openInputLocked(c); err != nil {
+			s.mu.Unlock()
+			return nil, errorf(http.StatusInternalServerError, "making the command's stdin: %v", err)
+		}
+		stdin = c.stdinPath
+	}
+	script := evalLine(text, stdin) +
+		"printf '%s %d\\n' '" + token + "' \"$?\"\n" +
+		"printf '%s\\n' '" + token + "' >&2\n"
 	s.pending = append(s.pending, c)
 	s.commands = append(s.commands, c)
 	s.byID[c.id] = c
@@ -403,7 +467,7 @@ func (s *session) logs(c *sessionCommand) logSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c.discarded {
-		gone := text{[]byte(fmt.Sprintf("[sandplane: the logs of this command were discarded to keep session logs within %d bytes]\n", s.all.budget.limit))}
+		gone := text{[]byte(s.discardedNote())}
 		return logSnapshot{output: gone, stdout: gone, stderr: gone}
 	}
 	snap := func(b *cappedBuffer) text {
@@ -413,6 +477,11 @@ func (s *session) logs(c *sessionCommand) logSnapshot {
 		return text{b.buf, []byte(b.note())}
 	}
 	return logSnapshot{output: snap(&c.output), stdout: snap(&c.stdout), stderr: snap(&c.stderr)}
+}
+
+// discardedNote is what the logs of a command say once they were given up.
+func (s *session) discardedNote() string {
+	return fmt.Sprintf("[sandplane: the logs of this command were discarded to keep session logs within %d bytes]\n", s.all.budget.limit)
 }
 
 func (l logSnapshot) fields() []field {
@@ -514,6 +583,16 @@ func (s *session) finishLocked(c *sessionCommand, code int) {
 	}
 	c.exit = &code
 	close(c.done)
+	c.closeInput()
+	c.notify()
+}
+
+// notify wakes the command's followers.
+func (c *sessionCommand) notify() {
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
 }
 
 // writeLocked adds output of c. When the toolbox's session logs are at
@@ -532,6 +611,7 @@ func (s *session) writeLocked(c *sessionCommand, p []byte, isStdout bool) {
 	}
 	stream.Write(p)
 	c.output.Write(p)
+	c.notify()
 }
 
 // reclaim discards the logs of finished commands, oldest first across all
@@ -586,131 +666,4 @@ func (c *sessionCommand) release() {
 func newCommandID() string {
 	b := []byte(randomHex(16))
 	return fmt.Sprintf("%s-%s-%s-%s-%s", b[0:8], b[8:12], b[12:16], b[16:20], b[20:32])
-}
-
-// shellQuote single-quotes s for sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func (s *server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		SessionID string `json:"sessionId"`
-	}
-	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.sessions.create(req.SessionID); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusCreated)
-}
-
-func (s *server) handleListSessions(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.sessions.list())
-}
-
-func (s *server) handleGetSession(w http.ResponseWriter, r *http.Request) {
-	sess, err := s.sessions.get(r.PathValue("sessionId"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, sess.view())
-}
-
-func (s *server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
-	if err := s.sessions.remove(r.PathValue("sessionId")); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func parseSessionExecuteRequest(body []byte) (SessionExecuteRequest, error) {
-	var req SessionExecuteRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return req, err
-	}
-	return req, validCommand(req.Command)
-}
-
-func (s *server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
-	sess, err := s.sessions.get(r.PathValue("sessionId"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	body, err := readBody(w, r, defaultMaxJSONBodyBytes)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	req, err := parseSessionExecuteRequest(body)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	c, err := sess.exec(req.Command)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if req.RunAsync || req.Async {
-		writeJSON(w, http.StatusAccepted, SessionExecuteResponse{CmdID: c.id})
-		return
-	}
-	select {
-	case <-c.done:
-	case <-r.Context().Done():
-		// The command keeps running in the session; its logs stay readable.
-		return
-	}
-	logs := sess.logs(c)
-	sess.mu.Lock()
-	code := *c.exit
-	sess.mu.Unlock()
-	// Streamed, as SessionExecuteResponse.
-	fields := append([]field{{"cmdId", c.id}}, logs.fields()...)
-	writeJSONStream(w, http.StatusOK, append(fields, field{"exitCode", code})...)
-}
-
-func (s *server) sessionCommand(r *http.Request) (*session, *sessionCommand, error) {
-	sess, err := s.sessions.get(r.PathValue("sessionId"))
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := sess.command(r.PathValue("commandId"))
-	if err != nil {
-		return nil, nil, err
-	}
-	return sess, c, nil
-}
-
-func (s *server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
-	sess, c, err := s.sessionCommand(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	sess.mu.Lock()
-	v := SessionCommand{ID: c.id, Command: c.text, ExitCode: c.exit}
-	sess.mu.Unlock()
-	writeJSON(w, http.StatusOK, v)
-}
-
-func (s *server) handleCommandLogs(w http.ResponseWriter, r *http.Request) {
-	sess, c, err := s.sessionCommand(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if f := r.URL.Query().Get("follow"); f != "" && f != "false" {
-		s.fail(w, r, errorf(http.StatusBadRequest, "following logs is not supported; poll the logs or the command instead"))
-		return
-	}
-	// Streamed, as SessionCommandLogs.
-	writeJSONStream(w, http.StatusOK, sess.logs(c).fields()...)
 }

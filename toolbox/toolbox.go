@@ -56,6 +56,15 @@ type Options struct {
 	// AllowedHosts are Host names admitted besides the loopback ones, for a
 	// toolbox reached through a proxy that keeps the caller's Host.
 	AllowedHosts []string
+	// Shell runs process execution and session commands, which it reads on
+	// its stdin. Empty means bash when /etc/shells lists one, else /bin/sh.
+	Shell string
+	// Entrypoint, when set, is a shell command that the toolbox starts at
+	// once as the sandbox's entrypoint: the only command of the session
+	// "entrypoint", which GET /process/session/entrypoint and its /logs
+	// report, as Daytona's daemon reports the image's entrypoint. Its
+	// stdin takes session input. It ends with the toolbox (Close).
+	Entrypoint string
 	// Clock times command timeouts and shutdown. Nil means clock.Real().
 	Clock clock.Clock
 	// Logger receives one line per failed request (method, path, status,
@@ -109,6 +118,9 @@ func (o Options) withDefaults() (Options, error) {
 			return o, fmt.Errorf("toolbox: root: %w", err)
 		}
 		o.Root = r
+	}
+	if o.Shell == "" {
+		o.Shell = detectShell(shellsFile)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real()
@@ -176,6 +188,12 @@ func newServer(opts Options) (*server, error) {
 	s.interp = newInterpreters(s)
 	s.ptys = newPtyManager(s)
 	s.routes()
+	if opts.Entrypoint != "" {
+		if err := s.sessions.startEntrypoint(opts.Entrypoint); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -215,6 +233,9 @@ func (s *server) routes() {
 		{"POST /process/session/{sessionId}/exec", json, s.handleSessionExec},
 		{"GET /process/session/{sessionId}/command/{commandId}", none, s.handleGetCommand},
 		{"GET /process/session/{sessionId}/command/{commandId}/logs", none, s.handleCommandLogs},
+		{"POST /process/session/{sessionId}/command/{commandId}/input", json, s.handleSendInput},
+		{"GET /process/session/entrypoint", none, s.handleEntrypointSession},
+		{"GET /process/session/entrypoint/logs", none, s.handleEntrypointLogs},
 
 		{"GET /files", none, s.handleListFiles},
 		{"DELETE /files", none, s.handleDeleteFile},
