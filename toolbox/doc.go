@@ -2,7 +2,8 @@
 // default (`sandplane toolbox`).
 //
 // It speaks Daytona's toolbox (daemon) API as the official SDKs use it:
-// process execution and code-run, sessions, PTYs over WebSocket, the file
+// process execution and code-run, sessions with input, followed logs and
+// the entrypoint session, PTYs over WebSocket, the file
 // system (upload, download, find, search, replace, move, permissions), git
 // (on the git CLI, honouring insteadOf and Options.GitURLRewrites), LSP
 // (pylsp, typescript-language-server), stateful python interpreter contexts
@@ -15,6 +16,33 @@
 //
 //	{"statusCode":400,"message":"...","code":"BAD_REQUEST",
 //	 "timestamp":"...","path":"/process/execute","method":"POST"}
+//
+// # Commands, sessions and the entrypoint
+//
+// Process execution and session commands run in bash when /etc/shells
+// lists it, else sh (Options.Shell). The command text reaches the shell
+// on its stdin, never as an argument, so its size is not bounded by the
+// kernel's argument limit; it is quoted into one `command eval`, so the
+// command reads its own stdin rather than the rest of the script. A
+// missing program is "bash: foo: command not found", exit code 127.
+//
+// A session is one shell that runs its commands in turn, so `cd` and
+// `export` carry over. A sync command reads /dev/null; an async one reads
+// a FIFO of its own that POST .../command/{id}/input writes to, echoing
+// the input into stdout unless suppressInputEcho. GET .../logs?follow=true
+// is a WebSocket of binary messages, each a 3-byte stream marker (01 01 01
+// stdout, 02 02 02 stderr) and that stream's bytes, closed normally once
+// the command has ended. The session's shell leads a terminal session of
+// its own; deleting the session, or closing the toolbox, kills every
+// process in it and below it, background jobs and `set -m` process groups
+// included. A process that calls setsid and loses its parent escapes;
+// inside a sandplane sandbox the sandbox's PID-namespace init ends it at
+// stop anyway.
+//
+// Options.Entrypoint (`sandplane toolbox --entrypoint -- CMD...`) is
+// started at once as the only command of the session "entrypoint", which
+// GET /process/session/entrypoint and its /logs answer; without one they
+// answer 404, and no client may create a session of that name.
 //
 // Paths given to the file endpoints are host paths as the sandbox user sees
 // them; relative ones resolve against the work directory. With Options.Root

@@ -18,7 +18,7 @@ func TestOfficialGoClient(t *testing.T) {
 	requireTool(t, "python3")
 	requireTool(t, "pylsp")
 	isolateGit(t)
-	ts := newTestServer(t, Options{})
+	ts := newTestServer(t, Options{Entrypoint: `echo entry-ready; read -r line; echo "entry got $line"`})
 	v := newSpecValidator(t)
 	cfg := tb.NewConfiguration()
 	cfg.Servers = tb.ServerConfigurations{{URL: ts.url}}
@@ -97,6 +97,58 @@ func TestOfficialGoClient(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "42\n", run.GetResult())
 		assert.Equal(t, int32(0), run.GetExitCode())
+	})
+
+	t.Run("sessions, input and the entrypoint", func(t *testing.T) {
+		p := c.ProcessAPI
+		ok(p.CreateSession(ctx).Request(*tb.NewCreateSessionRequest("go-sess")).Execute())
+		out, _, err := p.SessionExecuteCommand(ctx, "go-sess").Request(*tb.NewSessionExecuteRequest(`a=(x y); [[ ${#a[@]} == 2 ]] && echo bash`)).Execute()
+		require.NoError(t, err)
+		assert.Equal(t, "bash\n", out.GetStdout())
+		assert.Equal(t, int32(0), out.GetExitCode())
+
+		out, _, err = p.SessionExecuteCommand(ctx, "go-sess").Request(*tb.NewSessionExecuteRequest("no-such-program-xyz")).Execute()
+		require.NoError(t, err)
+		assert.Equal(t, int32(127), out.GetExitCode())
+		assert.Contains(t, out.GetStderr(), "no-such-program-xyz: command not found")
+
+		req := tb.NewSessionExecuteRequest(`read -r name; echo "hi $name"`)
+		req.SetRunAsync(true)
+		req.SetSuppressInputEcho(true)
+		started, resp, err := p.SessionExecuteCommand(ctx, "go-sess").Request(*req).Execute()
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusAccepted, resp.StatusCode)
+		ok(p.SendInput(ctx, "go-sess", started.CmdId).Request(*tb.NewSessionSendInputRequest("ada\n")).Execute())
+		waitFor(t, "the async command to end", func() bool {
+			cmd, _, err := p.GetSessionCommand(ctx, "go-sess", started.CmdId).Execute()
+			require.NoError(t, err)
+			return cmd.ExitCode != nil
+		})
+		logs, _, err := p.GetSessionCommandLogs(ctx, "go-sess", started.CmdId).Execute()
+		require.NoError(t, err)
+		assert.Equal(t, "hi ada\n", logs.Stdout)
+
+		entry, _, err := p.GetEntrypointSession(ctx).Execute()
+		require.NoError(t, err)
+		assert.Equal(t, "entrypoint", entry.SessionId)
+		require.Len(t, entry.Commands, 1)
+		ok(p.SendInput(ctx, "entrypoint", entry.Commands[0].Id).Request(*tb.NewSessionSendInputRequest("go\n")).Execute())
+		waitFor(t, "the entrypoint to end", func() bool {
+			e, _, err := p.GetEntrypointSession(ctx).Execute()
+			require.NoError(t, err)
+			return e.Commands[0].ExitCode != nil
+		})
+		elogs, _, err := p.GetEntrypointLogs(ctx).Execute()
+		require.NoError(t, err)
+		assert.Equal(t, "entry-ready\ngo\nentry got go\n", elogs.Stdout)
+
+		list, _, err := p.ListSessions(ctx).Execute()
+		require.NoError(t, err)
+		assert.Len(t, list, 2)
+		sess, _, err := p.GetSession(ctx, "go-sess").Execute()
+		require.NoError(t, err)
+		assert.Len(t, sess.Commands, 3)
+		ok(p.DeleteSession(ctx, "go-sess").Execute())
 	})
 
 	t.Run("pty", func(t *testing.T) {

@@ -80,11 +80,11 @@ const maxKillRounds = 16
 // killSessionTree kills leader, which leads a terminal session and a
 // process group, and every process that is in that session or group or
 // below leader in the process tree: background jobs in process groups of
-// their own, and children that called setsid while leader still lived.
-// A process that left the session and whose parent is gone cannot be told
-// from a stranger and survives.
+// their own, and children that called setsid. The tree is read before
+// anything is killed, since a child of a dead leader is no longer below
+// it. A process that left the session and whose parent was gone already
+// cannot be told from a stranger and survives.
 func killSessionTree(leader int) {
-	killGroup(leader)
 	for range maxKillRounds {
 		procs := allProcs()
 		below := descendantsIn(procs, leader)
@@ -102,6 +102,7 @@ func killSessionTree(leader int) {
 			return
 		}
 	}
+	killGroup(leader)
 }
 
 // descendants returns the pids below root in the process tree.

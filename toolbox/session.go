@@ -81,6 +81,9 @@ type sessionCommand struct {
 	// changed is closed (and cleared) when the logs grow or the command
 	// ends; a follower makes it when it waits.
 	changed chan struct{}
+	// runs record where the kept output switched streams, so that a
+	// follower sends stdout and stderr in the order they came.
+	runs []streamRun
 
 	// stdin is the write end of an async command's FIFO while the command
 	// runs; nil for a sync command, whose stdin is /dev/null.
@@ -609,8 +612,12 @@ func (s *session) writeLocked(c *sessionCommand, p []byte, isStdout bool) {
 	if need := stream.need(len(p)) + c.output.need(len(p)); need > 0 && s.all.budget.free() < need {
 		s.all.reclaim(s, need)
 	}
+	start := len(stream.buf)
 	stream.Write(p)
 	c.output.Write(p)
+	if len(stream.buf) > start {
+		c.noteRun(isStdout, start)
+	}
 	c.notify()
 }
 
@@ -661,6 +668,7 @@ func (c *sessionCommand) release() {
 	c.stdout.release()
 	c.stderr.release()
 	c.output.release()
+	c.runs = nil
 }
 
 func newCommandID() string {

@@ -21,12 +21,16 @@ import (
 // sandbox's workload its token.
 const tokenEnv = "SANDPLANE_SANDBOX_TOKEN"
 
+// entrypointEnv holds a shell command that the toolbox starts as the
+// sandbox's entrypoint, for images that cannot pass arguments.
+const entrypointEnv = "SANDPLANE_ENTRYPOINT"
+
 func newToolboxCmd() *cobra.Command {
 	var listen, host, root, tokenFile string
 	var allowHosts, rewrites []string
-	var noToken bool
+	var noToken, entrypoint bool
 	cmd := &cobra.Command{
-		Use:   "toolbox",
+		Use:   "toolbox [--entrypoint -- COMMAND [ARG...]]",
 		Short: "Serve the in-sandbox toolbox API (the Daytona toolbox subset the SDKs use)",
 		Long: `Serve the in-sandbox toolbox API: process execution, sessions and files, as
 Daytona's toolbox daemon answers them, plus GET /api/info.
@@ -43,11 +47,28 @@ $` + tokenEnv + `, which the daemon sets, or from --token-file (mode 0600);
 it is removed from the environment of the commands the toolbox runs.
 Without a token the toolbox refuses to start: --insecure-no-token starts it
 anyway, with no token check, for use by hand only. Anything that can reach
-the port can then run commands as you.`,
-		Args:         cobra.NoArgs,
+the port can then run commands as you.
+
+With --entrypoint, the arguments after -- are the sandbox's entrypoint (an
+image's own ENTRYPOINT and CMD): the toolbox starts it at once as the only
+command of the session "entrypoint", whose logs GET
+/process/session/entrypoint/logs answers (follow=true over a WebSocket) and
+whose stdin takes session input, as Daytona's daemon runs an image's
+entrypoint. $` + entrypointEnv + `, a shell command line, does the same. The
+entrypoint, and whatever it started, ends when the toolbox stops.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && !entrypoint {
+				return fmt.Errorf("toolbox: unexpected arguments %q: pass --entrypoint -- COMMAND to run them as the sandbox's entrypoint", args)
+			}
+			return nil
+		},
 		SilenceUsage: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			token, err := toolboxToken(tokenFile, noToken)
+			if err != nil {
+				return err
+			}
+			entry, err := toolboxEntrypoint(entrypoint, args)
 			if err != nil {
 				return err
 			}
@@ -84,6 +105,7 @@ the port can then run commands as you.`,
 				Token:          token,
 				AllowedHosts:   allowHosts,
 				GitURLRewrites: gitRewrites,
+				Entrypoint:     entry,
 			})
 		},
 	}
@@ -94,6 +116,7 @@ the port can then run commands as you.`,
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the sandbox token from this file (mode 0600) instead of $"+tokenEnv)
 	cmd.Flags().StringSliceVar(&allowHosts, "allow-host", nil, "also accept requests whose Host is this name (repeatable), for a proxy that keeps the caller's Host")
 	cmd.Flags().BoolVar(&noToken, "insecure-no-token", false, "start without a token and check none: for use by hand only, never for a sandbox others can reach")
+	cmd.Flags().BoolVar(&entrypoint, "entrypoint", false, "run the arguments after -- as the sandbox's entrypoint session")
 	cmd.Flags().StringArrayVar(&rewrites, "git-url-rewrite", nil, "FROM=TO: git fetches and pushes TO for URLs starting with FROM, like url.TO.insteadOf=FROM (repeatable)")
 	return cmd
 }
@@ -126,6 +149,25 @@ func toolboxToken(file string, noToken bool) (string, error) {
 		return "", fmt.Errorf("toolbox: no token: set $%s or --token-file (the daemon sets it for its sandboxes); --insecure-no-token starts without one, for use by hand only", tokenEnv)
 	}
 	return token, nil
+}
+
+// toolboxEntrypoint is the entrypoint's command line: argv (after
+// --entrypoint --) quoted, else $SANDPLANE_ENTRYPOINT, which it takes out
+// of the environment so that commands do not inherit it.
+func toolboxEntrypoint(flag bool, argv []string) (string, error) {
+	env := os.Getenv(entrypointEnv)
+	if err := os.Unsetenv(entrypointEnv); err != nil {
+		return "", fmt.Errorf("toolbox: %w", err)
+	}
+	switch {
+	case flag && len(argv) == 0:
+		return "", errors.New("toolbox: --entrypoint needs the command after --: sandplane toolbox --entrypoint -- COMMAND [ARG...]")
+	case flag && strings.TrimSpace(env) != "":
+		return "", fmt.Errorf("toolbox: both --entrypoint and $%s are set: give the entrypoint once", entrypointEnv)
+	case flag:
+		return toolbox.ShellJoin(argv), nil
+	}
+	return strings.TrimSpace(env), nil
 }
 
 func toolboxListenAddr(listen, port string) (string, error) {

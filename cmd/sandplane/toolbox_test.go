@@ -225,3 +225,100 @@ func TestToolboxCommandChecksTheToken(t *testing.T) {
 	cancel()
 	require.NoError(t, <-errc)
 }
+
+func TestToolboxEntrypoint(t *testing.T) {
+	tests := []struct {
+		name, env string
+		flag      bool
+		argv      []string
+		want      string
+		wantErr   string
+	}{
+		{name: "none"},
+		{name: "argv is quoted", flag: true, argv: []string{"sh", "-c", `echo "$0 it's"`, "x"}, want: `'sh' '-c' 'echo "$0 it'\''s"' 'x'`},
+		{name: "environment", env: "  ./serve --port 3000 ", want: "./serve --port 3000"},
+		{name: "flag without a command", flag: true, wantErr: "needs the command"},
+		{name: "flag and environment", flag: true, argv: []string{"a"}, env: "b", wantErr: "both"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(entrypointEnv, tt.env)
+			got, err := toolboxEntrypoint(tt.flag, tt.argv)
+			_, still := os.LookupEnv(entrypointEnv)
+			assert.False(t, still, "commands do not inherit the entrypoint")
+			if tt.wantErr != "" {
+				assert.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestToolboxCommandRunsTheEntrypoint(t *testing.T) {
+	t.Chdir(t.TempDir())
+	get := func(port, path string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:"+port+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Daytona-Preview-Token", cmdTestToken)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	waitLogs := func(port, want string) {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			status, body := get(port, "/process/session/entrypoint/logs")
+			require.Equal(t, http.StatusOK, status, body)
+			var logs struct{ Stdout string }
+			require.NoError(t, json.Unmarshal([]byte(body), &logs))
+			if logs.Stdout == want {
+				return
+			}
+			require.True(t, time.Now().Before(deadline), "entrypoint logs: %s", body)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	t.Run("argv after --entrypoint --", func(t *testing.T) {
+		port := freePort(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		_, errc := startToolboxCmd(t, ctx, port, "--listen", "127.0.0.1:"+port, "--entrypoint", "--", "sh", "-c", `echo "entry $0 $SANDPLANE_ENTRYPOINT"`, "it's")
+		waitLogs(port, "entry it's \n")
+		cancel()
+		require.NoError(t, <-errc)
+	})
+	t.Run("$SANDPLANE_ENTRYPOINT", func(t *testing.T) {
+		t.Setenv(entrypointEnv, `echo "from env"`)
+		port := freePort(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		_, errc := startToolboxCmd(t, ctx, port, "--listen", "127.0.0.1:"+port)
+		waitLogs(port, "from env\n")
+		cancel()
+		require.NoError(t, <-errc)
+	})
+	t.Run("arguments need --entrypoint", func(t *testing.T) {
+		t.Setenv("SANDPLANE_SANDBOX_TOKEN", cmdTestToken)
+		cmd := newToolboxCmd()
+		cmd.SetArgs([]string{"--listen", "127.0.0.1:0", "sleep", "1"})
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		assert.ErrorContains(t, cmd.ExecuteContext(context.Background()), "--entrypoint")
+	})
+	t.Run("no entrypoint", func(t *testing.T) {
+		port := freePort(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		_, errc := startToolboxCmd(t, ctx, port, "--listen", "127.0.0.1:"+port)
+		status, body := get(port, "/process/session/entrypoint")
+		assert.Equal(t, http.StatusNotFound, status, body)
+		cancel()
+		require.NoError(t, <-errc)
+	})
+}
