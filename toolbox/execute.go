@@ -166,10 +166,10 @@ type runResult struct {
 // run executes spec in the shell, in its own process group, with stdout and
 // stderr on one pipe, so the output keeps the order it was written in. The
 // command reaches the shell on its stdin (see evalLine) and reads
-// /dev/null itself. On timeout or when
-// ctx ends, the whole group is killed. When the shell exits but background
-// children still hold the pipe, output is collected for OutputGrace more and
-// the children are left running.
+// /dev/null itself. On timeout or when ctx ends, the whole group is
+// killed. When the shell exits but background children still hold the
+// pipe, output is collected for OutputGrace more and the children are left
+// running.
 func (s *server) run(ctx context.Context, spec runSpec) runResult {
 	pr, pw, err := os.Pipe()
 	if err != nil {

@@ -23,6 +23,7 @@ type follower struct {
 	t    *testing.T
 	conn *websocket.Conn
 	mu   sync.Mutex
+	raw  [][]byte // every message's bytes, as sent
 	msgs []followed
 	done chan struct{}
 	err  error
@@ -60,6 +61,7 @@ func (f *follower) read() {
 			f.mu.Unlock()
 			return
 		}
+		f.raw = append(f.raw, b)
 		msg := followed{data: "<bad frame>"}
 		switch {
 		case typ != websocket.MessageBinary:
@@ -127,6 +129,9 @@ func TestFollowCommandLogs(t *testing.T) {
 		f := ts.follow(t, "/process/session/f/command/"+id+"/logs")
 		// The command waits for input: what arrives now was streamed live.
 		f.waitStdout("first\n")
+		f.mu.Lock()
+		assert.Equal(t, []byte("\x01\x01\x01first\n"), f.raw[0], "the exact bytes the SDKs demultiplex")
+		f.mu.Unlock()
 		select {
 		case <-f.done:
 			t.Fatal("the follow ended while the command still runs")
