@@ -344,6 +344,13 @@ func (f *fsys) walk(t target, visit func(rel string, d fs.DirEntry) error) error
 			}
 			return nil
 		}
+		if abs := filepath.Join(f.base, filepath.FromSlash(p)); f.refused(abs) {
+			// A hidden directory is walked only on the way to the work dir.
+			if d.IsDir() && !within(f.workDir, abs) {
+				return fs.SkipDir
+			}
+			return nil
+		}
 		rel := p
 		if start != "." {
 			rel = strings.TrimPrefix(p, start+"/")

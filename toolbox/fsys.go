@@ -25,6 +25,7 @@ type fsys struct {
 	root    tree
 	base    string // the tree's absolute path
 	workDir string
+	hidden  []string // absolute, symlinks resolved; see Options.Hidden
 }
 
 // tree is the part of *os.Root that fsys uses; names are relative to it.
@@ -43,15 +44,65 @@ type tree interface {
 	FS() fs.FS
 }
 
-func newFsys(rootDir, workDir string) (*fsys, error) {
+func newFsys(rootDir, workDir string, hidden []string) (*fsys, error) {
+	f := &fsys{root: hostTree{}, base: string(filepath.Separator), workDir: workDir}
+	for _, h := range hidden {
+		if h == "" {
+			continue
+		}
+		abs, err := filepath.Abs(h)
+		if err != nil {
+			return nil, fmt.Errorf("toolbox: hidden directory: %w", err)
+		}
+		f.hidden = append(f.hidden, realPath(abs))
+	}
 	if rootDir == "" {
-		return &fsys{root: hostTree{}, base: string(filepath.Separator), workDir: workDir}, nil
+		return f, nil
 	}
 	r, err := os.OpenRoot(rootDir)
 	if err != nil {
 		return nil, fmt.Errorf("toolbox: root: %w", err)
 	}
-	return &fsys{root: r, base: rootDir, workDir: workDir}, nil
+	f.root, f.base = r, rootDir
+	return f, nil
+}
+
+// refused reports whether abs, or where its symlinks lead, lies in a hidden
+// directory and not in the work dir.
+func (f *fsys) refused(abs string) bool {
+	if len(f.hidden) == 0 {
+		return false
+	}
+	own := realPath(f.workDir)
+	for _, p := range []string{abs, realPath(abs)} {
+		for _, h := range f.hidden {
+			if within(p, h) && !within(p, own) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// realPath resolves the symlinks of the longest existing prefix of abs and
+// appends the rest, so that a path about to be created resolves too.
+func realPath(abs string) string {
+	rest := ""
+	for p := abs; ; p = filepath.Dir(p) {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if p == filepath.Dir(p) {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+	}
+}
+
+// within reports whether p is dir or lies below it.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // hostTree is the whole file system, with no confinement: os.Root would
@@ -103,6 +154,9 @@ func (f *fsys) resolve(p string) (target, error) {
 	rel, err := filepath.Rel(f.base, abs)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return target{}, errorf(http.StatusForbidden, "path %s is outside the toolbox root", p)
+	}
+	if f.refused(abs) {
+		return target{}, errorf(http.StatusForbidden, "path %s is in the sandplane daemon's state directory, which holds other sandboxes' files", p)
 	}
 	return target{given: p, abs: abs, rel: rel}, nil
 }

@@ -1,6 +1,7 @@
 package toolbox
 
 import (
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -128,7 +129,7 @@ func FuzzResolve(f *testing.F) {
 	}
 	root := f.TempDir()
 	work := filepath.Join(root, "w")
-	fs, err := newFsys(root, work)
+	fs, err := newFsys(root, work, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -147,4 +148,51 @@ func FuzzResolve(f *testing.F) {
 			t.Fatalf("%q: rel %q and abs %q disagree", p, tg.rel, tg.abs)
 		}
 	})
+}
+
+// TestHiddenDirectories: the file endpoints refuse what lies in a hidden
+// directory (the daemon's state directory, where other sandboxes keep their
+// secrets), through "..", absolute paths and symlinks, in walks too, but not
+// the work dir inside it.
+func TestHiddenDirectories(t *testing.T) {
+	root := t.TempDir()
+	own := filepath.Join(root, "a")
+	other := filepath.Join(root, "b")
+	require.NoError(t, os.MkdirAll(own, 0o700))
+	require.NoError(t, os.MkdirAll(other, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "runtime-env.json"), []byte(`{"KEY":"secret"}`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(own, "mine.txt"), []byte("mine"), 0o600))
+	require.NoError(t, os.Symlink(filepath.Join(other, "runtime-env.json"), filepath.Join(own, "link")))
+	f, err := newFsys("", own, []string{root})
+	require.NoError(t, err)
+
+	for _, p := range []string{
+		filepath.Join(other, "runtime-env.json"),
+		"../b/runtime-env.json",
+		"link",
+		root,
+		filepath.Join(other, "new-file"),
+	} {
+		_, err := f.resolve(p)
+		var ae *apiError
+		require.ErrorAs(t, err, &ae, p)
+		assert.Equal(t, http.StatusForbidden, ae.status, p)
+	}
+	for _, p := range []string{"mine.txt", filepath.Join(own, "mine.txt"), "new-file", "/etc/hostname"} {
+		_, err := f.resolve(p)
+		assert.NoError(t, err, p)
+	}
+
+	// Walk from the hidden directory's parent: nothing of b is visited.
+	var seen []string
+	parent, err := f.resolve(filepath.Dir(root))
+	require.NoError(t, err)
+	require.NoError(t, f.walk(parent, func(rel string, d fs.DirEntry) error {
+		seen = append(seen, rel)
+		return nil
+	}))
+	for _, rel := range seen {
+		assert.NotContains(t, rel, filepath.Base(other)+"/runtime-env.json")
+	}
+	assert.Contains(t, seen, filepath.Base(root)+"/a/mine.txt", "the work dir stays visible")
 }

@@ -44,6 +44,12 @@ type Options struct {
 	SandboxID string
 	// Root, when set, confines the file endpoints to this directory tree.
 	Root string
+	// Hidden are directories the file endpoints refuse (403), except where
+	// they hold WorkDir: `sandplane toolbox` hides the daemon's state
+	// directory ($SANDPLANE_ROOT), where other sandboxes keep their files,
+	// tokens and env. A shell in the sandbox is not stopped by this; only
+	// isolation is (docs/security.md).
+	Hidden []string
 	// GitURLRewrites apply to every git command, like url.<To>.insteadOf
 	// entries in git's configuration (which git honours too).
 	GitURLRewrites []GitURLRewrite
@@ -178,7 +184,7 @@ func newServer(opts Options) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	fsys, err := newFsys(opts.Root, opts.WorkDir)
+	fsys, err := newFsys(opts.Root, opts.WorkDir, opts.Hidden)
 	if err != nil {
 		return nil, err
 	}

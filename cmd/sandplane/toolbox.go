@@ -98,10 +98,12 @@ entrypoint, and whatever it started, ends when the toolbox stops.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			return toolbox.Serve(ctx, addr, toolbox.Options{
-				WorkDir:        wd,
-				Version:        versionString(),
-				SandboxID:      os.Getenv("SANDPLANE_SANDBOX_ID"),
-				Root:           root,
+				WorkDir:   wd,
+				Version:   versionString(),
+				SandboxID: os.Getenv("SANDPLANE_SANDBOX_ID"),
+				Root:      root,
+				// Other sandboxes of the daemon keep their files there.
+				Hidden:         []string{os.Getenv("SANDPLANE_ROOT")},
 				Token:          token,
 				AllowedHosts:   allowHosts,
 				GitURLRewrites: gitRewrites,
