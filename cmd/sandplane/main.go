@@ -45,7 +45,7 @@ func newRootCmd() *cobra.Command {
 		return provider.Errorf(provider.InvalidArgument, "%v (see %s --help)", err, cmd.CommandPath())
 	})
 	root.AddCommand(newServeCmd(), newToolboxCmd(), newSimCmd(),
-		newRunCmd(), newLsCmd(), newCreateCmd(), newStopCmd(), newStartCmd(), newRmCmd(), newLogsCmd(), newWatchCmd(), newInfoCmd(), newRelayCmd())
+		newRunCmd(), newLsCmd(), newCreateCmd(), newStopCmd(), newStartCmd(), newRmCmd(), newLogsCmd(), newWatchCmd(), newInfoCmd(), newRelayCmd(), newImageCmd())
 	return root
 }
 
