@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -83,6 +84,8 @@ func classify(what string, err error) error {
 		return nil
 	case errors.As(err, &pe), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
+	case client.IsErrConnectionFailed(err) && errors.Is(err, fs.ErrPermission):
+		return provider.Errorf(provider.Unavailable, "%s: permission denied on the docker engine socket: add your user to the docker group or set DOCKER_HOST: %w", what, err)
 	case client.IsErrConnectionFailed(err), cerrdefs.IsUnavailable(err):
 		return provider.Errorf(provider.Unavailable, "%s: the docker engine does not answer: start dockerd or set DOCKER_HOST: %w", what, err)
 	case cerrdefs.IsNotFound(err):

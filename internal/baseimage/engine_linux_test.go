@@ -24,11 +24,12 @@ import (
 	"github.com/docker/go-connections/nat"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/provider"
 )
 
 // realEngine returns a client of the engine DOCKER_HOST names, skipping t
-// when none answers or this process cannot build (not root, no
-// debootstrap): the only reasons this test does not run.
+// when none answers.
 func realEngine(t *testing.T) *client.Client {
 	t.Helper()
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
@@ -40,6 +41,14 @@ func realEngine(t *testing.T) *client.Client {
 		t.Skipf("no Docker engine answers: install docker.io and start dockerd (make test does this in CI) (%v)", err)
 	}
 	cli.NegotiateAPIVersion(ctx)
+	return cli
+}
+
+// buildingEngine is realEngine for a test that builds, skipping t also when
+// this process cannot build (not root, no debootstrap).
+func buildingEngine(t *testing.T) *client.Client {
+	t.Helper()
+	cli := realEngine(t)
 	if os.Geteuid() != 0 {
 		t.Skip("building a base image needs root: run these tests as root (CI does); TestBuildWithoutRootFailsNamingTheFix covers the refusal")
 	}
@@ -94,7 +103,7 @@ func (l *safeLog) got() []string {
 }
 
 func TestEnsureBuildsForRealOnceThenUsesTheCache(t *testing.T) {
-	cli := realEngine(t)
+	cli := buildingEngine(t)
 	ctx := buildContext(t)
 	// minbase and the setup script only: a real build every run, in a
 	// couple of minutes, with a hash no other test or daemon uses.
@@ -122,6 +131,42 @@ func TestEnsureBuildsForRealOnceThenUsesTheCache(t *testing.T) {
 	out := runOnce(t, cli, ref, "id daytona && test -d /home/daytona && cat /etc/sandplane-test")
 	assert.Contains(t, out, "uid=1000(daytona)")
 	assert.Contains(t, out, "built-by-the-test")
+}
+
+func TestCancelledBuildLeavesNothingBehind(t *testing.T) {
+	cli := buildingEngine(t)
+	ctx, cancel := context.WithCancel(buildContext(t))
+	defer cancel()
+	// Not t.TempDir: should mounts be left in it, its removal would reach
+	// through them.
+	tmp, err := os.MkdirTemp("", "baseimage-cancel-")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if len(mountsUnder(tmp)) == 0 {
+			_ = os.RemoveAll(tmp)
+		}
+	})
+	spec := Spec{Packages: []string{}, Setup: DefaultSetup + "echo cancelled-by-the-test > /etc/sandplane-test\n"}
+	hash := spec.Fill().Hash()
+	removeByHash(t, cli, hash)
+
+	// debootstrap has mounted /proc and more in the new tree by the time it
+	// installs the core packages: killing it there leaves them mounted.
+	log := &safeLog{t: t}
+	_, err = Ensure(ctx, cli, Options{Spec: spec, TempDir: tmp, Progress: func(p Progress) {
+		log.add(p)
+		if p.Detail == "Installing core packages" {
+			cancel()
+		}
+	}})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Empty(t, mountsUnder(tmp), "mounts left in the root filesystem")
+	left, err := filepath.Glob(filepath.Join(tmp, "sandplane-base-*"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{lockPath(tmp, hash)}, left, "only the lock file stays")
+	_, found, err := Find(context.Background(), cli, hash)
+	require.NoError(t, err)
+	assert.False(t, found)
 }
 
 // runOnce runs script with /bin/sh in a container of ref and returns its
@@ -152,7 +197,7 @@ func runOnce(t *testing.T, cli *client.Client, ref, script string) string {
 }
 
 func TestDefaultImageRunsTheToolboxWithDaytonasTools(t *testing.T) {
-	cli := realEngine(t)
+	cli := buildingEngine(t)
 	ctx := buildContext(t)
 	// The default image, as the daemon gets it: cached when `sandplane
 	// image build` ran before (CI runs it before the tests), else built now.
@@ -195,6 +240,12 @@ func TestDefaultImageRunsTheToolboxWithDaytonasTools(t *testing.T) {
 			assert.Contains(t, out, tc.want)
 		})
 	}
+}
+
+func TestLayerToolboxOnAMissingBaseIsNotFound(t *testing.T) {
+	cli := realEngine(t)
+	err := LayerToolbox(t.Context(), cli, Toolbox{Base: "sandplane/base:no-such-image", Binary: []byte("x"), Tag: "sandplane-baseimage-test:missing"})
+	assert.Equal(t, provider.NotFound, provider.Code(err), "%v", err)
 }
 
 // startToolbox runs the toolbox image tag as the docker runtime does (the
