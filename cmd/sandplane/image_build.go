@@ -41,7 +41,14 @@ once with sudo. Progress goes to stderr; the image goes to stdout, or with
 
 The root filesystem is made under $TMPDIR (/tmp by default), which needs
 about 1 GiB free and must allow device files and executables.`,
-		Args: cobra.NoArgs,
+		// A stray argument is a usage error (exit 2), not cobra's "unknown
+		// command" (exit 1).
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return provider.Errorf(provider.InvalidArgument, "%s takes no arguments, got %q (see --help)", cmd.CommandPath(), args)
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 			if err != nil {
