@@ -1,9 +1,11 @@
 package simulator
 
 import (
+	"bufio"
 	"context"
 	"crypto/subtle"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"regexp"
@@ -20,7 +22,7 @@ const previewTokenHeader = "X-Daytona-Preview-Token"
 func (s *Simulator) serveToolbox(w http.ResponseWriter, r *http.Request) {
 	start := s.clk.Now()
 	id := r.PathValue("sandboxId")
-	rec := &recorder{ResponseWriter: w}
+	rec := &statusRecorder{ResponseWriter: w}
 	c := Call{Time: start, Method: r.Method, Path: r.URL.Path, Operation: "toolbox", SandboxID: id}
 	s.proxyToolbox(rec, r, id, &c)
 	c.Status = rec.status
@@ -172,7 +174,7 @@ func (s *Simulator) servePreviewPath(w http.ResponseWriter, r *http.Request) {
 // public sandbox), or <port>-<token> for a signed preview URL.
 func (s *Simulator) servePreview(w http.ResponseWriter, r *http.Request, label, path string) {
 	start := s.clk.Now()
-	rec := &recorder{ResponseWriter: w}
+	rec := &statusRecorder{ResponseWriter: w}
 	c := Call{Time: start, Method: r.Method, Path: r.URL.Path, Operation: "preview"}
 	s.proxyPreview(rec, r, label, path, &c)
 	c.Status = rec.status
@@ -253,4 +255,40 @@ func (s *Simulator) proxyPreview(w http.ResponseWriter, r *http.Request, label, 
 	defer stop()
 	s.reverseProxy(route, path).ServeHTTP(w, r)
 	return
+}
+
+// statusRecorder notes the status of a proxied response for the call log
+// and passes everything else through: bodies stream (the proxy flushes
+// through Unwrap) and are never kept, and a WebSocket upgrade hijacks the
+// connection (the SDKs follow logs, drive PTYs and the interpreter over
+// WebSockets), noted as 101.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status < 200 { // an informational 1xx is not the answer
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Hijack takes over the connection for an upgrade, whose 101 the proxy
+// writes to the connection itself.
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(r.ResponseWriter).Hijack()
+	if err == nil && r.status == 0 {
+		r.status = http.StatusSwitchingProtocols
+	}
+	return conn, rw, err
 }
