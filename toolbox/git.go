@@ -181,9 +181,23 @@ func (s *server) git(ctx context.Context, c gitCmd) (string, error) {
 	stdout, stderr := &boundedBuffer{limit: maxGitOutput}, &boundedBuffer{limit: 64 << 10}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Run(); err != nil {
-		return "", gitError(c.args, err, stderr.buf.Bytes())
+		why := stderr.buf.Bytes()
+		if len(bytes.TrimSpace(why)) == 0 {
+			// Some failures, like a commit with nothing to commit, are
+			// explained on stdout only.
+			why = lastBytes(stdout.buf.Bytes(), 4<<10)
+		}
+		return "", gitError(c.args, err, why)
 	}
 	return stdout.buf.String(), nil
+}
+
+// lastBytes is the end of b, at most n bytes of it.
+func lastBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
 }
 
 var urlUserinfo = regexp.MustCompile(`://[^/@\s]+@`)

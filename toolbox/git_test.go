@@ -216,6 +216,12 @@ func TestGitWorkflow(t *testing.T) {
 		}
 	})
 
+	t.Run("a commit of nothing says why", func(t *testing.T) {
+		resp := ts.postJSON(t, "/git/commit", GitCommitRequest{Path: "dev-clone", Message: "m", Author: "a", Email: "e@x"})
+		require.Equal(t, http.StatusBadRequest, resp.status, "body: %s", resp.body)
+		assert.Contains(t, resp.apiErr(t).Message, "nothing to commit", "git explains this on stdout")
+	})
+
 	t.Run("history of a repository without commits", func(t *testing.T) {
 		empty := filepath.Join(ts.workDir, "empty")
 		require.NoError(t, os.Mkdir(empty, 0o755))
