@@ -50,12 +50,34 @@ func (s *server) handleListFiles(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	list, err := s.fs.list(t)
+	depth, err := listDepth(r.URL.Query().Get("depth"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	list, err := s.fs.list(t, depth)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// maxListDepth bounds a listing's depth: deep enough for any project tree,
+// shallow enough that one request cannot walk a whole disk.
+const maxListDepth = 64
+
+// listDepth reads the depth of a listing: absent is 1, the directory's own
+// entries, as later toolbox releases define it.
+func listDepth(v string) (int, error) {
+	if v == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxListDepth {
+		return 0, errorf(http.StatusBadRequest, "depth must be an integer from 1 to %d, not %q", maxListDepth, v)
+	}
+	return n, nil
 }
 
 func (s *server) handleCreateFolder(w http.ResponseWriter, r *http.Request) {

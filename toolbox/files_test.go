@@ -327,6 +327,32 @@ func TestFolderListInfoDelete(t *testing.T) {
 		assert.Equal(t, "drwxr-x---", list[2].Mode)
 	})
 
+	t.Run("list deeper", func(t *testing.T) {
+		require.Equal(t, http.StatusOK, ts.upload(t, "proj/src/pkg/main.go", "package main\n").status)
+		require.NoError(t, os.Symlink("src", filepath.Join(ts.workDir, "proj", "srclink")))
+		t.Cleanup(func() {
+			require.NoError(t, os.RemoveAll(filepath.Join(ts.workDir, "proj", "src", "pkg")))
+			require.NoError(t, os.Remove(filepath.Join(ts.workDir, "proj", "srclink")))
+		})
+		paths := func(depth string) []string {
+			resp := ts.get(t, "/files?path=proj&depth="+depth)
+			require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+			var list []FileInfo
+			resp.json(t, &list)
+			var out []string
+			for _, fi := range list {
+				assert.Equal(t, filepath.Base(fi.Path), fi.Name)
+				out = append(out, strings.TrimPrefix(fi.Path, ts.workDir+"/"))
+			}
+			return out
+		}
+		assert.Equal(t, []string{"proj/link", "proj/readme.md", "proj/src", "proj/srclink"}, paths("1"))
+		assert.Equal(t, []string{"proj/link", "proj/readme.md", "proj/src", "proj/src/pkg", "proj/srclink"}, paths("2"),
+			"each directory's children follow it; a link to a directory is not descended into")
+		assert.Equal(t, []string{"proj/link", "proj/readme.md", "proj/src", "proj/src/pkg", "proj/src/pkg/main.go", "proj/srclink"}, paths("3"))
+		assert.Equal(t, paths("3"), paths("64"))
+	})
+
 	t.Run("list defaults to the work dir", func(t *testing.T) {
 		var list []FileInfo
 		ts.get(t, "/files").json(t, &list)
@@ -361,6 +387,9 @@ func TestFolderListInfoDelete(t *testing.T) {
 		{"info not found", http.MethodGet, "/files/info?path=nope", 404},
 		{"list not found", http.MethodGet, "/files?path=nope", 404},
 		{"list a file", http.MethodGet, "/files?path=proj/readme.md", 400},
+		{"list depth 0", http.MethodGet, "/files?path=proj&depth=0", 400},
+		{"list depth not a number", http.MethodGet, "/files?path=proj&depth=all", 400},
+		{"list depth too deep", http.MethodGet, "/files?path=proj&depth=65", 400},
 		{"folder missing path", http.MethodPost, "/files/folder", 400},
 		{"folder bad mode", http.MethodPost, "/files/folder?path=x&mode=rwx", 400},
 		{"folder mode out of range", http.MethodPost, "/files/folder?path=x&mode=77777", 400},

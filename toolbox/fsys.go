@@ -207,6 +207,9 @@ type FileInfo struct {
 	Owner       string `json:"owner"`
 	Permissions string `json:"permissions"`
 	Size        int64  `json:"size"`
+	// Path is the entry's absolute path, which later toolbox releases add
+	// so that a listing deeper than one level says where each entry is.
+	Path string `json:"path,omitempty"`
 }
 
 func newFileInfo(name string, fi fs.FileInfo) FileInfo {
@@ -235,26 +238,46 @@ func (f *fsys) info(t target) (FileInfo, error) {
 
 // list returns the entries of a directory sorted by name, following
 // symlinks; entries that cannot be stat'ed (dangling links) are skipped.
-func (f *fsys) list(t target) ([]FileInfo, error) {
+// list lists the directory t and, depth levels down, its subdirectories:
+// depth 1 is the directory's own entries. Each entry is followed by its
+// children, names sorted on every level. Links are followed for the
+// details but never descended into, so a link cannot make a loop.
+func (f *fsys) list(t target, depth int) ([]FileInfo, error) {
+	out := []FileInfo{}
+	if err := f.listInto(&out, t, depth); err != nil {
+		return nil, f.fsError(t, err)
+	}
+	return out, nil
+}
+
+func (f *fsys) listInto(out *[]FileInfo, t target, depth int) error {
 	d, err := f.root.Open(t.rel)
 	if err != nil {
-		return nil, f.fsError(t, err)
+		return err
 	}
-	defer d.Close()
 	entries, err := d.ReadDir(-1)
+	d.Close()
 	if err != nil {
-		return nil, f.fsError(t, err)
+		return err
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-	out := make([]FileInfo, 0, len(entries))
 	for _, e := range entries {
-		fi, err := f.root.Stat(filepath.Join(t.rel, e.Name()))
+		child := target{abs: filepath.Join(t.abs, e.Name()), rel: filepath.Join(t.rel, e.Name())}
+		child.given = child.abs
+		fi, err := f.root.Stat(child.rel)
 		if err != nil {
 			continue
 		}
-		out = append(out, newFileInfo(e.Name(), fi))
+		info := newFileInfo(e.Name(), fi)
+		info.Path = child.abs
+		*out = append(*out, info)
+		if depth > 1 && e.IsDir() {
+			// A subdirectory that vanished or cannot be read is listed
+			// without its children, as an unreadable entry is skipped.
+			_ = f.listInto(out, child, depth-1)
+		}
 	}
-	return out, nil
+	return nil
 }
 
 func (f *fsys) mkdirAll(t target, perm os.FileMode) error {
