@@ -49,13 +49,27 @@ type GitCloneRequest struct {
 	Username        string `json:"username"`
 	Password        string `json:"password"`
 	InsecureSkipTLS bool   `json:"insecure_skip_tls"`
+	// Depth makes a shallow clone of that many commits (later toolbox
+	// releases); 0 clones everything.
+	Depth int `json:"depth"`
 }
 
-// GitRepoRequest is the body of push and pull.
+// GitRepoRequest is the body of push and pull. Branch, Remote and
+// SetUpstream come from later toolbox releases: without them a push
+// publishes the current branch to origin (setting the upstream when it has
+// none) and a pull fast-forwards from the upstream (else origin's branch
+// of the same name).
 type GitRepoRequest struct {
 	Path     string `json:"path"`
 	Username string `json:"username"`
 	Password string `json:"password"`
+	// Branch is the branch to push, or the remote branch to pull; the
+	// current branch by default.
+	Branch string `json:"branch"`
+	// Remote is the remote to push to or pull from; origin by default.
+	Remote string `json:"remote"`
+	// SetUpstream makes a push record the pushed branch as the upstream.
+	SetUpstream bool `json:"set_upstream"`
 }
 
 // GitBranchRequest names a branch of the repository at Path.
@@ -102,6 +116,9 @@ type GitCommitInfo struct {
 // ListBranchResponse answers GET /git/branches.
 type ListBranchResponse struct {
 	Branches []string `json:"branches"`
+	// Current is the checked-out branch, empty when HEAD is detached
+	// (later toolbox releases).
+	Current string `json:"current,omitempty"`
 }
 
 // FileStatus is one file of GitStatus. Staging and Worktree take the
@@ -120,6 +137,10 @@ type GitStatus struct {
 	Ahead           int          `json:"ahead"`
 	Behind          int          `json:"behind"`
 	BranchPublished bool         `json:"branchPublished"`
+	// Detached and Upstream (like "origin/main") come from later toolbox
+	// releases.
+	Detached bool   `json:"detached"`
+	Upstream string `json:"upstream,omitempty"`
 }
 
 // gitCreds are sent to git through an askpass program, never on a command
@@ -266,6 +287,10 @@ func (s *server) handleGitClone(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if req.Depth < 0 {
+		s.fail(w, r, errorf(http.StatusBadRequest, "depth must not be negative"))
+		return
+	}
 	dest := s.absPath(req.Path)
 	args := []string{}
 	if req.InsecureSkipTLS {
@@ -274,6 +299,11 @@ func (s *server) handleGitClone(w http.ResponseWriter, r *http.Request) {
 	args = append(args, "clone")
 	if req.Branch != "" {
 		args = append(args, "--branch", req.Branch)
+	}
+	if req.Depth > 0 {
+		// git's --depth implies --single-branch; the daemon's shallow
+		// clone keeps every branch, as a full one does.
+		args = append(args, "--depth", strconv.Itoa(req.Depth), "--no-single-branch")
 	}
 	args = append(args, "--", req.URL, dest)
 	creds := credsOf(req.Username, req.Password)
@@ -327,10 +357,11 @@ func parseGitStatus(out string) GitStatus {
 		case strings.HasPrefix(rec, "# branch.head "):
 			st.CurrentBranch = strings.TrimPrefix(rec, "# branch.head ")
 			if st.CurrentBranch == "(detached)" {
-				st.CurrentBranch = "HEAD"
+				st.CurrentBranch, st.Detached = "HEAD", true
 			}
 		case strings.HasPrefix(rec, "# branch.upstream "):
 			st.BranchPublished = true
+			st.Upstream = strings.TrimPrefix(rec, "# branch.upstream ")
 		case strings.HasPrefix(rec, "# branch.ab "):
 			f := strings.Fields(strings.TrimPrefix(rec, "# branch.ab "))
 			if len(f) == 2 {
@@ -385,7 +416,9 @@ func (s *server) handleGitBranches(w http.ResponseWriter, r *http.Request) {
 			branches = append(branches, b)
 		}
 	}
-	writeJSON(w, http.StatusOK, ListBranchResponse{Branches: branches})
+	// Detached, or on a branch without commits yet: no current branch.
+	current, _ := s.git(r.Context(), gitCmd{dir: dir, args: []string{"symbolic-ref", "--quiet", "--short", "HEAD"}})
+	writeJSON(w, http.StatusOK, ListBranchResponse{Branches: branches, Current: strings.TrimSpace(current)})
 }
 
 // branchRequest decodes and checks a {path, name} body.
@@ -556,13 +589,18 @@ func parseGitLog(out string) []GitCommitInfo {
 }
 
 // repoRequest decodes a push or pull body.
-func (s *server) repoRequest(w http.ResponseWriter, r *http.Request) (string, *gitCreds, error) {
+func (s *server) repoRequest(w http.ResponseWriter, r *http.Request) (string, GitRepoRequest, error) {
 	var req GitRepoRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
-		return "", nil, err
+		return "", req, err
+	}
+	for _, v := range [][2]string{{"branch", req.Branch}, {"remote", req.Remote}} {
+		if err := noOption(v[0], v[1]); err != nil {
+			return "", req, err
+		}
 	}
 	dir, err := s.repoDir(req.Path)
-	return dir, credsOf(req.Username, req.Password), err
+	return dir, req, err
 }
 
 // hasUpstream reports whether the current branch tracks a remote branch.
@@ -574,44 +612,63 @@ func (s *server) hasUpstream(ctx context.Context, dir string) bool {
 // handleGitPush pushes the current branch; one that tracks nothing yet is
 // published to origin under its own name and tracks it from then on.
 func (s *server) handleGitPush(w http.ResponseWriter, r *http.Request) {
-	dir, creds, err := s.repoRequest(w, r)
+	dir, req, err := s.repoRequest(w, r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	args := []string{"push"}
-	if !s.hasUpstream(r.Context(), dir) {
+	switch {
+	case req.Branch != "" || req.Remote != "" || req.SetUpstream:
+		if req.SetUpstream {
+			args = append(args, "--set-upstream")
+		}
+		args = append(args, "--", orDefault(req.Remote, "origin"), orDefault(req.Branch, "HEAD"))
+	case !s.hasUpstream(r.Context(), dir):
 		args = append(args, "--set-upstream", "origin", "HEAD")
 	}
-	if _, err := s.git(r.Context(), gitCmd{dir: dir, creds: creds, args: args}); err != nil {
+	if _, err := s.git(r.Context(), gitCmd{dir: dir, creds: credsOf(req.Username, req.Password), args: args}); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
 }
 
-// handleGitPull fast-forwards the current branch from its upstream, or
-// from the same-named branch of origin.
+// handleGitPull fast-forwards the current branch, as the daemon's pull
+// does: from the upstream, or from Remote's Branch when either is given
+// or there is no upstream (origin and the current branch's name standing
+// in for what is missing).
 func (s *server) handleGitPull(w http.ResponseWriter, r *http.Request) {
-	dir, creds, err := s.repoRequest(w, r)
+	dir, req, err := s.repoRequest(w, r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	args := []string{"pull", "--ff-only"}
-	if !s.hasUpstream(r.Context(), dir) {
-		branch, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"symbolic-ref", "--short", "HEAD"}})
-		if err != nil {
-			s.fail(w, r, err)
-			return
+	if req.Branch != "" || req.Remote != "" || !s.hasUpstream(r.Context(), dir) {
+		branch := req.Branch
+		if branch == "" {
+			out, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"symbolic-ref", "--short", "HEAD"}})
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			branch = strings.TrimSpace(out)
 		}
-		args = append(args, "origin", strings.TrimSpace(branch))
+		args = append(args, "--", orDefault(req.Remote, "origin"), branch)
 	}
-	if _, err := s.git(r.Context(), gitCmd{dir: dir, creds: creds, args: args}); err != nil {
+	if _, err := s.git(r.Context(), gitCmd{dir: dir, creds: credsOf(req.Username, req.Password), args: args}); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }
 
 // boundedBuffer keeps the first limit bytes written to it and drops the

@@ -78,7 +78,7 @@ func TestGitWorkflow(t *testing.T) {
 
 	gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: "file://" + bare, Path: "repo"}, 200)
 	st := gitStatus(t, ts, "repo")
-	assert.Equal(t, GitStatus{CurrentBranch: "main", FileStatus: []FileStatus{}, BranchPublished: true}, st)
+	assert.Equal(t, GitStatus{CurrentBranch: "main", FileStatus: []FileStatus{}, BranchPublished: true, Upstream: "origin/main"}, st)
 
 	require.NoError(t, os.WriteFile(filepath.Join(repo, "new.txt"), []byte("new\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(repo, "README.md"), []byte("# changed\n"), 0o644))
@@ -178,8 +178,55 @@ func TestGitWorkflow(t *testing.T) {
 
 		first := gitRun(t, bare, "rev-list", "--max-parents=0", "main")
 		gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: bare, Path: "old", CommitID: first}, 200)
-		assert.Equal(t, "HEAD", gitStatus(t, ts, "old").CurrentBranch, "detached at the commit")
+		old := gitStatus(t, ts, "old")
+		assert.Equal(t, "HEAD", old.CurrentBranch, "detached at the commit")
+		assert.True(t, old.Detached)
+		var list ListBranchResponse
+		ts.get(t, "/git/branches?path=old").json(t, &list)
+		assert.Empty(t, list.Current, "no current branch when detached")
 		assert.Equal(t, first, gitRun(t, filepath.Join(ts.workDir, "old"), "rev-parse", "HEAD"))
+	})
+
+	// What later toolbox releases added: shallow clones, and pushes and
+	// pulls that name their branch and remote.
+	t.Run("depth, branch and remote", func(t *testing.T) {
+		gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: "file://" + bare, Path: "shallow", Depth: 1}, 200)
+		shallow := filepath.Join(ts.workDir, "shallow")
+		assert.Equal(t, "1", gitRun(t, shallow, "rev-list", "--count", "HEAD"))
+		assert.Contains(t, gitRun(t, shallow, "branch", "-r"), "origin/dev", "a shallow clone keeps every branch")
+
+		gitOK(t, ts, http.MethodPost, "/git/branches", GitBranchRequest{Path: "shallow", Name: "named"}, 201)
+		gitOK(t, ts, http.MethodPost, "/git/commit", GitCommitRequest{Path: "shallow", Message: "named", Author: "Ada", Email: "ada@example.com", AllowEmpty: true}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/push", GitRepoRequest{Path: "shallow", Branch: "named", Remote: "origin"}, 200)
+		assert.Equal(t, gitRun(t, shallow, "rev-parse", "HEAD"), gitRun(t, bare, "rev-parse", "named"))
+		st := gitStatus(t, ts, "shallow")
+		assert.False(t, st.BranchPublished, "no upstream unless asked")
+		gitOK(t, ts, http.MethodPost, "/git/push", GitRepoRequest{Path: "shallow", SetUpstream: true}, 200)
+		st = gitStatus(t, ts, "shallow")
+		assert.True(t, st.BranchPublished)
+		assert.Equal(t, "origin/named", st.Upstream)
+		var list ListBranchResponse
+		ts.get(t, "/git/branches?path=shallow").json(t, &list)
+		assert.Equal(t, "named", list.Current)
+
+		// A branch without an upstream pulls the branch named, from the
+		// remote named.
+		gitRun(t, bare, "branch", "-f", "ahead", "named")
+		other := t.TempDir()
+		gitRun(t, other, "clone", "-q", "-b", "ahead", bare, ".")
+		gitRun(t, other, "commit", "-q", "--allow-empty", "-m", "ahead")
+		gitRun(t, other, "push", "-q", "origin", "ahead")
+		gitRun(t, shallow, "remote", "add", "second", bare)
+		gitRun(t, shallow, "checkout", "-q", "-b", "local")
+		gitOK(t, ts, http.MethodPost, "/git/pull", GitRepoRequest{Path: "shallow", Branch: "ahead", Remote: "second"}, 200)
+		assert.Equal(t, gitRun(t, bare, "rev-parse", "ahead"), gitRun(t, shallow, "rev-parse", "HEAD"))
+
+		resp := ts.postJSON(t, "/git/push", GitRepoRequest{Path: "shallow", Remote: "--exec=x"})
+		require.Equal(t, http.StatusBadRequest, resp.status, "body: %s", resp.body)
+		resp = ts.postJSON(t, "/git/pull", GitRepoRequest{Path: "shallow", Branch: "-x"})
+		require.Equal(t, http.StatusBadRequest, resp.status, "body: %s", resp.body)
+		resp = ts.postJSON(t, "/git/clone", GitCloneRequest{URL: "file://" + bare, Path: "neg", Depth: -1})
+		require.Equal(t, http.StatusBadRequest, resp.status, "body: %s", resp.body)
 	})
 
 	t.Run("errors", func(t *testing.T) {
