@@ -22,8 +22,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local/runtime/native"
-	"github.com/sandplane/sandplane/local/runtime/native/nsinit"
 	"github.com/sandplane/sandplane/provider/clock"
 )
 
@@ -35,9 +35,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// This test binary is the init of the native workloads it runs.
-	nsinit.Main()
-	code := m.Run()
+	// This test binary is the init of the native workloads it runs;
+	// testdaemon.Main also removes the sandplane binary tests built.
+	code := testdaemon.Main(m)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

@@ -52,11 +52,17 @@ func tsSDKDir(t *testing.T, pkg string) (nodeBin, dir string) {
 // returns the script's result line once the process has ended on its own.
 func runSDK(t *testing.T, pkg, scenario, url string, env ...string) []byte {
 	t.Helper()
+	return runScript(t, "sdk-test.js", pkg, scenario, url, env...)
+}
+
+// runScript is runSDK with another script of testdata/ts-sdk.
+func runScript(t *testing.T, script, pkg, scenario, url string, env ...string) []byte {
+	t.Helper()
 	nodeBin, dir := tsSDKDir(t, pkg)
 	// Generous, only so that a wedged run cannot hang the suite.
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, "sdk-test.js")
+	cmd := exec.CommandContext(ctx, nodeBin, script)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"DAYTONA_API_URL="+url+"/api",
@@ -100,13 +106,13 @@ func runSDK(t *testing.T, pkg, scenario, url string, env ...string) []byte {
 	go func() { exited <- cmd.Wait() }()
 	select {
 	case err := <-exited:
-		require.NoError(t, err, "node sdk-test.js failed:\n%s\n%s", strings.Join(out, "\n"), stderr.String())
+		require.NoError(t, err, "node %s failed:\n%s\n%s", script, strings.Join(out, "\n"), stderr.String())
 	case <-time.After(exitBound):
 		_ = cmd.Process.Kill()
 		<-exited
 		t.Fatalf("node kept running %v after its last call: the SDK's event socket holds it open\n%s", exitBound, stderr.String())
 	}
-	t.Logf("node (%s, %s): %s", pkg, scenario, strings.Join(out, "\n"))
+	t.Logf("node %s (%s, %s): %s", script, pkg, scenario, strings.Join(out, "\n"))
 	require.NotEmpty(t, out, stderr.String())
 	return []byte(out[len(out)-1])
 }
