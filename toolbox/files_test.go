@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -376,7 +377,12 @@ func TestFolderListInfoDelete(t *testing.T) {
 		assert.Equal(t, "0644", info.Permissions)
 		assert.Equal(t, strconv.Itoa(os.Getuid()), info.Owner)
 		assert.Equal(t, strconv.Itoa(os.Getgid()), info.Group)
-		assert.NotEmpty(t, info.ModTime)
+		fi, err := os.Stat(filepath.Join(ts.workDir, "proj/readme.md"))
+		require.NoError(t, err)
+		assert.Equal(t, fi.ModTime().UTC().String(), info.ModTime, "modTime is in Go's time.String() layout, as the spec says")
+		modified, err := time.Parse(time.RFC3339Nano, info.ModifiedAt)
+		require.NoError(t, err, "modifiedAt is RFC 3339")
+		assert.True(t, fi.ModTime().Equal(modified))
 	})
 
 	errorCases := []struct {

@@ -214,13 +214,15 @@ type FileInfo struct {
 
 func newFileInfo(name string, fi fs.FileInfo) FileInfo {
 	owner, group := ownerGroup(fi)
-	mod := fi.ModTime().UTC().Format(time.RFC3339Nano)
+	mod := fi.ModTime().UTC()
 	return FileInfo{
-		Group:       group,
-		IsDir:       fi.IsDir(),
-		ModTime:     mod,
+		Group: group,
+		IsDir: fi.IsDir(),
+		// The spec's deprecated modTime is in Go's time.String() layout;
+		// modifiedAt is RFC 3339.
+		ModTime:     mod.String(),
 		Mode:        fi.Mode().String(),
-		ModifiedAt:  mod,
+		ModifiedAt:  mod.Format(time.RFC3339Nano),
 		Name:        name,
 		Owner:       owner,
 		Permissions: fmt.Sprintf("%04o", fi.Mode().Perm()),
