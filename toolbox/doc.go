@@ -8,7 +8,10 @@
 // (on the git CLI, honouring insteadOf and Options.GitURLRewrites), LSP
 // (pylsp, typescript-language-server), stateful python interpreter contexts
 // (an embedded driver per context), port detection and /init, plus
-// sandplane's own probe at GET /api/info. Computer use answers 503 "not
+// sandplane's own probe at GET /api/info. What later toolbox releases
+// added for the newer SDKs is answered too: listings of a given depth,
+// shallow clones, pushes and pulls that name branch and remote, git init,
+// remotes, config, reset and restore. Computer use answers 503 "not
 // available", as on a Daytona sandbox without a desktop. The simulator's
 // toolbox proxy forwards {toolboxProxyUrl}/{sandboxId}/<path> here unchanged,
 // so status codes and bodies follow Daytona v0.190.0, errors included: every

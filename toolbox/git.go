@@ -171,7 +171,14 @@ type gitCmd struct {
 	creds *gitCreds
 	env   []string
 	args  []string
+	// quietExit1 makes an exit status 1 with nothing on stderr
+	// errQuietExit1 (git config --get of a key that is not set).
+	quietExit1 bool
 }
+
+// errQuietExit1 is what a gitCmd with quietExit1 answers for git's silent
+// exit status 1.
+var errQuietExit1 = errors.New("git exited 1 without a message")
 
 // git runs git in dir and returns its standard output. A failure is a 400
 // whose message is git's own, credentials removed.
@@ -202,6 +209,10 @@ func (s *server) git(ctx context.Context, c gitCmd) (string, error) {
 	stdout, stderr := &boundedBuffer{limit: maxGitOutput}, &boundedBuffer{limit: 64 << 10}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if c.quietExit1 && errors.As(err, &ee) && ee.ExitCode() == 1 && len(bytes.TrimSpace(stderr.buf.Bytes())) == 0 {
+			return "", errQuietExit1
+		}
 		why := stderr.buf.Bytes()
 		if len(bytes.TrimSpace(why)) == 0 {
 			// Some failures, like a commit with nothing to commit, are

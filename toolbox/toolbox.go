@@ -268,6 +268,15 @@ func (s *server) routes() {
 		{"GET /git/history", none, s.handleGitHistory},
 		{"POST /git/push", json, s.handleGitPush},
 		{"POST /git/pull", json, s.handleGitPull},
+		// What later toolbox releases added.
+		{"POST /git/init", json, s.handleGitInit},
+		{"GET /git/remotes", none, s.handleGitListRemotes},
+		{"POST /git/remotes", json, s.handleGitAddRemote},
+		{"GET /git/config", none, s.handleGitGetConfig},
+		{"POST /git/config", json, s.handleGitSetConfig},
+		{"POST /git/config/user", json, s.handleGitConfigureUser},
+		{"POST /git/reset", json, s.handleGitReset},
+		{"POST /git/restore", json, s.handleGitRestore},
 
 		{"GET /port", none, s.handleGetPorts},
 		{"GET /port/{port}/in-use", none, s.handlePortInUse},

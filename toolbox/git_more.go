@@ -1,0 +1,369 @@
+package toolbox
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// The git operations later toolbox releases added (SDKs after 0.190):
+// init, remotes, configuration, reset and restore. Like the others they
+// run the sandbox's git CLI.
+
+// GitInitRequest is the body of POST /git/init.
+type GitInitRequest struct {
+	Path          string `json:"path"`
+	Bare          bool   `json:"bare"`
+	InitialBranch string `json:"initial_branch"`
+}
+
+// GitRemote is one remote of a repository.
+type GitRemote struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+}
+
+// ListRemotesResponse answers GET /git/remotes.
+type ListRemotesResponse struct {
+	Remotes []GitRemote `json:"remotes"`
+}
+
+// GitAddRemoteRequest is the body of POST /git/remotes.
+type GitAddRemoteRequest struct {
+	Path string `json:"path"`
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	// Fetch fetches from the remote once it is added.
+	Fetch bool `json:"fetch"`
+	// Overwrite replaces the URL of a remote of the same name.
+	Overwrite bool `json:"overwrite"`
+}
+
+// GitSetConfigRequest is the body of POST /git/config.
+type GitSetConfigRequest struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+	// Scope is global (the default), local (of the repository at Path) or
+	// system.
+	Scope string `json:"scope"`
+	Path  string `json:"path"`
+}
+
+// GitConfigResponse answers GET /git/config; Value is null when the key is
+// not set.
+type GitConfigResponse struct {
+	Value *string `json:"value"`
+}
+
+// GitConfigureUserRequest is the body of POST /git/config/user.
+type GitConfigureUserRequest struct {
+	Name  string `json:"name"`
+	Email string `json:"email"`
+	Scope string `json:"scope"`
+	Path  string `json:"path"`
+}
+
+// GitResetRequest is the body of POST /git/reset.
+type GitResetRequest struct {
+	Path string `json:"path"`
+	// Mode is soft, mixed (the default), hard, merge or keep.
+	Mode string `json:"mode"`
+	// Target is the revision to reset to, HEAD by default.
+	Target string `json:"target"`
+	// Files limits the reset to these paths (of the index only).
+	Files []string `json:"files"`
+}
+
+// GitRestoreRequest is the body of POST /git/restore.
+type GitRestoreRequest struct {
+	Path  string   `json:"path"`
+	Files []string `json:"files"`
+	// Staged restores the index, Worktree the working tree (the default
+	// when neither is set).
+	Staged   bool `json:"staged"`
+	Worktree bool `json:"worktree"`
+	// Source restores from this revision instead of the index.
+	Source string `json:"source"`
+}
+
+func (s *server) handleGitInit(w http.ResponseWriter, r *http.Request) {
+	var req GitInitRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if strings.TrimSpace(req.Path) == "" {
+		s.fail(w, r, errorf(http.StatusBadRequest, "path is required"))
+		return
+	}
+	if err := noOption("initial_branch", req.InitialBranch); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	args := []string{"init", "--quiet"}
+	if req.Bare {
+		args = append(args, "--bare")
+	}
+	if req.InitialBranch != "" {
+		args = append(args, "--initial-branch="+req.InitialBranch)
+	}
+	args = append(args, "--", s.absPath(req.Path))
+	if _, err := s.git(r.Context(), gitCmd{dir: s.opts.WorkDir, args: args}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *server) handleGitListRemotes(w http.ResponseWriter, r *http.Request) {
+	dir, err := s.repoDir(r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	names, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"remote"}})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	remotes := []GitRemote{}
+	for _, name := range strings.Fields(names) {
+		url, err := s.gitConfigValue(r.Context(), dir, "--local", "remote."+name+".url")
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if url != nil {
+			remotes = append(remotes, GitRemote{Name: name, URL: *url})
+		}
+	}
+	sort.Slice(remotes, func(i, j int) bool { return remotes[i].Name < remotes[j].Name })
+	writeJSON(w, http.StatusOK, ListRemotesResponse{Remotes: remotes})
+}
+
+func (s *server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) {
+	var req GitAddRemoteRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Name == "" || req.URL == "" {
+		s.fail(w, r, errorf(http.StatusBadRequest, "name and url are required"))
+		return
+	}
+	for _, v := range [][2]string{{"name", req.Name}, {"url", req.URL}} {
+		if err := noOption(v[0], v[1]); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	dir, err := s.repoDir(req.Path)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	exists, err := s.gitConfigValue(r.Context(), dir, "--local", "remote."+req.Name+".url")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// Without overwrite, git refuses a name that exists.
+	args := []string{"remote", "add", "--", req.Name, req.URL}
+	if exists != nil && req.Overwrite {
+		args = []string{"remote", "set-url", "--", req.Name, req.URL}
+	}
+	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: args}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Fetch {
+		if _, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"fetch", "--quiet", "--", req.Name}}); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// configScope turns a request's scope into git config's option and the
+// directory to run it in; local needs a repository.
+func (s *server) configScope(scope, path string) (flag, dir string, err error) {
+	switch scope {
+	case "", "global":
+		return "--global", s.opts.WorkDir, nil
+	case "system":
+		return "--system", s.opts.WorkDir, nil
+	case "local":
+		dir, err := s.repoDir(path)
+		return "--local", dir, err
+	}
+	return "", "", errorf(http.StatusBadRequest, "scope must be global, local or system, not %q", scope)
+}
+
+// gitConfigKey checks a configuration key the way git names them:
+// section.name, or section.subsection.name.
+func gitConfigKey(key string) error {
+	if strings.Count(key, ".") < 1 || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") {
+		return errorf(http.StatusBadRequest, "key %q is not a git config key like user.name", key)
+	}
+	return noOption("key", key)
+}
+
+// gitConfigValue reads key at scope, nil when it is not set.
+func (s *server) gitConfigValue(ctx context.Context, dir, scope, key string) (*string, error) {
+	out, err := s.git(ctx, gitCmd{dir: dir, quietExit1: true, args: []string{"config", scope, "--get", "--", key}})
+	switch {
+	case errors.Is(err, errQuietExit1):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	v := strings.TrimSuffix(out, "\n")
+	return &v, nil
+}
+
+func (s *server) handleGitGetConfig(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	key := q.Get("key")
+	if err := gitConfigKey(key); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	flag, dir, err := s.configScope(q.Get("scope"), q.Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v, err := s.gitConfigValue(r.Context(), dir, flag, key)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, GitConfigResponse{Value: v})
+}
+
+// setConfig writes key=value pairs at scope.
+func (s *server) setConfig(ctx context.Context, scope, path string, kv ...string) error {
+	flag, dir, err := s.configScope(scope, path)
+	if err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if _, err := s.git(ctx, gitCmd{dir: dir, args: []string{"config", flag, "--", kv[i], kv[i+1]}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *server) handleGitSetConfig(w http.ResponseWriter, r *http.Request) {
+	var req GitSetConfigRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := gitConfigKey(req.Key); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.setConfig(r.Context(), req.Scope, req.Path, req.Key, req.Value); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *server) handleGitConfigureUser(w http.ResponseWriter, r *http.Request) {
+	var req GitConfigureUserRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if strings.TrimSpace(req.Name) == "" || strings.TrimSpace(req.Email) == "" {
+		s.fail(w, r, errorf(http.StatusBadRequest, "name and email are required"))
+		return
+	}
+	if err := s.setConfig(r.Context(), req.Scope, req.Path, "user.name", req.Name, "user.email", req.Email); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+var resetModes = []string{"soft", "mixed", "hard", "merge", "keep"}
+
+func (s *server) handleGitReset(w http.ResponseWriter, r *http.Request) {
+	var req GitResetRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Mode != "" && !slices.Contains(resetModes, req.Mode) {
+		s.fail(w, r, errorf(http.StatusBadRequest, "mode must be one of %s, not %q", strings.Join(resetModes, ", "), req.Mode))
+		return
+	}
+	if len(req.Files) > 0 && req.Mode != "" && req.Mode != "mixed" {
+		s.fail(w, r, errorf(http.StatusBadRequest, "a reset of files resets the index only: mode %s does not apply", req.Mode))
+		return
+	}
+	if err := noOption("target", req.Target); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	dir, err := s.repoDir(req.Path)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	args := []string{"reset", "--quiet"}
+	if len(req.Files) == 0 {
+		args = append(args, "--"+orDefault(req.Mode, "mixed"))
+	}
+	args = append(args, orDefault(req.Target, "HEAD"), "--")
+	args = append(args, req.Files...)
+	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: args}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *server) handleGitRestore(w http.ResponseWriter, r *http.Request) {
+	var req GitRestoreRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(req.Files) == 0 {
+		s.fail(w, r, errorf(http.StatusBadRequest, "files is required (use [\".\"] for everything)"))
+		return
+	}
+	if err := noOption("source", req.Source); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	dir, err := s.repoDir(req.Path)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	args := []string{"restore"}
+	if req.Staged {
+		args = append(args, "--staged")
+	}
+	if req.Worktree {
+		args = append(args, "--worktree")
+	}
+	if req.Source != "" {
+		args = append(args, "--source="+req.Source)
+	}
+	args = append(append(args, "--"), req.Files...)
+	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: args}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
