@@ -40,9 +40,11 @@ var toolboxSteps = []string{
 
 // newerToolboxSteps are the steps of what SDK releases after 0.190.1 added
 // (listFiles depth; clone depth, push and pull naming branch and remote,
-// the status of a detached HEAD), which only those run.
+// init, remotes, config, reset and restore, the status of a detached
+// HEAD), which only those run.
 var newerToolboxSteps = []string{
-	"fs.listFiles depth", "git.clone depth", "git.push branch", "git.pull branch", "git.status detached",
+	"fs.listFiles depth", "git.clone depth", "git.push branch", "git.pull branch", "git.init and remotes",
+	"git.config", "git.reset and restore", "git.status detached",
 }
 
 // sandboxTools are the programs toolbox-test.js makes the sandbox's toolbox

@@ -154,6 +154,8 @@ async function files(sandbox, wd) {
     equal(byName['hello.txt'].size, text.length, 'the size of hello.txt')
     check(byName.bulk.isDir && !byName['hello.txt'].isDir, 'isDir', byName.bulk)
     check(byName['hello.txt'].modTime && byName['hello.txt'].owner, 'modTime and owner', byName['hello.txt'])
+    const modified = Date.parse(byName['hello.txt'].modifiedAt)
+    check(Math.abs(modified - Date.now()) < 10 * 60 * 1000, 'modifiedAt is an ISO 8601 time of this run', byName['hello.txt'].modifiedAt)
   })
   if (laterSDK) {
     await step(
@@ -517,6 +519,55 @@ async function git(sandbox, wd, withNewer) {
       await sandbox.git.createBranch('repo', 'follow')
       await sandbox.git.pull('repo', undefined, undefined, 'main', 'origin')
       equal(await sh(sandbox, 'cat repo/README.md'), 'v3\n', 'origin\'s main, fast-forwarded into follow')
+    },
+    { newerOnly: true },
+  )
+  await step(
+    'git.init and remotes',
+    async () => {
+      await sandbox.git.init('fresh', false, 'trunk')
+      equal((await sandbox.git.status('fresh')).currentBranch, 'trunk', 'the initial branch')
+      equal((await sandbox.git.remotes('fresh')).remotes.length, 0, 'no remotes yet')
+      await sandbox.git.remoteAdd('fresh', 'origin', 'file:///nowhere.git')
+      await failsWith(() => sandbox.git.remoteAdd('fresh', 'origin', 'file://' + origin), 'adding a remote that exists')
+      await sandbox.git.remoteAdd('fresh', 'origin', 'file://' + origin, true, true)
+      equal(await sandbox.git.remoteGet('fresh', 'origin'), 'file://' + origin, 'overwrite replaced the URL')
+      const list = await sandbox.git.remotes('fresh')
+      check(list.remotes.length === 1 && list.remotes[0].name === 'origin', 'one remote', list)
+      equal((await sh(sandbox, 'git rev-parse origin/main', wd + '/fresh')).trim(), (await sh(sandbox, 'git --git-dir=' + origin + ' rev-parse main')).trim(), 'fetch fetched')
+      await sandbox.git.init('fresh-bare.git', true)
+      equal((await sh(sandbox, 'git rev-parse --is-bare-repository', wd + '/fresh-bare.git')).trim(), 'true', 'a bare repository')
+    },
+    { newerOnly: true },
+  )
+  await step(
+    'git.config',
+    async () => {
+      check((await sandbox.git.getConfig('sdk.unset', 'local', 'fresh')) == null, 'a key that is not set has no value')
+      await sandbox.git.setConfig('sdk.value', 'local value', 'local', 'fresh')
+      equal(await sandbox.git.getConfig('sdk.value', 'local', 'fresh'), 'local value', 'a local value')
+      equal((await sh(sandbox, 'git config --local sdk.value', wd + '/fresh')).trim(), 'local value', 'in the repository\'s config')
+      await sandbox.git.configureUser('SDK User', 'user@example.com', 'local', 'fresh')
+      equal((await sh(sandbox, 'git config user.name; git config user.email', wd + '/fresh')), 'SDK User\nuser@example.com\n', 'the user')
+    },
+    { newerOnly: true },
+  )
+  await step(
+    'git.reset and restore',
+    async () => {
+      await sh(sandbox, 'git checkout -q -b work origin/main', wd + '/fresh')
+      await sandbox.fs.uploadFile(Buffer.from('changed\n'), 'fresh/README.md')
+      await sandbox.git.add('fresh', ['README.md'])
+      await sandbox.git.reset('fresh', undefined, undefined, ['README.md'])
+      let st = await sandbox.git.status('fresh')
+      check(st.fileStatus.length === 1 && st.fileStatus[0].staging === 'Unmodified' && st.fileStatus[0].worktree === 'Modified', 'reset unstaged the file', st.fileStatus)
+      await sandbox.git.restore('fresh', ['README.md'])
+      equal((await sandbox.git.status('fresh')).fileStatus.length, 0, 'restore brought the file back')
+      equal(await sh(sandbox, 'cat fresh/README.md'), 'v3\n', 'the committed content')
+      const head = (await sh(sandbox, 'git rev-parse HEAD~1', wd + '/fresh')).trim()
+      await sandbox.git.reset('fresh', 'hard', 'HEAD~1')
+      equal((await sh(sandbox, 'git rev-parse HEAD', wd + '/fresh')).trim(), head, 'a hard reset moved the branch')
+      equal(await sh(sandbox, 'cat fresh/README.md'), 'v2\n', 'and the working tree')
     },
     { newerOnly: true },
   )
