@@ -266,6 +266,11 @@ func (f *fsys) listInto(out *[]FileInfo, t target, depth int) error {
 	for _, e := range entries {
 		child := target{abs: filepath.Join(t.abs, e.Name()), rel: filepath.Join(t.rel, e.Name())}
 		child.given = child.abs
+		if f.refused(child.abs) && !within(f.workDir, child.abs) {
+			// Not even its name or size: another sandbox's, or a link
+			// there. The way down to the work dir stays listed.
+			continue
+		}
 		fi, err := f.root.Stat(child.rel)
 		if err != nil {
 			continue

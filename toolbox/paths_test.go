@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -195,4 +196,39 @@ func TestHiddenDirectories(t *testing.T) {
 		assert.NotContains(t, rel, filepath.Base(other)+"/runtime-env.json")
 	}
 	assert.Contains(t, seen, filepath.Base(root)+"/a/mine.txt", "the work dir stays visible")
+}
+
+// TestHiddenDirectoriesListed: a listing, at any depth, shows nothing of a
+// hidden directory (not a name, not a size through a link) but the way
+// down to the work dir inside it.
+func TestHiddenDirectoriesListed(t *testing.T) {
+	root := t.TempDir()
+	own := filepath.Join(root, "a")
+	other := filepath.Join(root, "b")
+	require.NoError(t, os.MkdirAll(own, 0o700))
+	require.NoError(t, os.MkdirAll(other, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "runtime-env.json"), []byte(`{"KEY":"secret"}`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(own, "mine.txt"), []byte("mine"), 0o600))
+	require.NoError(t, os.Symlink(filepath.Join(other, "runtime-env.json"), filepath.Join(own, "link")))
+	f, err := newFsys("", own, []string{root})
+	require.NoError(t, err)
+
+	parent, err := f.resolve(filepath.Dir(root))
+	require.NoError(t, err)
+	list, err := f.list(parent, 4)
+	require.NoError(t, err)
+	var paths []string
+	for _, fi := range list {
+		if strings.HasPrefix(fi.Path, root) {
+			paths = append(paths, fi.Path)
+		}
+	}
+	assert.Equal(t, []string{root, own, filepath.Join(own, "mine.txt")}, paths)
+
+	mine, err := f.resolve(own)
+	require.NoError(t, err)
+	list, err = f.list(mine, 1)
+	require.NoError(t, err)
+	require.Len(t, list, 1, "the link into the hidden directory is not listed")
+	assert.Equal(t, "mine.txt", list[0].Name)
 }
