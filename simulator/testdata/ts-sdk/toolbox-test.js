@@ -77,6 +77,15 @@ async function step(name, f, { newerOnly = false } = {}) {
   if (newerOnly) newer.push(name)
 }
 
+// Local directories the run made, removed at its end.
+const localDirs = []
+
+function localTemp() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sdk-toolbox-'))
+  localDirs.push(dir)
+  return dir
+}
+
 // sh runs a command in the sandbox that must succeed, and returns its output.
 async function sh(sandbox, command, cwd) {
   const r = await sandbox.process.executeCommand(command, cwd)
@@ -95,7 +104,7 @@ async function files(sandbox, wd) {
   })
   await step('fs.uploadFile', async () => {
     await sandbox.fs.uploadFile(Buffer.from(text), 'fs-test/hello.txt')
-    const local = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'sdk-toolbox-')), 'local.txt')
+    const local = path.join(localTemp(), 'local.txt')
     fs.writeFileSync(local, 'from a local file\n')
     await sandbox.fs.uploadFile(local, wd + '/fs-test/local.txt')
     equal(await sh(sandbox, 'cat fs-test/hello.txt fs-test/local.txt'), text + 'from a local file\n', 'the uploaded files')
@@ -122,7 +131,7 @@ async function files(sandbox, wd) {
     equal(got.toString(), text, 'the downloaded file')
     const bin = await sandbox.fs.downloadFile(wd + '/fs-test/bulk/bin.dat')
     check(Buffer.compare(bin, binary) === 0, 'binary bytes come back as they went', bin.length)
-    const local = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'sdk-toolbox-')), 'sub', 'down.txt')
+    const local = path.join(localTemp(), 'sub', 'down.txt')
     await sandbox.fs.downloadFile('fs-test/local.txt', local)
     equal(fs.readFileSync(local, 'utf8'), 'from a local file\n', 'the file downloaded to a local path')
     const missing = await failsWith(() => sandbox.fs.downloadFile('fs-test/nope.txt'), 'downloading a missing file')
@@ -717,6 +726,7 @@ async function main() {
     await preview(sandbox, wd)
   } finally {
     await sandbox.delete()
+    for (const dir of localDirs) fs.rmSync(dir, { recursive: true, force: true })
   }
   console.log(JSON.stringify({ ok: true, version, ran, newer, seen }))
 }
