@@ -17,7 +17,7 @@ import (
 	"github.com/sandplane/sandplane/conformance/cassette"
 	"github.com/sandplane/sandplane/daytona"
 	"github.com/sandplane/sandplane/internal/testdaemon"
-	"github.com/sandplane/sandplane/local/runtime/native"
+	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/simulator"

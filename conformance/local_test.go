@@ -15,8 +15,8 @@ import (
 	"github.com/sandplane/sandplane/conformance"
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local"
-	"github.com/sandplane/sandplane/local/runtime/docker"
-	"github.com/sandplane/sandplane/local/runtime/docker/dockertest"
+	"github.com/sandplane/sandplane/local/driver/docker"
+	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )

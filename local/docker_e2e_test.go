@@ -24,9 +24,9 @@ import (
 
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local"
-	"github.com/sandplane/sandplane/local/runtime"
-	"github.com/sandplane/sandplane/local/runtime/docker"
-	"github.com/sandplane/sandplane/local/runtime/docker/dockertest"
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/docker"
+	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -336,7 +336,7 @@ func testDockerOrphans(t *testing.T, env *dockerEnv) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	port := freePort(t)
-	stray, err := rt.Start(ctx, runtime.Spec{
+	stray, err := rt.Start(ctx, driver.Spec{
 		SandboxID: "stray", Root: d.Root, Image: env.image, Port: port,
 		Env: map[string]string{"PORT": strconv.Itoa(port)},
 	})

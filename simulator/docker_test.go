@@ -22,9 +22,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandplane/sandplane/local/runtime"
-	"github.com/sandplane/sandplane/local/runtime/docker"
-	"github.com/sandplane/sandplane/local/runtime/docker/dockertest"
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/docker"
+	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
 	"github.com/sandplane/sandplane/provider/clock"
 )
 
@@ -95,8 +95,8 @@ func dockerHarness(t *testing.T) (*harness, *client.Client, string) {
 
 // containerAddr is the docker backend's WorkloadAddr, as `sandplane sim`
 // wires it: the running container's IP on its network.
-func containerAddr(cli *client.Client) func(context.Context, runtime.Handle) (netip.Addr, error) {
-	return func(ctx context.Context, h runtime.Handle) (netip.Addr, error) {
+func containerAddr(cli *client.Client) func(context.Context, driver.Handle) (netip.Addr, error) {
+	return func(ctx context.Context, h driver.Handle) (netip.Addr, error) {
 		c, err := cli.ContainerInspect(ctx, h.ContainerID)
 		if err != nil {
 			return netip.Addr{}, err

@@ -21,8 +21,8 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
 
-	"github.com/sandplane/sandplane/local/runtime"
-	"github.com/sandplane/sandplane/local/runtime/docker"
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/docker"
 )
 
 // Names of what the docker backend makes on the engine, each labelled
@@ -182,7 +182,7 @@ func (e *dockerExt) derived(ctx context.Context, base, snapshotID string) (strin
 	tb := e.b.cfg.Image
 	// The toolbox image may still have to be built: the runtime's preflight
 	// runs its image source.
-	probe := runtime.Spec{SandboxID: "image-probe-" + shortID(snapshotID), Root: e.b.cfg.Root, Image: tb, Port: 1}
+	probe := driver.Spec{SandboxID: "image-probe-" + shortID(snapshotID), Root: e.b.cfg.Root, Image: tb, Port: 1}
 	if err := e.b.cfg.Runtime.Preflight(ctx, probe); err != nil {
 		return "", fmt.Errorf("the toolbox image %s: %w", tb, err)
 	}
@@ -305,19 +305,19 @@ func (dockerBackend) VolumeMountNote() string {
 // puts a container that the simulator moved (blocked, linked) back on its
 // own networks, so that the runtime's readiness check reaches it through
 // the published port.
-func (e *dockerExt) prepare(ctx context.Context, spec *runtime.Spec, w Workload) error {
+func (e *dockerExt) prepare(ctx context.Context, spec *driver.Spec, w Workload) error {
 	if w.Image != "" {
 		spec.Image = w.Image
 	}
 	for _, m := range w.Volumes {
-		spec.Mounts = append(spec.Mounts, runtime.Mount{Volume: volumeName(m.VolumeID), Subpath: m.Subpath, Target: m.MountPath})
+		spec.Mounts = append(spec.Mounts, driver.Mount{Volume: volumeName(m.VolumeID), Subpath: m.Subpath, Target: m.MountPath})
 	}
 	return e.restoreHome(ctx, w.SandboxID)
 }
 
 // started applies the limits, the link and the network block to the
 // running container.
-func (e *dockerExt) started(ctx context.Context, w Workload, _ runtime.Handle) error {
+func (e *dockerExt) started(ctx context.Context, w Workload, _ driver.Handle) error {
 	if err := e.resize(ctx, w.SandboxID, w.CPU, w.Memory); err != nil {
 		return err
 	}

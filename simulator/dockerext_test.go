@@ -23,8 +23,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/sandplane/sandplane/local/runtime/docker"
-	"github.com/sandplane/sandplane/local/runtime/docker/dockertest"
+	"github.com/sandplane/sandplane/local/driver/docker"
+	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
 	"github.com/sandplane/sandplane/provider/clock"
 )
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/docker/docker/client"
 
-	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -29,7 +29,7 @@ import (
 // RuntimeBackendConfig configures NewRuntimeBackend.
 type RuntimeBackendConfig struct {
 	// Runtime spawns the workloads (native or docker).
-	Runtime runtime.Runtime
+	Runtime driver.Driver
 	// Clock paces readiness polls and grace periods. Default: clock.Real().
 	Clock clock.Clock
 	// Root is the state directory; each sandbox gets Root/sandboxes/<id>,
@@ -39,7 +39,7 @@ type RuntimeBackendConfig struct {
 	// on $PORT, such as `sandplane toolbox`. Docker may leave it empty to
 	// use the image's own command.
 	Command []string
-	// Image is the Docker image; unused by the native runtime.
+	// Image is the Docker image; unused by the native driver.
 	Image string
 	// ReadyTimeout bounds the wait for the toolbox to answer. Default 30 s.
 	ReadyTimeout time.Duration
@@ -51,9 +51,9 @@ type RuntimeBackendConfig struct {
 	// container's IP on its network, which the host reaches directly on
 	// Linux). Every port there is the sandbox's. Nil means the workloads
 	// share the host's network: the runtime must then implement
-	// runtime.PortLister, and a port is reached only while a process of the
+	// driver.PortLister, and a port is reached only while a process of the
 	// sandbox listens on it.
-	WorkloadAddr func(ctx context.Context, h runtime.Handle) (netip.Addr, error)
+	WorkloadAddr func(ctx context.Context, h driver.Handle) (netip.Addr, error)
 	// Docker is the engine client of a docker Runtime. With it the backend
 	// also runs snapshot images, mounts volumes, enforces network settings,
 	// links sandboxes and resizes them (dockerext.go).
@@ -79,7 +79,7 @@ type runtimeBackend struct {
 }
 
 type workload struct {
-	handle  runtime.Handle
+	handle  driver.Handle
 	running bool
 	port    int
 	dir     string
@@ -156,7 +156,7 @@ func (b *runtimeBackend) Start(ctx context.Context, w Workload) (string, error) 
 		}
 		port = p
 	}
-	spec := runtime.Spec{
+	spec := driver.Spec{
 		SandboxID: w.SandboxID,
 		Root:      b.cfg.Root,
 		Dir:       wl.dir,
@@ -286,7 +286,7 @@ func (b *runtimeBackend) environ(w Workload, home string, port int, token string
 
 // waitReady polls the toolbox until it answers any HTTP request, the
 // workload dies, or ReadyTimeout passes.
-func (b *runtimeBackend) waitReady(ctx context.Context, h runtime.Handle, port int, dir string) error {
+func (b *runtimeBackend) waitReady(ctx context.Context, h driver.Handle, port int, dir string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	deadline := b.cfg.Clock.AfterFunc(b.cfg.ReadyTimeout, cancel)
@@ -370,7 +370,7 @@ func (b *runtimeBackend) Remove(ctx context.Context, sandboxID string) error {
 	if wl == nil {
 		return nil
 	}
-	if wl.handle != (runtime.Handle{}) {
+	if wl.handle != (driver.Handle{}) {
 		if err := b.cfg.Runtime.Stop(ctx, wl.handle, 0); err != nil {
 			return err
 		}
@@ -444,7 +444,7 @@ func (b *runtimeBackend) route(ctx context.Context, sandboxID string, wl workloa
 			Transport: wl.transport,
 		}, nil
 	}
-	lister, ok := b.cfg.Runtime.(runtime.PortLister)
+	lister, ok := b.cfg.Runtime.(driver.PortLister)
 	if !ok {
 		return Route{}, fmt.Errorf("%w: the %s runtime cannot tell which ports belong to a sandbox, so the proxy reaches none",
 			ErrNotListening, b.cfg.Runtime.Name())

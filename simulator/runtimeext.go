@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/local/driver"
 )
 
 // The capabilities of the runtime backend beyond Backend, by runtime: the
@@ -36,7 +36,7 @@ func (b *runtimeBackend) withCapabilities() Backend {
 // prepare adds to spec what the workload asks beyond the runtime's
 // defaults, before the runtime starts it. home is the native sandbox's
 // home directory.
-func (b *runtimeBackend) prepare(ctx context.Context, spec *runtime.Spec, w Workload, home string) error {
+func (b *runtimeBackend) prepare(ctx context.Context, spec *driver.Spec, w Workload, home string) error {
 	if b.native() {
 		return b.linkNativeVolumes(w, home)
 	}
@@ -48,7 +48,7 @@ func (b *runtimeBackend) prepare(ctx context.Context, spec *runtime.Spec, w Work
 
 // started applies, once the toolbox answers, what can only be set on a
 // running workload (docker networks and limits).
-func (b *runtimeBackend) started(ctx context.Context, w Workload, h runtime.Handle) error {
+func (b *runtimeBackend) started(ctx context.Context, w Workload, h driver.Handle) error {
 	if b.ext != nil {
 		return b.ext.started(ctx, w, h)
 	}

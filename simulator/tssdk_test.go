@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandplane/sandplane/local/runtime/native"
+	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/provider/clock"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/internal/testdaemon"
-	"github.com/sandplane/sandplane/local/runtime/docker/dockertest"
+	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
 )
 
 // toolboxSteps are the steps of testdata/ts-sdk/toolbox-test.js that every

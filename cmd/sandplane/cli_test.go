@@ -21,7 +21,7 @@ import (
 
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local"
-	"github.com/sandplane/sandplane/local/runtime/native"
+	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/provider"
 )
 

@@ -10,7 +10,7 @@ import (
 	"os"
 	goruntime "runtime"
 
-	"github.com/sandplane/sandplane/local/runtime/docker"
+	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -33,7 +33,7 @@ const toolboxHome = "/home/daytona"
 // unavailable: no engine answers. preflight_failed: the image cannot be built
 // here (a dynamically linked binary, an engine of another platform), logged
 // as a warning naming the fix.
-func ensureToolboxImage(ctx context.Context, d *docker.Runtime, tag string, log *slog.Logger) error {
+func ensureToolboxImage(ctx context.Context, d *docker.Driver, tag string, log *slog.Logger) error {
 	self, err := os.Executable()
 	if err != nil {
 		return provider.Errorf(provider.PreflightFailed, "find the running sandplane binary: %v", err)
@@ -42,7 +42,7 @@ func ensureToolboxImage(ctx context.Context, d *docker.Runtime, tag string, log 
 }
 
 // ensureToolboxImageFrom is ensureToolboxImage with the binary at self.
-func ensureToolboxImageFrom(ctx context.Context, d *docker.Runtime, tag, self string, log *slog.Logger) error {
+func ensureToolboxImageFrom(ctx context.Context, d *docker.Driver, tag, self string, log *slog.Logger) error {
 	labels, err := d.ImageLabels(ctx, tag)
 	switch {
 	case err == nil && labels[labelToolboxBinary] == "":
@@ -97,7 +97,7 @@ func ensureToolboxImageFrom(ctx context.Context, d *docker.Runtime, tag, self st
 
 // canRunInScratch fails unless the binary at self runs in a FROM scratch
 // image on d's engine.
-func canRunInScratch(ctx context.Context, d *docker.Runtime, self string) error {
+func canRunInScratch(ctx context.Context, d *docker.Driver, self string) error {
 	static, err := docker.StaticExecutable(self)
 	if err != nil {
 		return provider.Errorf(provider.PreflightFailed, "inspect the running sandplane binary %s: %v", self, err)

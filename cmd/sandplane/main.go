@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandplane/sandplane/local/runtime/native/nsinit"
+	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
 )
 

@@ -16,10 +16,10 @@ import (
 
 	"github.com/sandplane/sandplane/local/config"
 	"github.com/sandplane/sandplane/local/daemon"
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/docker"
+	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/local/manager"
-	"github.com/sandplane/sandplane/local/runtime"
-	"github.com/sandplane/sandplane/local/runtime/docker"
-	"github.com/sandplane/sandplane/local/runtime/native"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -119,7 +119,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := nat.ContainmentFallback(); err != nil {
 		log.Warn("native sandboxes are contained by process groups only: a process that calls setsid outlives its sandbox", "reason", err)
 	}
-	runtimes := map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: nat}
+	runtimes := map[provider.Runtime]driver.Driver{provider.RuntimeNative: nat}
 	if d, err := docker.New(clk); err != nil {
 		log.Warn("docker runtime disabled", "err", err)
 	} else {

@@ -21,9 +21,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandplane/sandplane/local/config"
-	"github.com/sandplane/sandplane/local/runtime"
-	"github.com/sandplane/sandplane/local/runtime/docker"
-	"github.com/sandplane/sandplane/local/runtime/native"
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/docker"
+	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/simulator"
@@ -245,8 +245,8 @@ func simAdminKey(flag string, apiKeys []string) (key string, generated bool, err
 
 // containerAddr is the docker backend's WorkloadAddr: the running
 // container's IP on its network, which the host reaches directly on Linux.
-func containerAddr(cli *client.Client) func(context.Context, runtime.Handle) (netip.Addr, error) {
-	return func(ctx context.Context, h runtime.Handle) (netip.Addr, error) {
+func containerAddr(cli *client.Client) func(context.Context, driver.Handle) (netip.Addr, error) {
+	return func(ctx context.Context, h driver.Handle) (netip.Addr, error) {
 		c, err := cli.ContainerInspect(ctx, h.ContainerID)
 		if err != nil {
 			return netip.Addr{}, err

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sandplane/sandplane/local/runtime/native/nsinit"
+	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 )
 
 const mainPackage = "github.com/sandplane/sandplane/cmd/sandplane"

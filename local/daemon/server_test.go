@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/local/api"
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/drivertest"
 	"github.com/sandplane/sandplane/local/manager"
-	"github.com/sandplane/sandplane/local/runtime"
-	"github.com/sandplane/sandplane/local/runtime/runtimetest"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
 )
@@ -36,7 +36,7 @@ func newTestServerIn(t *testing.T, root, token string) (*httptest.Server, *manag
 	m, err := manager.New(manager.Options{
 		OnEvent:   hub.Publish,
 		Root:      root,
-		Runtimes:  map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: runtimetest.New(provider.RuntimeNative)},
+		Runtimes:  map[provider.Runtime]driver.Driver{provider.RuntimeNative: drivertest.New(provider.RuntimeNative)},
 		Snapshots: map[string]manager.Snapshot{manager.DefaultSnapshot: {Command: []string{"w"}, Ready: "none"}},
 		Clock:     clocktest.NewFake(time.Time{}),
 		PortMin:   15100,
@@ -379,7 +379,7 @@ func newTestServerF(f *testing.F) (*httptest.Server, *manager.Manager) {
 	m, err := manager.New(manager.Options{
 		OnEvent:   hub.Publish,
 		Root:      f.TempDir(),
-		Runtimes:  map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: runtimetest.New(provider.RuntimeNative)},
+		Runtimes:  map[provider.Runtime]driver.Driver{provider.RuntimeNative: drivertest.New(provider.RuntimeNative)},
 		Snapshots: map[string]manager.Snapshot{manager.DefaultSnapshot: {Command: []string{"w"}, Ready: "none"}},
 		Clock:     clocktest.NewFake(time.Time{}),
 		PortMin:   15200,

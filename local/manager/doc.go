@@ -4,7 +4,7 @@
 // workloads, port allocation, and Daytona-style idle auto-stop on the
 // injected clock.
 //
-// The manager owns every state transition. Runtimes (local/runtime) only
+// The manager owns every state transition. Runtimes (local/driver) only
 // spawn, watch and stop workloads; the daemon (local/daemon) only translates
 // HTTP. Operations on one sandbox are serialised; reads never block behind a
 // long operation and never count as activity.

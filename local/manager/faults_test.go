@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandplane/sandplane/local/runtime"
-	"github.com/sandplane/sandplane/local/runtime/runtimetest"
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/drivertest"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -24,7 +24,7 @@ import (
 // that runtime's sandboxes as they are; every operation on them must answer
 // with a coded error, never a panic, and reads must keep working.
 func TestSandboxOfADisabledRuntime(t *testing.T) {
-	dockerRT := runtimetest.New(provider.RuntimeDocker)
+	dockerRT := drivertest.New(provider.RuntimeDocker)
 	h := newHarness(t, func(o *Options) {
 		o.Runtimes[provider.RuntimeDocker] = dockerRT
 		o.Snapshots[DefaultSnapshot] = Snapshot{Command: []string{"workload"}, Image: "img", Ready: "none"}
@@ -33,7 +33,7 @@ func TestSandboxOfADisabledRuntime(t *testing.T) {
 	h.create(provider.CreateRequest{Id: "boxed", Runtime: provider.RuntimeDocker})
 	h.create(provider.CreateRequest{Id: "native"})
 
-	h.opts.Runtimes = map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: h.rt}
+	h.opts.Runtimes = map[provider.Runtime]driver.Driver{provider.RuntimeNative: h.rt}
 	h.restart()
 
 	assert.Equal(t, provider.StateStarted, h.get("boxed").State, "kept as recorded")
@@ -60,16 +60,16 @@ func TestSandboxOfADisabledRuntime(t *testing.T) {
 // gatedStop holds every Stop until the test releases it, then behaves like
 // the native runtime, whose wait for the exit ends with its context.
 type gatedStop struct {
-	*runtimetest.Fake
+	*drivertest.Fake
 	entered chan struct{}
 	release chan struct{}
 }
 
 func newGatedStop() *gatedStop {
-	return &gatedStop{Fake: runtimetest.New(provider.RuntimeNative), entered: make(chan struct{}), release: make(chan struct{})}
+	return &gatedStop{Fake: drivertest.New(provider.RuntimeNative), entered: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (g *gatedStop) Stop(ctx context.Context, h runtime.Handle, grace time.Duration) error {
+func (g *gatedStop) Stop(ctx context.Context, h driver.Handle, grace time.Duration) error {
 	g.entered <- struct{}{}
 	<-g.release
 	if err := ctx.Err(); err != nil {
@@ -78,8 +78,8 @@ func (g *gatedStop) Stop(ctx context.Context, h runtime.Handle, grace time.Durat
 	return g.Fake.Stop(ctx, h, grace)
 }
 
-func useRuntime(rt runtime.Runtime) func(*Options) {
-	return func(o *Options) { o.Runtimes = map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: rt} }
+func useRuntime(rt driver.Driver) func(*Options) {
+	return func(o *Options) { o.Runtimes = map[provider.Runtime]driver.Driver{provider.RuntimeNative: rt} }
 }
 
 func readRecord(t *testing.T, root, id string) record {
@@ -190,11 +190,11 @@ func TestConcurrentUpdatesPersistTheLatest(t *testing.T) {
 // probeSabotage is ready at once, but first makes sandbox.json unwritable
 // (a directory in its place), so the create's final write fails.
 type probeSabotage struct {
-	*runtimetest.Fake
+	*drivertest.Fake
 	off atomic.Bool
 }
 
-func (p *probeSabotage) Probe(ctx context.Context, h runtime.Handle, port int) (bool, error) {
+func (p *probeSabotage) Probe(ctx context.Context, h driver.Handle, port int) (bool, error) {
 	if p.off.Load() {
 		return true, nil
 	}
@@ -211,7 +211,7 @@ func (p *probeSabotage) Probe(ctx context.Context, h runtime.Handle, port int) (
 
 func TestCreateReleasesThePortWhenItsLastWriteFails(t *testing.T) {
 	hook := &recordingHook{}
-	p := &probeSabotage{Fake: runtimetest.New(provider.RuntimeNative)}
+	p := &probeSabotage{Fake: drivertest.New(provider.RuntimeNative)}
 	h := newHarness(t, useRuntime(p), func(o *Options) {
 		o.PortMin, o.PortMax = 14400, 14400
 		o.LaunchHook = hook
@@ -232,13 +232,13 @@ func TestCreateReleasesThePortWhenItsLastWriteFails(t *testing.T) {
 // statusDown answers Status with unavailable while down is set, like a
 // docker engine that does not answer.
 type statusDown struct {
-	*runtimetest.Fake
+	*drivertest.Fake
 	down atomic.Bool
 }
 
-func (s *statusDown) Status(ctx context.Context, h runtime.Handle) (runtime.Status, error) {
+func (s *statusDown) Status(ctx context.Context, h driver.Handle) (driver.Status, error) {
 	if s.down.Load() {
-		return runtime.Status{}, provider.Errorf(provider.Unavailable, "engine does not answer")
+		return driver.Status{}, provider.Errorf(provider.Unavailable, "engine does not answer")
 	}
 	return s.Fake.Status(ctx, h)
 }
@@ -253,13 +253,13 @@ func TestUncheckedSandboxKeepsItsPort(t *testing.T) {
 	}{
 		{"status fails", func(h *harness, rt *statusDown) { rt.down.Store(true) }},
 		{"runtime disabled", func(h *harness, rt *statusDown) {
-			h.opts.Runtimes = map[provider.Runtime]runtime.Runtime{provider.RuntimeDocker: runtimetest.New(provider.RuntimeDocker)}
+			h.opts.Runtimes = map[provider.Runtime]driver.Driver{provider.RuntimeDocker: drivertest.New(provider.RuntimeDocker)}
 			h.opts.Snapshots = map[string]Snapshot{DefaultSnapshot: {Image: "img", Ready: "none"}}
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rt := &statusDown{Fake: runtimetest.New(provider.RuntimeNative)}
+			rt := &statusDown{Fake: drivertest.New(provider.RuntimeNative)}
 			h := newHarness(t, useRuntime(rt), func(o *Options) { o.PortMin, o.PortMax = 14500, 14500 })
 			first := h.create(provider.CreateRequest{Id: "first"})
 			tt.blind(h, rt)
@@ -274,7 +274,7 @@ func TestUncheckedSandboxKeepsItsPort(t *testing.T) {
 // A sandbox left stopping by a daemon that could not finish the kill must
 // not get a second workload beside the first on start.
 func TestStartFinishesAnInterruptedStopFirst(t *testing.T) {
-	rt := &statusDown{Fake: runtimetest.New(provider.RuntimeNative)}
+	rt := &statusDown{Fake: drivertest.New(provider.RuntimeNative)}
 	h := newHarness(t, useRuntime(rt))
 	ctx := context.Background()
 	h.create(provider.CreateRequest{Id: "stubborn"})

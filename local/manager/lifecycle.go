@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -255,7 +255,7 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 	if rec.Runtime == provider.RuntimeDocker {
 		base, command = nil, snap.ImageCommand // the image brings its own
 	}
-	spec := runtime.Spec{
+	spec := driver.Spec{
 		SandboxID: rec.ID,
 		Root:      m.opts.Root,
 		Dir:       m.dir(rec.ID),
@@ -303,7 +303,7 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 // that from then on a crash finds it. Both happen under spawnMu, so that an
 // orphan sweep never sees the workload without its record. On error nothing
 // runs.
-func (m *Manager) startRecorded(ctx context.Context, e *entry, rt runtime.Runtime, spec runtime.Spec) (runtime.Handle, error) {
+func (m *Manager) startRecorded(ctx context.Context, e *entry, rt driver.Driver, spec driver.Spec) (driver.Handle, error) {
 	m.spawnMu.RLock()
 	defer m.spawnMu.RUnlock()
 	h, err := rt.Start(ctx, spec)
@@ -311,11 +311,11 @@ func (m *Manager) startRecorded(ctx context.Context, e *entry, rt runtime.Runtim
 		if c := provider.Code(err); c != provider.PreflightFailed && c != provider.Unavailable {
 			err = provider.Errorf(provider.CreateFailed, "start workload: %s", provider.Message(err))
 		}
-		return runtime.Handle{}, err
+		return driver.Handle{}, err
 	}
 	if _, err := m.update(e, func(r *record) { r.Handle = &h; r.Port = spec.Port; r.LastPort = spec.Port }); err != nil {
 		m.discard(rt, h)
-		return runtime.Handle{}, err
+		return driver.Handle{}, err
 	}
 	return h, nil
 }
@@ -323,7 +323,7 @@ func (m *Manager) startRecorded(ctx context.Context, e *entry, rt runtime.Runtim
 // runtimeOf returns the runtime a sandbox was created on. A daemon restarted
 // without it (docker disabled, say) keeps the sandbox as recorded but cannot
 // act on it. unavailable.
-func (m *Manager) runtimeOf(r *record) (runtime.Runtime, error) {
+func (m *Manager) runtimeOf(r *record) (driver.Driver, error) {
 	if rt, ok := m.opts.Runtimes[r.Runtime]; ok {
 		return rt, nil
 	}
@@ -332,7 +332,7 @@ func (m *Manager) runtimeOf(r *record) (runtime.Runtime, error) {
 }
 
 // discard kills and removes a workload that never became a started sandbox.
-func (m *Manager) discard(rt runtime.Runtime, h runtime.Handle) {
+func (m *Manager) discard(rt driver.Driver, h driver.Handle) {
 	if err := m.end(rt, h); err != nil {
 		m.log.Error("kill failed workload", "pid", h.PID, "container", h.ContainerID, "err", err)
 	}
@@ -340,7 +340,7 @@ func (m *Manager) discard(rt runtime.Runtime, h runtime.Handle) {
 
 // end kills and removes a workload no sandbox keeps. An error means it may
 // still run; a failed removal of what is left is only logged.
-func (m *Manager) end(rt runtime.Runtime, h runtime.Handle) error {
+func (m *Manager) end(rt driver.Driver, h driver.Handle) error {
 	ctx := context.Background()
 	if err := rt.Stop(ctx, h, m.opts.StopGrace); err != nil {
 		return err
@@ -362,11 +362,11 @@ func (m *Manager) killQuietly(e *entry) {
 
 // waitReady polls until the workload accepts connections on port, it exits,
 // or ReadyTimeout passes.
-func (m *Manager) waitReady(ctx context.Context, rt runtime.Runtime, h runtime.Handle, port int) error {
+func (m *Manager) waitReady(ctx context.Context, rt driver.Driver, h driver.Handle, port int) error {
 	deadline := m.clk.NewTimer(m.opts.ReadyTimeout)
 	defer deadline.Stop()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	prober, _ := rt.(runtime.Prober)
+	prober, _ := rt.(driver.Prober)
 	// A refused connect costs microseconds; polling often keeps create
 	// close to the workload's own start-up time.
 	backoff := 500 * time.Microsecond
@@ -457,7 +457,7 @@ func (m *Manager) watch(e *entry) {
 
 // markExited records that the workload behind h ended on its own. The caller
 // holds e.op. It does nothing unless h is still the sandbox's live workload.
-func (m *Manager) markExited(e *entry, h runtime.Handle, reason string) {
+func (m *Manager) markExited(e *entry, h driver.Handle, reason string) {
 	m.mu.Lock()
 	rec := e.rec
 	live := m.sandboxes[rec.ID] == e && rec.State == provider.StateStarted && rec.Handle != nil && *rec.Handle == h
@@ -896,7 +896,7 @@ func (m *Manager) EntrypointLogs(ctx context.Context, idOrName string) (provider
 	m.mu.Lock()
 	rec := e.rec
 	m.mu.Unlock()
-	var h runtime.Handle
+	var h driver.Handle
 	if rec.Handle != nil {
 		h = *rec.Handle
 	}

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -43,7 +43,7 @@ const DefaultSnapshot = "default"
 type LaunchHook interface {
 	// BeforeSpawn may change spec's command, env and working dir. An error
 	// aborts the spawn (and rolls back a create).
-	BeforeSpawn(ctx context.Context, spec *runtime.Spec) error
+	BeforeSpawn(ctx context.Context, spec *driver.Spec) error
 	// AfterExit runs once the workload is gone, whatever ended it.
 	AfterExit(sandboxID string)
 }
@@ -64,7 +64,7 @@ type Options struct {
 	Root string
 	// Runtimes by name; at least one. DefaultRuntime picks the one a create
 	// without a runtime uses (native when present).
-	Runtimes       map[provider.Runtime]runtime.Runtime
+	Runtimes       map[provider.Runtime]driver.Driver
 	DefaultRuntime provider.Runtime
 	Snapshots      map[string]Snapshot
 	Clock          clock.Clock

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandplane/sandplane/local/runtime"
-	"github.com/sandplane/sandplane/local/runtime/runtimetest"
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/drivertest"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
 )
@@ -24,7 +24,7 @@ import (
 type harness struct {
 	t    *testing.T
 	m    *Manager
-	rt   *runtimetest.Fake
+	rt   *drivertest.Fake
 	clk  *clocktest.Fake
 	root string
 	opts Options
@@ -32,10 +32,10 @@ type harness struct {
 
 func newHarness(t *testing.T, mutate ...func(*Options)) *harness {
 	t.Helper()
-	h := &harness{t: t, rt: runtimetest.New(provider.RuntimeNative), clk: clocktest.NewFake(time.Time{}), root: t.TempDir()}
+	h := &harness{t: t, rt: drivertest.New(provider.RuntimeNative), clk: clocktest.NewFake(time.Time{}), root: t.TempDir()}
 	h.opts = Options{
 		Root:     h.root,
-		Runtimes: map[provider.Runtime]runtime.Runtime{provider.RuntimeNative: h.rt},
+		Runtimes: map[provider.Runtime]driver.Driver{provider.RuntimeNative: h.rt},
 		Snapshots: map[string]Snapshot{
 			DefaultSnapshot: {Command: []string{"workload"}, Ready: "none", Env: map[string]string{"FROM_SNAPSHOT": "s"}},
 			"other":         {Command: []string{"other"}, Ready: "none"},
@@ -92,7 +92,7 @@ func (h *harness) get(idOrName string) provider.Sandbox {
 	return s
 }
 
-func (h *harness) handle(id string) runtime.Handle {
+func (h *harness) handle(id string) driver.Handle {
 	h.m.mu.Lock()
 	defer h.m.mu.Unlock()
 	return *h.m.sandboxes[id].rec.Handle
@@ -438,11 +438,11 @@ func TestRehydrate(t *testing.T) {
 	h.rt.Kill(h.handle("dies"), "exited: code 1")
 
 	// A create interrupted after its spawn: on disk with creating=true.
-	crashed := h.rt.Spawn(runtime.Spec{SandboxID: "half", Root: h.root})
+	crashed := h.rt.Spawn(driver.Spec{SandboxID: "half", Root: h.root})
 	require.NoError(t, os.Mkdir(filepath.Join(h.root, "half"), 0o700))
 	writeRecord(t, h.root, record{Version: 1, ID: "half", Name: "half", State: provider.StateStarting, Runtime: provider.RuntimeNative, Creating: true, Handle: &crashed})
 	// A workload whose handle never reached disk.
-	h.rt.Spawn(runtime.Spec{SandboxID: "lost", Root: h.root})
+	h.rt.Spawn(driver.Spec{SandboxID: "lost", Root: h.root})
 	// A torn record.
 	require.NoError(t, os.Mkdir(filepath.Join(h.root, "torn"), 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(h.root, "torn", recordFile), []byte(`{"id": "to`), 0o644))
@@ -486,7 +486,7 @@ type recordingHook struct {
 	refuse bool
 }
 
-func (h *recordingHook) BeforeSpawn(ctx context.Context, spec *runtime.Spec) error {
+func (h *recordingHook) BeforeSpawn(ctx context.Context, spec *driver.Spec) error {
 	if h.refuse {
 		return errors.New("no spawning today")
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandplane/sandplane/local/runtime"
-	"github.com/sandplane/sandplane/local/runtime/runtimetest"
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/drivertest"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -23,13 +23,13 @@ import (
 // termIgnored is a runtime whose workloads ignore SIGTERM: every Stop waits
 // its whole grace on the clock, then kills.
 type termIgnored struct {
-	*runtimetest.Fake
+	*drivertest.Fake
 	clk clock.Clock
 
 	waiting, most atomic.Int32
 }
 
-func (r *termIgnored) Stop(ctx context.Context, h runtime.Handle, grace time.Duration) error {
+func (r *termIgnored) Stop(ctx context.Context, h driver.Handle, grace time.Duration) error {
 	if st, _ := r.Status(ctx, h); !st.Running {
 		return nil
 	}
@@ -254,7 +254,7 @@ func TestUnreadableRecordKeepsItsWorkloadUntilDeleted(t *testing.T) {
 			h.m.Close()
 			path := filepath.Join(h.root, "kept", recordFile)
 			tt.spoil(t, path)
-			h.rt.Spawn(runtime.Spec{SandboxID: "lost", Root: h.root}) // a real orphan
+			h.rt.Spawn(driver.Spec{SandboxID: "lost", Root: h.root}) // a real orphan
 
 			h.m = nil
 			h.restart()
@@ -292,7 +292,7 @@ func TestUnreadableRecordKeepsItsWorkloadUntilDeleted(t *testing.T) {
 
 // unmarked hides the Fake's Marker: a runtime that cannot tell which
 // sandbox a workload belongs to.
-type unmarked struct{ runtime.Runtime }
+type unmarked struct{ driver.Driver }
 
 // On a runtime that cannot read marks, every unknown workload is spared
 // while any record is unreadable, since it may be that sandbox's; deleting
@@ -309,7 +309,7 @@ func TestUnreadableRecordsOnARuntimeWithoutMarks(t *testing.T) {
 	for _, id := range []string{"a", "b"} {
 		require.NoError(t, os.WriteFile(filepath.Join(h.root, id, recordFile), []byte("garbage"), 0o644))
 	}
-	fake.Spawn(runtime.Spec{SandboxID: "lost", Root: h.root})
+	fake.Spawn(driver.Spec{SandboxID: "lost", Root: h.root})
 	h.m = nil
 	h.restart()
 	assert.Equal(t, 3, fake.Running(), "nothing killed that might belong to an unreadable sandbox")
@@ -369,7 +369,7 @@ func TestQuarantineWhateverSitsAtCorrupt(t *testing.T) {
 
 // sweeping records the roots Sweep was called with.
 type sweeping struct {
-	*runtimetest.Fake
+	*drivertest.Fake
 	mu    sync.Mutex
 	roots []string
 }
@@ -384,7 +384,7 @@ func (s *sweeping) Sweep(ctx context.Context, root string) error {
 // A restart lets each runtime sweep what interrupted operations left
 // besides workloads (docker: images of an interrupted replace).
 func TestRestartSweepsTheRuntimes(t *testing.T) {
-	rt := &sweeping{Fake: runtimetest.New(provider.RuntimeNative)}
+	rt := &sweeping{Fake: drivertest.New(provider.RuntimeNative)}
 	h := newHarness(t, useRuntime(rt))
 	rt.mu.Lock()
 	defer rt.mu.Unlock()

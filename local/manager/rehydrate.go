@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -185,7 +185,7 @@ func (m *Manager) recoverOne(ctx context.Context, j recoveryJob) {
 }
 
 // rollBack undoes a create that a crash interrupted before it answered.
-func (m *Manager) rollBack(e *entry, r *record, rt runtime.Runtime) {
+func (m *Manager) rollBack(e *entry, r *record, rt driver.Driver) {
 	if r.Handle != nil {
 		m.discard(rt, *r.Handle)
 	}
@@ -209,7 +209,7 @@ func (m *Manager) rollBack(e *entry, r *record, rt runtime.Runtime) {
 // stopping) still runs: adopted if so, and a stop in flight finished;
 // marked stopped if not. A workload that cannot be checked is left as
 // recorded, its port held.
-func (m *Manager) check(ctx context.Context, e *entry, r *record, rt runtime.Runtime) {
+func (m *Manager) check(ctx context.Context, e *entry, r *record, rt driver.Driver) {
 	if r.Handle == nil {
 		m.settle(e, reasonGone)
 		return
@@ -258,10 +258,10 @@ func (m *Manager) settle(e *entry, reason string) {
 // cannot tell which sandbox a workload belongs to, every unknown workload
 // while any record is unreadable. No spawn runs while the list is made, so
 // every live workload either is on record or is an orphan.
-func (m *Manager) orphans(ctx context.Context) map[provider.Runtime][]runtime.Handle {
+func (m *Manager) orphans(ctx context.Context) map[provider.Runtime][]driver.Handle {
 	m.spawnMu.Lock()
 	defer m.spawnMu.Unlock()
-	var known []runtime.Handle
+	var known []driver.Handle
 	spared := map[string]bool{}
 	m.mu.Lock()
 	for id, e := range m.sandboxes {
@@ -273,14 +273,14 @@ func (m *Manager) orphans(ctx context.Context) map[provider.Runtime][]runtime.Ha
 		}
 	}
 	m.mu.Unlock()
-	out := map[provider.Runtime][]runtime.Handle{}
+	out := map[provider.Runtime][]driver.Handle{}
 	for name, rt := range m.opts.Runtimes {
 		list, err := rt.Orphans(ctx, m.opts.Root, known)
 		if err != nil {
 			m.log.Warn("cannot look for orphaned workloads", "runtime", name, "err", err)
 			continue
 		}
-		marker, _ := rt.(runtime.Marker)
+		marker, _ := rt.(driver.Marker)
 		for _, h := range list {
 			switch {
 			case marker != nil:
@@ -301,7 +301,7 @@ func (m *Manager) orphans(ctx context.Context) map[provider.Runtime][]runtime.Ha
 
 // endAll kills and removes the workloads listed, a few at a time, and says
 // which could not be killed.
-func (m *Manager) endAll(list map[provider.Runtime][]runtime.Handle) error {
+func (m *Manager) endAll(list map[provider.Runtime][]driver.Handle) error {
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -335,7 +335,7 @@ func (m *Manager) sweepRuntimes(ctx context.Context) {
 	m.spawnMu.Lock()
 	defer m.spawnMu.Unlock()
 	for name, rt := range m.opts.Runtimes {
-		if s, ok := rt.(runtime.Sweeper); ok {
+		if s, ok := rt.(driver.Sweeper); ok {
 			if err := s.Sweep(ctx, m.opts.Root); err != nil {
 				m.log.Warn("cannot sweep what interrupted operations left", "runtime", name, "err", err)
 			}

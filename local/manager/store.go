@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandplane/sandplane/local/runtime"
+	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -46,8 +46,8 @@ type record struct {
 	// StopReason is why the stop in progress was asked for (reasonDeleted
 	// for a delete), kept while the state is stopping so that a restart
 	// finishes it for the same reason.
-	StopReason string          `json:"stopReason,omitempty"`
-	Handle     *runtime.Handle `json:"handle,omitempty"`
+	StopReason string         `json:"stopReason,omitempty"`
+	Handle     *driver.Handle `json:"handle,omitempty"`
 	// Creating is true until the create was answered. A record found with it
 	// after a restart belongs to a create that never finished, and is rolled
 	// back.

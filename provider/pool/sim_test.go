@@ -12,7 +12,7 @@ import (
 
 	"github.com/sandplane/sandplane/daytona"
 	"github.com/sandplane/sandplane/internal/testdaemon"
-	"github.com/sandplane/sandplane/local/runtime/native"
+	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/provider/pool"

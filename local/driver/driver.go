@@ -1,0 +1,177 @@
+package driver
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/sandplane/sandplane/provider"
+)
+
+// Spec is everything a runtime needs to spawn one workload.
+type Spec struct {
+	// SandboxID identifies the sandbox; runtimes mark the workload with it.
+	SandboxID string
+	// Root is the daemon's state directory. Runtimes mark workloads with it
+	// too, so that Orphans finds only this daemon's.
+	Root string
+	// Dir is the sandbox's own directory. It survives stop and start; the
+	// native runtime writes stdout.log and stderr.log there and uses it as the
+	// working directory unless WorkDir is set.
+	Dir string
+	// Command is the argv. For docker it overrides the image's command when
+	// non-empty.
+	Command []string
+	// Image is the Docker image; unused by the native runtime.
+	Image   string
+	WorkDir string
+	User    string
+	// Env is the workload's complete environment (PORT included). Values are
+	// secret: never log them.
+	Env map[string]string
+	// Port is the host port the workload must serve on. Docker publishes the
+	// same port on 127.0.0.1.
+	Port   int
+	Labels map[string]string
+	// Isolation asks for more than the runtime's containment: "bwrap" runs
+	// a native workload in a bubblewrap sandbox (its own mounts, /proc and
+	// network, the port forwarded in). Empty means the runtime's default;
+	// "none" means containment only. Docker ignores it.
+	Isolation string
+	// Mounts are engine volumes the workload sees at their Target (docker).
+	// The native runtime ignores them; its callers map volumes themselves.
+	Mounts []Mount
+}
+
+// Mount is an engine volume inside a workload.
+type Mount struct {
+	// Volume names the engine volume.
+	Volume string
+	// Subpath, when set, mounts only that directory of the volume.
+	Subpath string
+	// Target is the absolute path inside the workload.
+	Target string
+}
+
+// Handle identifies a spawned workload. It is persisted in sandbox.json, so
+// its fields must be enough to find the workload again after the daemon
+// restarts.
+type Handle struct {
+	Runtime provider.Runtime `json:"runtime"`
+	// PID and StartTime (the process start time in clock ticks since boot, from
+	// /proc/PID/stat) together prove a pid still names our child after pid
+	// reuse.
+	PID         int    `json:"pid,omitempty"`
+	StartTime   uint64 `json:"startTime,omitempty"`
+	ContainerID string `json:"containerId,omitempty"`
+}
+
+// Exit says how a workload ended.
+type Exit struct {
+	// Reason is what errorReason shows: "exited: code N", "killed: signal S",
+	// or "process gone" when the status cannot be known (a workload adopted
+	// after a daemon restart).
+	Reason string
+	// Code is the exit code when known.
+	Code *int
+}
+
+// Status is a point-in-time view of a workload.
+type Status struct {
+	Running bool
+	// Exit is set when Running is false.
+	Exit Exit
+}
+
+// Driver spawns and controls workloads. Implementations are safe for
+// concurrent use; the manager serialises operations on one sandbox.
+type Driver interface {
+	// Name is the runtime's name in the API.
+	Name() provider.Runtime
+
+	// Preflight checks, without side effects, that spec can run here.
+	// preflight_failed: a missing command or image, naming it.
+	// unavailable: the engine does not answer, naming the fix.
+	Preflight(ctx context.Context, spec Spec) error
+
+	// Start spawns the workload and returns as soon as it exists; readiness
+	// is the manager's business. On error nothing is left behind.
+	// preflight_failed, create_failed, unavailable.
+	Start(ctx context.Context, spec Spec) (Handle, error)
+
+	// Status reports whether the workload behind h still runs. A handle whose
+	// process or container is gone, or whose pid now names another process,
+	// is not running. unavailable.
+	Status(ctx context.Context, h Handle) (Status, error)
+
+	// Wait blocks until the workload ends and reports how, or returns ctx's
+	// error. It works for workloads adopted after a restart too.
+	Wait(ctx context.Context, h Handle) (Exit, error)
+
+	// Stop asks the workload to end (SIGTERM to every process of it, or
+	// docker stop), then kills it after grace. A workload already gone is not an
+	// error. An error means the workload may still run; callers retry.
+	Stop(ctx context.Context, h Handle, grace time.Duration) error
+
+	// Remove releases everything Start created apart from Spec.Dir (the
+	// container, for docker). The workload must be stopped. Idempotent.
+	Remove(ctx context.Context, h Handle) error
+
+	// Logs returns what the workload wrote to stdout and stderr, unredacted.
+	Logs(ctx context.Context, h Handle, dir string) (stdout, stderr []byte, err error)
+
+	// Orphans returns the workloads marked with root that are not among
+	// known: leftovers of a daemon that died mid-create.
+	Orphans(ctx context.Context, root string, known []Handle) ([]Handle, error)
+}
+
+// Prober is implemented by runtimes for which a connection to the published
+// port does not prove the workload listens (Docker's userland proxy accepts
+// before the container does). Without it the manager dials the port.
+type Prober interface {
+	// Probe reports whether the workload behind h serves on port.
+	Probe(ctx context.Context, h Handle, port int) (bool, error)
+}
+
+// PortLister is implemented by runtimes whose workloads share the host's
+// network stack (native processes), where a port number alone does not say
+// whose it is. A proxy that must reach only a sandbox's own ports asks it
+// which sockets the sandbox listens on.
+type PortLister interface {
+	// ListeningPorts returns the local addresses of the TCP sockets in LISTEN
+	// state that the processes of h's sandbox hold: the workload and every
+	// process of its PID namespace, or, when it shares the caller's, its
+	// descendants and the members of its session. A workload that is not
+	// running listens on nothing (no error). The answer is read at the time
+	// of the call, never cached. unavailable: /proc cannot be read.
+	ListeningPorts(ctx context.Context, h Handle) ([]netip.AddrPort, error)
+}
+
+// Marker is implemented by runtimes that can read back the sandbox id Start
+// marked a workload with (an environment variable, a label). The manager
+// uses it to spare the workloads of a sandbox whose record it cannot read.
+// A runtime without it makes the manager spare every unknown workload of
+// that runtime while any record is unreadable.
+type Marker interface {
+	// SandboxOf returns the sandbox id the workload behind h is marked with,
+	// or "" when it carries no mark or is gone. unavailable.
+	SandboxOf(ctx context.Context, h Handle) (string, error)
+}
+
+// Sweeper is implemented by runtimes whose interrupted operations can leave
+// something behind besides workloads (an image a replace committed).
+type Sweeper interface {
+	// Sweep removes what operations on workloads marked with root left
+	// behind and nothing uses any more. The manager calls it when no spawn
+	// is under way. unavailable.
+	Sweep(ctx context.Context, root string) error
+}
+
+// Containment is implemented by runtimes that can say how they keep a
+// workload's processes together, so that a stop ends them all.
+type Containment interface {
+	// Containment names the mechanism in use: "pid-namespace" (the kernel
+	// ends every process of the workload with its init) or "process-group"
+	// (a signal to the group, which setsid escapes).
+	Containment() string
+}

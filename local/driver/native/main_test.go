@@ -1,0 +1,36 @@
+package native
+
+import (
+	"net"
+	"os"
+	"testing"
+
+	"github.com/sandplane/sandplane/local/driver/native/nsinit"
+)
+
+// listenVar makes the test binary a TCP server on $PORT instead of running
+// tests: a listener to start inside a workload where python3 is missing.
+const listenVar = "NATIVE_TEST_LISTEN"
+
+// TestMain lets this test binary be the workloads' init, as the daemon is.
+func TestMain(m *testing.M) {
+	nsinit.Main()
+	if os.Getenv(listenVar) != "" {
+		listenForever()
+	}
+	os.Exit(m.Run())
+}
+
+func listenForever() {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", os.Getenv("PORT")))
+	if err != nil {
+		os.Exit(1)
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			os.Exit(1)
+		}
+		c.Close()
+	}
+}

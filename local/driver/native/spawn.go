@@ -1,0 +1,302 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/native/nsinit"
+	"github.com/sandplane/sandplane/provider"
+)
+
+// How workloads are contained; see driver.Containment.
+const (
+	// ContainPIDNamespace: each workload under an init of its own, PID 1 of
+	// a new PID namespace. Its end ends every process of the workload.
+	ContainPIDNamespace = "pid-namespace"
+	// ContainProcessGroup: each workload leads a session and process group
+	// of its own; Stop signals the group, which setsid escapes.
+	ContainProcessGroup = "process-group"
+)
+
+// launch is one spawn being prepared: the command, and what it needs open
+// only until it has started.
+type launch struct {
+	cmd *exec.Cmd
+	// status is the read end of the init's status pipe; nil for a workload
+	// in a process group, which reports its exit by its wait status.
+	status *os.File
+	// forward is the unix socket behind the port of an isolated workload.
+	forward string
+	// parentEnds are the child's descriptors (the write end of the status
+	// pipe, a listener), closed here once the child holds them.
+	parentEnds []io.Closer
+}
+
+func (l *launch) closeParentEnds() {
+	for _, c := range l.parentEnds {
+		c.Close()
+	}
+	l.parentEnds = nil
+}
+
+// release closes whatever l still holds.
+func (l *launch) release() {
+	l.closeParentEnds()
+	if l.status != nil {
+		l.status.Close()
+		l.status = nil
+	}
+}
+
+// Start spawns spec's command detached, in a session of its own, with stdout
+// and stderr appended to Dir's log files, under an init of its own in a new
+// PID namespace unless the runtime falls back to process groups. It returns
+// once the command runs. ctx bounds only the spawn; the workload outlives it.
+func (r *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Handle, error) {
+	if err := ctx.Err(); err != nil {
+		return driver.Handle{}, err
+	}
+	path, dir, err := r.resolve(spec)
+	if err != nil {
+		return driver.Handle{}, err
+	}
+	env, err := environ(spec)
+	if err != nil {
+		return driver.Handle{}, err
+	}
+	l, err := r.prepare(spec, path, dir, env)
+	if err != nil {
+		return driver.Handle{}, err
+	}
+	defer l.release()
+	for i, name := range []string{stdoutLog, stderrLog} {
+		f, err := openLog(filepath.Join(spec.Dir, name))
+		if err != nil {
+			return driver.Handle{}, err
+		}
+		defer f.Close()
+		// *os.File: handed to the child as is, no copying goroutine.
+		if i == 0 {
+			l.cmd.Stdout = f
+		} else {
+			l.cmd.Stderr = f
+		}
+	}
+	return r.spawn(ctx, l, spec.Command[0])
+}
+
+// prepare builds the command that runs the workload in the runtime's
+// containment and spec's isolation.
+func (r *Driver) prepare(spec driver.Spec, path, dir string, env []string) (*launch, error) {
+	if err := r.checkIsolation(spec); err != nil {
+		return nil, err
+	}
+	isolation := r.isolationOf(spec)
+	if r.containment == ContainProcessGroup {
+		return &launch{cmd: &exec.Cmd{
+			Path: path, Args: spec.Command, Env: env, Dir: dir,
+			// A new session detaches the workload from the daemon's
+			// terminal and makes its pid the process group Stop signals.
+			SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		}}, nil
+	}
+	l := &launch{}
+	cfg := nsinit.Config{Path: path, Args: spec.Command}
+	var extra []*os.File
+	if isolation == IsolationBwrap {
+		var err error
+		if cfg, extra, l.forward, err = r.planBwrap(spec, path, dir); err != nil {
+			return nil, err
+		}
+		for _, f := range extra {
+			l.parentEnds = append(l.parentEnds, f)
+		}
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		l.release()
+		return nil, classify(phaseSpawn, "make the init's status pipe", err)
+	}
+	l.status = statusR
+	l.parentEnds = append(l.parentEnds, statusW)
+	l.cmd = r.initCmd(cfg)
+	l.cmd.Env, l.cmd.Dir = env, dir
+	// fd 3 is the status pipe; the isolation's descriptors follow.
+	l.cmd.ExtraFiles = append([]*os.File{statusW}, extra...)
+	return l, nil
+}
+
+// initCmd runs an init with cfg as PID 1 of a new PID namespace (in a new
+// user namespace too when the daemon is not root, mapping the daemon's uid
+// and gid onto themselves so that the workload keeps its user and files),
+// and, when this platform allows, in a mount namespace with its own /proc.
+func (r *Driver) initCmd(cfg nsinit.Config) *exec.Cmd {
+	attr := &syscall.SysProcAttr{Setsid: true, Cloneflags: syscall.CLONE_NEWPID}
+	if r.ownProc {
+		cfg.MountProc = true
+		attr.Cloneflags |= syscall.CLONE_NEWNS
+	}
+	if r.userNS {
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+		if r.ownProc {
+			// Only to mount /proc; the init drops it before it forks.
+			attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
+		}
+	}
+	return &exec.Cmd{
+		// The binary this process runs, even if its file was replaced
+		// since: the init is always the daemon's own version.
+		Path:        "/proc/self/exe",
+		Args:        append([]string{nsinit.Name}, cfg.Flags()...),
+		SysProcAttr: attr,
+	}
+}
+
+// spawn starts l, waits until the workload runs, and records it as a child
+// of this value.
+func (r *Driver) spawn(ctx context.Context, l *launch, name string) (driver.Handle, error) {
+	cmd := l.cmd
+	if err := cmd.Start(); err != nil {
+		return driver.Handle{}, classify(phaseSpawn, fmt.Sprintf("start %q", name), err)
+	}
+	l.closeParentEnds()
+	pid := cmd.Process.Pid
+	// Until cmd.Wait reaps it, the child's /proc entry stays, even if it has
+	// already exited, so its start time is always readable here.
+	st, err := readStat(pid)
+	if err != nil {
+		_ = unix.Kill(-pid, unix.SIGKILL)
+		_ = cmd.Wait()
+		return driver.Handle{}, classify(phaseSpawn, "read the new process's start time", err)
+	}
+	final := func() nsinit.Status { return nsinit.Status{} }
+	if l.status != nil {
+		status := l.status
+		l.status = nil // awaitStart's reader owns it now
+		if final, err = awaitStart(ctx, status, pid); err != nil {
+			_ = cmd.Wait()
+			return driver.Handle{}, err
+		}
+	}
+	c := &child{done: make(chan struct{}), forward: l.forward}
+	r.mu.Lock()
+	r.children[procKey{pid, st.StartTime}] = c
+	r.mu.Unlock()
+	go func() {
+		s := final()
+		_ = cmd.Wait() // the exit status is in ProcessState; the error only repeats it
+		c.exit = exitOfInit(s, cmd.ProcessState)
+		close(c.done)
+	}()
+	return driver.Handle{Runtime: provider.RuntimeNative, PID: pid, StartTime: st.StartTime}, nil
+}
+
+// awaitStart reads the init's status pipe until the init reports that the
+// command runs, then goes on reading in the background: final blocks until
+// the pipe closes and returns how the command ended, if the init said so. An
+// init that cannot start the command, or ctx's end, is an error, and the
+// init has been told to end (SIGKILL: nothing of the workload runs yet).
+func awaitStart(ctx context.Context, status *os.File, pid int) (final func() nsinit.Status, err error) {
+	started := make(chan nsinit.Status, 1)
+	ended := make(chan nsinit.Status, 1)
+	go func() {
+		defer status.Close()
+		ended <- nsinit.ReadStatus(status, func(s nsinit.Status) { started <- s }, "the init ended before it started the command")
+	}()
+	var once sync.Once
+	var s nsinit.Status
+	final = func() nsinit.Status {
+		once.Do(func() { s = <-ended })
+		return s
+	}
+	select {
+	case st := <-started:
+		if st.Err == "" {
+			return final, nil
+		}
+		// The init exits after an error report; it is reaped by the caller.
+		return nil, provider.Errorf(provider.CreateFailed, "start the workload: %s", st.Err)
+	case <-ctx.Done():
+		_ = unix.Kill(pid, unix.SIGKILL)
+		return nil, ctx.Err()
+	}
+}
+
+// exitOfInit says how a workload under an init ended: as the init reported,
+// else as the init itself ended (SIGKILL, typically, from Stop).
+func exitOfInit(s nsinit.Status, ps *os.ProcessState) driver.Exit {
+	switch {
+	case s.Exited:
+		code := s.Code
+		return driver.Exit{Reason: fmt.Sprintf("exited: code %d", code), Code: &code}
+	case s.Signal != 0:
+		return driver.Exit{Reason: "killed: signal " + signalName(s.Signal)}
+	}
+	return exitOf(ps)
+}
+
+// platform is what this process can give a workload, probed once: the
+// platform does not change while it runs.
+type platform struct {
+	// err says why there are no PID namespaces; nil when there are.
+	err error
+	// ownProc: the init can mount a /proc of its own.
+	ownProc bool
+}
+
+var probes [2]struct {
+	once sync.Once
+	platform
+}
+
+// probeNamespaces learns whether this process can start an init in a new PID
+// namespace (with a user namespace when userNS), and whether the init can
+// mount its own /proc there.
+func probeNamespaces(userNS bool) platform {
+	i := 0
+	if userNS {
+		i = 1
+	}
+	p := &probes[i]
+	p.once.Do(func() {
+		if !nsinit.Enabled() {
+			p.err = errors.New("this program does not call nsinit.Main, so it cannot be its own init")
+			return
+		}
+		try := func(ownProc bool) error {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			cmd := (&Driver{userNS: userNS, ownProc: ownProc}).initCmd(nsinit.Config{Probe: true})
+			cmd.Env, cmd.ExtraFiles = []string{}, []*os.File{w}
+			err = cmd.Run()
+			w.Close()
+			if err != nil {
+				var report strings.Builder
+				nsinit.ReadStatus(r, func(s nsinit.Status) { report.WriteString(s.Err) }, "")
+				return fmt.Errorf("start an init in a new PID namespace: %w %s", err, report.String())
+			}
+			return nil
+		}
+		if p.ownProc = try(true) == nil; !p.ownProc {
+			p.err = try(false)
+		}
+	})
+	return p.platform
+}
