@@ -156,8 +156,8 @@ func daytonaMaker(t *testing.T) conformance.HarnessMaker {
 			return
 		}
 		for _, sb := range left {
-			if err := sweeper.Delete(ctx, sb.Id); err != nil {
-				t.Errorf("delete %s: %v", sb.Id, err)
+			if err := sweeper.Delete(ctx, sb.ID); err != nil {
+				t.Errorf("delete %s: %v", sb.ID, err)
 			}
 		}
 	})

@@ -50,7 +50,7 @@ func newDockerEnv(t *testing.T) *dockerEnv {
 	if err != nil {
 		t.Skipf("the docker runtime cannot run the default snapshot here (%v); daemon log:\n%s", err, d.Stderr)
 	}
-	require.NoError(t, d.P.Delete(ctx, sb.Id))
+	require.NoError(t, d.P.Delete(ctx, sb.ID))
 	d.Stop()
 	return env
 }

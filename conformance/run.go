@@ -115,13 +115,13 @@ func (e *env) sweep() {
 	}
 	for _, sb := range list {
 		for try := 0; ; try++ {
-			err := e.p.Delete(ctx, sb.Id)
+			err := e.p.Delete(ctx, sb.ID)
 			if provider.Code(err) == provider.FailedPrecondition && try < e.polls(2) {
 				_ = clock.Sleep(ctx, e.clk, e.pace())
 				continue
 			}
 			if err != nil {
-				e.t.Errorf("sweep: delete %s: %v", sb.Id, err)
+				e.t.Errorf("sweep: delete %s: %v", sb.ID, err)
 			}
 			break
 		}
@@ -165,7 +165,7 @@ func (e *env) toolbox(sb *provider.Sandbox) (string, http.Header) {
 	e.t.Helper()
 	tb, ok := e.p.(provider.Toolboxer)
 	require.True(e.t, ok, "%T does not implement provider.Toolboxer, through which the suite runs commands in sandboxes", e.p)
-	base, h, err := tb.Toolbox(e.ctx, sb.Id)
+	base, h, err := tb.Toolbox(e.ctx, sb.ID)
 	require.NoError(e.t, err, "toolbox")
 	return strings.TrimRight(base, "/"), h
 }
@@ -211,5 +211,5 @@ func lines(s string) []string {
 }
 
 func describe(sb *provider.Sandbox) string {
-	return fmt.Sprintf("%s %s (%s)", sb.Id, sb.State, sb.ErrorReason)
+	return fmt.Sprintf("%s %s (%s)", sb.ID, sb.State, sb.ErrorReason)
 }

@@ -39,7 +39,7 @@ var scenarios = []scenario{
 
 func createGetList(e *env) {
 	sb := e.create(provider.CreateRequest{Name: e.name("first"), Labels: map[string]string{"purpose": "first"}, AutoStopInterval: ptr(7)})
-	assert.NotEmpty(e.t, sb.Id)
+	assert.NotEmpty(e.t, sb.ID)
 	assert.Equal(e.t, e.name("first"), sb.Name)
 	assert.Equal(e.t, 7, sb.AutoStopInterval)
 	assert.Equal(e.t, "first", sb.Labels["purpose"])
@@ -47,22 +47,22 @@ func createGetList(e *env) {
 	assert.False(e.t, sb.CreatedAt.IsZero(), "createdAt")
 	assert.False(e.t, sb.LastActivityAt.IsZero(), "lastActivityAt")
 
-	byID, byName := e.get(sb.Id), e.get(sb.Name)
-	assert.Equal(e.t, sb.Id, byID.Id)
-	assert.Equal(e.t, sb.Id, byName.Id, "get by name")
+	byID, byName := e.get(sb.ID), e.get(sb.Name)
+	assert.Equal(e.t, sb.ID, byID.ID)
+	assert.Equal(e.t, sb.ID, byName.ID, "get by name")
 	assert.Equal(e.t, provider.StateStarted, byID.State)
 
 	other := e.create(provider.CreateRequest{Labels: map[string]string{"purpose": "second"}})
-	assert.NotEqual(e.t, sb.Id, other.Id)
+	assert.NotEqual(e.t, sb.ID, other.ID)
 
 	all, err := e.p.List(e.ctx, provider.ListOptions{Labels: e.labels})
 	require.NoError(e.t, err)
 	require.Len(e.t, all, 2, "both sandboxes of this scenario")
-	assert.Equal(e.t, []string{sb.Id, other.Id}, []string{all[0].Id, all[1].Id}, "oldest first")
+	assert.Equal(e.t, []string{sb.ID, other.ID}, []string{all[0].ID, all[1].ID}, "oldest first")
 	first, err := e.p.List(e.ctx, provider.ListOptions{Labels: map[string]string{LabelRun: e.h.RunID(), "purpose": "first"}})
 	require.NoError(e.t, err)
 	require.Len(e.t, first, 1, "labels filter by containment")
-	assert.Equal(e.t, sb.Id, first[0].Id)
+	assert.Equal(e.t, sb.ID, first[0].ID)
 	none, err := e.p.List(e.ctx, provider.ListOptions{Labels: map[string]string{LabelRun: e.h.RunID(), "purpose": "none"}})
 	require.NoError(e.t, err)
 	assert.Empty(e.t, none)
@@ -80,7 +80,7 @@ func nameConflict(e *env) {
 	_, err := e.p.Create(e.ctx, provider.CreateRequest{Name: e.name("taken"), Labels: e.labels})
 	assert.Equal(e.t, provider.AlreadyExists, provider.Code(err), "%v", err)
 	assert.NotEmpty(e.t, provider.Message(err))
-	assert.Equal(e.t, provider.StateStarted, e.get(sb.Id).State, "the first one is untouched")
+	assert.Equal(e.t, provider.StateStarted, e.get(sb.ID).State, "the first one is untouched")
 	all, err := e.p.List(e.ctx, provider.ListOptions{Labels: e.labels})
 	require.NoError(e.t, err)
 	assert.Len(e.t, all, 1)
@@ -102,10 +102,10 @@ func missingSandbox(e *env) {
 
 func deleteTwice(e *env) {
 	sb := e.create(provider.CreateRequest{Name: e.name("doomed")})
-	require.NoError(e.t, e.p.Delete(e.ctx, sb.Id))
-	_, err := e.p.Get(e.ctx, sb.Id)
+	require.NoError(e.t, e.p.Delete(e.ctx, sb.ID))
+	_, err := e.p.Get(e.ctx, sb.ID)
 	assert.Equal(e.t, provider.NotFound, provider.Code(err), "gone once Delete returns: %v", err)
-	assert.NoError(e.t, e.p.Delete(e.ctx, sb.Id), "by id, again")
+	assert.NoError(e.t, e.p.Delete(e.ctx, sb.ID), "by id, again")
 	assert.NoError(e.t, e.p.Delete(e.ctx, sb.Name), "by name, again")
 	all, err := e.p.List(e.ctx, provider.ListOptions{Labels: e.labels})
 	require.NoError(e.t, err)
@@ -118,17 +118,17 @@ func stopStartKeepsWorkdir(e *env) {
 	require.Zero(e.t, out.ExitCode, out.Result)
 	dir := lines(out.Result)[0]
 
-	stopped, err := e.p.Stop(e.ctx, sb.Id)
+	stopped, err := e.p.Stop(e.ctx, sb.ID)
 	require.NoError(e.t, err)
 	if !e.want.Traits.SyncStop {
-		stopped = e.waitState(sb.Id, provider.StateStopped, 1)
+		stopped = e.waitState(sb.ID, provider.StateStopped, 1)
 	}
 	assert.Equal(e.t, provider.StateStopped, stopped.State)
-	assert.Equal(e.t, provider.StateStopped, e.get(sb.Id).State)
+	assert.Equal(e.t, provider.StateStopped, e.get(sb.ID).State)
 
-	started, err := e.p.Start(e.ctx, sb.Id)
+	started, err := e.p.Start(e.ctx, sb.ID)
 	require.NoError(e.t, err)
-	assert.Equal(e.t, sb.Id, started.Id, "same sandbox")
+	assert.Equal(e.t, sb.ID, started.ID, "same sandbox")
 	assert.Equal(e.t, provider.StateStarted, started.State)
 	out = e.exec(started, "pwd && cat conformance.txt")
 	require.Zero(e.t, out.ExitCode, out.Result)
@@ -143,10 +143,10 @@ func traits(e *env) {
 	require.NotEmpty(e.t, tr.Name)
 
 	sb := e.create(provider.CreateRequest{Name: e.name("box")})
-	resized, err := e.p.Resize(e.ctx, sb.Id, provider.ResizeRequest{Cpu: 1, Memory: 1})
+	resized, err := e.p.Resize(e.ctx, sb.ID, provider.ResizeRequest{CPU: 1, Memory: 1})
 	if tr.ResizeIsNoop {
 		require.NoError(e.t, err, "ResizeIsNoop: resize is accepted")
-		assert.Equal(e.t, sb.Id, resized.Id)
+		assert.Equal(e.t, sb.ID, resized.ID)
 		assert.Equal(e.t, provider.StateStarted, resized.State, "and changes nothing")
 	} else if err != nil {
 		// A real resize may be off for the organization, or refused for the
@@ -156,14 +156,14 @@ func traits(e *env) {
 			provider.Code(err), "resize: %v", err)
 	}
 
-	stopped, err := e.p.Stop(e.ctx, sb.Id)
+	stopped, err := e.p.Stop(e.ctx, sb.ID)
 	require.NoError(e.t, err)
 	if tr.SyncStop {
 		assert.Equal(e.t, provider.StateStopped, stopped.State, "SyncStop: stop returns the sandbox stopped")
 	} else {
-		e.waitState(sb.Id, provider.StateStopped, 1)
+		e.waitState(sb.ID, provider.StateStopped, 1)
 	}
-	again, err := e.p.Stop(e.ctx, sb.Id)
+	again, err := e.p.Stop(e.ctx, sb.ID)
 	if tr.StopStoppedIsNoop {
 		require.NoError(e.t, err, "StopStoppedIsNoop: stopping a stopped sandbox succeeds")
 		assert.Equal(e.t, provider.StateStopped, again.State)
@@ -171,10 +171,10 @@ func traits(e *env) {
 		assert.Equal(e.t, provider.FailedPrecondition, provider.Code(err), "stopping a stopped sandbox: %v", err)
 	}
 
-	started, err := e.p.Start(e.ctx, sb.Id)
+	started, err := e.p.Start(e.ctx, sb.ID)
 	require.NoError(e.t, err)
 	assert.Equal(e.t, provider.StateStarted, started.State)
-	started, err = e.p.Start(e.ctx, sb.Id)
+	started, err = e.p.Start(e.ctx, sb.ID)
 	require.NoError(e.t, err, "starting a started sandbox returns it as it is")
 	assert.Equal(e.t, provider.StateStarted, started.State)
 }
@@ -197,18 +197,18 @@ func refreshKeepsAlive(e *env) {
 	sb := e.create(provider.CreateRequest{Name: e.name("kept"), AutoStopInterval: ptr(1)})
 	// Three interval minutes, refreshed four times a minute.
 	for i := 0; i < 12; i++ {
-		require.NoError(e.t, e.p.RefreshActivity(e.ctx, sb.Id))
+		require.NoError(e.t, e.p.RefreshActivity(e.ctx, sb.ID))
 		e.sleep(e.minute / 4)
-		got := e.get(sb.Id)
+		got := e.get(sb.ID)
 		require.Equal(e.t, provider.StateStarted, got.State, "refreshed sandbox stopped after %d refreshes: %s", i+1, describe(got))
 	}
-	got := e.get(sb.Id)
+	got := e.get(sb.ID)
 	assert.True(e.t, got.LastActivityAt.After(sb.LastActivityAt), "refreshes moved lastActivityAt")
 }
 
 func idleAutoStops(e *env) {
 	sb := e.create(provider.CreateRequest{Name: e.name("idle"), AutoStopInterval: ptr(1)})
-	got := e.waitState(sb.Id, provider.StateStopped, e.stopDeadline())
+	got := e.waitState(sb.ID, provider.StateStopped, e.stopDeadline())
 	e.autoStopped(got)
 	assert.GreaterOrEqual(e.t, got.UpdatedAt.Sub(sb.CreatedAt), e.wait(0.9), "stopped only after its interval")
 }
@@ -216,7 +216,7 @@ func idleAutoStops(e *env) {
 func readsAreNotActivity(e *env) {
 	sb := e.create(provider.CreateRequest{Name: e.name("read"), AutoStopInterval: ptr(1)})
 	for i := e.polls(e.stopDeadline()); i > 0; i-- {
-		got := e.get(sb.Id)
+		got := e.get(sb.ID)
 		_, err := e.p.List(e.ctx, provider.ListOptions{Labels: e.labels})
 		require.NoError(e.t, err)
 		if got.State == provider.StateStopped {
@@ -232,14 +232,14 @@ func autoStopZeroNeverStops(e *env) {
 	never := e.create(provider.CreateRequest{Name: e.name("never"), AutoStopInterval: ptr(0)})
 	assert.Equal(e.t, 0, never.AutoStopInterval, "0 is kept, not replaced by a default")
 	later := e.create(provider.CreateRequest{Name: e.name("later"), AutoStopInterval: ptr(1)})
-	set, err := e.p.SetAutoStopInterval(e.ctx, later.Id, 0)
+	set, err := e.p.SetAutoStopInterval(e.ctx, later.ID, 0)
 	require.NoError(e.t, err)
 	assert.Equal(e.t, 0, set.AutoStopInterval)
 	// Four interval minutes, several reaps.
 	for i := 0; i < 16; i++ {
 		e.sleep(e.minute / 4)
 		for _, sb := range []*provider.Sandbox{never, later} {
-			got := e.get(sb.Id)
+			got := e.get(sb.ID)
 			require.Equal(e.t, provider.StateStarted, got.State, "autoStopInterval 0: %s", describe(got))
 		}
 	}
@@ -250,17 +250,17 @@ func shorterIntervalKeepsClock(e *env) {
 	// Idle for four interval minutes.
 	for i := 0; i < 16; i++ {
 		e.sleep(e.minute / 4)
-		require.Equal(e.t, provider.StateStarted, e.get(sb.Id).State)
+		require.Equal(e.t, provider.StateStarted, e.get(sb.ID).State)
 	}
-	before := e.get(sb.Id)
-	set, err := e.p.SetAutoStopInterval(e.ctx, sb.Id, 3)
+	before := e.get(sb.ID)
+	set, err := e.p.SetAutoStopInterval(e.ctx, sb.ID, 3)
 	require.NoError(e.t, err)
 	assert.Equal(e.t, 3, set.AutoStopInterval)
 	assert.Equal(e.t, before.LastActivityAt, set.LastActivityAt, "setting the interval is not activity")
 	// The sandbox is now past its interval, so the reaper may already have
 	// begun stopping it, and a state change is activity: only a sandbox
 	// still started must show the old clock.
-	if after := e.get(sb.Id); after.State == provider.StateStarted {
+	if after := e.get(sb.ID); after.State == provider.StateStarted {
 		assert.Equal(e.t, before.LastActivityAt, after.LastActivityAt, "setting the interval is not activity")
 	}
 	// Idle for four minutes already, it is past a three-minute interval: it
@@ -268,17 +268,17 @@ func shorterIntervalKeepsClock(e *env) {
 	// not stop for three more minutes; two minutes of polls tell the two
 	// apart.
 	for i := int(e.wait(2)/e.pace()) + 1; i > 0; i-- {
-		got := e.get(sb.Id)
+		got := e.get(sb.ID)
 		if got.State == provider.StateStopped || got.State == provider.StateStopping {
 			if got.State == provider.StateStopping {
-				got = e.waitState(sb.Id, provider.StateStopped, 1)
+				got = e.waitState(sb.ID, provider.StateStopped, 1)
 			}
 			e.autoStopped(got)
 			return
 		}
 		e.sleep(e.pace())
 	}
-	e.t.Fatalf("shortening the interval of an idle sandbox reset its idle clock: still %s two minutes later", e.get(sb.Id).State)
+	e.t.Fatalf("shortening the interval of an idle sandbox reset its idle clock: still %s two minutes later", e.get(sb.ID).State)
 }
 
 func busySandboxStillStops(e *env) {
@@ -287,7 +287,7 @@ func busySandboxStillStops(e *env) {
 	// clients say a sandbox is in use.
 	out := e.exec(sb, "nohup sh -c 'while :; do date >> busy.log; sleep 1; done' </dev/null >/dev/null 2>&1 &")
 	require.Zero(e.t, out.ExitCode, out.Result)
-	got := e.waitState(sb.Id, provider.StateStopped, e.stopDeadline())
+	got := e.waitState(sb.ID, provider.StateStopped, e.stopDeadline())
 	e.autoStopped(got)
 }
 
@@ -305,7 +305,7 @@ func previewReachesWorkload(e *env) {
 	// small web server the sandbox starts: its toolbox answers only its
 	// own proxy, which preview traffic never passes through.
 	path := "/files/download?path=" + dir + "/preview.txt"
-	preview, err := e.p.PreviewURL(e.ctx, sb.Id, 0)
+	preview, err := e.p.PreviewURL(e.ctx, sb.ID, 0)
 	if provider.Code(err) == provider.InvalidArgument {
 		// Port 0: the sandbox picks a free one, and the scenario reads it
 		// from the server's banner (native sandboxes share the host's
@@ -317,10 +317,10 @@ func previewReachesWorkload(e *env) {
 		_, serr := fmt.Sscanf(strings.TrimSpace(out.Result), "port %d", &n)
 		require.NoError(e.t, serr, "the web server's port: %s", out.Result)
 		path = "/preview.txt"
-		preview, err = e.p.PreviewURL(e.ctx, sb.Id, n)
+		preview, err = e.p.PreviewURL(e.ctx, sb.ID, n)
 	}
 	require.NoError(e.t, err, "preview URL")
-	url := strings.TrimRight(preview.Url, "/") + path
+	url := strings.TrimRight(preview.URL, "/") + path
 	var status int
 	var body string
 	for i := e.polls(0.5); i > 0; i-- {
@@ -353,7 +353,7 @@ func entrypointLogsRedacted(e *env) {
 	secret := "cf-secret-" + e.h.RunID() + "-0123456789"
 	sb := e.create(provider.CreateRequest{Name: e.name("logs"), EnvVars: map[string]string{"CF_SECRET": secret}})
 	if e.want.Traits.NoEntrypointLogs {
-		_, err := e.p.EntrypointLogs(e.ctx, sb.Id)
+		_, err := e.p.EntrypointLogs(e.ctx, sb.ID)
 		assert.Equal(e.t, provider.Unsupported, provider.Code(err), "%v", err)
 		return
 	}
@@ -362,7 +362,7 @@ func entrypointLogsRedacted(e *env) {
 	out := e.exec(sb, "echo \"cf-before $CF_SECRET cf-after\" >> /proc/$PPID/fd/1")
 	require.Zero(e.t, out.ExitCode, out.Result)
 	for i := e.polls(0.5); i > 0; i-- {
-		logs, err := e.p.EntrypointLogs(e.ctx, sb.Id)
+		logs, err := e.p.EntrypointLogs(e.ctx, sb.ID)
 		require.NoError(e.t, err)
 		if strings.Contains(logs.Output, "cf-before") {
 			assert.Contains(e.t, logs.Output, "cf-after")

@@ -31,7 +31,7 @@ func TestClassify(t *testing.T) {
 		opStop:  func(p *Provider) error { _, err := p.Stop(context.Background(), "x"); return err },
 		opList:  func(p *Provider) error { _, err := p.List(context.Background(), provider.ListOptions{}); return err },
 		opResize: func(p *Provider) error {
-			_, err := p.Resize(context.Background(), "x", provider.ResizeRequest{Cpu: 2})
+			_, err := p.Resize(context.Background(), "x", provider.ResizeRequest{CPU: 2})
 			return err
 		},
 		opAutoStop: func(p *Provider) error { _, err := p.SetAutoStopInterval(context.Background(), "x", 1); return err },

@@ -81,7 +81,7 @@ func (p *Provider) Info(ctx context.Context) (*provider.Info, error) {
 	}
 	return &provider.Info{
 		Name:       "daytona",
-		ApiVersion: "daytona/" + apiclient.ClientVersion,
+		APIVersion: "daytona/" + apiclient.ClientVersion,
 		Version:    apiclient.ClientVersion,
 		Minute:     p.minute.String(),
 		Runtimes:   []provider.Runtime{},
@@ -91,7 +91,7 @@ func (p *Provider) Info(ctx context.Context) (*provider.Info, error) {
 
 func (p *Provider) Create(ctx context.Context, req provider.CreateRequest) (*provider.Sandbox, error) {
 	switch {
-	case req.Id != "":
+	case req.ID != "":
 		return nil, provider.Errorf(provider.InvalidArgument, "Daytona assigns sandbox ids itself: leave Id empty and use Name to pick a name")
 	case req.Runtime != "":
 		return nil, provider.Errorf(provider.InvalidArgument, "Daytona runs sandboxes on its own runtime: leave Runtime empty (got %q)", req.Runtime)
@@ -270,7 +270,7 @@ func (p *Provider) List(ctx context.Context, opts provider.ListOptions) ([]provi
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
 			return out[i].CreatedAt.Before(out[j].CreatedAt)
 		}
-		return out[i].Id < out[j].Id
+		return out[i].ID < out[j].ID
 	})
 	return out, nil
 }
@@ -348,7 +348,7 @@ func (p *Provider) Stop(ctx context.Context, idOrName string) (*provider.Sandbox
 		return nil, err
 	case sb == nil:
 		// An ephemeral sandbox, deleted by the stop whose answer was lost.
-		return &provider.Sandbox{Id: idOrName, Name: idOrName, State: provider.StateDestroyed, Labels: map[string]string{}}, nil
+		return &provider.Sandbox{ID: idOrName, Name: idOrName, State: provider.StateDestroyed, Labels: map[string]string{}}, nil
 	}
 	last := sb
 	got, err := p.await(ctx, opStop, sb, func(sb *apiclient.Sandbox) (bool, error) {
@@ -418,7 +418,7 @@ func (p *Provider) SetAutoStopInterval(ctx context.Context, idOrName string, min
 }
 
 func (p *Provider) Resize(ctx context.Context, idOrName string, req provider.ResizeRequest) (*provider.Sandbox, error) {
-	if req.Cpu < 0 || req.Memory < 0 || req.Disk < 0 {
+	if req.CPU < 0 || req.Memory < 0 || req.Disk < 0 {
 		return nil, provider.Errorf(provider.InvalidArgument, "resources must not be negative")
 	}
 	body := apiclient.ResizeSandbox{}
@@ -429,7 +429,7 @@ func (p *Provider) Resize(ctx context.Context, idOrName string, req provider.Res
 		n := int32(v)
 		return &n
 	}
-	body.Cpu, body.Memory, body.Disk = set(req.Cpu), set(req.Memory), set(req.Disk)
+	body.Cpu, body.Memory, body.Disk = set(req.CPU), set(req.Memory), set(req.Disk)
 	ctx, cancel := p.bound(p.auth(ctx), lifecycleTimeout)
 	defer cancel()
 	sb, resp, err := p.api.SandboxAPI.ResizeSandbox(ctx, idOrName).ResizeSandbox(body).Execute()
@@ -463,7 +463,7 @@ func (p *Provider) PreviewURL(ctx context.Context, idOrName string, port int) (*
 	if err != nil {
 		return nil, p.classify(ctx, opPreview, resp, err)
 	}
-	return &provider.Preview{Url: res.Url}, nil
+	return &provider.Preview{URL: res.Url}, nil
 }
 
 // EntrypointLogs is unsupported: Daytona keeps build logs only.

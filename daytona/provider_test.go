@@ -30,7 +30,7 @@ func TestLifecycleOnTheSimulator(t *testing.T) {
 		AutoStopInterval: ptr(5),
 	})
 	require.NoError(t, err)
-	_, err = uuid.Parse(sb.Id)
+	_, err = uuid.Parse(sb.ID)
 	assert.NoError(t, err, "Daytona ids are UUIDs")
 	assert.Equal(t, "box", sb.Name)
 	assert.Equal(t, provider.StateStarted, sb.State)
@@ -43,7 +43,7 @@ func TestLifecycleOnTheSimulator(t *testing.T) {
 
 	got, err := p.Get(ctx, "box")
 	require.NoError(t, err)
-	assert.Equal(t, sb.Id, got.Id, "get by name")
+	assert.Equal(t, sb.ID, got.ID, "get by name")
 
 	_, err = p.Create(ctx, provider.CreateRequest{Name: "box"})
 	assert.Equal(t, provider.AlreadyExists, provider.Code(err))
@@ -52,23 +52,23 @@ func TestLifecycleOnTheSimulator(t *testing.T) {
 	list, err := p.List(ctx, provider.ListOptions{Labels: map[string]string{"team": "a"}})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	assert.Equal(t, sb.Id, list[0].Id)
+	assert.Equal(t, sb.ID, list[0].ID)
 	list, err = p.List(ctx, provider.ListOptions{Labels: map[string]string{"team": "b"}})
 	require.NoError(t, err)
 	assert.Empty(t, list)
 
 	stopped := drive(h.clk, func() *provider.Sandbox {
-		s, err := p.Stop(ctx, sb.Id)
+		s, err := p.Stop(ctx, sb.ID)
 		require.NoError(t, err)
 		return s
 	})
 	assert.Equal(t, provider.StateStopped, stopped.State, "stop waits for stopped")
-	_, err = p.Stop(ctx, sb.Id)
+	_, err = p.Stop(ctx, sb.ID)
 	assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "Daytona refuses to stop a stopped sandbox")
 	assert.Equal(t, "Sandbox is not in a stoppable state", provider.Message(err))
-	_, err = p.PreviewURL(ctx, sb.Id, 3000)
+	_, err = p.PreviewURL(ctx, sb.ID, 3000)
 	assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "no preview of a stopped sandbox")
-	_, _, err = p.Toolbox(ctx, sb.Id)
+	_, _, err = p.Toolbox(ctx, sb.ID)
 	assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "no toolbox in a stopped sandbox")
 
 	started := drive(h.clk, func() *provider.Sandbox {
@@ -77,47 +77,47 @@ func TestLifecycleOnTheSimulator(t *testing.T) {
 		return s
 	})
 	assert.Equal(t, provider.StateStarted, started.State)
-	assert.Equal(t, sb.Id, started.Id)
+	assert.Equal(t, sb.ID, started.ID)
 
-	before, err := p.Get(ctx, sb.Id)
+	before, err := p.Get(ctx, sb.ID)
 	require.NoError(t, err)
 	h.clk.Advance(time.Minute)
 	require.NoError(t, p.RefreshActivity(ctx, "box"), "by name: resolved to the id, which Daytona needs")
-	after, err := p.Get(ctx, sb.Id)
+	after, err := p.Get(ctx, sb.ID)
 	require.NoError(t, err)
 	assert.True(t, after.LastActivityAt.After(before.LastActivityAt), "refresh moved lastActivityAt")
 
-	set, err := p.SetAutoStopInterval(ctx, sb.Id, 0)
+	set, err := p.SetAutoStopInterval(ctx, sb.ID, 0)
 	require.NoError(t, err)
 	assert.Equal(t, 0, set.AutoStopInterval)
 	assert.Equal(t, after.LastActivityAt, set.LastActivityAt, "a setter is not activity")
-	_, err = p.SetAutoStopInterval(ctx, sb.Id, -1)
+	_, err = p.SetAutoStopInterval(ctx, sb.ID, -1)
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
 
-	preview, err := p.PreviewURL(ctx, sb.Id, 3000)
+	preview, err := p.PreviewURL(ctx, sb.ID, 3000)
 	require.NoError(t, err)
-	assert.Contains(t, preview.Url, "/_preview/3000-", "a signed preview URL carries its token")
+	assert.Contains(t, preview.URL, "/_preview/3000-", "a signed preview URL carries its token")
 	assert.Empty(t, preview.Token, "so no header is needed")
-	_, err = p.PreviewURL(ctx, sb.Id, 0)
+	_, err = p.PreviewURL(ctx, sb.ID, 0)
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err), "a Daytona sandbox has no port of its own")
 
 	base, hdr, err := p.Toolbox(ctx, "box")
 	require.NoError(t, err)
-	assert.Equal(t, h.srv.URL+"/toolbox/"+sb.Id, base)
+	assert.Equal(t, h.srv.URL+"/toolbox/"+sb.ID, base)
 	assert.Equal(t, "Bearer "+testKey, hdr.Get("Authorization"))
 
-	_, err = p.Resize(ctx, sb.Id, provider.ResizeRequest{Cpu: 2})
+	_, err = p.Resize(ctx, sb.ID, provider.ResizeRequest{CPU: 2})
 	assert.NoError(t, err, "the simulator resizes, as Daytona does with its SANDBOX_RESIZE flag on")
-	_, err = p.EntrypointLogs(ctx, sb.Id)
+	_, err = p.EntrypointLogs(ctx, sb.ID)
 	assert.Equal(t, provider.Unsupported, provider.Code(err))
 
 	drive(h.clk, func() error {
 		require.NoError(t, p.Delete(ctx, "box"))
 		return nil
 	})
-	_, err = p.Get(ctx, sb.Id)
+	_, err = p.Get(ctx, sb.ID)
 	assert.Equal(t, provider.NotFound, provider.Code(err), "delete waits until the sandbox is gone")
-	assert.NoError(t, p.Delete(ctx, sb.Id), "deleting a missing sandbox is not an error")
+	assert.NoError(t, p.Delete(ctx, sb.ID), "deleting a missing sandbox is not an error")
 	list, err = p.List(ctx, provider.ListOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, list)
@@ -141,14 +141,14 @@ func TestListFollowsTheCursorOldestFirst(t *testing.T) {
 	for i := 0; i < 205; i++ {
 		sb, err := h.p.Create(ctx, provider.CreateRequest{Labels: map[string]string{"batch": "x"}})
 		require.NoError(t, err)
-		ids = append(ids, sb.Id)
+		ids = append(ids, sb.ID)
 		h.clk.Advance(time.Millisecond)
 	}
 	list, err := h.p.List(ctx, provider.ListOptions{Labels: map[string]string{"batch": "x"}})
 	require.NoError(t, err)
 	require.Len(t, list, len(ids))
 	for i, sb := range list {
-		assert.Equal(t, ids[i], sb.Id)
+		assert.Equal(t, ids[i], sb.ID)
 	}
 }
 
@@ -195,7 +195,7 @@ func TestInfo(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "daytona", info.Name)
 	assert.Equal(t, "1s", info.Minute)
-	assert.Contains(t, info.ApiVersion, "0.190.0")
+	assert.Contains(t, info.APIVersion, "0.190.0")
 
 	p, err := New(Config{APIKey: testKey, APIURL: h.srv.URL, Clock: h.clk})
 	require.NoError(t, err)
@@ -238,7 +238,7 @@ func TestConfiguration(t *testing.T) {
 func TestCreateRejectsWhatDaytonaDecides(t *testing.T) {
 	h := newHarness(t)
 	for name, req := range map[string]provider.CreateRequest{
-		"id":       {Id: "mine"},
+		"id":       {ID: "mine"},
 		"runtime":  {Runtime: provider.RuntimeDocker},
 		"autostop": {AutoStopInterval: ptr(-1)},
 	} {
@@ -257,6 +257,6 @@ func TestResizeBehindItsFeatureFlag(t *testing.T) {
 	ctx := context.Background()
 	var sb *provider.Sandbox
 	require.NoError(t, drive(h.clk, func() (err error) { sb, err = h.p.Create(ctx, provider.CreateRequest{}); return err }))
-	_, err := h.p.Resize(ctx, sb.Id, provider.ResizeRequest{Cpu: 2})
+	_, err := h.p.Resize(ctx, sb.ID, provider.ResizeRequest{CPU: 2})
 	assert.Equal(t, provider.Unsupported, provider.Code(err))
 }

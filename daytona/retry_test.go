@@ -269,12 +269,12 @@ func TestLostLifecycleAnswerIsNotAFailure(t *testing.T) {
 				return sb
 			})
 			if tt.want == provider.StateStarted {
-				require.NoError(t, drive(h.clk, func() error { return stopOf(h.p, sb.Id) }))
+				require.NoError(t, drive(h.clk, func() error { return stopOf(h.p, sb.ID) }))
 			}
 			p := h.provider(testKey, lose(tt.match))
-			err := drive(h.clk, func() error { return tt.run(p, sb.Id) })
+			err := drive(h.clk, func() error { return tt.run(p, sb.ID) })
 			require.NoError(t, err)
-			got, err := h.p.Get(context.Background(), sb.Id)
+			got, err := h.p.Get(context.Background(), sb.ID)
 			if tt.want == provider.StateDestroyed {
 				assert.True(t, provider.IsNotFound(err), "%v", err)
 				return
@@ -300,10 +300,10 @@ func TestLifecycle5xxIsReadBackThenResent(t *testing.T) {
 	})
 	h.sim.AddFault(simulator.Fault{Op: "stopSandbox", Status: 503, Times: 1})
 	start := h.clk.Now()
-	require.NoError(t, drive(h.clk, func() error { return stopOf(h.p, sb.Id) }))
+	require.NoError(t, drive(h.clk, func() error { return stopOf(h.p, sb.ID) }))
 	assert.Equal(t, []string{"createSandbox", "stopSandbox", "getSandbox", "stopSandbox"}, h.ops()[:4])
 	assert.GreaterOrEqual(t, h.clk.Since(start), retryBaseDelay, "the resend backs off on the clock")
-	got, err := h.p.Get(context.Background(), sb.Id)
+	got, err := h.p.Get(context.Background(), sb.ID)
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStopped, got.State)
 }

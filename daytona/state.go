@@ -43,7 +43,7 @@ func failed(s apiclient.SandboxState) bool {
 // containers, neither of the local runtimes.
 func toSandbox(sb *apiclient.Sandbox) *provider.Sandbox {
 	out := &provider.Sandbox{
-		Id:               sb.Id,
+		ID:               sb.Id,
 		Name:             sb.Name,
 		State:            mapState(sb.GetState()),
 		Labels:           labels(sb.Labels),
@@ -61,7 +61,7 @@ func toSandbox(sb *apiclient.Sandbox) *provider.Sandbox {
 // other fields.
 func fromListItem(it *apiclient.SandboxListItem) provider.Sandbox {
 	return provider.Sandbox{
-		Id:               it.Id,
+		ID:               it.Id,
 		Name:             it.Name,
 		State:            mapState(it.GetState()),
 		Labels:           labels(it.Labels),

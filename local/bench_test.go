@@ -30,7 +30,7 @@ func BenchmarkCreateToStarted(b *testing.B) {
 		require.NoError(b, err)
 		subject = append(subject, time.Since(start))
 		b.StopTimer()
-		require.NoError(b, d.P.Delete(ctx, s.Id))
+		require.NoError(b, d.P.Delete(ctx, s.ID))
 		baseline = append(baseline, bareSpawn(b))
 		b.StartTimer()
 	}

@@ -84,13 +84,13 @@ func escape(t *testing.T, p *local.Provider, s *provider.Sandbox) int {
 	}, 20*time.Second, 20*time.Millisecond, "the escaping server never served")
 	require.Eventually(t, func() bool {
 		n := 0
-		for _, p := range sandboxProcesses(t, s.Id) {
+		for _, p := range sandboxProcesses(t, s.ID) {
 			if strings.Contains(p, "sleep 99") {
 				n++
 			}
 		}
 		return n >= 3
-	}, 20*time.Second, 20*time.Millisecond, "the sleeps never ran: %v", sandboxProcesses(t, s.Id))
+	}, 20*time.Second, 20*time.Millisecond, "the sleeps never ran: %v", sandboxProcesses(t, s.ID))
 	return port
 }
 
@@ -110,21 +110,21 @@ func TestNothingOfASandboxOutlivesIt(t *testing.T) {
 		end  func(t *testing.T, d *testdaemon.Daemon, s *provider.Sandbox)
 	}{
 		{"stop", func(t *testing.T, d *testdaemon.Daemon, s *provider.Sandbox) {
-			_, err := d.P.Stop(context.Background(), s.Id)
+			_, err := d.P.Stop(context.Background(), s.ID)
 			require.NoError(t, err)
 		}},
 		{"delete", func(t *testing.T, d *testdaemon.Daemon, s *provider.Sandbox) {
-			require.NoError(t, d.P.Delete(context.Background(), s.Id))
+			require.NoError(t, d.P.Delete(context.Background(), s.ID))
 		}},
 		{"kill -9 of the daemon, restart, delete", func(t *testing.T, d *testdaemon.Daemon, s *provider.Sandbox) {
 			d.Kill9()
-			assert.NotEmpty(t, sandboxProcesses(t, s.Id), "the sandbox runs on without its daemon")
+			assert.NotEmpty(t, sandboxProcesses(t, s.ID), "the sandbox runs on without its daemon")
 			d2 := startDaemon(t, d.Root)
 			// The restarted daemon checks its sandboxes in the background and
 			// asks for a retry meanwhile.
 			var err error
 			require.Eventually(t, func() bool {
-				err = d2.P.Delete(context.Background(), s.Id)
+				err = d2.P.Delete(context.Background(), s.ID)
 				return provider.Code(err) != provider.FailedPrecondition
 			}, 20*time.Second, 10*time.Millisecond)
 			require.NoError(t, err)
@@ -138,7 +138,7 @@ func TestNothingOfASandboxOutlivesIt(t *testing.T) {
 			port := escape(t, d.P, s)
 
 			tt.end(t, d, s)
-			assert.Empty(t, sandboxProcesses(t, s.Id), "processes of the sandbox outlived it")
+			assert.Empty(t, sandboxProcesses(t, s.ID), "processes of the sandbox outlived it")
 			assert.True(t, portFree(port), "a process of the sandbox still holds port %d", port)
 			assert.True(t, portFree(s.Port), "the sandbox's own port is still taken")
 		})
@@ -186,7 +186,7 @@ func TestIsolatedDaemonEndToEnd(t *testing.T) {
 	assert.Less(t, procs, 10, "the sandbox sees only its own processes")
 	assert.Equal(t, "1", lines[2], "the daemon's root shows only the sandbox's own directory")
 
-	require.NoError(t, d.P.Delete(ctx, s.Id))
-	assert.Empty(t, sandboxProcesses(t, s.Id))
+	require.NoError(t, d.P.Delete(ctx, s.ID))
+	assert.Empty(t, sandboxProcesses(t, s.ID))
 	assert.True(t, portFree(s.Port))
 }

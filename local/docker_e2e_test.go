@@ -188,11 +188,11 @@ func testDockerLifecycle(t *testing.T, env *dockerEnv) {
 		"SECRET_TOKEN": secret,
 		"CALLBACK_URL": "http://localhost:9/cb",
 	}})
-	c := env.sandboxContainer(t, s.Id)
+	c := env.sandboxContainer(t, s.ID)
 	assert.True(t, c.State.Running)
 	assert.Equal(t, env.image, c.Config.Image)
 	assert.Equal(t, d.Root, c.Config.Labels[docker.LabelRoot])
-	assert.Equal(t, "http://127.0.0.1:"+strconv.Itoa(s.Port), s.PreviewUrl)
+	assert.Equal(t, "http://127.0.0.1:"+strconv.Itoa(s.Port), s.PreviewURL)
 	checkToolbox(t, d.P, s) // the toolbox knows its sandbox
 
 	got := execute(t, d.P, s, "echo kept > state.txt; pwd; echo $CALLBACK_URL; echo token=$SECRET_TOKEN")
@@ -204,31 +204,31 @@ func testDockerLifecycle(t *testing.T, env *dockerEnv) {
 	got = execute(t, d.P, s, "echo to-stdout > /proc/1/fd/1; echo to-stderr $SECRET_TOKEN > /proc/1/fd/2")
 	require.Zero(t, got.ExitCode, got.Result)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		logs, err := d.P.EntrypointLogs(ctx, s.Id)
+		logs, err := d.P.EntrypointLogs(ctx, s.ID)
 		require.NoError(c, err)
 		assert.Contains(c, logs.Stdout, "to-stdout\n")
 		assert.Contains(c, logs.Stderr, "to-stderr")
 		assert.NotContains(c, logs.Output, secret, "env values are redacted")
 	}, 10*time.Second, 50*time.Millisecond)
 
-	stopped, err := d.P.Stop(ctx, s.Id)
+	stopped, err := d.P.Stop(ctx, s.ID)
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStopped, stopped.State)
-	kept := env.sandboxContainer(t, s.Id)
+	kept := env.sandboxContainer(t, s.ID)
 	assert.False(t, kept.State.Running, "stop keeps the container")
 	assert.Equal(t, c.ID, kept.ID)
 
-	started, err := d.P.Start(ctx, s.Id)
+	started, err := d.P.Start(ctx, s.ID)
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, started.State)
-	assert.Equal(t, c.ID, env.sandboxContainer(t, s.Id).ID, "start restarts the same container")
+	assert.Equal(t, c.ID, env.sandboxContainer(t, s.ID).ID, "start restarts the same container")
 	got = execute(t, d.P, started, "cat state.txt; echo $SECRET_TOKEN")
 	assert.Equal(t, "kept\n"+secret+"\n", got.Result, "files and env survive the stop")
 
-	require.NoError(t, d.P.Delete(ctx, s.Id))
+	require.NoError(t, d.P.Delete(ctx, s.ID))
 	_, err = env.cli.ContainerInspect(ctx, c.ID)
 	assert.True(t, cerrdefs.IsNotFound(err), "delete removes the container: %v", err)
-	_, err = d.P.Get(ctx, s.Id)
+	_, err = d.P.Get(ctx, s.ID)
 	assert.Equal(t, provider.NotFound, provider.Code(err))
 	assert.Empty(t, env.containersOf(t, d.Root))
 }
@@ -242,20 +242,20 @@ func testDockerNewPortKeepsFiles(t *testing.T, env *dockerEnv) {
 	ctx := context.Background()
 	s := dockerCreate(t, d, provider.CreateRequest{Name: "mover"})
 	require.Zero(t, execute(t, d.P, s, "echo kept > state.txt").ExitCode)
-	before := env.sandboxContainer(t, s.Id)
-	_, err := d.P.Stop(ctx, s.Id)
+	before := env.sandboxContainer(t, s.ID)
+	_, err := d.P.Stop(ctx, s.ID)
 	require.NoError(t, err)
 
 	squatter, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)))
 	require.NoError(t, err)
 	defer squatter.Close()
-	moved, err := d.P.Start(ctx, s.Id)
+	moved, err := d.P.Start(ctx, s.ID)
 	require.NoError(t, err, "daemon stderr:\n%s", d.Stderr)
 	require.NotEqual(t, s.Port, moved.Port)
-	assert.NotEqual(t, before.ID, env.sandboxContainer(t, s.Id).ID, "a new port needs a new container")
+	assert.NotEqual(t, before.ID, env.sandboxContainer(t, s.ID).ID, "a new port needs a new container")
 	assert.Equal(t, "kept\n", execute(t, d.P, moved, "cat state.txt").Result)
 
-	require.NoError(t, d.P.Delete(ctx, s.Id))
+	require.NoError(t, d.P.Delete(ctx, s.ID))
 	assert.Empty(t, env.containersOf(t, d.Root))
 	images, err := env.cli.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelRoot+"="+d.Root))})
 	require.NoError(t, err)
@@ -265,14 +265,14 @@ func testDockerNewPortKeepsFiles(t *testing.T, env *dockerEnv) {
 func testDockerKilledFromOutside(t *testing.T, env *dockerEnv) {
 	d := startDockerDaemon(t, env, "")
 	s := dockerCreate(t, d, provider.CreateRequest{Name: "victim"})
-	require.NoError(t, env.cli.ContainerKill(context.Background(), docker.ContainerName(s.Id), "KILL"))
+	require.NoError(t, env.cli.ContainerKill(context.Background(), docker.ContainerName(s.ID), "KILL"))
 
-	got := eventuallyState(t, d.P, s.Id, provider.StateStopped)
+	got := eventuallyState(t, d.P, s.ID, provider.StateStopped)
 	assert.Equal(t, "killed: signal SIGKILL", got.ErrorReason)
 	assert.Zero(t, got.Port)
-	assert.Empty(t, got.PreviewUrl)
+	assert.Empty(t, got.PreviewURL)
 
-	restarted, err := d.P.Start(context.Background(), s.Id)
+	restarted, err := d.P.Start(context.Background(), s.ID)
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, restarted.State)
 	checkToolbox(t, d.P, restarted)
@@ -283,18 +283,18 @@ func testDockerDaemonRestart(t *testing.T, env *dockerEnv) {
 	ctx := context.Background()
 	keep := dockerCreate(t, d, provider.CreateRequest{Name: "keep"})
 	lost := dockerCreate(t, d, provider.CreateRequest{Name: "lost"})
-	before := env.sandboxContainer(t, keep.Id)
+	before := env.sandboxContainer(t, keep.ID)
 
 	d.Stop() // SIGTERM: containers keep running
-	assert.True(t, env.sandboxContainer(t, keep.Id).State.Running, "a container outlives its daemon")
-	require.NoError(t, env.cli.ContainerKill(ctx, docker.ContainerName(lost.Id), "KILL"))
+	assert.True(t, env.sandboxContainer(t, keep.ID).State.Running, "a container outlives its daemon")
+	require.NoError(t, env.cli.ContainerKill(ctx, docker.ContainerName(lost.ID), "KILL"))
 
 	d2 := startDockerDaemon(t, env, d.Root)
 	got, err := d2.P.Get(ctx, "keep")
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, got.State)
 	assert.Equal(t, keep.Port, got.Port)
-	after := env.sandboxContainer(t, keep.Id)
+	after := env.sandboxContainer(t, keep.ID)
 	assert.Equal(t, before.ID, after.ID)
 	assert.Equal(t, before.State.StartedAt, after.State.StartedAt, "adopted, not restarted")
 	checkToolbox(t, d2.P, got)
@@ -305,7 +305,7 @@ func testDockerDaemonRestart(t *testing.T, env *dockerEnv) {
 	// check of it is done (until then operations on it are refused).
 	require.Eventually(t, func() bool { _, err := d2.P.SetAutoStopInterval(ctx, "keep", 15); return err == nil },
 		10*time.Second, 10*time.Millisecond, "the restart's check of keep never finished")
-	require.NoError(t, env.cli.ContainerKill(ctx, docker.ContainerName(keep.Id), "KILL"))
+	require.NoError(t, env.cli.ContainerKill(ctx, docker.ContainerName(keep.ID), "KILL"))
 	stopped := eventuallyState(t, d2.P, "keep", provider.StateStopped)
 	assert.Equal(t, "killed: signal SIGKILL", stopped.ErrorReason)
 }
@@ -316,7 +316,7 @@ func testDockerOrphans(t *testing.T, env *dockerEnv) {
 
 	created := make(chan error, 1)
 	go func() {
-		_, err := d.P.Create(ctx, provider.CreateRequest{Id: "half", Runtime: provider.RuntimeDocker, Snapshot: "never-ready"})
+		_, err := d.P.Create(ctx, provider.CreateRequest{ID: "half", Runtime: provider.RuntimeDocker, Snapshot: "never-ready"})
 		created <- err
 	}()
 	// Wait until the container runs, then kill the daemon under the create.
@@ -354,8 +354,8 @@ func testDockerOrphans(t *testing.T, env *dockerEnv) {
 	assert.Equal(t, provider.NotFound, provider.Code(err))
 	assert.NoDirExists(t, filepath.Join(d.Root, "half"))
 
-	s := dockerCreate(t, d2, provider.CreateRequest{Id: "half"})
-	assert.Equal(t, "half", s.Id, "the id is free again")
+	s := dockerCreate(t, d2, provider.CreateRequest{ID: "half"})
+	assert.Equal(t, "half", s.ID, "the id is free again")
 }
 
 func testDockerCreateFailures(t *testing.T, env *dockerEnv) {
@@ -420,7 +420,7 @@ func BenchmarkDockerCreateToStarted(b *testing.B) {
 		return s
 	}
 	// Untimed: the daemon builds the image on the first create.
-	require.NoError(b, d.P.Delete(ctx, create().Id))
+	require.NoError(b, d.P.Delete(ctx, create().ID))
 
 	var subject, baseline []time.Duration
 	b.ResetTimer()
@@ -429,7 +429,7 @@ func BenchmarkDockerCreateToStarted(b *testing.B) {
 		s := create()
 		subject = append(subject, time.Since(start))
 		b.StopTimer()
-		require.NoError(b, d.P.Delete(ctx, s.Id))
+		require.NoError(b, d.P.Delete(ctx, s.ID))
 		baseline = append(baseline, env.bareDockerRun(b, d.Root))
 		b.StartTimer()
 	}

@@ -50,7 +50,7 @@ func startDaemon(t testing.TB, root string, env ...string) *testdaemon.Daemon {
 // and with the header local.Provider's Toolbox returns.
 func toolboxDo(t *testing.T, p *local.Provider, s *provider.Sandbox, method, path, body string) *http.Response {
 	t.Helper()
-	base, header, err := p.Toolbox(context.Background(), s.Id)
+	base, header, err := p.Toolbox(context.Background(), s.ID)
 	require.NoError(t, err)
 	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
 	require.NoError(t, err)
@@ -73,7 +73,7 @@ func checkToolbox(t *testing.T, p *local.Provider, s *provider.Sandbox) {
 		SandboxID string `json:"sandboxId"`
 	}
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
-	require.Equal(t, s.Id, info.SandboxID)
+	require.Equal(t, s.ID, info.SandboxID)
 	require.NotZero(t, info.PID, "the token reveals the pid")
 }
 
@@ -86,7 +86,7 @@ func workloadPID(t *testing.T, p *local.Provider, s *provider.Sandbox) int {
 	checkToolbox(t, p, s)
 	entries, err := os.ReadDir("/proc")
 	require.NoError(t, err)
-	marker := "SANDPLANE_SANDBOX_ID=" + s.Id
+	marker := "SANDPLANE_SANDBOX_ID=" + s.ID
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -109,7 +109,7 @@ func workloadPID(t *testing.T, p *local.Provider, s *provider.Sandbox) int {
 			}
 		}
 	}
-	t.Fatalf("no process of sandbox %s runs", s.Id)
+	t.Fatalf("no process of sandbox %s runs", s.ID)
 	return 0
 }
 
@@ -142,7 +142,7 @@ func TestKillNineOfAChildShowsStoppedWithItsReason(t *testing.T) {
 	s, err := d.P.Create(ctx, provider.CreateRequest{Name: "victim", AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
 	require.NoError(t, syscall.Kill(workloadPID(t, d.P, s), syscall.SIGKILL))
-	got := eventuallyState(t, d.P, s.Id, provider.StateStopped)
+	got := eventuallyState(t, d.P, s.ID, provider.StateStopped)
 	assert.Equal(t, "killed: signal SIGKILL", got.ErrorReason)
 	assert.Zero(t, got.Port)
 }
@@ -187,7 +187,7 @@ func TestKillNineOfTheDaemonMidCreateLeavesNoOrphan(t *testing.T) {
 	d := startDaemon(t, "")
 	created := make(chan error, 1)
 	go func() {
-		_, err := d.P.Create(context.Background(), provider.CreateRequest{Id: "half", Snapshot: "never-ready"})
+		_, err := d.P.Create(context.Background(), provider.CreateRequest{ID: "half", Snapshot: "never-ready"})
 		created <- err
 	}()
 	// Wait until the workload runs, then kill the daemon under the create.
@@ -212,7 +212,7 @@ func TestKillNineOfTheDaemonMidCreateLeavesNoOrphan(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, orphans, "the restarted daemon killed the half-created workload")
 	assert.NoDirExists(t, filepath.Join(d.Root, "half"))
-	s, err := d2.P.Create(context.Background(), provider.CreateRequest{Id: "half"})
+	s, err := d2.P.Create(context.Background(), provider.CreateRequest{ID: "half"})
 	require.NoError(t, err, "the id is free again")
 	assert.Equal(t, provider.StateStarted, s.State)
 }
@@ -237,8 +237,8 @@ func TestHundredParallelCreatesGetDistinctPorts(t *testing.T) {
 		require.NoError(t, r.err)
 		require.Equal(t, provider.StateStarted, r.s.State)
 		prev, dup := ports[r.s.Port]
-		require.False(t, dup, "port %d given to %s and %s", r.s.Port, prev, r.s.Id)
-		ports[r.s.Port] = r.s.Id
+		require.False(t, dup, "port %d given to %s and %s", r.s.Port, prev, r.s.ID)
+		ports[r.s.Port] = r.s.ID
 	}
 	list, err := d.P.List(context.Background(), provider.ListOptions{Labels: map[string]string{"batch": "100"}})
 	require.NoError(t, err)
@@ -248,7 +248,7 @@ func TestHundredParallelCreatesGetDistinctPorts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			assert.NoError(t, d.P.Delete(context.Background(), s.Id))
+			assert.NoError(t, d.P.Delete(context.Background(), s.ID))
 		}()
 	}
 	wg.Wait()
@@ -280,7 +280,7 @@ func TestStopStartPreservesTheDirectory(t *testing.T) {
 	assert.Equal(t, provider.StateStopped, stopped.State)
 	started, err := d.P.Start(ctx, "keeper")
 	require.NoError(t, err)
-	assert.Equal(t, s.Id, started.Id)
+	assert.Equal(t, s.ID, started.ID)
 	assert.Equal(t, "kept\n", exec(started, "cat state.txt"))
 	assert.Equal(t, "hunter2-very-secret\n", exec(started, "echo $SECRET_TOKEN"), "env survives the restart")
 
@@ -308,13 +308,13 @@ func TestAutoStopEndToEnd(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
-	got := eventuallyState(t, d.P, idle.Id, provider.StateStopped)
+	got := eventuallyState(t, d.P, idle.ID, provider.StateStopped)
 	<-done
 	assert.Equal(t, provider.ErrorReasonAutoStopped, got.ErrorReason)
-	b, err := d.P.Get(ctx, busy.Id)
+	b, err := d.P.Get(ctx, busy.ID)
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, b.State, "refresh-activity kept it alive")
-	eventuallyState(t, d.P, busy.Id, provider.StateStopped)
+	eventuallyState(t, d.P, busy.ID, provider.StateStopped)
 }
 
 func TestReapOnExit(t *testing.T) {
@@ -395,7 +395,7 @@ func TestWatchSurvivesADaemonRestart(t *testing.T) {
 	assert.Empty(t, next(provider.EventSandboxesReplaced).Sandboxes)
 	s, err := d.P.Create(ctx, provider.CreateRequest{Name: "w", Labels: map[string]string{"origin": "watch"}})
 	require.NoError(t, err)
-	assert.Equal(t, s.Id, next(provider.EventStarted).Sandbox.Id)
+	assert.Equal(t, s.ID, next(provider.EventStarted).Sandbox.ID)
 
 	d.Stop()
 	d.Restart(t)

@@ -55,7 +55,7 @@ func TestSandboxesCannotReadEachOther(t *testing.T) {
 		d := testdaemon.Start(t, testdaemon.Options{})
 		a, b := twoSandboxes(t, d)
 		for _, name := range []string{"runtime-env.json", "sandbox-token", "sandbox.json"} {
-			path := filepath.Join(d.Root, b.Id, name)
+			path := filepath.Join(d.Root, b.ID, name)
 			resp := toolboxDo(t, d.P, a, http.MethodGet, "/files/download?path="+url.QueryEscape(path), "")
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -72,7 +72,7 @@ func TestSandboxesCannotReadEachOther(t *testing.T) {
 		}
 		d := testdaemon.Start(t, testdaemon.Options{Config: "isolation: bwrap\n"})
 		a, b := twoSandboxes(t, d)
-		code, out := execIn(t, d, a, "cat "+filepath.Join(d.Root, b.Id, "runtime-env.json"))
+		code, out := execIn(t, d, a, "cat "+filepath.Join(d.Root, b.ID, "runtime-env.json"))
 		assert.NotZero(t, code, out)
 		assert.NotContains(t, out, neighbourSecret)
 		// Where B's files live, and every place a sandbox can write.

@@ -124,9 +124,9 @@ func (p *Provider) Info(ctx context.Context) (*provider.Info, error) {
 func (p *Provider) checkVersion(ctx context.Context) {
 	p.versionOnce.Do(func() {
 		info, err := p.Info(ctx)
-		if err == nil && info.ApiVersion != APIVersion {
+		if err == nil && info.APIVersion != APIVersion {
 			p.log.Warn("sandplane daemon speaks another API version; upgrade the older side",
-				"daemon", info.ApiVersion, "client", APIVersion, "daemonVersion", info.Version)
+				"daemon", info.APIVersion, "client", APIVersion, "daemonVersion", info.Version)
 		}
 	})
 }
@@ -264,11 +264,11 @@ func (p *Provider) PreviewURL(ctx context.Context, idOrName string, port int) (*
 	ctx, cancel := p.withTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	// Port 0 is the sandbox's own: the daemon's default when none is sent.
-	var params *api.GetPreviewUrlParams
+	var params *api.GetPreviewURLParams
 	if port != 0 {
-		params = &api.GetPreviewUrlParams{Port: port}
+		params = &api.GetPreviewURLParams{Port: port}
 	}
-	resp, err := p.client.GetPreviewUrlWithResponse(ctx, idOrName, params)
+	resp, err := p.client.GetPreviewURLWithResponse(ctx, idOrName, params)
 	if err != nil {
 		return nil, p.classify(err)
 	}

@@ -19,7 +19,7 @@ func TestStatus(t *testing.T) {
 	info := func(name string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(api.Info{Name: name, ApiVersion: APIVersion})
+			_ = json.NewEncoder(w).Encode(api.Info{Name: name, APIVersion: APIVersion})
 		}
 	}
 	refuse := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

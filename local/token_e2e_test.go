@@ -77,14 +77,14 @@ func TestToolboxNeedsTheSandboxToken(t *testing.T) {
 	events := streamEvents(t, d.URL)
 	s, err := d.P.Create(ctx, provider.CreateRequest{Name: "guarded", AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
-	preview, err := d.P.PreviewURL(ctx, s.Id, 0)
+	preview, err := d.P.PreviewURL(ctx, s.ID, 0)
 	require.NoError(t, err)
 	token := preview.Token
 	require.Len(t, token, 43, "32 random bytes, URL-safe")
-	assert.Equal(t, s.PreviewUrl, preview.Url)
+	assert.Equal(t, s.PreviewURL, preview.URL)
 
 	attack := func(host, origin, ctype, tok string) int {
-		req, err := http.NewRequest(http.MethodPost, s.PreviewUrl+"/process/execute", strings.NewReader(`{"command":"id"}`))
+		req, err := http.NewRequest(http.MethodPost, s.PreviewURL+"/process/execute", strings.NewReader(`{"command":"id"}`))
 		require.NoError(t, err)
 		if host != "" {
 			req.Host = host
@@ -122,32 +122,32 @@ func TestToolboxNeedsTheSandboxToken(t *testing.T) {
 	assert.Equal(t, "seen=none\n", out.Result, "the toolbox keeps its token from the commands it runs")
 
 	t.Run("stored 0600 in the sandbox directory, nowhere else", func(t *testing.T) {
-		file := filepath.Join(d.Root, s.Id, "sandbox-token")
+		file := filepath.Join(d.Root, s.ID, "sandbox-token")
 		fi, err := os.Stat(file)
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 		b, err := os.ReadFile(file)
 		require.NoError(t, err)
 		assert.Equal(t, token, strings.TrimSpace(string(b)))
-		rec, err := os.ReadFile(filepath.Join(d.Root, s.Id, "sandbox.json"))
+		rec, err := os.ReadFile(filepath.Join(d.Root, s.ID, "sandbox.json"))
 		require.NoError(t, err)
 		assert.NotContains(t, string(rec), token)
 	})
 	t.Run("not in the API's answers, events or logs", func(t *testing.T) {
 		assert.NotContains(t, rawGet(t, d.URL+"/v1/sandboxes"), token)
-		assert.NotContains(t, rawGet(t, d.URL+"/v1/sandboxes/"+s.Id), token)
-		logs, err := d.P.EntrypointLogs(ctx, s.Id)
+		assert.NotContains(t, rawGet(t, d.URL+"/v1/sandboxes/"+s.ID), token)
+		logs, err := d.P.EntrypointLogs(ctx, s.ID)
 		require.NoError(t, err)
 		assert.Contains(t, logs.Output, "tok=[REDACTED]", "the workload printed it; the logs hide it")
 		assert.NotContains(t, logs.Output, token)
 	})
 
 	t.Run("kept across stop and start", func(t *testing.T) {
-		_, err := d.P.Stop(ctx, s.Id)
+		_, err := d.P.Stop(ctx, s.ID)
 		require.NoError(t, err)
-		started, err := d.P.Start(ctx, s.Id)
+		started, err := d.P.Start(ctx, s.ID)
 		require.NoError(t, err)
-		again, err := d.P.PreviewURL(ctx, s.Id, 0)
+		again, err := d.P.PreviewURL(ctx, s.ID, 0)
 		require.NoError(t, err)
 		assert.Equal(t, token, again.Token)
 		assert.Equal(t, provider.StateStarted, started.State)
@@ -160,7 +160,7 @@ func TestToolboxNeedsTheSandboxToken(t *testing.T) {
 	assert.NotContains(t, d.Stderr.String(), token, "the daemon's log")
 
 	t.Run("removed with the sandbox", func(t *testing.T) {
-		require.NoError(t, d.P.Delete(ctx, s.Id))
-		assert.NoDirExists(t, filepath.Join(d.Root, s.Id))
+		require.NoError(t, d.P.Delete(ctx, s.ID))
+		assert.NoDirExists(t, filepath.Join(d.Root, s.ID))
 	})
 }

@@ -24,12 +24,12 @@ func (p *Provider) Toolbox(ctx context.Context, idOrName string) (string, http.H
 		return "", nil, err
 	}
 	if s.Snapshot != defaultSnapshot {
-		return "", nil, provider.Errorf(provider.Unsupported, "sandbox %s runs snapshot %q, which serves no toolbox API: only the %q snapshot runs `sandplane toolbox`", s.Id, s.Snapshot, defaultSnapshot)
+		return "", nil, provider.Errorf(provider.Unsupported, "sandbox %s runs snapshot %q, which serves no toolbox API: only the %q snapshot runs `sandplane toolbox`", s.ID, s.Snapshot, defaultSnapshot)
 	}
-	if s.State != provider.StateStarted || s.PreviewUrl == "" {
-		return "", nil, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", s.Id, s.State)
+	if s.State != provider.StateStarted || s.PreviewURL == "" {
+		return "", nil, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", s.ID, s.State)
 	}
-	preview, err := p.PreviewURL(ctx, s.Id, 0)
+	preview, err := p.PreviewURL(ctx, s.ID, 0)
 	if err != nil {
 		return "", nil, err
 	}
@@ -37,5 +37,5 @@ func (p *Provider) Toolbox(ctx context.Context, idOrName string) (string, http.H
 	if preview.Token != "" {
 		h.Set(provider.PreviewTokenHeader, preview.Token)
 	}
-	return strings.TrimSuffix(preview.Url, "/"), h, nil
+	return strings.TrimSuffix(preview.URL, "/"), h, nil
 }

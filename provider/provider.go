@@ -16,7 +16,7 @@ type (
 	Runtime        = api.Runtime
 	Info           = api.Info
 	EntrypointLogs = api.EntrypointLogs
-	Preview        = api.PreviewUrl
+	Preview        = api.PreviewURL
 	Event          = api.Event
 	EventType      = api.EventType
 )
@@ -50,7 +50,7 @@ const (
 	RuntimeDocker = api.Docker
 )
 
-// PreviewTokenHeader carries Preview.Token on requests to Preview.Url, as
+// PreviewTokenHeader carries Preview.Token on requests to Preview.URL, as
 // Daytona's proxy expects it.
 const PreviewTokenHeader = "X-Daytona-Preview-Token"
 
@@ -111,7 +111,7 @@ type Provider interface {
 	// see Traits.ResizeIsNoop.
 	Resize(ctx context.Context, idOrName string, req ResizeRequest) (*Sandbox, error)
 
-	// PreviewURL returns where port of the sandbox is reachable (Url) and
+	// PreviewURL returns where port of the sandbox is reachable (URL) and
 	// the token that requests to it send in the PreviewTokenHeader header;
 	// port 0 means the sandbox's own port. An empty Token means the URL
 	// carries its own authorisation (Daytona's signed preview URLs). The

@@ -202,7 +202,7 @@ func TestRunWithoutRmKeepsTheSandbox(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	s, err := d.p.Get(context.Background(), "kept")
 	require.NoError(t, err)
-	assert.Equal(t, sandboxID(t, r.stderr), s.Id)
+	assert.Equal(t, sandboxID(t, r.stderr), s.ID)
 	assert.Equal(t, map[string]string{"origin": "cli", "task": "7"}, s.Labels)
 	assert.Equal(t, provider.StateStarted, s.State)
 }
@@ -359,7 +359,7 @@ func TestLsShowsWhatTheDashboardShows(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &listed))
 	var fromCLI []string
 	for _, s := range listed {
-		fromCLI = append(fromCLI, s.Id+" "+s.Name+" "+string(s.State))
+		fromCLI = append(fromCLI, s.ID+" "+s.Name+" "+string(s.State))
 	}
 
 	resp, err := http.Get(d.url + "/")
@@ -382,7 +382,7 @@ func TestLsShowsWhatTheDashboardShows(t *testing.T) {
 	for i, s := range listed {
 		f := strings.Fields(lines[i+1])
 		require.Len(t, f, 9, lines[i+1])
-		assert.Equal(t, []string{s.Id, s.Name, string(s.State), string(s.Runtime)}, f[:4])
+		assert.Equal(t, []string{s.ID, s.Name, string(s.State), string(s.Runtime)}, f[:4])
 		assert.Equal(t, orDash(s.Labels["origin"]), f[8])
 	}
 

@@ -82,7 +82,7 @@ func TestParseKeyValues(t *testing.T) {
 
 func TestPrintEvent(t *testing.T) {
 	at := time.Date(2025, 1, 1, 12, 0, 0, 0, time.Local)
-	s := provider.Sandbox{Id: "id1", Name: "box", State: provider.StateStopped, ErrorReason: "auto_stopped", Labels: map[string]string{"origin": "harness"}}
+	s := provider.Sandbox{ID: "id1", Name: "box", State: provider.StateStopped, ErrorReason: "auto_stopped", Labels: map[string]string{"origin": "harness"}}
 	var b bytes.Buffer
 	require.NoError(t, printEvent(&b, provider.Event{Type: provider.EventStopped, Time: at, Sandbox: &s}))
 	require.NoError(t, printEvent(&b, provider.Event{Type: provider.EventActivity, Time: at, Sandbox: &s, Source: provider.SourceRefresh}))
@@ -123,7 +123,7 @@ func TestKeepAliveRefreshesWithinTheWindow(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() {
-				keepAlive(ctx, p, clk, &provider.Sandbox{Id: "s", AutoStopInterval: tt.interval}, tt.minute)
+				keepAlive(ctx, p, clk, &provider.Sandbox{ID: "s", AutoStopInterval: tt.interval}, tt.minute)
 				close(done)
 			}()
 			wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -146,7 +146,7 @@ func TestKeepAliveIdlesWithoutAutoStop(t *testing.T) {
 	clk := clocktest.NewFake(time.Time{})
 	done := make(chan struct{})
 	go func() {
-		keepAlive(context.Background(), &refreshCounter{}, clk, &provider.Sandbox{Id: "s"}, time.Minute)
+		keepAlive(context.Background(), &refreshCounter{}, clk, &provider.Sandbox{ID: "s"}, time.Minute)
 		close(done)
 	}()
 	select {

@@ -37,13 +37,13 @@ dashboard's address. Exit code 4 means no daemon answers.`,
 		tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "provider:\t%s\n", p.Traits().Name)
 		fmt.Fprintf(tw, "name:\t%s\n", info.Name)
-		fmt.Fprintf(tw, "version:\t%s (API %s)\n", info.Version, info.ApiVersion)
+		fmt.Fprintf(tw, "version:\t%s (API %s)\n", info.Version, info.APIVersion)
 		if lp, ok := p.(*local.Provider); ok {
 			fmt.Fprintf(tw, "url:\t%s\n", lp.URL())
 			fmt.Fprintf(tw, "dashboard:\t%s\n", dashboardURL(p))
 		}
-		if info.Pid != 0 {
-			fmt.Fprintf(tw, "pid:\t%d\n", info.Pid)
+		if info.PID != 0 {
+			fmt.Fprintf(tw, "pid:\t%d\n", info.PID)
 		}
 		if info.RootDir != "" {
 			fmt.Fprintf(tw, "root:\t%s\n", info.RootDir)

@@ -42,7 +42,7 @@ func (f *createFlags) request(cmd *cobra.Command) (provider.CreateRequest, error
 	if err != nil {
 		return provider.CreateRequest{}, err
 	}
-	req := provider.CreateRequest{Id: f.id, Name: f.name, Snapshot: f.snapshot, Runtime: provider.Runtime(f.runtime), Labels: labels}
+	req := provider.CreateRequest{ID: f.id, Name: f.name, Snapshot: f.snapshot, Runtime: provider.Runtime(f.runtime), Labels: labels}
 	if len(env) > 0 {
 		req.EnvVars = env
 	}
@@ -88,7 +88,7 @@ sandbox object instead.`,
 		if o.json {
 			return printJSON(o.stdout, s)
 		}
-		fmt.Fprintln(o.stdout, s.Id)
+		fmt.Fprintln(o.stdout, s.ID)
 		fmt.Fprintln(o.stderr, describe(p, s))
 		return nil
 	}

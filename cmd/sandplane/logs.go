@@ -78,7 +78,7 @@ func followLogs(ctx context.Context, p provider.Provider, clk clock.Clock, id st
 			return nil, err
 		}
 		seen = true
-		logs, err := p.EntrypointLogs(ctx, s.Id)
+		logs, err := p.EntrypointLogs(ctx, s.ID)
 		if err != nil && !provider.IsNotFound(err) {
 			return s, err
 		}

@@ -61,7 +61,7 @@ func printTable(w io.Writer, list []provider.Sandbox, now time.Time, minute time
 			port = strconv.Itoa(s.Port)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			s.Id, s.Name, s.State, orDash(string(s.Runtime)), port,
+			s.ID, s.Name, s.State, orDash(string(s.Runtime)), port,
 			shortDuration(now.Sub(s.CreatedAt)), idleColumn(s, now, minute),
 			orDash(s.ErrorReason), orDash(s.Labels["origin"]))
 	}
@@ -83,15 +83,15 @@ func idleColumn(s provider.Sandbox, now time.Time, minute time.Duration) string 
 
 // describe is the one line a person reads after a lifecycle command.
 func describe(p provider.Provider, s *provider.Sandbox) string {
-	line := fmt.Sprintf("Sandbox %s (%s) is %s", s.Name, s.Id, s.State)
+	line := fmt.Sprintf("Sandbox %s (%s) is %s", s.Name, s.ID, s.State)
 	if s.Port != 0 {
 		line += fmt.Sprintf(" on port %d", s.Port)
 	}
 	if s.ErrorReason != "" {
 		line += " (" + s.ErrorReason + ")"
 	}
-	if s.PreviewUrl != "" && s.State == provider.StateStarted {
-		line += "\n  preview:   " + s.PreviewUrl
+	if s.PreviewURL != "" && s.State == provider.StateStarted {
+		line += "\n  preview:   " + s.PreviewURL
 	}
 	if d := dashboardURL(p); d != "" {
 		line += "\n  dashboard: " + d

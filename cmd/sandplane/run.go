@@ -111,7 +111,7 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 	if err != nil {
 		return 0, err
 	}
-	fmt.Fprintf(o.stderr, "Sandbox: %s\n", s.Id)
+	fmt.Fprintf(o.stderr, "Sandbox: %s\n", s.ID)
 	if d := dashboardURL(p); d != "" {
 		fmt.Fprintf(o.stderr, "Dashboard: %s\n", d)
 	}
@@ -120,10 +120,10 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 			cctx, cancel := detached(ctx, o.clk, cleanupTimeout)
 			defer cancel()
 			if ctx.Err() != nil {
-				fmt.Fprintf(o.stderr, "Deleting sandbox %s (Ctrl-C again to leave it)\n", s.Id)
+				fmt.Fprintf(o.stderr, "Deleting sandbox %s (Ctrl-C again to leave it)\n", s.ID)
 			}
-			if derr := p.Delete(cctx, s.Id); derr != nil {
-				fmt.Fprintf(o.stderr, "sandplane: delete sandbox %s: %v\n", s.Id, derr)
+			if derr := p.Delete(cctx, s.ID); derr != nil {
+				fmt.Fprintf(o.stderr, "sandplane: delete sandbox %s: %v\n", s.ID, derr)
 				if err == nil && code == 0 {
 					err = derr
 				}
@@ -154,7 +154,7 @@ func attach(ctx context.Context, p provider.Provider, o *clientOptions, s *provi
 	defer stopKeepAlive()
 
 	if len(args) == 0 {
-		last, err := followLogs(ctx, p, o.clk, s.Id, o.stdout, o.stderr, followInterval)
+		last, err := followLogs(ctx, p, o.clk, s.ID, o.stdout, o.stderr, followInterval)
 		if err != nil {
 			return 0, err
 		}
@@ -164,7 +164,7 @@ func attach(ctx context.Context, p provider.Provider, o *clientOptions, s *provi
 	if !ok {
 		return 0, provider.Errorf(provider.Unsupported, "provider %s cannot run commands in sandboxes: run without a COMMAND to follow the snapshot's own workload", p.Traits().Name)
 	}
-	base, header, err := tb.Toolbox(ctx, s.Id)
+	base, header, err := tb.Toolbox(ctx, s.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -188,7 +188,7 @@ func keepAlive(ctx context.Context, p provider.Provider, clk clock.Clock, s *pro
 		case <-t.C():
 			// A failed refresh is retried at the next tick; if the sandbox
 			// is gone, the command's own stream says so.
-			_ = p.RefreshActivity(ctx, s.Id)
+			_ = p.RefreshActivity(ctx, s.ID)
 		}
 	}
 }

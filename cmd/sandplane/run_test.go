@@ -25,7 +25,7 @@ type interruptingProvider struct {
 }
 
 func (p *interruptingProvider) Create(_ context.Context, req provider.CreateRequest) (*provider.Sandbox, error) {
-	return &provider.Sandbox{Id: "sb-1", Name: req.Name, State: provider.StateStarted}, nil
+	return &provider.Sandbox{ID: "sb-1", Name: req.Name, State: provider.StateStarted}, nil
 }
 
 func (p *interruptingProvider) Info(context.Context) (*provider.Info, error) {

@@ -42,7 +42,7 @@ snapshots:
 	for i := range ids {
 		s, err := d.P.Create(ctx, provider.CreateRequest{Snapshot: "stubborn", Labels: map[string]string{"i": strconv.Itoa(i)}})
 		require.NoError(t, err)
-		ids[i] = s.Id
+		ids[i] = s.ID
 	}
 	for i, id := range ids {
 		go func() {
@@ -169,7 +169,7 @@ snapshots:
 	require.NoError(t, err)
 	s, err := p.Create(context.Background(), provider.CreateRequest{Snapshot: "spy", EnvVars: map[string]string{"OWN": "mine"}})
 	require.NoError(t, err)
-	dir := filepath.Join(d.root, s.Id)
+	dir := filepath.Join(d.root, s.ID)
 	waitFor(t, 20*time.Second, "the workload's reports", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "daemon-env.err"))
 		return err == nil

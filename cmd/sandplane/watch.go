@@ -105,8 +105,8 @@ func printEvent(w io.Writer, ev provider.Event) error {
 func sandboxSummary(s provider.Sandbox, source string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", s.Name)
-	if s.Name != s.Id {
-		fmt.Fprintf(&b, " (%s)", s.Id)
+	if s.Name != s.ID {
+		fmt.Fprintf(&b, " (%s)", s.ID)
 	}
 	fmt.Fprintf(&b, " %s", s.State)
 	if s.Port != 0 {

@@ -49,7 +49,7 @@ func startDaemon(t *testing.T) *testdaemon.Daemon {
 		// The sandboxes go first: a daemon outlives nothing it started.
 		if list, err := d.P.List(context.Background(), provider.ListOptions{}); err == nil {
 			for _, s := range list {
-				_ = d.P.Delete(context.Background(), s.Id)
+				_ = d.P.Delete(context.Background(), s.ID)
 			}
 		}
 	})
@@ -187,7 +187,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		present(row("agent-review-4", "stopped")),
 		present(`#rows tr[data-name="agent-review-4"] td.reason .auto`),
 	)
-	got, err := d.P.Get(bg, idle.Id)
+	got, err := d.P.Get(bg, idle.ID)
 	require.NoError(t, err)
 	assert.Equal(t, provider.ErrorReasonAutoStopped, got.ErrorReason)
 

@@ -107,14 +107,14 @@ func (e EventType) Valid() bool {
 
 // Defines values for InfoContainment.
 const (
-	PidNamespace InfoContainment = "pid-namespace"
+	PIDNamespace InfoContainment = "pid-namespace"
 	ProcessGroup InfoContainment = "process-group"
 )
 
 // Valid indicates whether the value is a known member of the InfoContainment enum.
 func (e InfoContainment) Valid() bool {
 	switch e {
-	case PidNamespace:
+	case PIDNamespace:
 		return true
 	case ProcessGroup:
 		return true
@@ -185,8 +185,8 @@ type CreateSandboxRequest struct {
 	// EnvVars Environment of the workload. Values never reach a log.
 	EnvVars map[string]string `json:"envVars,omitempty"`
 
-	// Id Caller-chosen id; generated when absent.
-	Id string `json:"id,omitempty"`
+	// ID Caller-chosen id; generated when absent.
+	ID string `json:"id,omitempty"`
 
 	// Labels At most 64; keys are 1-256 bytes without '=' or '&', values at most 1024.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -252,8 +252,8 @@ type EventType string
 
 // Info defines model for Info.
 type Info struct {
-	// ApiVersion The major version of this contract ("v1").
-	ApiVersion string `json:"apiVersion"`
+	// APIVersion The major version of this contract ("v1").
+	APIVersion string `json:"apiVersion"`
 
 	// Containment How native sandboxes are contained. pid-namespace: each runs under an init in its own PID namespace, and the kernel ends every process of it when it stops. process-group: the fallback where namespaces are unavailable; a process that calls setsid outlives its sandbox.
 	Containment InfoContainment `json:"containment,omitempty"`
@@ -263,7 +263,7 @@ type Info struct {
 
 	// Name Always "sandplane"; anything else on the port is a squatter.
 	Name      string    `json:"name"`
-	Pid       int       `json:"pid,omitempty"`
+	PID       int       `json:"pid,omitempty"`
 	RootDir   string    `json:"rootDir,omitempty"`
 	Runtimes  []Runtime `json:"runtimes,omitempty"`
 	Snapshots []string  `json:"snapshots,omitempty"`
@@ -276,19 +276,19 @@ type Info struct {
 // InfoContainment How native sandboxes are contained. pid-namespace: each runs under an init in its own PID namespace, and the kernel ends every process of it when it stops. process-group: the fallback where namespaces are unavailable; a process that calls setsid outlives its sandbox.
 type InfoContainment string
 
-// PreviewUrl defines model for PreviewUrl.
-type PreviewUrl struct {
+// PreviewURL defines model for PreviewUrl.
+type PreviewURL struct {
 	// Token The sandbox's secret, as on Daytona: send it in the
 	// `X-Daytona-Preview-Token` header with every request to `url`. The
 	// default workload (`sandplane toolbox`) refuses requests without
 	// it; other workloads get it as `SANDPLANE_SANDBOX_TOKEN`.
 	Token string `json:"token"`
-	Url   string `json:"url"`
+	URL   string `json:"url"`
 }
 
 // ResizeRequest defines model for ResizeRequest.
 type ResizeRequest struct {
-	Cpu int `json:"cpu,omitempty"`
+	CPU int `json:"cpu,omitempty"`
 
 	// Disk GiB
 	Disk int `json:"disk,omitempty"`
@@ -308,7 +308,7 @@ type SandboxInfo struct {
 
 	// ErrorReason Why the sandbox last stopped or failed, for example "auto_stopped" or "exited: code 1".
 	ErrorReason    string            `json:"errorReason,omitempty"`
-	Id             string            `json:"id"`
+	ID             string            `json:"id"`
 	Labels         map[string]string `json:"labels"`
 	LastActivityAt time.Time         `json:"lastActivityAt"`
 	Name           string            `json:"name"`
@@ -316,8 +316,8 @@ type SandboxInfo struct {
 	// Port The host port of the workload; 0 while stopped.
 	Port int `json:"port"`
 
-	// PreviewUrl Where the workload port is reachable; empty while stopped.
-	PreviewUrl string       `json:"previewUrl"`
+	// PreviewURL Where the workload port is reachable; empty while stopped.
+	PreviewURL string       `json:"previewUrl"`
 	Runtime    Runtime      `json:"runtime"`
 	Snapshot   string       `json:"snapshot"`
 	State      SandboxState `json:"state"`
@@ -338,14 +338,14 @@ type StopRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// IdOrName defines model for IdOrName.
-type IdOrName = string
+// IDOrName defines model for IdOrName.
+type IDOrName = string
 
 // Error defines model for Error.
 type Error = ErrorResponse
 
-// GetPreviewUrlParams defines parameters for GetPreviewUrl.
-type GetPreviewUrlParams struct {
+// GetPreviewURLParams defines parameters for GetPreviewURL.
+type GetPreviewURLParams struct {
 	// Port The port inside the sandbox; defaults to the sandbox port.
 	Port int `form:"port,omitempty" json:"port,omitempty"`
 }
@@ -480,56 +480,56 @@ type ClientInterface interface {
 	// DeleteSandbox Stop the sandbox and remove it with its directory. Idempotent.
 	//
 	// Corresponds with DELETE /sandboxes/{idOrName} (the `DeleteSandbox` operationId).
-	DeleteSandbox(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeleteSandbox(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSandbox performs a GET /sandboxes/{idOrName} (the `GetSandbox` operationId) request.
-	GetSandbox(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetSandbox(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetAutoStopIntervalWithBody Set the idle minutes before auto-stop; 0 disables. Does not reset the idle clock.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/autostop (the `SetAutoStopInterval` operationId).
-	SetAutoStopIntervalWithBody(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SetAutoStopIntervalWithBody(ctx context.Context, idOrName IDOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetAutoStopInterval Set the idle minutes before auto-stop; 0 disables. Does not reset the idle clock.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/autostop (the `SetAutoStopInterval` operationId).
-	SetAutoStopInterval(ctx context.Context, idOrName IdOrName, body SetAutoStopIntervalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SetAutoStopInterval(ctx context.Context, idOrName IDOrName, body SetAutoStopIntervalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetEntrypointLogs What the workload printed, with secret env values redacted.
 	//
 	// Corresponds with GET /sandboxes/{idOrName}/entrypoint-logs (the `GetEntrypointLogs` operationId).
-	GetEntrypointLogs(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetEntrypointLogs(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetPreviewUrl performs a GET /sandboxes/{idOrName}/preview-url (the `GetPreviewUrl` operationId) request.
-	GetPreviewUrl(ctx context.Context, idOrName IdOrName, params *GetPreviewUrlParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+	// GetPreviewURL performs a GET /sandboxes/{idOrName}/preview-url (the `GetPreviewURL` operationId) request.
+	GetPreviewURL(ctx context.Context, idOrName IDOrName, params *GetPreviewURLParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RefreshActivity Reset the idle clock (lastActivityAt) without changing state.
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/refresh-activity (the `RefreshActivity` operationId).
-	RefreshActivity(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RefreshActivity(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResizeSandboxWithBody Accepted and ignored locally (trait resizeIsNoop); returns the sandbox.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/resize (the `ResizeSandbox` operationId).
-	ResizeSandboxWithBody(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ResizeSandboxWithBody(ctx context.Context, idOrName IDOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResizeSandbox Accepted and ignored locally (trait resizeIsNoop); returns the sandbox.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/resize (the `ResizeSandbox` operationId).
-	ResizeSandbox(ctx context.Context, idOrName IdOrName, body ResizeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ResizeSandbox(ctx context.Context, idOrName IDOrName, body ResizeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// StartSandbox Respawn a stopped sandbox in its preserved directory. A no-op when started.
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/start (the `StartSandbox` operationId).
-	StartSandbox(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
+	StartSandbox(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// StopSandboxWithBody Stop the workload; the directory is kept so start can respawn it.
 	//
@@ -538,7 +538,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
-	StopSandboxWithBody(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	StopSandboxWithBody(ctx context.Context, idOrName IDOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// StopSandbox Stop the workload; the directory is kept so start can respawn it.
 	//
@@ -547,7 +547,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
-	StopSandbox(ctx context.Context, idOrName IdOrName, body StopSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	StopSandbox(ctx context.Context, idOrName IDOrName, body StopSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetInfo Identity of the daemon, for probes and port-squat detection.
@@ -634,7 +634,7 @@ func (c *Client) CreateSandbox(ctx context.Context, body CreateSandboxJSONReques
 // DeleteSandbox Stop the sandbox and remove it with its directory. Idempotent.
 //
 // Corresponds with DELETE /sandboxes/{idOrName} (the `DeleteSandbox` operationId).
-func (c *Client) DeleteSandbox(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) DeleteSandbox(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteSandboxRequest(c.Server, idOrName)
 	if err != nil {
 		return nil, err
@@ -647,7 +647,7 @@ func (c *Client) DeleteSandbox(ctx context.Context, idOrName IdOrName, reqEditor
 }
 
 // GetSandbox performs a GET /sandboxes/{idOrName} (the `GetSandbox` operationId) request.
-func (c *Client) GetSandbox(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) GetSandbox(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSandboxRequest(c.Server, idOrName)
 	if err != nil {
 		return nil, err
@@ -664,7 +664,7 @@ func (c *Client) GetSandbox(ctx context.Context, idOrName IdOrName, reqEditors .
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /sandboxes/{idOrName}/autostop (the `SetAutoStopInterval` operationId).
-func (c *Client) SetAutoStopIntervalWithBody(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) SetAutoStopIntervalWithBody(ctx context.Context, idOrName IDOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetAutoStopIntervalRequestWithBody(c.Server, idOrName, contentType, body)
 	if err != nil {
 		return nil, err
@@ -681,7 +681,7 @@ func (c *Client) SetAutoStopIntervalWithBody(ctx context.Context, idOrName IdOrN
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /sandboxes/{idOrName}/autostop (the `SetAutoStopInterval` operationId).
-func (c *Client) SetAutoStopInterval(ctx context.Context, idOrName IdOrName, body SetAutoStopIntervalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) SetAutoStopInterval(ctx context.Context, idOrName IDOrName, body SetAutoStopIntervalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetAutoStopIntervalRequest(c.Server, idOrName, body)
 	if err != nil {
 		return nil, err
@@ -696,7 +696,7 @@ func (c *Client) SetAutoStopInterval(ctx context.Context, idOrName IdOrName, bod
 // GetEntrypointLogs What the workload printed, with secret env values redacted.
 //
 // Corresponds with GET /sandboxes/{idOrName}/entrypoint-logs (the `GetEntrypointLogs` operationId).
-func (c *Client) GetEntrypointLogs(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) GetEntrypointLogs(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetEntrypointLogsRequest(c.Server, idOrName)
 	if err != nil {
 		return nil, err
@@ -708,9 +708,9 @@ func (c *Client) GetEntrypointLogs(ctx context.Context, idOrName IdOrName, reqEd
 	return c.Client.Do(req)
 }
 
-// GetPreviewUrl performs a GET /sandboxes/{idOrName}/preview-url (the `GetPreviewUrl` operationId) request.
-func (c *Client) GetPreviewUrl(ctx context.Context, idOrName IdOrName, params *GetPreviewUrlParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetPreviewUrlRequest(c.Server, idOrName, params)
+// GetPreviewURL performs a GET /sandboxes/{idOrName}/preview-url (the `GetPreviewURL` operationId) request.
+func (c *Client) GetPreviewURL(ctx context.Context, idOrName IDOrName, params *GetPreviewURLParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPreviewURLRequest(c.Server, idOrName, params)
 	if err != nil {
 		return nil, err
 	}
@@ -724,7 +724,7 @@ func (c *Client) GetPreviewUrl(ctx context.Context, idOrName IdOrName, params *G
 // RefreshActivity Reset the idle clock (lastActivityAt) without changing state.
 //
 // Corresponds with POST /sandboxes/{idOrName}/refresh-activity (the `RefreshActivity` operationId).
-func (c *Client) RefreshActivity(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) RefreshActivity(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRefreshActivityRequest(c.Server, idOrName)
 	if err != nil {
 		return nil, err
@@ -741,7 +741,7 @@ func (c *Client) RefreshActivity(ctx context.Context, idOrName IdOrName, reqEdit
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /sandboxes/{idOrName}/resize (the `ResizeSandbox` operationId).
-func (c *Client) ResizeSandboxWithBody(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) ResizeSandboxWithBody(ctx context.Context, idOrName IDOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResizeSandboxRequestWithBody(c.Server, idOrName, contentType, body)
 	if err != nil {
 		return nil, err
@@ -758,7 +758,7 @@ func (c *Client) ResizeSandboxWithBody(ctx context.Context, idOrName IdOrName, c
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /sandboxes/{idOrName}/resize (the `ResizeSandbox` operationId).
-func (c *Client) ResizeSandbox(ctx context.Context, idOrName IdOrName, body ResizeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) ResizeSandbox(ctx context.Context, idOrName IDOrName, body ResizeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResizeSandboxRequest(c.Server, idOrName, body)
 	if err != nil {
 		return nil, err
@@ -773,7 +773,7 @@ func (c *Client) ResizeSandbox(ctx context.Context, idOrName IdOrName, body Resi
 // StartSandbox Respawn a stopped sandbox in its preserved directory. A no-op when started.
 //
 // Corresponds with POST /sandboxes/{idOrName}/start (the `StartSandbox` operationId).
-func (c *Client) StartSandbox(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) StartSandbox(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStartSandboxRequest(c.Server, idOrName)
 	if err != nil {
 		return nil, err
@@ -792,7 +792,7 @@ func (c *Client) StartSandbox(ctx context.Context, idOrName IdOrName, reqEditors
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
-func (c *Client) StopSandboxWithBody(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) StopSandboxWithBody(ctx context.Context, idOrName IDOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStopSandboxRequestWithBody(c.Server, idOrName, contentType, body)
 	if err != nil {
 		return nil, err
@@ -811,7 +811,7 @@ func (c *Client) StopSandboxWithBody(ctx context.Context, idOrName IdOrName, con
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
-func (c *Client) StopSandbox(ctx context.Context, idOrName IdOrName, body StopSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) StopSandbox(ctx context.Context, idOrName IDOrName, body StopSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStopSandboxRequest(c.Server, idOrName, body)
 	if err != nil {
 		return nil, err
@@ -918,7 +918,7 @@ func NewCreateSandboxRequestWithBody(server string, contentType string, body io.
 }
 
 // NewDeleteSandboxRequest constructs an http.Request for the DeleteSandbox method
-func NewDeleteSandboxRequest(server string, idOrName IdOrName) (*http.Request, error) {
+func NewDeleteSandboxRequest(server string, idOrName IDOrName) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -952,7 +952,7 @@ func NewDeleteSandboxRequest(server string, idOrName IdOrName) (*http.Request, e
 }
 
 // NewGetSandboxRequest constructs an http.Request for the GetSandbox method
-func NewGetSandboxRequest(server string, idOrName IdOrName) (*http.Request, error) {
+func NewGetSandboxRequest(server string, idOrName IDOrName) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -986,7 +986,7 @@ func NewGetSandboxRequest(server string, idOrName IdOrName) (*http.Request, erro
 }
 
 // NewSetAutoStopIntervalRequest calls the generic SetAutoStopInterval builder with application/json body
-func NewSetAutoStopIntervalRequest(server string, idOrName IdOrName, body SetAutoStopIntervalJSONRequestBody) (*http.Request, error) {
+func NewSetAutoStopIntervalRequest(server string, idOrName IDOrName, body SetAutoStopIntervalJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
@@ -997,7 +997,7 @@ func NewSetAutoStopIntervalRequest(server string, idOrName IdOrName, body SetAut
 }
 
 // NewSetAutoStopIntervalRequestWithBody constructs an http.Request for the SetAutoStopInterval method, with any body, and a specified content type
-func NewSetAutoStopIntervalRequestWithBody(server string, idOrName IdOrName, contentType string, body io.Reader) (*http.Request, error) {
+func NewSetAutoStopIntervalRequestWithBody(server string, idOrName IDOrName, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1033,7 +1033,7 @@ func NewSetAutoStopIntervalRequestWithBody(server string, idOrName IdOrName, con
 }
 
 // NewGetEntrypointLogsRequest constructs an http.Request for the GetEntrypointLogs method
-func NewGetEntrypointLogsRequest(server string, idOrName IdOrName) (*http.Request, error) {
+func NewGetEntrypointLogsRequest(server string, idOrName IDOrName) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1066,8 +1066,8 @@ func NewGetEntrypointLogsRequest(server string, idOrName IdOrName) (*http.Reques
 	return req, nil
 }
 
-// NewGetPreviewUrlRequest constructs an http.Request for the GetPreviewUrl method
-func NewGetPreviewUrlRequest(server string, idOrName IdOrName, params *GetPreviewUrlParams) (*http.Request, error) {
+// NewGetPreviewURLRequest constructs an http.Request for the GetPreviewURL method
+func NewGetPreviewURLRequest(server string, idOrName IDOrName, params *GetPreviewURLParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1124,7 +1124,7 @@ func NewGetPreviewUrlRequest(server string, idOrName IdOrName, params *GetPrevie
 }
 
 // NewRefreshActivityRequest constructs an http.Request for the RefreshActivity method
-func NewRefreshActivityRequest(server string, idOrName IdOrName) (*http.Request, error) {
+func NewRefreshActivityRequest(server string, idOrName IDOrName) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1158,7 +1158,7 @@ func NewRefreshActivityRequest(server string, idOrName IdOrName) (*http.Request,
 }
 
 // NewResizeSandboxRequest calls the generic ResizeSandbox builder with application/json body
-func NewResizeSandboxRequest(server string, idOrName IdOrName, body ResizeSandboxJSONRequestBody) (*http.Request, error) {
+func NewResizeSandboxRequest(server string, idOrName IDOrName, body ResizeSandboxJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
@@ -1169,7 +1169,7 @@ func NewResizeSandboxRequest(server string, idOrName IdOrName, body ResizeSandbo
 }
 
 // NewResizeSandboxRequestWithBody constructs an http.Request for the ResizeSandbox method, with any body, and a specified content type
-func NewResizeSandboxRequestWithBody(server string, idOrName IdOrName, contentType string, body io.Reader) (*http.Request, error) {
+func NewResizeSandboxRequestWithBody(server string, idOrName IDOrName, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1205,7 +1205,7 @@ func NewResizeSandboxRequestWithBody(server string, idOrName IdOrName, contentTy
 }
 
 // NewStartSandboxRequest constructs an http.Request for the StartSandbox method
-func NewStartSandboxRequest(server string, idOrName IdOrName) (*http.Request, error) {
+func NewStartSandboxRequest(server string, idOrName IDOrName) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1239,7 +1239,7 @@ func NewStartSandboxRequest(server string, idOrName IdOrName) (*http.Request, er
 }
 
 // NewStopSandboxRequest calls the generic StopSandbox builder with application/json body
-func NewStopSandboxRequest(server string, idOrName IdOrName, body StopSandboxJSONRequestBody) (*http.Request, error) {
+func NewStopSandboxRequest(server string, idOrName IDOrName, body StopSandboxJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
@@ -1250,7 +1250,7 @@ func NewStopSandboxRequest(server string, idOrName IdOrName, body StopSandboxJSO
 }
 
 // NewStopSandboxRequestWithBody constructs an http.Request for the StopSandbox method, with any body, and a specified content type
-func NewStopSandboxRequestWithBody(server string, idOrName IdOrName, contentType string, body io.Reader) (*http.Request, error) {
+func NewStopSandboxRequestWithBody(server string, idOrName IDOrName, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1379,66 +1379,66 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /sandboxes/{idOrName} (the `DeleteSandbox` operationId).
-	DeleteSandboxWithResponse(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*DeleteSandboxResponse, error)
+	DeleteSandboxWithResponse(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*DeleteSandboxResponse, error)
 
 	// GetSandboxWithResponse performs a GET /sandboxes/{idOrName} (the `GetSandbox` operationId) request.
 	//
 	// Returns a wrapper object for the known response body format(s).
-	GetSandboxWithResponse(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*GetSandboxResponse, error)
+	GetSandboxWithResponse(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*GetSandboxResponse, error)
 
 	// SetAutoStopIntervalWithBodyWithResponse Set the idle minutes before auto-stop; 0 disables. Does not reset the idle clock.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/autostop (the `SetAutoStopInterval` operationId).
-	SetAutoStopIntervalWithBodyWithResponse(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetAutoStopIntervalResponse, error)
+	SetAutoStopIntervalWithBodyWithResponse(ctx context.Context, idOrName IDOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetAutoStopIntervalResponse, error)
 
 	// SetAutoStopIntervalWithResponse Set the idle minutes before auto-stop; 0 disables. Does not reset the idle clock.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/autostop (the `SetAutoStopInterval` operationId).
-	SetAutoStopIntervalWithResponse(ctx context.Context, idOrName IdOrName, body SetAutoStopIntervalJSONRequestBody, reqEditors ...RequestEditorFn) (*SetAutoStopIntervalResponse, error)
+	SetAutoStopIntervalWithResponse(ctx context.Context, idOrName IDOrName, body SetAutoStopIntervalJSONRequestBody, reqEditors ...RequestEditorFn) (*SetAutoStopIntervalResponse, error)
 
 	// GetEntrypointLogsWithResponse What the workload printed, with secret env values redacted.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /sandboxes/{idOrName}/entrypoint-logs (the `GetEntrypointLogs` operationId).
-	GetEntrypointLogsWithResponse(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*GetEntrypointLogsResponse, error)
+	GetEntrypointLogsWithResponse(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*GetEntrypointLogsResponse, error)
 
-	// GetPreviewUrlWithResponse performs a GET /sandboxes/{idOrName}/preview-url (the `GetPreviewUrl` operationId) request.
+	// GetPreviewURLWithResponse performs a GET /sandboxes/{idOrName}/preview-url (the `GetPreviewURL` operationId) request.
 	//
 	// Returns a wrapper object for the known response body format(s).
-	GetPreviewUrlWithResponse(ctx context.Context, idOrName IdOrName, params *GetPreviewUrlParams, reqEditors ...RequestEditorFn) (*GetPreviewUrlResponse, error)
+	GetPreviewURLWithResponse(ctx context.Context, idOrName IDOrName, params *GetPreviewURLParams, reqEditors ...RequestEditorFn) (*GetPreviewURLResponse, error)
 
 	// RefreshActivityWithResponse Reset the idle clock (lastActivityAt) without changing state.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/refresh-activity (the `RefreshActivity` operationId).
-	RefreshActivityWithResponse(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*RefreshActivityResponse, error)
+	RefreshActivityWithResponse(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*RefreshActivityResponse, error)
 
 	// ResizeSandboxWithBodyWithResponse Accepted and ignored locally (trait resizeIsNoop); returns the sandbox.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/resize (the `ResizeSandbox` operationId).
-	ResizeSandboxWithBodyWithResponse(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResizeSandboxResponse, error)
+	ResizeSandboxWithBodyWithResponse(ctx context.Context, idOrName IDOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResizeSandboxResponse, error)
 
 	// ResizeSandboxWithResponse Accepted and ignored locally (trait resizeIsNoop); returns the sandbox.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/resize (the `ResizeSandbox` operationId).
-	ResizeSandboxWithResponse(ctx context.Context, idOrName IdOrName, body ResizeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ResizeSandboxResponse, error)
+	ResizeSandboxWithResponse(ctx context.Context, idOrName IDOrName, body ResizeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ResizeSandboxResponse, error)
 
 	// StartSandboxWithResponse Respawn a stopped sandbox in its preserved directory. A no-op when started.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/start (the `StartSandbox` operationId).
-	StartSandboxWithResponse(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*StartSandboxResponse, error)
+	StartSandboxWithResponse(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*StartSandboxResponse, error)
 
 	// StopSandboxWithBodyWithResponse Stop the workload; the directory is kept so start can respawn it.
 	//
@@ -1447,7 +1447,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
-	StopSandboxWithBodyWithResponse(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error)
+	StopSandboxWithBodyWithResponse(ctx context.Context, idOrName IDOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error)
 
 	// StopSandboxWithResponse Stop the workload; the directory is kept so start can respawn it.
 	//
@@ -1456,7 +1456,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
-	StopSandboxWithResponse(ctx context.Context, idOrName IdOrName, body StopSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error)
+	StopSandboxWithResponse(ctx context.Context, idOrName IDOrName, body StopSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error)
 }
 
 type GetInfoResponse struct {
@@ -1788,32 +1788,32 @@ func (r GetEntrypointLogsResponse) ContentType() string {
 	return ""
 }
 
-type GetPreviewUrlResponse struct {
+type GetPreviewURLResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *PreviewUrl
+	JSON200 *PreviewURL
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *Error
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetPreviewUrlResponse) GetJSON200() *PreviewUrl {
+func (r GetPreviewURLResponse) GetJSON200() *PreviewURL {
 	return r.JSON200
 }
 
 // GetJSONDefault returns the response for an HTTP default `application/json` response
-func (r GetPreviewUrlResponse) GetJSONDefault() *Error {
+func (r GetPreviewURLResponse) GetJSONDefault() *Error {
 	return r.JSONDefault
 }
 
 // GetBody returns the raw response body bytes
-func (r GetPreviewUrlResponse) GetBody() []byte {
+func (r GetPreviewURLResponse) GetBody() []byte {
 	return r.Body
 }
 
 // Status returns HTTPResponse.Status
-func (r GetPreviewUrlResponse) Status() string {
+func (r GetPreviewURLResponse) Status() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Status
 	}
@@ -1821,7 +1821,7 @@ func (r GetPreviewUrlResponse) Status() string {
 }
 
 // StatusCode returns HTTPResponse.StatusCode
-func (r GetPreviewUrlResponse) StatusCode() int {
+func (r GetPreviewURLResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -1829,7 +1829,7 @@ func (r GetPreviewUrlResponse) StatusCode() int {
 }
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r GetPreviewUrlResponse) ContentType() string {
+func (r GetPreviewURLResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2095,7 +2095,7 @@ func (c *ClientWithResponses) CreateSandboxWithResponse(ctx context.Context, bod
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /sandboxes/{idOrName} (the `DeleteSandbox` operationId).
-func (c *ClientWithResponses) DeleteSandboxWithResponse(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*DeleteSandboxResponse, error) {
+func (c *ClientWithResponses) DeleteSandboxWithResponse(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*DeleteSandboxResponse, error) {
 	rsp, err := c.DeleteSandbox(ctx, idOrName, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2106,7 +2106,7 @@ func (c *ClientWithResponses) DeleteSandboxWithResponse(ctx context.Context, idO
 // GetSandboxWithResponse performs a GET /sandboxes/{idOrName} (the `GetSandbox` operationId) request.
 //
 // Returns a wrapper object for the known response body format(s).
-func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*GetSandboxResponse, error) {
+func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*GetSandboxResponse, error) {
 	rsp, err := c.GetSandbox(ctx, idOrName, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2119,7 +2119,7 @@ func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, idOrNa
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /sandboxes/{idOrName}/autostop (the `SetAutoStopInterval` operationId).
-func (c *ClientWithResponses) SetAutoStopIntervalWithBodyWithResponse(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetAutoStopIntervalResponse, error) {
+func (c *ClientWithResponses) SetAutoStopIntervalWithBodyWithResponse(ctx context.Context, idOrName IDOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetAutoStopIntervalResponse, error) {
 	rsp, err := c.SetAutoStopIntervalWithBody(ctx, idOrName, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2132,7 +2132,7 @@ func (c *ClientWithResponses) SetAutoStopIntervalWithBodyWithResponse(ctx contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /sandboxes/{idOrName}/autostop (the `SetAutoStopInterval` operationId).
-func (c *ClientWithResponses) SetAutoStopIntervalWithResponse(ctx context.Context, idOrName IdOrName, body SetAutoStopIntervalJSONRequestBody, reqEditors ...RequestEditorFn) (*SetAutoStopIntervalResponse, error) {
+func (c *ClientWithResponses) SetAutoStopIntervalWithResponse(ctx context.Context, idOrName IDOrName, body SetAutoStopIntervalJSONRequestBody, reqEditors ...RequestEditorFn) (*SetAutoStopIntervalResponse, error) {
 	rsp, err := c.SetAutoStopInterval(ctx, idOrName, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2145,7 +2145,7 @@ func (c *ClientWithResponses) SetAutoStopIntervalWithResponse(ctx context.Contex
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /sandboxes/{idOrName}/entrypoint-logs (the `GetEntrypointLogs` operationId).
-func (c *ClientWithResponses) GetEntrypointLogsWithResponse(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*GetEntrypointLogsResponse, error) {
+func (c *ClientWithResponses) GetEntrypointLogsWithResponse(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*GetEntrypointLogsResponse, error) {
 	rsp, err := c.GetEntrypointLogs(ctx, idOrName, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2153,15 +2153,15 @@ func (c *ClientWithResponses) GetEntrypointLogsWithResponse(ctx context.Context,
 	return ParseGetEntrypointLogsResponse(rsp)
 }
 
-// GetPreviewUrlWithResponse performs a GET /sandboxes/{idOrName}/preview-url (the `GetPreviewUrl` operationId) request.
+// GetPreviewURLWithResponse performs a GET /sandboxes/{idOrName}/preview-url (the `GetPreviewURL` operationId) request.
 //
 // Returns a wrapper object for the known response body format(s).
-func (c *ClientWithResponses) GetPreviewUrlWithResponse(ctx context.Context, idOrName IdOrName, params *GetPreviewUrlParams, reqEditors ...RequestEditorFn) (*GetPreviewUrlResponse, error) {
-	rsp, err := c.GetPreviewUrl(ctx, idOrName, params, reqEditors...)
+func (c *ClientWithResponses) GetPreviewURLWithResponse(ctx context.Context, idOrName IDOrName, params *GetPreviewURLParams, reqEditors ...RequestEditorFn) (*GetPreviewURLResponse, error) {
+	rsp, err := c.GetPreviewURL(ctx, idOrName, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
-	return ParseGetPreviewUrlResponse(rsp)
+	return ParseGetPreviewURLResponse(rsp)
 }
 
 // RefreshActivityWithResponse Reset the idle clock (lastActivityAt) without changing state.
@@ -2169,7 +2169,7 @@ func (c *ClientWithResponses) GetPreviewUrlWithResponse(ctx context.Context, idO
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /sandboxes/{idOrName}/refresh-activity (the `RefreshActivity` operationId).
-func (c *ClientWithResponses) RefreshActivityWithResponse(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*RefreshActivityResponse, error) {
+func (c *ClientWithResponses) RefreshActivityWithResponse(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*RefreshActivityResponse, error) {
 	rsp, err := c.RefreshActivity(ctx, idOrName, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2182,7 +2182,7 @@ func (c *ClientWithResponses) RefreshActivityWithResponse(ctx context.Context, i
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /sandboxes/{idOrName}/resize (the `ResizeSandbox` operationId).
-func (c *ClientWithResponses) ResizeSandboxWithBodyWithResponse(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResizeSandboxResponse, error) {
+func (c *ClientWithResponses) ResizeSandboxWithBodyWithResponse(ctx context.Context, idOrName IDOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResizeSandboxResponse, error) {
 	rsp, err := c.ResizeSandboxWithBody(ctx, idOrName, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2195,7 +2195,7 @@ func (c *ClientWithResponses) ResizeSandboxWithBodyWithResponse(ctx context.Cont
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /sandboxes/{idOrName}/resize (the `ResizeSandbox` operationId).
-func (c *ClientWithResponses) ResizeSandboxWithResponse(ctx context.Context, idOrName IdOrName, body ResizeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ResizeSandboxResponse, error) {
+func (c *ClientWithResponses) ResizeSandboxWithResponse(ctx context.Context, idOrName IDOrName, body ResizeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ResizeSandboxResponse, error) {
 	rsp, err := c.ResizeSandbox(ctx, idOrName, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2208,7 +2208,7 @@ func (c *ClientWithResponses) ResizeSandboxWithResponse(ctx context.Context, idO
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /sandboxes/{idOrName}/start (the `StartSandbox` operationId).
-func (c *ClientWithResponses) StartSandboxWithResponse(ctx context.Context, idOrName IdOrName, reqEditors ...RequestEditorFn) (*StartSandboxResponse, error) {
+func (c *ClientWithResponses) StartSandboxWithResponse(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*StartSandboxResponse, error) {
 	rsp, err := c.StartSandbox(ctx, idOrName, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2223,7 +2223,7 @@ func (c *ClientWithResponses) StartSandboxWithResponse(ctx context.Context, idOr
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
-func (c *ClientWithResponses) StopSandboxWithBodyWithResponse(ctx context.Context, idOrName IdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error) {
+func (c *ClientWithResponses) StopSandboxWithBodyWithResponse(ctx context.Context, idOrName IDOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error) {
 	rsp, err := c.StopSandboxWithBody(ctx, idOrName, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2238,7 +2238,7 @@ func (c *ClientWithResponses) StopSandboxWithBodyWithResponse(ctx context.Contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /sandboxes/{idOrName}/stop (the `StopSandbox` operationId).
-func (c *ClientWithResponses) StopSandboxWithResponse(ctx context.Context, idOrName IdOrName, body StopSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error) {
+func (c *ClientWithResponses) StopSandboxWithResponse(ctx context.Context, idOrName IDOrName, body StopSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error) {
 	rsp, err := c.StopSandbox(ctx, idOrName, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2473,22 +2473,22 @@ func ParseGetEntrypointLogsResponse(rsp *http.Response) (*GetEntrypointLogsRespo
 	return response, nil
 }
 
-// ParseGetPreviewUrlResponse parses an HTTP response from a GetPreviewUrlWithResponse call
-func ParseGetPreviewUrlResponse(rsp *http.Response) (*GetPreviewUrlResponse, error) {
+// ParseGetPreviewURLResponse parses an HTTP response from a GetPreviewURLWithResponse call
+func ParseGetPreviewURLResponse(rsp *http.Response) (*GetPreviewURLResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
 	defer func() { _ = rsp.Body.Close() }()
 	if err != nil {
 		return nil, err
 	}
 
-	response := &GetPreviewUrlResponse{
+	response := &GetPreviewURLResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest PreviewUrl
+		var dest PreviewURL
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2647,31 +2647,31 @@ type ServerInterface interface {
 	CreateSandbox(w http.ResponseWriter, r *http.Request)
 	// DeleteSandbox Stop the sandbox and remove it with its directory. Idempotent.
 	// (DELETE /sandboxes/{idOrName})
-	DeleteSandbox(w http.ResponseWriter, r *http.Request, idOrName IdOrName)
+	DeleteSandbox(w http.ResponseWriter, r *http.Request, idOrName IDOrName)
 
 	// (GET /sandboxes/{idOrName})
-	GetSandbox(w http.ResponseWriter, r *http.Request, idOrName IdOrName)
+	GetSandbox(w http.ResponseWriter, r *http.Request, idOrName IDOrName)
 	// SetAutoStopInterval Set the idle minutes before auto-stop; 0 disables. Does not reset the idle clock.
 	// (POST /sandboxes/{idOrName}/autostop)
-	SetAutoStopInterval(w http.ResponseWriter, r *http.Request, idOrName IdOrName)
+	SetAutoStopInterval(w http.ResponseWriter, r *http.Request, idOrName IDOrName)
 	// GetEntrypointLogs What the workload printed, with secret env values redacted.
 	// (GET /sandboxes/{idOrName}/entrypoint-logs)
-	GetEntrypointLogs(w http.ResponseWriter, r *http.Request, idOrName IdOrName)
+	GetEntrypointLogs(w http.ResponseWriter, r *http.Request, idOrName IDOrName)
 
 	// (GET /sandboxes/{idOrName}/preview-url)
-	GetPreviewUrl(w http.ResponseWriter, r *http.Request, idOrName IdOrName, params GetPreviewUrlParams)
+	GetPreviewURL(w http.ResponseWriter, r *http.Request, idOrName IDOrName, params GetPreviewURLParams)
 	// RefreshActivity Reset the idle clock (lastActivityAt) without changing state.
 	// (POST /sandboxes/{idOrName}/refresh-activity)
-	RefreshActivity(w http.ResponseWriter, r *http.Request, idOrName IdOrName)
+	RefreshActivity(w http.ResponseWriter, r *http.Request, idOrName IDOrName)
 	// ResizeSandbox Accepted and ignored locally (trait resizeIsNoop); returns the sandbox.
 	// (POST /sandboxes/{idOrName}/resize)
-	ResizeSandbox(w http.ResponseWriter, r *http.Request, idOrName IdOrName)
+	ResizeSandbox(w http.ResponseWriter, r *http.Request, idOrName IDOrName)
 	// StartSandbox Respawn a stopped sandbox in its preserved directory. A no-op when started.
 	// (POST /sandboxes/{idOrName}/start)
-	StartSandbox(w http.ResponseWriter, r *http.Request, idOrName IdOrName)
+	StartSandbox(w http.ResponseWriter, r *http.Request, idOrName IDOrName)
 	// StopSandbox Stop the workload; the directory is kept so start can respawn it.
 	// (POST /sandboxes/{idOrName}/stop)
-	StopSandbox(w http.ResponseWriter, r *http.Request, idOrName IdOrName)
+	StopSandbox(w http.ResponseWriter, r *http.Request, idOrName IDOrName)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -2732,7 +2732,7 @@ func (siw *ServerInterfaceWrapper) DeleteSandbox(w http.ResponseWriter, r *http.
 	_ = err
 
 	// ------------- Path parameter "idOrName" -------------
-	var idOrName IdOrName
+	var idOrName IDOrName
 
 	err = runtime.BindStyledParameterWithOptions("simple", "idOrName", r.PathValue("idOrName"), &idOrName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
 	if err != nil {
@@ -2758,7 +2758,7 @@ func (siw *ServerInterfaceWrapper) GetSandbox(w http.ResponseWriter, r *http.Req
 	_ = err
 
 	// ------------- Path parameter "idOrName" -------------
-	var idOrName IdOrName
+	var idOrName IDOrName
 
 	err = runtime.BindStyledParameterWithOptions("simple", "idOrName", r.PathValue("idOrName"), &idOrName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
 	if err != nil {
@@ -2784,7 +2784,7 @@ func (siw *ServerInterfaceWrapper) SetAutoStopInterval(w http.ResponseWriter, r 
 	_ = err
 
 	// ------------- Path parameter "idOrName" -------------
-	var idOrName IdOrName
+	var idOrName IDOrName
 
 	err = runtime.BindStyledParameterWithOptions("simple", "idOrName", r.PathValue("idOrName"), &idOrName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
 	if err != nil {
@@ -2810,7 +2810,7 @@ func (siw *ServerInterfaceWrapper) GetEntrypointLogs(w http.ResponseWriter, r *h
 	_ = err
 
 	// ------------- Path parameter "idOrName" -------------
-	var idOrName IdOrName
+	var idOrName IDOrName
 
 	err = runtime.BindStyledParameterWithOptions("simple", "idOrName", r.PathValue("idOrName"), &idOrName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
 	if err != nil {
@@ -2829,14 +2829,14 @@ func (siw *ServerInterfaceWrapper) GetEntrypointLogs(w http.ResponseWriter, r *h
 	handler.ServeHTTP(w, r)
 }
 
-// GetPreviewUrl operation middleware
-func (siw *ServerInterfaceWrapper) GetPreviewUrl(w http.ResponseWriter, r *http.Request) {
+// GetPreviewURL operation middleware
+func (siw *ServerInterfaceWrapper) GetPreviewURL(w http.ResponseWriter, r *http.Request) {
 
 	var err error
 	_ = err
 
 	// ------------- Path parameter "idOrName" -------------
-	var idOrName IdOrName
+	var idOrName IDOrName
 
 	err = runtime.BindStyledParameterWithOptions("simple", "idOrName", r.PathValue("idOrName"), &idOrName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
 	if err != nil {
@@ -2845,7 +2845,7 @@ func (siw *ServerInterfaceWrapper) GetPreviewUrl(w http.ResponseWriter, r *http.
 	}
 
 	// Parameter object where we will unmarshal all parameters from the context
-	var params GetPreviewUrlParams
+	var params GetPreviewURLParams
 
 	// ------------- Optional query parameter "port" -------------
 
@@ -2861,7 +2861,7 @@ func (siw *ServerInterfaceWrapper) GetPreviewUrl(w http.ResponseWriter, r *http.
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetPreviewUrl(w, r, idOrName, params)
+		siw.Handler.GetPreviewURL(w, r, idOrName, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2878,7 +2878,7 @@ func (siw *ServerInterfaceWrapper) RefreshActivity(w http.ResponseWriter, r *htt
 	_ = err
 
 	// ------------- Path parameter "idOrName" -------------
-	var idOrName IdOrName
+	var idOrName IDOrName
 
 	err = runtime.BindStyledParameterWithOptions("simple", "idOrName", r.PathValue("idOrName"), &idOrName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
 	if err != nil {
@@ -2904,7 +2904,7 @@ func (siw *ServerInterfaceWrapper) ResizeSandbox(w http.ResponseWriter, r *http.
 	_ = err
 
 	// ------------- Path parameter "idOrName" -------------
-	var idOrName IdOrName
+	var idOrName IDOrName
 
 	err = runtime.BindStyledParameterWithOptions("simple", "idOrName", r.PathValue("idOrName"), &idOrName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
 	if err != nil {
@@ -2930,7 +2930,7 @@ func (siw *ServerInterfaceWrapper) StartSandbox(w http.ResponseWriter, r *http.R
 	_ = err
 
 	// ------------- Path parameter "idOrName" -------------
-	var idOrName IdOrName
+	var idOrName IDOrName
 
 	err = runtime.BindStyledParameterWithOptions("simple", "idOrName", r.PathValue("idOrName"), &idOrName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
 	if err != nil {
@@ -2956,7 +2956,7 @@ func (siw *ServerInterfaceWrapper) StopSandbox(w http.ResponseWriter, r *http.Re
 	_ = err
 
 	// ------------- Path parameter "idOrName" -------------
-	var idOrName IdOrName
+	var idOrName IDOrName
 
 	err = runtime.BindStyledParameterWithOptions("simple", "idOrName", r.PathValue("idOrName"), &idOrName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
 	if err != nil {
@@ -3105,7 +3105,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{idOrName}/refresh-activity", wrapper.RefreshActivity)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{idOrName}/autostop", wrapper.SetAutoStopInterval)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{idOrName}/resize", wrapper.ResizeSandbox)
-	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/sandboxes/{idOrName}/preview-url", wrapper.GetPreviewUrl)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/sandboxes/{idOrName}/preview-url", wrapper.GetPreviewURL)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/sandboxes/{idOrName}/entrypoint-logs", wrapper.GetEntrypointLogs)
 
 	return m
@@ -3229,7 +3229,7 @@ func (response CreateSandboxdefaultJSONResponse) VisitCreateSandboxResponse(w ht
 }
 
 type DeleteSandboxRequestObject struct {
-	IdOrName IdOrName `json:"idOrName"`
+	IDOrName IDOrName `json:"idOrName"`
 }
 
 type DeleteSandboxResponseObject interface {
@@ -3262,7 +3262,7 @@ func (response DeleteSandboxdefaultJSONResponse) VisitDeleteSandboxResponse(w ht
 }
 
 type GetSandboxRequestObject struct {
-	IdOrName IdOrName `json:"idOrName"`
+	IDOrName IDOrName `json:"idOrName"`
 }
 
 type GetSandboxResponseObject interface {
@@ -3301,7 +3301,7 @@ func (response GetSandboxdefaultJSONResponse) VisitGetSandboxResponse(w http.Res
 }
 
 type SetAutoStopIntervalRequestObject struct {
-	IdOrName IdOrName `json:"idOrName"`
+	IDOrName IDOrName `json:"idOrName"`
 	Body     *SetAutoStopIntervalJSONRequestBody
 }
 
@@ -3341,7 +3341,7 @@ func (response SetAutoStopIntervaldefaultJSONResponse) VisitSetAutoStopIntervalR
 }
 
 type GetEntrypointLogsRequestObject struct {
-	IdOrName IdOrName `json:"idOrName"`
+	IDOrName IDOrName `json:"idOrName"`
 }
 
 type GetEntrypointLogsResponseObject interface {
@@ -3379,18 +3379,18 @@ func (response GetEntrypointLogsdefaultJSONResponse) VisitGetEntrypointLogsRespo
 	return err
 }
 
-type GetPreviewUrlRequestObject struct {
-	IdOrName IdOrName `json:"idOrName"`
-	Params   GetPreviewUrlParams
+type GetPreviewURLRequestObject struct {
+	IDOrName IDOrName `json:"idOrName"`
+	Params   GetPreviewURLParams
 }
 
-type GetPreviewUrlResponseObject interface {
-	VisitGetPreviewUrlResponse(w http.ResponseWriter) error
+type GetPreviewURLResponseObject interface {
+	VisitGetPreviewURLResponse(w http.ResponseWriter) error
 }
 
-type GetPreviewUrl200JSONResponse PreviewUrl
+type GetPreviewURL200JSONResponse PreviewURL
 
-func (response GetPreviewUrl200JSONResponse) VisitGetPreviewUrlResponse(w http.ResponseWriter) error {
+func (response GetPreviewURL200JSONResponse) VisitGetPreviewURLResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -3402,12 +3402,12 @@ func (response GetPreviewUrl200JSONResponse) VisitGetPreviewUrlResponse(w http.R
 	return err
 }
 
-type GetPreviewUrldefaultJSONResponse struct {
+type GetPreviewURLdefaultJSONResponse struct {
 	Body       ErrorResponse
 	StatusCode int
 }
 
-func (response GetPreviewUrldefaultJSONResponse) VisitGetPreviewUrlResponse(w http.ResponseWriter) error {
+func (response GetPreviewURLdefaultJSONResponse) VisitGetPreviewURLResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -3420,7 +3420,7 @@ func (response GetPreviewUrldefaultJSONResponse) VisitGetPreviewUrlResponse(w ht
 }
 
 type RefreshActivityRequestObject struct {
-	IdOrName IdOrName `json:"idOrName"`
+	IDOrName IDOrName `json:"idOrName"`
 }
 
 type RefreshActivityResponseObject interface {
@@ -3453,7 +3453,7 @@ func (response RefreshActivitydefaultJSONResponse) VisitRefreshActivityResponse(
 }
 
 type ResizeSandboxRequestObject struct {
-	IdOrName IdOrName `json:"idOrName"`
+	IDOrName IDOrName `json:"idOrName"`
 	Body     *ResizeSandboxJSONRequestBody
 }
 
@@ -3493,7 +3493,7 @@ func (response ResizeSandboxdefaultJSONResponse) VisitResizeSandboxResponse(w ht
 }
 
 type StartSandboxRequestObject struct {
-	IdOrName IdOrName `json:"idOrName"`
+	IDOrName IDOrName `json:"idOrName"`
 }
 
 type StartSandboxResponseObject interface {
@@ -3532,7 +3532,7 @@ func (response StartSandboxdefaultJSONResponse) VisitStartSandboxResponse(w http
 }
 
 type StopSandboxRequestObject struct {
-	IdOrName IdOrName `json:"idOrName"`
+	IDOrName IDOrName `json:"idOrName"`
 	Body     *StopSandboxJSONRequestBody
 }
 
@@ -3596,7 +3596,7 @@ type StrictServerInterface interface {
 	GetEntrypointLogs(ctx context.Context, request GetEntrypointLogsRequestObject) (GetEntrypointLogsResponseObject, error)
 
 	// (GET /sandboxes/{idOrName}/preview-url)
-	GetPreviewUrl(ctx context.Context, request GetPreviewUrlRequestObject) (GetPreviewUrlResponseObject, error)
+	GetPreviewURL(ctx context.Context, request GetPreviewURLRequestObject) (GetPreviewURLResponseObject, error)
 	// RefreshActivity Reset the idle clock (lastActivityAt) without changing state.
 	// (POST /sandboxes/{idOrName}/refresh-activity)
 	RefreshActivity(ctx context.Context, request RefreshActivityRequestObject) (RefreshActivityResponseObject, error)
@@ -3730,10 +3730,10 @@ func (sh *strictHandler) CreateSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 // DeleteSandbox operation middleware
-func (sh *strictHandler) DeleteSandbox(w http.ResponseWriter, r *http.Request, idOrName IdOrName) {
+func (sh *strictHandler) DeleteSandbox(w http.ResponseWriter, r *http.Request, idOrName IDOrName) {
 	var request DeleteSandboxRequestObject
 
-	request.IdOrName = idOrName
+	request.IDOrName = idOrName
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.DeleteSandbox(ctx, request.(DeleteSandboxRequestObject))
@@ -3756,10 +3756,10 @@ func (sh *strictHandler) DeleteSandbox(w http.ResponseWriter, r *http.Request, i
 }
 
 // GetSandbox operation middleware
-func (sh *strictHandler) GetSandbox(w http.ResponseWriter, r *http.Request, idOrName IdOrName) {
+func (sh *strictHandler) GetSandbox(w http.ResponseWriter, r *http.Request, idOrName IDOrName) {
 	var request GetSandboxRequestObject
 
-	request.IdOrName = idOrName
+	request.IDOrName = idOrName
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetSandbox(ctx, request.(GetSandboxRequestObject))
@@ -3782,10 +3782,10 @@ func (sh *strictHandler) GetSandbox(w http.ResponseWriter, r *http.Request, idOr
 }
 
 // SetAutoStopInterval operation middleware
-func (sh *strictHandler) SetAutoStopInterval(w http.ResponseWriter, r *http.Request, idOrName IdOrName) {
+func (sh *strictHandler) SetAutoStopInterval(w http.ResponseWriter, r *http.Request, idOrName IDOrName) {
 	var request SetAutoStopIntervalRequestObject
 
-	request.IdOrName = idOrName
+	request.IDOrName = idOrName
 
 	var body SetAutoStopIntervalJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -3815,10 +3815,10 @@ func (sh *strictHandler) SetAutoStopInterval(w http.ResponseWriter, r *http.Requ
 }
 
 // GetEntrypointLogs operation middleware
-func (sh *strictHandler) GetEntrypointLogs(w http.ResponseWriter, r *http.Request, idOrName IdOrName) {
+func (sh *strictHandler) GetEntrypointLogs(w http.ResponseWriter, r *http.Request, idOrName IDOrName) {
 	var request GetEntrypointLogsRequestObject
 
-	request.IdOrName = idOrName
+	request.IDOrName = idOrName
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetEntrypointLogs(ctx, request.(GetEntrypointLogsRequestObject))
@@ -3840,26 +3840,26 @@ func (sh *strictHandler) GetEntrypointLogs(w http.ResponseWriter, r *http.Reques
 	}
 }
 
-// GetPreviewUrl operation middleware
-func (sh *strictHandler) GetPreviewUrl(w http.ResponseWriter, r *http.Request, idOrName IdOrName, params GetPreviewUrlParams) {
-	var request GetPreviewUrlRequestObject
+// GetPreviewURL operation middleware
+func (sh *strictHandler) GetPreviewURL(w http.ResponseWriter, r *http.Request, idOrName IDOrName, params GetPreviewURLParams) {
+	var request GetPreviewURLRequestObject
 
-	request.IdOrName = idOrName
+	request.IDOrName = idOrName
 	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.GetPreviewUrl(ctx, request.(GetPreviewUrlRequestObject))
+		return sh.ssi.GetPreviewURL(ctx, request.(GetPreviewURLRequestObject))
 	}
 	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "GetPreviewUrl")
+		handler = middleware(handler, "GetPreviewURL")
 	}
 
 	response, err := handler(r.Context(), w, r, request)
 
 	if err != nil {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(GetPreviewUrlResponseObject); ok {
-		if err := validResponse.VisitGetPreviewUrlResponse(w); err != nil {
+	} else if validResponse, ok := response.(GetPreviewURLResponseObject); ok {
+		if err := validResponse.VisitGetPreviewURLResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -3868,10 +3868,10 @@ func (sh *strictHandler) GetPreviewUrl(w http.ResponseWriter, r *http.Request, i
 }
 
 // RefreshActivity operation middleware
-func (sh *strictHandler) RefreshActivity(w http.ResponseWriter, r *http.Request, idOrName IdOrName) {
+func (sh *strictHandler) RefreshActivity(w http.ResponseWriter, r *http.Request, idOrName IDOrName) {
 	var request RefreshActivityRequestObject
 
-	request.IdOrName = idOrName
+	request.IDOrName = idOrName
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.RefreshActivity(ctx, request.(RefreshActivityRequestObject))
@@ -3894,10 +3894,10 @@ func (sh *strictHandler) RefreshActivity(w http.ResponseWriter, r *http.Request,
 }
 
 // ResizeSandbox operation middleware
-func (sh *strictHandler) ResizeSandbox(w http.ResponseWriter, r *http.Request, idOrName IdOrName) {
+func (sh *strictHandler) ResizeSandbox(w http.ResponseWriter, r *http.Request, idOrName IDOrName) {
 	var request ResizeSandboxRequestObject
 
-	request.IdOrName = idOrName
+	request.IDOrName = idOrName
 
 	var body ResizeSandboxJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -3927,10 +3927,10 @@ func (sh *strictHandler) ResizeSandbox(w http.ResponseWriter, r *http.Request, i
 }
 
 // StartSandbox operation middleware
-func (sh *strictHandler) StartSandbox(w http.ResponseWriter, r *http.Request, idOrName IdOrName) {
+func (sh *strictHandler) StartSandbox(w http.ResponseWriter, r *http.Request, idOrName IDOrName) {
 	var request StartSandboxRequestObject
 
-	request.IdOrName = idOrName
+	request.IDOrName = idOrName
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.StartSandbox(ctx, request.(StartSandboxRequestObject))
@@ -3953,10 +3953,10 @@ func (sh *strictHandler) StartSandbox(w http.ResponseWriter, r *http.Request, id
 }
 
 // StopSandbox operation middleware
-func (sh *strictHandler) StopSandbox(w http.ResponseWriter, r *http.Request, idOrName IdOrName) {
+func (sh *strictHandler) StopSandbox(w http.ResponseWriter, r *http.Request, idOrName IDOrName) {
 	var request StopSandboxRequestObject
 
-	request.IdOrName = idOrName
+	request.IDOrName = idOrName
 
 	var body StopSandboxJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -4047,14 +4047,14 @@ var swaggerSpec = []string{
 	"jPzGrbeN3NHyaT9a/Bf+dZJ1zR75Xu2HVoE/6tt1RFC9E4qkI425WqIbX1M2Jj01sRTBRYp5oWx1Hz+k",
 	"K8898VZl+l693KuL8f+ox32bpw2J/iP6HNh6jLbnAnG75ah5rLb5vM+9jqjjpLZn96nbH6K+Tc5di1yh",
 	"ne52tM+Ti3YfmH1VGvr/5BSt0EJbPcP5ytdiEbxR6KIcNJr214lQye2+aBsy3t40dYTNY5iRqF7D7AvS",
-	"nXczz2iWnZP2WIb4/XazNLci29GZptYzDX2283cDgHJZP9/SmLLE+uHZkAF2uX+O8K/GVKNqgL/PZB/a",
-	"06wdLvoK9TNDaXjagWP9l2R1caAPmkeyDpJvX8lW87TOi1g/bX/96tXLV49M3z8/o3e1lDLgWdtZam+E",
-	"un2fliljn7JM1Cxdvn0ed6nePoyam/znqBqX/pDp9rXA48DmEhOlU4qlb43jy4EUCQfdSe1hM2pIMiYX",
-	"7hGMZRb3RfKuRJsHFGz47/hMaiXSz9sSdK/w/oGL8DRJsKCugnAtX0hFraybd4k1HFhN3YC35YV5p1Rx",
-	"eAYaballZ7y831+cF+x3E9fTPA9kI8r/R2D0Uzdul+i6bOrcqkvGZlDgH+QUhI/0EtN2XzIFqUaq8JO8",
-	"iqe9mMnZ5SG7PRnS7uurnq7AjUrXYNjawCpbu/GFH/76e9grJ7s+9A/n/M0I3GCi6mHx9j1D6/a2auBY",
-	"knV31Q+//GM80hYtNPlRSfScxEFzZRv1phXE0vMmpp3e4H87DXXd7wnb7e1lsBtv1V5M8OMWCwtGeRd2",
-	"o3BdxQO3+/1ZVdc99dUT+esm7N47ffpMjunvW7xDOzgZ7LvdIYTx3wEAAP//",
+	"nXczz2iWnZP2WIb4/XazNLci29GZptYzDX2283cDgHJZP9/SmLLE+uHZkAF2uX+O8K/GVKNqgL/PZPXN",
+	"yOXboMdFX6F+ZigNTztwrP+SrC4O9EHzSNZB8u0r2Wqe1nkR66ftr1+9evnqken752f0rtZ10YBnbWep",
+	"vRHq9n1apox9yjLRstOzuEv19mHU3OQ/R9W49IdMt68FHgc2l5gonVIsfWscXw6kSDjoTmoPm1FDkjG5",
+	"cI9gLLO4L5J3Jdo8oGDDf8dnUiuRft6WoHuF9w9chKdJggV1FYRr+UIqamXdvEus4cBq6ga8LS/MO6WK",
+	"wzPQaEstO+Pl/f7ivGC/m7ie5nkgG1H+PwKjn7pxu0TXZVPnVl0yNoMC/yCnIHykl5i2+5IpSDVShZ/k",
+	"VTztxUzOLg/Z7cmQdl9f9XQFblS6BsPWBlbZ2o0v/PDX38NeOdn1oX84529G4AYTVQ+Lt+8ZWre3VQPH",
+	"kqy7q3745R/jkbZoocmPSqLnJA6aK9uoN60glp43Me30Bv/baajrfk/Ybm8vg914q/Zigh+3WFgwyruw",
+	"G4XrKh643e/Pqrruqa+eyF83Yffe6dNnckx/3+Id2sHJYN/tDiGM/w4AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

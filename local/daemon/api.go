@@ -36,12 +36,12 @@ func (a strictAPI) GetInfo(ctx context.Context, _ api.GetInfoRequestObject) (api
 // needs: the pid would let any local process aim at the daemon's /proc
 // entries, and the root path says where every sandbox's files are.
 func (s *Server) info(full bool) api.Info {
-	info := api.Info{Name: "sandplane", Version: s.opts.Version, ApiVersion: apiVersion}
+	info := api.Info{Name: "sandplane", Version: s.opts.Version, APIVersion: apiVersion}
 	if !full {
 		return info
 	}
 	info.Containment = api.InfoContainment(s.opts.Containment)
-	info.Pid = os.Getpid()
+	info.PID = os.Getpid()
 	info.RootDir = s.opts.Manager.Root()
 	info.Runtimes = s.opts.Manager.Runtimes()
 	info.Snapshots = s.opts.Manager.Snapshots()
@@ -95,7 +95,7 @@ func (a strictAPI) CreateSandbox(ctx context.Context, req api.CreateSandboxReque
 }
 
 func (a strictAPI) GetSandbox(ctx context.Context, req api.GetSandboxRequestObject) (api.GetSandboxResponseObject, error) {
-	s, err := a.s.opts.Manager.Get(ctx, req.IdOrName)
+	s, err := a.s.opts.Manager.Get(ctx, req.IDOrName)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (a strictAPI) GetSandbox(ctx context.Context, req api.GetSandboxRequestObje
 }
 
 func (a strictAPI) DeleteSandbox(ctx context.Context, req api.DeleteSandboxRequestObject) (api.DeleteSandboxResponseObject, error) {
-	if err := a.s.opts.Manager.Delete(ctx, req.IdOrName); err != nil {
+	if err := a.s.opts.Manager.Delete(ctx, req.IDOrName); err != nil {
 		return nil, err
 	}
 	return api.DeleteSandbox204Response{}, nil
@@ -114,7 +114,7 @@ func (a strictAPI) StopSandbox(ctx context.Context, req api.StopSandboxRequestOb
 	if req.Body != nil {
 		reason = req.Body.Reason
 	}
-	s, err := a.s.opts.Manager.StopWithReason(ctx, req.IdOrName, reason)
+	s, err := a.s.opts.Manager.StopWithReason(ctx, req.IDOrName, reason)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (a strictAPI) StopSandbox(ctx context.Context, req api.StopSandboxRequestOb
 }
 
 func (a strictAPI) StartSandbox(ctx context.Context, req api.StartSandboxRequestObject) (api.StartSandboxResponseObject, error) {
-	s, err := a.s.opts.Manager.Start(ctx, req.IdOrName)
+	s, err := a.s.opts.Manager.Start(ctx, req.IDOrName)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func (a strictAPI) StartSandbox(ctx context.Context, req api.StartSandboxRequest
 }
 
 func (a strictAPI) RefreshActivity(ctx context.Context, req api.RefreshActivityRequestObject) (api.RefreshActivityResponseObject, error) {
-	if err := a.s.opts.Manager.RefreshActivity(ctx, req.IdOrName); err != nil {
+	if err := a.s.opts.Manager.RefreshActivity(ctx, req.IDOrName); err != nil {
 		return nil, err
 	}
 	return api.RefreshActivity204Response{}, nil
@@ -140,7 +140,7 @@ func (a strictAPI) SetAutoStopInterval(ctx context.Context, req api.SetAutoStopI
 	if req.Body == nil {
 		return nil, provider.Errorf(provider.InvalidArgument, `a JSON body {"interval": minutes} is required`)
 	}
-	s, err := a.s.opts.Manager.SetAutoStopInterval(ctx, req.IdOrName, req.Body.Interval)
+	s, err := a.s.opts.Manager.SetAutoStopInterval(ctx, req.IDOrName, req.Body.Interval)
 	if err != nil {
 		return nil, err
 	}
@@ -152,15 +152,15 @@ func (a strictAPI) ResizeSandbox(ctx context.Context, req api.ResizeSandboxReque
 	if req.Body != nil {
 		body = *req.Body
 	}
-	s, err := a.s.opts.Manager.Resize(ctx, req.IdOrName, body)
+	s, err := a.s.opts.Manager.Resize(ctx, req.IDOrName, body)
 	if err != nil {
 		return nil, err
 	}
 	return api.ResizeSandbox200JSONResponse(s), nil
 }
 
-func (a strictAPI) GetPreviewUrl(ctx context.Context, req api.GetPreviewUrlRequestObject) (api.GetPreviewUrlResponseObject, error) {
-	p, err := a.s.opts.Manager.PreviewURL(ctx, req.IdOrName, req.Params.Port)
+func (a strictAPI) GetPreviewURL(ctx context.Context, req api.GetPreviewURLRequestObject) (api.GetPreviewURLResponseObject, error) {
+	p, err := a.s.opts.Manager.PreviewURL(ctx, req.IDOrName, req.Params.Port)
 	if err != nil {
 		return nil, err
 	}
@@ -170,13 +170,13 @@ func (a strictAPI) GetPreviewUrl(ctx context.Context, req api.GetPreviewUrlReque
 // previewResponse carries the sandbox's token, which no cache may keep.
 type previewResponse provider.Preview
 
-func (p previewResponse) VisitGetPreviewUrlResponse(w http.ResponseWriter) error {
+func (p previewResponse) VisitGetPreviewURLResponse(w http.ResponseWriter) error {
 	w.Header().Set("Cache-Control", "no-store")
-	return api.GetPreviewUrl200JSONResponse(p).VisitGetPreviewUrlResponse(w)
+	return api.GetPreviewURL200JSONResponse(p).VisitGetPreviewURLResponse(w)
 }
 
 func (a strictAPI) GetEntrypointLogs(ctx context.Context, req api.GetEntrypointLogsRequestObject) (api.GetEntrypointLogsResponseObject, error) {
-	logs, err := a.s.opts.Manager.EntrypointLogs(ctx, req.IdOrName)
+	logs, err := a.s.opts.Manager.EntrypointLogs(ctx, req.IDOrName)
 	if err != nil {
 		return nil, err
 	}

@@ -88,7 +88,7 @@ func (s *Server) logsPage(w http.ResponseWriter, r *http.Request) {
 	sb, err := s.opts.Manager.Get(r.Context(), id)
 	if err == nil {
 		data.Sandbox = sb
-		data.Logs, err = s.opts.Manager.EntrypointLogs(r.Context(), sb.Id)
+		data.Logs, err = s.opts.Manager.EntrypointLogs(r.Context(), sb.ID)
 	}
 	if err != nil {
 		data.Sandbox.Name = id

@@ -46,9 +46,9 @@ func TestDashboardServesItsAssets(t *testing.T) {
 func TestDashboardListsSandboxesWithoutJavaScript(t *testing.T) {
 	ts, m := newTestServer(t, "")
 	ctx := context.Background()
-	_, err := m.Create(ctx, provider.CreateRequest{Id: "a1", Name: "first", Labels: map[string]string{"origin": "harness", "task": "42"}})
+	_, err := m.Create(ctx, provider.CreateRequest{ID: "a1", Name: "first", Labels: map[string]string{"origin": "harness", "task": "42"}})
 	require.NoError(t, err)
-	_, err = m.Create(ctx, provider.CreateRequest{Id: "b2", Name: "second", Labels: map[string]string{"origin": "cli"}})
+	_, err = m.Create(ctx, provider.CreateRequest{ID: "b2", Name: "second", Labels: map[string]string{"origin": "cli"}})
 	require.NoError(t, err)
 	_, err = m.Stop(ctx, "second")
 	require.NoError(t, err)
@@ -68,9 +68,9 @@ func TestDashboardEscapesUserInput(t *testing.T) {
 	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	hostile := `<img src=x onerror=alert(1)>`
 	sb := provider.Sandbox{
-		Id: "abc", Name: "abc", State: provider.StateStarted, Runtime: provider.RuntimeNative, Snapshot: "default",
+		ID: "abc", Name: "abc", State: provider.StateStarted, Runtime: provider.RuntimeNative, Snapshot: "default",
 		Labels:      map[string]string{"origin": `"><script>alert(1)</script>`, "k": hostile},
-		ErrorReason: hostile, PreviewUrl: "javascript:alert(1)", Port: 4100,
+		ErrorReason: hostile, PreviewURL: "javascript:alert(1)", Port: 4100,
 		CreatedAt: now.Add(-time.Hour), LastActivityAt: now.Add(-time.Minute), AutoStopInterval: 15,
 	}
 	var buf bytes.Buffer
@@ -84,7 +84,7 @@ func TestDashboardEscapesUserInput(t *testing.T) {
 
 func TestDashboardRowShowsIdleAgainstAutoStop(t *testing.T) {
 	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
-	base := provider.Sandbox{Id: "s", Name: "s", Runtime: provider.RuntimeNative, Snapshot: "default", CreatedAt: now.Add(-90 * time.Minute), Labels: map[string]string{}}
+	base := provider.Sandbox{ID: "s", Name: "s", Runtime: provider.RuntimeNative, Snapshot: "default", CreatedAt: now.Add(-90 * time.Minute), Labels: map[string]string{}}
 	tests := []struct {
 		name     string
 		mutate   func(*provider.Sandbox)
@@ -154,7 +154,7 @@ func TestLogsPage(t *testing.T) {
 	s, err := m.Create(context.Background(), provider.CreateRequest{Name: "logged"})
 	require.NoError(t, err)
 
-	a := do(t, ts, "GET", "/logs/"+s.Id, "")
+	a := do(t, ts, "GET", "/logs/"+s.ID, "")
 	assert.Equal(t, http.StatusOK, a.status)
 	assert.Contains(t, a.body, `<pre id="stdout">`)
 	assert.Contains(t, a.body, "logged")

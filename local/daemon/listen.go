@@ -34,8 +34,8 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	if info, perr := probe(ctx, addr); perr == nil && info.Name == "sandplane" {
 		// A daemon with a token tells a probe only its version.
 		who := "version " + info.Version
-		if info.Pid != 0 {
-			who = fmt.Sprintf("pid %d, root %s, %s", info.Pid, info.RootDir, who)
+		if info.PID != 0 {
+			who = fmt.Sprintf("pid %d, root %s, %s", info.PID, info.RootDir, who)
 		}
 		return nil, fmt.Errorf("a sandplane daemon (%s) already serves %s: use it, or stop it first", who, addr)
 	}

@@ -181,7 +181,7 @@ func TestLifecycleOverHTTP(t *testing.T) {
 	assert.Equal(t, 200, a.status)
 	var preview provider.Preview
 	require.NoError(t, json.Unmarshal([]byte(a.body), &preview))
-	assert.Regexp(t, `^http://127\.0\.0\.1:[0-9]+$`, preview.Url)
+	assert.Regexp(t, `^http://127\.0\.0\.1:[0-9]+$`, preview.URL)
 	assert.Regexp(t, `^[A-Za-z0-9_-]{43}$`, preview.Token, "the sandbox's secret, URL-safe")
 	assert.Equal(t, "no-store", a.header.Get("Cache-Control"), "no cache keeps the token")
 	assert.Equal(t, 200, do(t, ts, "GET", "/v1/sandboxes/web/entrypoint-logs", "").status)
@@ -319,11 +319,11 @@ func TestInfoAndDashboard(t *testing.T) {
 	var info api.Info
 	require.NoError(t, json.Unmarshal([]byte(a.body), &info))
 	assert.Equal(t, "sandplane", info.Name)
-	assert.Equal(t, os.Getpid(), info.Pid, "without a token configured, info is complete")
+	assert.Equal(t, os.Getpid(), info.PID, "without a token configured, info is complete")
 	assert.Equal(t, m.Root(), info.RootDir)
-	assert.Equal(t, apiVersion, info.ApiVersion)
+	assert.Equal(t, apiVersion, info.APIVersion)
 	assert.Equal(t, []string{manager.DefaultSnapshot}, info.Snapshots)
-	assert.Equal(t, api.PidNamespace, info.Containment)
+	assert.Equal(t, api.PIDNamespace, info.Containment)
 	a = do(t, ts, "GET", "/", "")
 	assert.Equal(t, 200, a.status)
 	assert.Contains(t, a.body, "shown")
@@ -342,7 +342,7 @@ func FuzzCreateRequest(f *testing.F) {
 		if a.status == 201 {
 			var s provider.Sandbox
 			require.NoError(t, json.Unmarshal([]byte(a.body), &s))
-			_ = m.Delete(context.Background(), s.Id)
+			_ = m.Delete(context.Background(), s.ID)
 			return
 		}
 		assert.Less(t, a.status, 500, a.body)

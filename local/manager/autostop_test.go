@@ -27,7 +27,7 @@ func (h *harness) tick(minutes int) {
 
 func TestReaperTicks(t *testing.T) {
 	h := newHarness(t)
-	h.create(provider.CreateRequest{Id: "t", AutoStopInterval: ptr(1)})
+	h.create(provider.CreateRequest{ID: "t", AutoStopInterval: ptr(1)})
 	h.clk.Advance(time.Minute)
 	h.settled("t", provider.StateStopped)
 }
@@ -41,7 +41,7 @@ func TestAutoStop(t *testing.T) {
 	ctx := context.Background()
 	t.Run("idle sandbox stops with the auto-stop reason", func(t *testing.T) {
 		h := newHarness(t)
-		h.create(provider.CreateRequest{Id: "idle", AutoStopInterval: ptr(3)})
+		h.create(provider.CreateRequest{ID: "idle", AutoStopInterval: ptr(3)})
 		h.tick(2)
 		assert.Equal(t, provider.StateStarted, h.get("idle").State)
 		h.tick(1)
@@ -50,7 +50,7 @@ func TestAutoStop(t *testing.T) {
 	})
 	t.Run("refresh resets the idle clock", func(t *testing.T) {
 		h := newHarness(t)
-		h.create(provider.CreateRequest{Id: "busy", AutoStopInterval: ptr(3)})
+		h.create(provider.CreateRequest{ID: "busy", AutoStopInterval: ptr(3)})
 		for i := 0; i < 10; i++ {
 			h.tick(2)
 			require.NoError(t, h.m.RefreshActivity(ctx, "busy"))
@@ -61,7 +61,7 @@ func TestAutoStop(t *testing.T) {
 	})
 	t.Run("reads are not activity", func(t *testing.T) {
 		h := newHarness(t)
-		h.create(provider.CreateRequest{Id: "read", AutoStopInterval: ptr(2)})
+		h.create(provider.CreateRequest{ID: "read", AutoStopInterval: ptr(2)})
 		for i := 0; i < 2; i++ {
 			h.get("read")
 			h.m.List(ctx, nil)
@@ -73,27 +73,27 @@ func TestAutoStop(t *testing.T) {
 	})
 	t.Run("a busy sandbox nobody refreshes stops on schedule", func(t *testing.T) {
 		h := newHarness(t)
-		h.create(provider.CreateRequest{Id: "unreported", AutoStopInterval: ptr(1)})
+		h.create(provider.CreateRequest{ID: "unreported", AutoStopInterval: ptr(1)})
 		h.rt.SetLogs(h.handle("unreported"), "working hard\n")
 		h.tick(1)
 		h.settled("unreported", provider.StateStopped)
 	})
 	t.Run("zero disables", func(t *testing.T) {
 		h := newHarness(t)
-		h.create(provider.CreateRequest{Id: "forever", AutoStopInterval: ptr(0)})
+		h.create(provider.CreateRequest{ID: "forever", AutoStopInterval: ptr(0)})
 		h.tick(60 * 24)
 		assert.Equal(t, provider.StateStarted, h.get("forever").State)
 	})
 	t.Run("daemon default applies", func(t *testing.T) {
 		h := newHarness(t, func(o *Options) { o.AutoStopMinutes = ptr(2) })
-		s := h.create(provider.CreateRequest{Id: "d"})
+		s := h.create(provider.CreateRequest{ID: "d"})
 		assert.Equal(t, 2, s.AutoStopInterval)
 		h.tick(2)
 		h.settled("d", provider.StateStopped)
 	})
 	t.Run("shortening the interval does not reset the clock", func(t *testing.T) {
 		h := newHarness(t)
-		h.create(provider.CreateRequest{Id: "short", AutoStopInterval: ptr(30)})
+		h.create(provider.CreateRequest{ID: "short", AutoStopInterval: ptr(30)})
 		h.tick(5)
 		s, err := h.m.SetAutoStopInterval(ctx, "short", 3)
 		require.NoError(t, err)
@@ -103,7 +103,7 @@ func TestAutoStop(t *testing.T) {
 	})
 	t.Run("a restarted sandbox counts from its start", func(t *testing.T) {
 		h := newHarness(t)
-		h.create(provider.CreateRequest{Id: "r", AutoStopInterval: ptr(2)})
+		h.create(provider.CreateRequest{ID: "r", AutoStopInterval: ptr(2)})
 		h.tick(2)
 		h.settled("r", provider.StateStopped)
 		_, err := h.m.Start(ctx, "r")
@@ -117,7 +117,7 @@ func TestAutoStop(t *testing.T) {
 
 func TestSetAutoStopIntervalValidates(t *testing.T) {
 	h := newHarness(t)
-	h.create(provider.CreateRequest{Id: "v"})
+	h.create(provider.CreateRequest{ID: "v"})
 	_, err := h.m.SetAutoStopInterval(context.Background(), "v", -5)
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
 }
@@ -128,7 +128,7 @@ func TestHugeAutoStopIntervalNeverOverflows(t *testing.T) {
 	for _, minutes := range []int{math.MaxInt32, math.MaxInt64} {
 		t.Run(strconv.Itoa(minutes), func(t *testing.T) {
 			h := newHarness(t)
-			h.create(provider.CreateRequest{Id: "long", AutoStopInterval: ptr(minutes)})
+			h.create(provider.CreateRequest{ID: "long", AutoStopInterval: ptr(minutes)})
 			h.tick(2)
 			assert.Equal(t, provider.StateStarted, h.get("long").State)
 		})

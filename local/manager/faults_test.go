@@ -30,8 +30,8 @@ func TestSandboxOfADisabledRuntime(t *testing.T) {
 		o.Snapshots[DefaultSnapshot] = Snapshot{Command: []string{"workload"}, Image: "img", Ready: "none"}
 	})
 	ctx := context.Background()
-	h.create(provider.CreateRequest{Id: "boxed", Runtime: provider.RuntimeDocker})
-	h.create(provider.CreateRequest{Id: "native"})
+	h.create(provider.CreateRequest{ID: "boxed", Runtime: provider.RuntimeDocker})
+	h.create(provider.CreateRequest{ID: "native"})
 
 	h.opts.Runtimes = map[provider.Runtime]driver.Driver{provider.RuntimeNative: h.rt}
 	h.restart()
@@ -93,7 +93,7 @@ func readRecord(t *testing.T, root, id string) record {
 
 func TestFailingStopsScheduleOneRetry(t *testing.T) {
 	h := newHarness(t)
-	h.create(provider.CreateRequest{Id: "stubborn"})
+	h.create(provider.CreateRequest{ID: "stubborn"})
 	idle := h.clk.Waiters() // the reaper's ticker
 	h.rt.FailStop(errors.New("operation not permitted"))
 	for i := 0; i < 3; i++ {
@@ -115,7 +115,7 @@ func TestFailingStopsScheduleOneRetry(t *testing.T) {
 func TestCloseWaitsForAKillRetry(t *testing.T) {
 	g := newGatedStop()
 	h := newHarness(t, useRuntime(g))
-	h.create(provider.CreateRequest{Id: "stubborn"})
+	h.create(provider.CreateRequest{ID: "stubborn"})
 	g.FailStop(errors.New("operation not permitted"))
 	stopped := make(chan error, 1)
 	go func() { _, err := h.m.Stop(context.Background(), "stubborn"); stopped <- err }()
@@ -149,7 +149,7 @@ func TestCloseWaitsForAKillRetry(t *testing.T) {
 func TestCloseDuringAutoStop(t *testing.T) {
 	g := newGatedStop()
 	h := newHarness(t, useRuntime(g))
-	h.create(provider.CreateRequest{Id: "idle", AutoStopInterval: ptr(1)})
+	h.create(provider.CreateRequest{ID: "idle", AutoStopInterval: ptr(1)})
 	h.clk.Advance(time.Minute)
 	<-g.entered // the reaper is killing
 	closed := make(chan struct{})
@@ -170,7 +170,7 @@ func TestCloseDuringAutoStop(t *testing.T) {
 func TestConcurrentUpdatesPersistTheLatest(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	h.create(provider.CreateRequest{Id: "racy"})
+	h.create(provider.CreateRequest{ID: "racy"})
 	for round := 0; round < 20; round++ {
 		var wg sync.WaitGroup
 		for i := 1; i <= 8; i++ {
@@ -217,14 +217,14 @@ func TestCreateReleasesThePortWhenItsLastWriteFails(t *testing.T) {
 		o.LaunchHook = hook
 		o.Snapshots[DefaultSnapshot] = Snapshot{Command: []string{"workload"}}
 	})
-	_, err := h.m.Create(context.Background(), provider.CreateRequest{Id: "unlucky"})
+	_, err := h.m.Create(context.Background(), provider.CreateRequest{ID: "unlucky"})
 	assert.Equal(t, provider.CreateFailed, provider.Code(err), "%v", err)
 	assert.Zero(t, p.Running(), "the workload is killed")
 	assert.NoDirExists(t, filepath.Join(h.root, "unlucky"))
 	assert.Equal(t, []string{"unlucky"}, hook.exits(), "the launch hook cleans up")
 
 	p.off.Store(true)
-	s, err := h.m.Create(context.Background(), provider.CreateRequest{Id: "lucky"})
+	s, err := h.m.Create(context.Background(), provider.CreateRequest{ID: "lucky"})
 	require.NoError(t, err)
 	assert.Equal(t, 14400, s.Port)
 }
@@ -261,10 +261,10 @@ func TestUncheckedSandboxKeepsItsPort(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rt := &statusDown{Fake: drivertest.New(provider.RuntimeNative)}
 			h := newHarness(t, useRuntime(rt), func(o *Options) { o.PortMin, o.PortMax = 14500, 14500 })
-			first := h.create(provider.CreateRequest{Id: "first"})
+			first := h.create(provider.CreateRequest{ID: "first"})
 			tt.blind(h, rt)
 			h.restart()
-			s, err := h.m.Create(context.Background(), provider.CreateRequest{Id: "second"})
+			s, err := h.m.Create(context.Background(), provider.CreateRequest{ID: "second"})
 			assert.Equal(t, provider.ResourceExhausted, provider.Code(err), "port %d handed out again", s.Port)
 			assert.Equal(t, first.Port, h.get("first").Port)
 		})
@@ -277,7 +277,7 @@ func TestStartFinishesAnInterruptedStopFirst(t *testing.T) {
 	rt := &statusDown{Fake: drivertest.New(provider.RuntimeNative)}
 	h := newHarness(t, useRuntime(rt))
 	ctx := context.Background()
-	h.create(provider.CreateRequest{Id: "stubborn"})
+	h.create(provider.CreateRequest{ID: "stubborn"})
 	rt.FailStop(errors.New("operation not permitted"))
 	_, err := h.m.Stop(ctx, "stubborn")
 	require.Error(t, err)
@@ -331,11 +331,11 @@ func TestForeignFoldersSurviveARestart(t *testing.T) {
 	for name := range foreign {
 		assert.DirExists(t, filepath.Join(h.root, name))
 		assert.Contains(t, warnings, filepath.Join(h.root, name))
-		_, err := h.m.Create(context.Background(), provider.CreateRequest{Id: name})
+		_, err := h.m.Create(context.Background(), provider.CreateRequest{ID: name})
 		assert.Equal(t, provider.AlreadyExists, provider.Code(err), "%v", err)
 		assert.DirExists(t, filepath.Join(h.root, name), "a refused create leaves the folder alone")
 	}
-	h.create(provider.CreateRequest{Id: "crashed"})
+	h.create(provider.CreateRequest{ID: "crashed"})
 	h.restart()
 	for name := range foreign {
 		assert.DirExists(t, filepath.Join(h.root, name), "a second restart keeps it too")
@@ -348,7 +348,7 @@ func TestSettersRacingDeleteAnswerNotFound(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	for round := 0; round < 30; round++ {
-		h.create(provider.CreateRequest{Id: "short-lived"})
+		h.create(provider.CreateRequest{ID: "short-lived"})
 		var wg sync.WaitGroup
 		wg.Add(3)
 		go func() { defer wg.Done(); assert.NoError(t, h.m.Delete(ctx, "short-lived")) }()

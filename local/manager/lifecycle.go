@@ -24,8 +24,8 @@ const killRetry = 5 * time.Second
 var identRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
 func validateCreate(req *provider.CreateRequest) error {
-	if req.Id != "" && !identRE.MatchString(req.Id) {
-		return provider.Errorf(provider.InvalidArgument, "id %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Id)
+	if req.ID != "" && !identRE.MatchString(req.ID) {
+		return provider.Errorf(provider.InvalidArgument, "id %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.ID)
 	}
 	if req.Name != "" && !identRE.MatchString(req.Name) {
 		return provider.Errorf(provider.InvalidArgument, "name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
@@ -91,7 +91,7 @@ func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provi
 	now := m.clk.Now()
 	rec := &record{
 		Version:          recordVersion,
-		ID:               req.Id,
+		ID:               req.ID,
 		Name:             req.Name,
 		State:            provider.StateStarting,
 		Runtime:          rtName,
@@ -850,7 +850,7 @@ func (m *Manager) SetAutoStopInterval(ctx context.Context, idOrName string, minu
 // Resize validates the request and changes nothing: a local workload has no
 // resource envelope (trait ResizeIsNoop).
 func (m *Manager) Resize(ctx context.Context, idOrName string, req provider.ResizeRequest) (provider.Sandbox, error) {
-	if req.Cpu < 0 || req.Memory < 0 || req.Disk < 0 {
+	if req.CPU < 0 || req.Memory < 0 || req.Disk < 0 {
 		return provider.Sandbox{}, provider.Errorf(provider.InvalidArgument, "cpu, memory and disk must be positive")
 	}
 	return m.Get(ctx, idOrName)
@@ -868,7 +868,7 @@ func (m *Manager) PreviewURL(ctx context.Context, idOrName string, port int) (pr
 		return provider.Preview{}, err
 	}
 	if s.State != provider.StateStarted {
-		return provider.Preview{}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", s.Id, s.State)
+		return provider.Preview{}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", s.ID, s.State)
 	}
 	if port != 0 && port != s.Port && s.Runtime == provider.RuntimeDocker {
 		return provider.Preview{}, provider.Errorf(provider.InvalidArgument, "only the sandbox port %d is published for docker sandboxes", s.Port)
@@ -877,11 +877,11 @@ func (m *Manager) PreviewURL(ctx context.Context, idOrName string, port int) (pr
 		port = s.Port
 	}
 	// A workload started before sandboxes had tokens has none yet ("").
-	tok, err := m.readToken(s.Id)
+	tok, err := m.readToken(s.ID)
 	if err != nil {
 		return provider.Preview{}, provider.Errorf(provider.Internal, "read sandbox token: %w", err)
 	}
-	return provider.Preview{Url: m.previewURL(port), Token: tok}, nil
+	return provider.Preview{URL: m.previewURL(port), Token: tok}, nil
 }
 
 // EntrypointLogs returns the workload's output with env values redacted.
@@ -931,6 +931,6 @@ func sortSandboxes(s []provider.Sandbox) {
 		if !s[i].CreatedAt.Equal(s[j].CreatedAt) {
 			return s[i].CreatedAt.Before(s[j].CreatedAt)
 		}
-		return s[i].Id < s[j].Id
+		return s[i].ID < s[j].ID
 	})
 }

@@ -423,7 +423,7 @@ func unreadableErr(id string, cause error) error {
 
 func (m *Manager) info(r *record) provider.Sandbox {
 	s := provider.Sandbox{
-		Id:               r.ID,
+		ID:               r.ID,
 		Name:             r.Name,
 		State:            r.State,
 		Runtime:          r.Runtime,
@@ -437,7 +437,7 @@ func (m *Manager) info(r *record) provider.Sandbox {
 		ErrorReason:      r.ErrorReason,
 	}
 	if r.State == provider.StateStarted && r.Port > 0 {
-		s.PreviewUrl = m.previewURL(r.Port)
+		s.PreviewURL = m.previewURL(r.Port)
 	}
 	return s
 }

@@ -112,30 +112,30 @@ func TestCreateGetListDelete(t *testing.T) {
 	ctx := context.Background()
 	a := h.create(provider.CreateRequest{Name: "a", Labels: map[string]string{"team": "x", "origin": "cli"}})
 	h.clk.Advance(time.Second)
-	b := h.create(provider.CreateRequest{Id: "b-id", Labels: map[string]string{"team": "x"}})
+	b := h.create(provider.CreateRequest{ID: "b-id", Labels: map[string]string{"team": "x"}})
 	h.create(provider.CreateRequest{Labels: map[string]string{"team": "y"}})
 
 	assert.Equal(t, provider.StateStarted, a.State)
 	assert.Equal(t, "a", a.Name)
-	assert.NotEmpty(t, a.Id)
+	assert.NotEmpty(t, a.ID)
 	assert.Equal(t, "b-id", b.Name, "name defaults to id")
 	assert.Equal(t, DefaultSnapshot, a.Snapshot)
 	assert.Equal(t, provider.RuntimeNative, a.Runtime)
 	assert.Equal(t, 15, a.AutoStopInterval)
 	assert.NotEqual(t, a.Port, b.Port)
-	assert.Equal(t, "http://127.0.0.1:"+itoa(a.Port), a.PreviewUrl)
+	assert.Equal(t, "http://127.0.0.1:"+itoa(a.Port), a.PreviewURL)
 	assert.Equal(t, a.CreatedAt, a.LastActivityAt)
 
-	assert.Equal(t, a, h.get(a.Id))
+	assert.Equal(t, a, h.get(a.ID))
 	assert.Equal(t, a, h.get("a"), "lookup by name")
 
 	tests := []struct {
 		labels map[string]string
 		want   []string
 	}{
-		{nil, []string{a.Id, b.Id}},
-		{map[string]string{"team": "x"}, []string{a.Id, b.Id}},
-		{map[string]string{"team": "x", "origin": "cli"}, []string{a.Id}},
+		{nil, []string{a.ID, b.ID}},
+		{map[string]string{"team": "x"}, []string{a.ID, b.ID}},
+		{map[string]string{"team": "x", "origin": "cli"}, []string{a.ID}},
 		{map[string]string{"team": "z"}, nil},
 		{map[string]string{"origin": ""}, nil},
 	}
@@ -145,33 +145,33 @@ func TestCreateGetListDelete(t *testing.T) {
 			if tt.labels == nil && s.Labels["team"] == "y" {
 				continue
 			}
-			got = append(got, s.Id)
+			got = append(got, s.ID)
 		}
 		assert.Equal(t, tt.want, got, "labels %v", tt.labels)
 	}
 
 	require.NoError(t, h.m.Delete(ctx, "a"))
-	_, err := h.m.Get(ctx, a.Id)
+	_, err := h.m.Get(ctx, a.ID)
 	assert.Equal(t, provider.NotFound, provider.Code(err))
 	require.NoError(t, h.m.Delete(ctx, "a"), "delete is idempotent")
 	require.NoError(t, h.m.Delete(ctx, "never-existed"))
-	assert.NoDirExists(t, filepath.Join(h.root, a.Id))
+	assert.NoDirExists(t, filepath.Join(h.root, a.ID))
 	assert.Equal(t, 2, h.rt.Running())
 }
 
 func TestCreateErrors(t *testing.T) {
 	h := newHarness(t)
-	h.create(provider.CreateRequest{Id: "taken", Name: "taken-name"})
+	h.create(provider.CreateRequest{ID: "taken", Name: "taken-name"})
 	tests := []struct {
 		name string
 		req  provider.CreateRequest
 		code provider.ErrorCode
 	}{
-		{"id taken", provider.CreateRequest{Id: "taken"}, provider.AlreadyExists},
+		{"id taken", provider.CreateRequest{ID: "taken"}, provider.AlreadyExists},
 		{"name taken", provider.CreateRequest{Name: "taken-name"}, provider.AlreadyExists},
 		{"name equals an id", provider.CreateRequest{Name: "taken"}, provider.AlreadyExists},
-		{"id equals a name", provider.CreateRequest{Id: "taken-name"}, provider.AlreadyExists},
-		{"bad id", provider.CreateRequest{Id: "../etc"}, provider.InvalidArgument},
+		{"id equals a name", provider.CreateRequest{ID: "taken-name"}, provider.AlreadyExists},
+		{"bad id", provider.CreateRequest{ID: "../etc"}, provider.InvalidArgument},
 		{"bad name", provider.CreateRequest{Name: "has space"}, provider.InvalidArgument},
 		{"negative autostop", provider.CreateRequest{AutoStopInterval: ptr(-1)}, provider.InvalidArgument},
 		{"unknown runtime", provider.CreateRequest{Runtime: "vm"}, provider.InvalidArgument},
@@ -217,13 +217,13 @@ func manyLabels(n int) map[string]string {
 func TestCreateRollsBackWhenTheWorkloadFails(t *testing.T) {
 	h := newHarness(t, func(o *Options) { o.PortMin, o.PortMax = 14200, 14200 })
 	h.rt.FailStart(errors.New("exec format error"))
-	_, err := h.m.Create(context.Background(), provider.CreateRequest{Id: "doomed"})
+	_, err := h.m.Create(context.Background(), provider.CreateRequest{ID: "doomed"})
 	assert.Equal(t, provider.CreateFailed, provider.Code(err))
 	assert.NoDirExists(t, filepath.Join(h.root, "doomed"))
 	assert.Empty(t, h.m.List(context.Background(), nil))
 
 	h.rt.FailStart(nil)
-	s := h.create(provider.CreateRequest{Id: "doomed"})
+	s := h.create(provider.CreateRequest{ID: "doomed"})
 	assert.Equal(t, 14200, s.Port, "the failed create released the only port")
 }
 
@@ -231,8 +231,8 @@ func TestSnapshotIsolationReachesTheRuntime(t *testing.T) {
 	h := newHarness(t, func(o *Options) {
 		o.Snapshots["isolated"] = Snapshot{Command: []string{"workload"}, Ready: "none", Isolation: "bwrap"}
 	})
-	h.create(provider.CreateRequest{Id: "plain"})
-	h.create(provider.CreateRequest{Id: "boxed", Snapshot: "isolated"})
+	h.create(provider.CreateRequest{ID: "plain"})
+	h.create(provider.CreateRequest{ID: "boxed", Snapshot: "isolated"})
 	specs := h.rt.Specs()
 	require.Len(t, specs, 2)
 	assert.Empty(t, specs[0].Isolation, "the runtime's default")
@@ -241,7 +241,7 @@ func TestSnapshotIsolationReachesTheRuntime(t *testing.T) {
 
 func TestEnvProvenanceAndRedaction(t *testing.T) {
 	h := newHarness(t)
-	s := h.create(provider.CreateRequest{Id: "env", EnvVars: map[string]string{"SHARED": "from-request", "TOKEN": "request-secret"}})
+	s := h.create(provider.CreateRequest{ID: "env", EnvVars: map[string]string{"SHARED": "from-request", "TOKEN": "request-secret"}})
 	spec := h.rt.Specs()[0]
 	tok, err := h.m.readToken("env")
 	require.NoError(t, err)
@@ -271,12 +271,12 @@ func TestEnvProvenanceAndRedaction(t *testing.T) {
 func TestStopStartKeepsIdentity(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	s := h.create(provider.CreateRequest{Id: "cycle"})
+	s := h.create(provider.CreateRequest{ID: "cycle"})
 	stopped, err := h.m.Stop(ctx, "cycle")
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStopped, stopped.State)
 	assert.Zero(t, stopped.Port)
-	assert.Empty(t, stopped.PreviewUrl)
+	assert.Empty(t, stopped.PreviewURL)
 	assert.DirExists(t, filepath.Join(h.root, "cycle"), "stop keeps the directory")
 
 	again, err := h.m.Stop(ctx, "cycle")
@@ -286,7 +286,7 @@ func TestStopStartKeepsIdentity(t *testing.T) {
 	started, err := h.m.Start(ctx, "cycle")
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, started.State)
-	assert.Equal(t, s.Id, started.Id)
+	assert.Equal(t, s.ID, started.ID)
 	assert.Equal(t, s.Port, started.Port, "start prefers the previous port")
 	noop, err := h.m.Start(ctx, "cycle")
 	require.NoError(t, err)
@@ -317,14 +317,14 @@ func TestNotFound(t *testing.T) {
 func TestPreviewURL(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	s := h.create(provider.CreateRequest{Id: "p"})
+	s := h.create(provider.CreateRequest{ID: "p"})
 	u, err := h.m.PreviewURL(ctx, "p", 0)
 	require.NoError(t, err)
-	assert.Equal(t, s.PreviewUrl, u.Url)
+	assert.Equal(t, s.PreviewURL, u.URL)
 	assert.NotEmpty(t, u.Token)
 	u, err = h.m.PreviewURL(ctx, "p", 8080)
 	require.NoError(t, err)
-	assert.Equal(t, "http://127.0.0.1:8080", u.Url)
+	assert.Equal(t, "http://127.0.0.1:8080", u.URL)
 	_, err = h.m.PreviewURL(ctx, "p", 70000)
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
 	_, err = h.m.Stop(ctx, "p")
@@ -339,7 +339,7 @@ func TestExitIsNoticedWithoutARead(t *testing.T) {
 	evc := make(chan Event, 16)
 	h.opts.OnEvent = func(e Event) { evc <- e }
 	h.restart()
-	h.create(provider.CreateRequest{Id: "dies"})
+	h.create(provider.CreateRequest{ID: "dies"})
 	h.rt.Kill(h.handle("dies"), "killed: signal SIGKILL")
 	for ev := range evc {
 		events = append(events, ev)
@@ -364,7 +364,7 @@ func types(evs []Event) []provider.EventType {
 func TestKillFailureBlocksRespawnUntilRetrySucceeds(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	h.create(provider.CreateRequest{Id: "stubborn"})
+	h.create(provider.CreateRequest{ID: "stubborn"})
 	h.rt.FailStop(errors.New("operation not permitted"))
 	_, err := h.m.Stop(ctx, "stubborn")
 	require.Error(t, err)
@@ -384,7 +384,7 @@ func TestKillFailureBlocksRespawnUntilRetrySucceeds(t *testing.T) {
 
 func TestConcurrentStopsAreSerialised(t *testing.T) {
 	h := newHarness(t)
-	h.create(provider.CreateRequest{Id: "s"})
+	h.create(provider.CreateRequest{ID: "s"})
 	errs := make(chan error, 8)
 	for i := 0; i < 8; i++ {
 		go func() { _, err := h.m.Stop(context.Background(), "s"); errs <- err }()
@@ -429,9 +429,9 @@ func TestPortRangeExhausted(t *testing.T) {
 func TestRehydrate(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	h.create(provider.CreateRequest{Id: "lives"})
-	h.create(provider.CreateRequest{Id: "dies"})
-	h.create(provider.CreateRequest{Id: "was-stopped"})
+	h.create(provider.CreateRequest{ID: "lives"})
+	h.create(provider.CreateRequest{ID: "dies"})
+	h.create(provider.CreateRequest{ID: "was-stopped"})
 	_, err := h.m.Stop(ctx, "was-stopped")
 	require.NoError(t, err)
 	h.m.Close()
@@ -511,7 +511,7 @@ func TestLaunchHook(t *testing.T) {
 	hook := &recordingHook{}
 	h := newHarness(t, func(o *Options) { o.LaunchHook = hook })
 	ctx := context.Background()
-	h.create(provider.CreateRequest{Id: "hooked"})
+	h.create(provider.CreateRequest{ID: "hooked"})
 	spec := h.rt.Specs()[0]
 	assert.Equal(t, []string{"wrapper", "workload"}, spec.Command)
 	assert.Equal(t, "1", spec.Env["FROM_HOOK"])
@@ -525,7 +525,7 @@ func TestLaunchHook(t *testing.T) {
 	h.eventually(func() bool { return len(hook.exits()) == 2 }, "cleanup after an exit nobody asked for")
 
 	hook.refuse = true
-	_, err = h.m.Create(ctx, provider.CreateRequest{Id: "refused"})
+	_, err = h.m.Create(ctx, provider.CreateRequest{ID: "refused"})
 	assert.Equal(t, provider.CreateFailed, provider.Code(err))
 	assert.NoDirExists(t, filepath.Join(h.root, "refused"))
 }
@@ -540,7 +540,7 @@ func TestDaemonsOnOneMachineNeverShareAPort(t *testing.T) {
 	_, err := a.m.Create(context.Background(), provider.CreateRequest{})
 	assert.Equal(t, provider.ResourceExhausted, provider.Code(err), "the other daemon's port is not free")
 
-	_, err = b.m.Stop(context.Background(), sb.Id)
+	_, err = b.m.Stop(context.Background(), sb.ID)
 	require.NoError(t, err)
 	s, err := a.m.Create(context.Background(), provider.CreateRequest{})
 	require.NoError(t, err, "a stopped sandbox's port is free for everyone")
@@ -550,7 +550,7 @@ func TestDaemonsOnOneMachineNeverShareAPort(t *testing.T) {
 func TestDeleteWhoseKillFailsFinishesOnTheRetry(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	h.create(provider.CreateRequest{Id: "doomed"})
+	h.create(provider.CreateRequest{ID: "doomed"})
 	h.rt.FailStop(errors.New("operation not permitted"))
 	require.Error(t, h.m.Delete(ctx, "doomed"))
 	assert.Equal(t, provider.StateStopping, h.get("doomed").State, "still there, and says why")
@@ -568,7 +568,7 @@ func TestDeleteWhoseKillFailsFinishesOnTheRetry(t *testing.T) {
 func TestRehydrateFinishesInterruptedStopsAndDeletes(t *testing.T) {
 	h := newHarness(t)
 	for _, id := range []string{"auto", "del-stopping", "del-stopped"} {
-		h.create(provider.CreateRequest{Id: id})
+		h.create(provider.CreateRequest{ID: id})
 	}
 	h.m.Close()
 	// What a crash leaves: a stop under way for the reaper, a delete under
@@ -612,7 +612,7 @@ func TestNothingOfASandboxIsAnnouncedAfterItsDeletion(t *testing.T) {
 		}
 	})
 	ctx := context.Background()
-	h.create(provider.CreateRequest{Id: "busy"})
+	h.create(provider.CreateRequest{ID: "busy"})
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for i := 0; i < 4; i++ {

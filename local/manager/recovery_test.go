@@ -68,7 +68,7 @@ func TestRestartAnswersWhileInterruptedStopsFinish(t *testing.T) {
 	ids := make([]string, 8)
 	for i := range ids {
 		ids[i] = "stubborn-" + strconv.Itoa(i)
-		h.create(provider.CreateRequest{Id: ids[i]})
+		h.create(provider.CreateRequest{ID: ids[i]})
 	}
 	h.m.Close()
 	for i, id := range ids {
@@ -88,7 +88,7 @@ func TestRestartAnswersWhileInterruptedStopsFinish(t *testing.T) {
 	list := h.m.List(context.Background(), nil)
 	require.Len(t, list, len(ids))
 	for _, s := range list {
-		assert.Equal(t, provider.StateStopping, s.State, s.Id)
+		assert.Equal(t, provider.StateStopping, s.State, s.ID)
 	}
 	_, err := h.m.Start(context.Background(), ids[0])
 	assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "%v", err)
@@ -96,7 +96,7 @@ func TestRestartAnswersWhileInterruptedStopsFinish(t *testing.T) {
 	err = h.m.Delete(context.Background(), ids[2])
 	assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "%v", err)
 	assert.Equal(t, provider.FailedPrecondition, provider.Code(h.m.RefreshActivity(context.Background(), ids[1])))
-	s, err := h.m.Create(context.Background(), provider.CreateRequest{Id: "newcomer"})
+	s, err := h.m.Create(context.Background(), provider.CreateRequest{ID: "newcomer"})
 	require.NoError(t, err, "creates do not wait for the recovery either")
 	assert.Equal(t, provider.StateStarted, s.State)
 	assert.Equal(t, len(ids)+1, rt.Running())
@@ -145,7 +145,7 @@ func TestCloseDuringRecovery(t *testing.T) {
 	ids := make([]string, 2*recoveryWorkers)
 	for i := range ids {
 		ids[i] = "s" + strconv.Itoa(i)
-		h.create(provider.CreateRequest{Id: ids[i]})
+		h.create(provider.CreateRequest{ID: ids[i]})
 	}
 	h.m.Close()
 	for _, id := range ids {
@@ -191,7 +191,7 @@ func TestFailedWriteChangesNothing(t *testing.T) {
 		}
 	})
 	ctx := context.Background()
-	before := h.create(provider.CreateRequest{Id: "vanished", AutoStopInterval: ptr(7)})
+	before := h.create(provider.CreateRequest{ID: "vanished", AutoStopInterval: ptr(7)})
 	mu.Lock()
 	events = nil
 	mu.Unlock()
@@ -249,8 +249,8 @@ func TestUnreadableRecordKeepsItsWorkloadUntilDeleted(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
 			ctx := context.Background()
-			h.create(provider.CreateRequest{Id: "kept"})
-			h.create(provider.CreateRequest{Id: "fine"})
+			h.create(provider.CreateRequest{ID: "kept"})
+			h.create(provider.CreateRequest{ID: "fine"})
 			h.m.Close()
 			path := filepath.Join(h.root, "kept", recordFile)
 			tt.spoil(t, path)
@@ -274,7 +274,7 @@ func TestUnreadableRecordKeepsItsWorkloadUntilDeleted(t *testing.T) {
 				err := call()
 				assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "%s: %v", name, err)
 			}
-			_, err := h.m.Create(ctx, provider.CreateRequest{Id: "kept"})
+			_, err := h.m.Create(ctx, provider.CreateRequest{ID: "kept"})
 			assert.Equal(t, provider.AlreadyExists, provider.Code(err), "the id stays taken")
 
 			require.NoError(t, h.m.Delete(ctx, "kept"))
@@ -285,7 +285,7 @@ func TestUnreadableRecordKeepsItsWorkloadUntilDeleted(t *testing.T) {
 			moved, err := os.ReadDir(filepath.Join(h.root, corruptDir))
 			require.NoError(t, err)
 			assert.Len(t, moved, 1, "the directory is kept aside, not deleted")
-			h.create(provider.CreateRequest{Id: "kept"})
+			h.create(provider.CreateRequest{ID: "kept"})
 		})
 	}
 }
@@ -303,8 +303,8 @@ func TestUnreadableRecordsOnARuntimeWithoutMarks(t *testing.T) {
 	h.opts.Runtimes[provider.RuntimeNative] = unmarked{fake}
 	h.restart()
 	ctx := context.Background()
-	h.create(provider.CreateRequest{Id: "a"})
-	h.create(provider.CreateRequest{Id: "b"})
+	h.create(provider.CreateRequest{ID: "a"})
+	h.create(provider.CreateRequest{ID: "b"})
 	h.m.Close()
 	for _, id := range []string{"a", "b"} {
 		require.NoError(t, os.WriteFile(filepath.Join(h.root, id, recordFile), []byte("garbage"), 0o644))
@@ -340,7 +340,7 @@ func TestQuarantineWhateverSitsAtCorrupt(t *testing.T) {
 			h := newHarness(t)
 			ctx := context.Background()
 			outside := t.TempDir()
-			h.create(provider.CreateRequest{Id: "ghost"})
+			h.create(provider.CreateRequest{ID: "ghost"})
 			h.m.Close()
 			require.NoError(t, os.WriteFile(filepath.Join(h.root, "ghost", recordFile), []byte("{"), 0o644))
 			tt.place(t, filepath.Join(h.root, corruptDir), outside)
@@ -360,7 +360,7 @@ func TestQuarantineWhateverSitsAtCorrupt(t *testing.T) {
 			require.NoError(t, err)
 			assert.Empty(t, empty, "a symlink is never followed")
 
-			s := h.create(provider.CreateRequest{Id: "ghost"})
+			s := h.create(provider.CreateRequest{ID: "ghost"})
 			assert.Equal(t, provider.StateStarted, s.State)
 			assert.Len(t, h.m.List(ctx, nil), 1)
 		})

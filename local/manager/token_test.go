@@ -16,8 +16,8 @@ import (
 func TestSandboxToken(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	h.create(provider.CreateRequest{Id: "tok"})
-	h.create(provider.CreateRequest{Id: "other"})
+	h.create(provider.CreateRequest{ID: "tok"})
+	h.create(provider.CreateRequest{ID: "other"})
 	tokPath := filepath.Join(h.root, "tok", tokenFile)
 
 	fi, err := os.Stat(tokPath)
@@ -48,7 +48,7 @@ func TestSandboxToken(t *testing.T) {
 		require.NoError(t, err)
 		assert.NotContains(t, string(env), tok, "nor among the env values a start merges")
 		for _, s := range h.m.List(ctx, nil) {
-			assert.NotContains(t, s.PreviewUrl, tok)
+			assert.NotContains(t, s.PreviewURL, tok)
 		}
 	})
 	t.Run("redacted from entrypoint logs", func(t *testing.T) {
@@ -80,7 +80,7 @@ func TestSandboxTokenCannotBeChosen(t *testing.T) {
 func TestSandboxFromBeforeTokensGetsOneAtStart(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	h.create(provider.CreateRequest{Id: "old"})
+	h.create(provider.CreateRequest{ID: "old"})
 	_, err := h.m.Stop(ctx, "old")
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(filepath.Join(h.root, "old", tokenFile)))

@@ -154,7 +154,7 @@ func (a *acquisition) run() (*Lease, error) {
 	}
 	p.m.acquires.WithLabelValues(string(l.Path)).Inc()
 	p.m.acquireSeconds.WithLabelValues(string(l.Path)).Observe(l.Took.Seconds())
-	p.log.Debug("pool acquire", "pool", p.cfg.name, "key", a.key, "sandbox", l.Sandbox.Id, "path", string(l.Path), "took", l.Took)
+	p.log.Debug("pool acquire", "pool", p.cfg.name, "key", a.key, "sandbox", l.Sandbox.ID, "path", string(l.Path), "took", l.Took)
 	return l, nil
 }
 
@@ -251,17 +251,17 @@ func (a *acquisition) claim(sb *provider.Sandbox, path Path, h *hold) (*Lease, e
 	p.mu.Unlock()
 	if closing {
 		if gen != 0 {
-			if cur, ok, _ := p.store.Load(context.Background(), a.key); ok && cur.SandboxID == sb.Id {
+			if cur, ok, _ := p.store.Load(context.Background(), a.key); ok && cur.SandboxID == sb.ID {
 				_, _ = p.swap(ks, gen, nil)
 			}
 		}
-		p.teardown(a.key, sb.Id, h, true, ReasonShutdownInFlight, "the pool shut down before the turn began")
+		p.teardown(a.key, sb.ID, h, true, ReasonShutdownInFlight, "the pool shut down before the turn began")
 		return nil, errClosed
 	}
-	rec, err := p.swap(ks, gen, &Record{SandboxID: sb.Id, Fingerprint: a.fp, State: StateInUse, Since: p.clk.Now()})
+	rec, err := p.swap(ks, gen, &Record{SandboxID: sb.ID, Fingerprint: a.fp, State: StateInUse, Since: p.clk.Now()})
 	if err != nil {
 		if path == PathCreated {
-			p.teardown(a.key, sb.Id, h, true, ReasonSuperseded, "could not claim the key: "+err.Error())
+			p.teardown(a.key, sb.ID, h, true, ReasonSuperseded, "could not claim the key: "+err.Error())
 		} else {
 			p.mu.Lock()
 			ks.hold = h
@@ -334,7 +334,7 @@ func (a *acquisition) warm(rec Record, sb *provider.Sandbox) (*provider.Sandbox,
 	}
 	began := p.clk.Now()
 	ctx, cancel := p.opCtx(p.cfg.stopTimeout)
-	err := p.prov.RefreshActivity(ctx, sb.Id)
+	err := p.prov.RefreshActivity(ctx, sb.ID)
 	cancel()
 	a.stage(StageRefresh, began)
 	switch {
@@ -348,7 +348,7 @@ func (a *acquisition) warm(rec Record, sb *provider.Sandbox) (*provider.Sandbox,
 		p.mu.Unlock()
 		p.rearm(ks, rec)
 		return nil, "", nil, provider.Errorf(code(err, provider.Unavailable),
-			"key %q: reset the idle clock of sandbox %s: %s; it is kept for the next try", a.key, sb.Id, provider.Message(err))
+			"key %q: reset the idle clock of sandbox %s: %s; it is kept for the next try", a.key, sb.ID, provider.Message(err))
 	}
 	return a.check(rec, sb, PathWarm, h)
 }
@@ -460,17 +460,17 @@ func (a *acquisition) create() (*provider.Sandbox, *hold, error) {
 		return nil, nil, provider.Errorf(code(err, provider.Internal), "create a sandbox for key %q: %s", a.key, provider.Message(err))
 	}
 	p.mu.Lock()
-	h.sandbox = sb.Id
+	h.sandbox = sb.ID
 	p.mu.Unlock()
 	if ad, ok := p.prov.(provider.AutoDeleter); ok {
-		if _, err := ad.SetAutoDeleteInterval(ctx, sb.Id, p.cfg.autoDelete); err != nil {
+		if _, err := ad.SetAutoDeleteInterval(ctx, sb.ID, p.cfg.autoDelete); err != nil {
 			// The pool's own parked-stopped TTL still deletes it.
-			p.log.Warn("pool: set auto-delete", "pool", p.cfg.name, "key", a.key, "sandbox", sb.Id, "err", err)
+			p.log.Warn("pool: set auto-delete", "pool", p.cfg.name, "key", a.key, "sandbox", sb.ID, "err", err)
 		}
 	}
 	if r := a.spec.Resources; r != (provider.ResizeRequest{}) {
-		if _, err := p.prov.Resize(ctx, sb.Id, r); err != nil {
-			p.teardown(a.key, sb.Id, h, true, ReasonIncompatible, "resize: "+provider.Message(err))
+		if _, err := p.prov.Resize(ctx, sb.ID, r); err != nil {
+			p.teardown(a.key, sb.ID, h, true, ReasonIncompatible, "resize: "+provider.Message(err))
 			return nil, nil, provider.Errorf(code(err, provider.Internal), "give the sandbox of key %q its resources: %s", a.key, provider.Message(err))
 		}
 	}
@@ -602,10 +602,10 @@ func (p *Pool) heartbeat(l *Lease) context.CancelFunc {
 			case <-t.C():
 			}
 			rctx, rcancel := p.opCtx(p.cfg.stopTimeout)
-			err := p.prov.RefreshActivity(rctx, l.Sandbox.Id)
+			err := p.prov.RefreshActivity(rctx, l.Sandbox.ID)
 			rcancel()
 			if err != nil && ctx.Err() == nil {
-				p.log.Warn("pool heartbeat", "pool", p.cfg.name, "key", l.Key, "sandbox", l.Sandbox.Id, "err", err)
+				p.log.Warn("pool heartbeat", "pool", p.cfg.name, "key", l.Key, "sandbox", l.Sandbox.ID, "err", err)
 			}
 		}
 	})

@@ -323,7 +323,7 @@ func noPool(clk clock.Clock, p provider.Provider) func(context.Context, string, 
 		_ = clock.Sleep(ctx, clk, agentSetup)
 		wait := clk.Since(t0)
 		work()
-		return wait, pool.PathCreated, []string{sb.Id}, p.Delete(ctx, sb.Id)
+		return wait, pool.PathCreated, []string{sb.ID}, p.Delete(ctx, sb.ID)
 	}
 }
 
@@ -341,6 +341,6 @@ func pooled(clk clock.Clock, pl *pool.Pool) func(context.Context, string, func()
 		}
 		wait := clk.Since(t0)
 		work()
-		return wait, l.Path, []string{l.Sandbox.Id}, pl.Release(ctx, l, pool.OutcomeOK)
+		return wait, l.Path, []string{l.Sandbox.ID}, pl.Release(ctx, l, pool.OutcomeOK)
 	}
 }

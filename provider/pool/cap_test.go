@@ -94,16 +94,16 @@ func TestEvictionStopsTheOldestWarm(t *testing.T) {
 
 	c := h.acquire("c")
 	assert.Equal(t, PathCreated, c.Path)
-	assert.Equal(t, provider.StateStopped, h.state(a.Sandbox.Id), "the oldest warm one is evicted")
-	assert.Equal(t, []string{"pool: evicted"}, h.stopReasons(a.Sandbox.Id))
-	assert.Equal(t, provider.StateStarted, h.state(b.Sandbox.Id))
+	assert.Equal(t, provider.StateStopped, h.state(a.Sandbox.ID), "the oldest warm one is evicted")
+	assert.Equal(t, []string{"pool: evicted"}, h.stopReasons(a.Sandbox.ID))
+	assert.Equal(t, provider.StateStarted, h.state(b.Sandbox.ID))
 	assert.Equal(t, 1, h.teardowns(ReasonEvicted))
 	assert.Equal(t, 2, h.f.MaxRunning())
 
 	h.release(c, OutcomeOK)
 	again := h.acquire("a")
 	assert.Equal(t, PathResumed, again.Path, "eviction stops, never deletes")
-	assert.Equal(t, a.Sandbox.Id, again.Sandbox.Id)
+	assert.Equal(t, a.Sandbox.ID, again.Sandbox.ID)
 	h.release(again, OutcomeOK)
 	assert.LessOrEqual(t, h.f.MaxRunning(), 2)
 }
@@ -114,9 +114,9 @@ func TestWarmCapParksStopped(t *testing.T) {
 	a, b := h.acquire("a"), h.acquire("b")
 	h.release(a, OutcomeOK)
 	h.release(b, OutcomeOK)
-	assert.Equal(t, provider.StateStarted, h.state(a.Sandbox.Id))
-	assert.Equal(t, provider.StateStopped, h.state(b.Sandbox.Id))
-	assert.Equal(t, []string{stopReasonParked}, h.stopReasons(b.Sandbox.Id), "parking is not a teardown")
+	assert.Equal(t, provider.StateStarted, h.state(a.Sandbox.ID))
+	assert.Equal(t, provider.StateStopped, h.state(b.Sandbox.ID))
+	assert.Equal(t, []string{stopReasonParked}, h.stopReasons(b.Sandbox.ID), "parking is not a teardown")
 	for _, r := range Reasons {
 		assert.Zero(t, h.teardowns(r), r)
 	}
@@ -129,7 +129,7 @@ func TestKeepWarmOff(t *testing.T) {
 	h := newHarness(t, WithKeepWarm(0))
 	l := h.acquire("conv")
 	h.release(l, OutcomeOK)
-	assert.Equal(t, provider.StateStopped, h.state(l.Sandbox.Id))
+	assert.Equal(t, provider.StateStopped, h.state(l.Sandbox.ID))
 	next := h.acquire("conv")
 	assert.Equal(t, PathResumed, next.Path)
 	h.release(next, OutcomeOK)
@@ -163,7 +163,7 @@ func TestHungStopDuringEvictionKeepsTheCap(t *testing.T) {
 
 	// The provider stops it at last (say its own auto-stop); the next poll
 	// sees it and the slot goes to the waiter.
-	h.f.SetState(a.Sandbox.Id, provider.StateStopped, provider.ErrorReasonAutoStopped)
+	h.f.SetState(a.Sandbox.ID, provider.StateStopped, provider.ErrorReasonAutoStopped)
 	var r acquired
 	h.eventually(func() bool {
 		h.clk.Advance(time.Second)
@@ -218,6 +218,6 @@ func TestClaimWaitsForAnUnconfirmedStop(t *testing.T) {
 	}, "the claim goes on once the stop is confirmed")
 	require.NoError(t, r.err)
 	assert.Equal(t, PathResumed, r.l.Path)
-	assert.Equal(t, a.Sandbox.Id, r.l.Sandbox.Id)
+	assert.Equal(t, a.Sandbox.ID, r.l.Sandbox.ID)
 	h.release(r.l, OutcomeOK)
 }

@@ -36,7 +36,7 @@ func (p *Pool) fingerprint(spec Spec) string {
 		put(mac, "label", k, spec.Labels[k])
 	}
 	r := spec.Resources
-	put(mac, "resources", strconv.Itoa(r.Cpu), strconv.Itoa(r.Memory), strconv.Itoa(r.Disk))
+	put(mac, "resources", strconv.Itoa(r.CPU), strconv.Itoa(r.Memory), strconv.Itoa(r.Disk))
 	return hex.EncodeToString(mac.Sum(nil))[:32]
 }
 
@@ -104,7 +104,7 @@ func validSpec(spec Spec) error {
 		}
 	}
 	r := spec.Resources
-	if r.Cpu < 0 || r.Memory < 0 || r.Disk < 0 {
+	if r.CPU < 0 || r.Memory < 0 || r.Disk < 0 {
 		return provider.Errorf(provider.InvalidArgument, "resources must not be negative")
 	}
 	return nil

@@ -130,7 +130,7 @@ func (h *harness) eventually(cond func() bool, msg string) {
 // state is the fake's view of a sandbox; "" once it is gone.
 func (h *harness) state(id string) provider.State {
 	for _, sb := range h.f.Sandboxes() {
-		if sb.Id == id {
+		if sb.ID == id {
 			return sb.State
 		}
 	}
@@ -140,7 +140,7 @@ func (h *harness) state(id string) provider.State {
 func (h *harness) sandbox(id string) provider.Sandbox {
 	h.t.Helper()
 	for _, sb := range h.f.Sandboxes() {
-		if sb.Id == id {
+		if sb.ID == id {
 			return sb
 		}
 	}

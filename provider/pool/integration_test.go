@@ -158,9 +158,9 @@ func (r *rig) cleanup() {
 	left := r.mine()
 	_, autoDeletes := r.w.prov.(provider.AutoDeleter)
 	for _, sb := range left {
-		assert.NotEqual(r.t, provider.StateStarted, sb.State, "sandbox %s still runs after shutdown", sb.Id)
-		assert.True(r.t, autoDeletes, "sandbox %s (%s) outlived the pool on a provider that would never delete it: leaked", sb.Id, sb.State)
-		_ = r.w.prov.Delete(ctx, sb.Id)
+		assert.NotEqual(r.t, provider.StateStarted, sb.State, "sandbox %s still runs after shutdown", sb.ID)
+		assert.True(r.t, autoDeletes, "sandbox %s (%s) outlived the pool on a provider that would never delete it: leaked", sb.ID, sb.State)
+		_ = r.w.prov.Delete(ctx, sb.ID)
 	}
 }
 
@@ -237,7 +237,7 @@ func watchEvents(t *testing.T, w provider.Watcher, poolName string) *eventLog {
 		for ev := range ch {
 			if ev.Type == provider.EventStopped && ev.Sandbox != nil {
 				l.mu.Lock()
-				l.stopped[ev.Sandbox.Id] = append(l.stopped[ev.Sandbox.Id], ev.Sandbox.ErrorReason)
+				l.stopped[ev.Sandbox.ID] = append(l.stopped[ev.Sandbox.ID], ev.Sandbox.ErrorReason)
 				l.mu.Unlock()
 			}
 		}
@@ -274,13 +274,13 @@ func scenarios(t *testing.T, w world) {
 		r := newRig(t, w)
 		first := r.acquire("conv", spec)
 		assert.Equal(t, pool.PathCreated, first.Path)
-		id := first.Sandbox.Id
+		id := first.Sandbox.ID
 		r.exec(id, "echo turn-one > pool-marker")
 		r.release(first, pool.OutcomeOK)
 
 		warm := r.acquire("conv", spec)
 		assert.Equal(t, pool.PathWarm, warm.Path)
-		assert.Equal(t, id, warm.Sandbox.Id)
+		assert.Equal(t, id, warm.Sandbox.ID)
 		assert.Equal(t, "turn-one", r.exec(id, "cat pool-marker"))
 		r.release(warm, pool.OutcomeOK)
 
@@ -290,7 +290,7 @@ func scenarios(t *testing.T, w world) {
 
 		resumed := r.acquire("conv", spec)
 		assert.Equal(t, pool.PathResumed, resumed.Path)
-		assert.Equal(t, id, resumed.Sandbox.Id)
+		assert.Equal(t, id, resumed.Sandbox.ID)
 		assert.Equal(t, "turn-one", r.exec(id, "cat pool-marker"), "a stop keeps the sandbox's files")
 		r.release(resumed, pool.OutcomeOK)
 	})
@@ -303,7 +303,7 @@ func scenarios(t *testing.T, w world) {
 		rotated.Env = map[string]string{"TURN_TOKEN": "it-secret-2"}
 		next := r.acquire("conv", rotated)
 		assert.Equal(t, pool.PathCreated, next.Path)
-		r.eventuallyState(l.Sandbox.Id, "", "the incompatible sandbox is deleted")
+		r.eventuallyState(l.Sandbox.ID, "", "the incompatible sandbox is deleted")
 		assert.Equal(t, 1.0, r.teardowns(pool.ReasonIncompatible))
 		r.release(next, pool.OutcomeOK)
 	})
@@ -312,8 +312,8 @@ func scenarios(t *testing.T, w world) {
 		r := newRig(t, w)
 		l := r.acquire("conv", spec)
 		r.release(l, pool.OutcomeFailed)
-		r.expectStopEvent(l.Sandbox.Id, "pool: turn_failed")
-		r.eventuallyState(l.Sandbox.Id, "", "deleted")
+		r.expectStopEvent(l.Sandbox.ID, "pool: turn_failed")
+		r.eventuallyState(l.Sandbox.ID, "", "deleted")
 		assert.Equal(t, 1.0, r.teardowns(pool.ReasonTurnFailed))
 	})
 
@@ -325,8 +325,8 @@ func scenarios(t *testing.T, w world) {
 		r.release(a, pool.OutcomeOK)
 		b := r.acquire("b", spec)
 		assert.Equal(t, pool.PathCreated, b.Path)
-		assert.Equal(t, provider.StateStopped, r.state(a.Sandbox.Id), "evicted: stopped, not deleted")
-		r.expectStopEvent(a.Sandbox.Id, "pool: evicted")
+		assert.Equal(t, provider.StateStopped, r.state(a.Sandbox.ID), "evicted: stopped, not deleted")
+		r.expectStopEvent(a.Sandbox.ID, "pool: evicted")
 		assert.Equal(t, 1.0, r.teardowns(pool.ReasonEvicted))
 		r.release(b, pool.OutcomeOK)
 		again := r.acquire("a", spec)
@@ -348,7 +348,7 @@ func scenarios(t *testing.T, w world) {
 				if !assert.NoError(t, err) {
 					return
 				}
-				ids <- l.Sandbox.Id
+				ids <- l.Sandbox.ID
 				assert.NoError(t, r.p.Release(r.ctx, l, pool.OutcomeOK))
 			}()
 		}
@@ -387,7 +387,7 @@ func scenarios(t *testing.T, w world) {
 		r := newRig(t, w)
 		l := r.acquire("conv", spec)
 		r.release(l, pool.OutcomeOK)
-		require.NoError(t, w.prov.Delete(r.ctx, l.Sandbox.Id))
+		require.NoError(t, w.prov.Delete(r.ctx, l.Sandbox.ID))
 		next := r.acquire("conv", spec)
 		assert.Equal(t, pool.PathCreated, next.Path)
 		assert.Equal(t, 1.0, r.teardowns(pool.ReasonProviderLost))
@@ -402,10 +402,10 @@ func scenarios(t *testing.T, w world) {
 		ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
 		defer cancel()
 		require.NoError(t, r.p.Shutdown(ctx))
-		assert.Empty(t, r.state(busy.Sandbox.Id), "in flight: deleted")
+		assert.Empty(t, r.state(busy.Sandbox.ID), "in flight: deleted")
 		assert.Equal(t, 1.0, r.teardowns(pool.ReasonShutdownInFlight))
-		assert.NotEqual(t, provider.StateStarted, r.state(idle.Sandbox.Id), "idle: stopped")
+		assert.NotEqual(t, provider.StateStarted, r.state(idle.Sandbox.ID), "idle: stopped")
 		assert.Equal(t, 1.0, r.teardowns(pool.ReasonShutdownIdle))
-		r.expectStopEvent(idle.Sandbox.Id, "pool: shutdown_idle")
+		r.expectStopEvent(idle.Sandbox.ID, "pool: shutdown_idle")
 	})
 }

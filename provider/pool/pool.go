@@ -180,7 +180,7 @@ func (p *Pool) shutdownKey(ctx context.Context, ks *keyState) {
 			}
 			ok = false
 		}
-		p.teardown(ks.key, l.Sandbox.Id, p.endLease(l), true, ReasonShutdownInFlight, "")
+		p.teardown(ks.key, l.Sandbox.ID, p.endLease(l), true, ReasonShutdownInFlight, "")
 	}
 	if !ok {
 		return

@@ -25,7 +25,7 @@ func TestAcquireTakesEachPath(t *testing.T) {
 	first := h.acquire("conv")
 	assert.Equal(t, PathCreated, first.Path)
 	assert.Equal(t, []string{StageLookup, StageAdmit, StageCreate, StageClaim}, stageNames(first))
-	id := first.Sandbox.Id
+	id := first.Sandbox.ID
 	h.release(first, OutcomeOK)
 	assert.Equal(t, provider.StateStarted, h.state(id), "parked running")
 	assert.Equal(t, 1, h.p.Stats().Warm)
@@ -33,7 +33,7 @@ func TestAcquireTakesEachPath(t *testing.T) {
 	h.advance(30 * time.Second)
 	warm := h.acquire("conv")
 	assert.Equal(t, PathWarm, warm.Path)
-	assert.Equal(t, id, warm.Sandbox.Id)
+	assert.Equal(t, id, warm.Sandbox.ID)
 	assert.Equal(t, []string{StageLookup, StageRefresh, StageClaim}, stageNames(warm))
 	h.release(warm, OutcomeOK)
 
@@ -47,7 +47,7 @@ func TestAcquireTakesEachPath(t *testing.T) {
 
 	resumed := h.acquire("conv")
 	assert.Equal(t, PathResumed, resumed.Path)
-	assert.Equal(t, id, resumed.Sandbox.Id)
+	assert.Equal(t, id, resumed.Sandbox.ID)
 	assert.Equal(t, []string{StageLookup, StageAdmit, StageStart, StageClaim}, stageNames(resumed))
 	assert.Equal(t, 1, h.f.Created(), "one sandbox served every turn")
 	h.release(resumed, OutcomeOK)
@@ -66,11 +66,11 @@ func TestClaimResetsActivity(t *testing.T) {
 	h.advance(59 * time.Second)
 	warm := h.acquire("conv")
 	require.Equal(t, PathWarm, warm.Path)
-	got := h.sandbox(warm.Sandbox.Id)
+	got := h.sandbox(warm.Sandbox.ID)
 	assert.True(t, got.LastActivityAt.After(parkedAt), "the claim moved lastActivityAt")
 	assert.Equal(t, h.clk.Now(), got.LastActivityAt)
 	h.advance(5 * time.Minute)
-	assert.Equal(t, provider.StateStarted, h.state(warm.Sandbox.Id), "the keep-warm timer of its parking no longer applies")
+	assert.Equal(t, provider.StateStarted, h.state(warm.Sandbox.ID), "the keep-warm timer of its parking no longer applies")
 	h.release(warm, OutcomeOK)
 }
 
@@ -79,9 +79,9 @@ func TestClaimResetsActivity(t *testing.T) {
 func TestCreateSetsTimersAndLabels(t *testing.T) {
 	h := newHarness(t, WithAutoStop(7), WithAutoDelete(90), WithName("agents"))
 	l := h.acquire("conv")
-	sb := h.sandbox(l.Sandbox.Id)
+	sb := h.sandbox(l.Sandbox.ID)
 	assert.Equal(t, 7, sb.AutoStopInterval)
-	minutes, ok := h.f.AutoDelete(sb.Id)
+	minutes, ok := h.f.AutoDelete(sb.ID)
 	assert.True(t, ok)
 	assert.Equal(t, 90, minutes)
 	assert.Equal(t, "agent", sb.Labels["app"])
@@ -105,8 +105,8 @@ func TestReleaseOutcomes(t *testing.T) {
 			h := newHarness(t)
 			l := h.acquire("conv")
 			h.release(l, tt.outcome)
-			assert.Empty(t, h.state(l.Sandbox.Id), "deleted")
-			assert.Equal(t, []string{tt.reason.stopReason()}, h.stopReasons(l.Sandbox.Id), "the stopped event says why")
+			assert.Empty(t, h.state(l.Sandbox.ID), "deleted")
+			assert.Equal(t, []string{tt.reason.stopReason()}, h.stopReasons(l.Sandbox.ID), "the stopped event says why")
 			assert.Equal(t, 1, h.teardowns(tt.reason))
 			_, ok := h.record("conv")
 			assert.False(t, ok, "forgotten")
@@ -129,7 +129,7 @@ func TestIncompatibleSpecTearsDown(t *testing.T) {
 		{"env key", func(s *Spec) { s.Env = map[string]string{"OTHER": secretValue} }},
 		{"label", func(s *Spec) { s.Labels = map[string]string{"app": "other"} }},
 		{"snapshot", func(s *Spec) { s.Snapshot = "python" }},
-		{"resources", func(s *Spec) { s.Resources = provider.ResizeRequest{Cpu: 2} }},
+		{"resources", func(s *Spec) { s.Resources = provider.ResizeRequest{CPU: 2} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,8 +146,8 @@ func TestIncompatibleSpecTearsDown(t *testing.T) {
 					next, err := h.p.Acquire(h.ctx, "conv", spec)
 					require.NoError(t, err)
 					assert.Equal(t, PathCreated, next.Path)
-					assert.NotEqual(t, l.Sandbox.Id, next.Sandbox.Id)
-					assert.Empty(t, h.state(l.Sandbox.Id), "the old one is deleted")
+					assert.NotEqual(t, l.Sandbox.ID, next.Sandbox.ID)
+					assert.Empty(t, h.state(l.Sandbox.ID), "the old one is deleted")
 					assert.Equal(t, 1, h.teardowns(ReasonIncompatible))
 					h.release(next, OutcomeOK)
 				})
@@ -189,7 +189,7 @@ func TestCheckDecidesReuse(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, provider.StateStarted, seen)
 			assert.Equal(t, PathCreated, next.Path, "refused, replaced")
-			assert.Empty(t, h.state(l.Sandbox.Id))
+			assert.Empty(t, h.state(l.Sandbox.ID))
 			assert.Equal(t, 1, h.teardowns(ReasonIncompatible))
 			assert.Contains(t, h.logs.String(), "its credentials expired")
 			h.release(next, OutcomeOK)
@@ -197,7 +197,7 @@ func TestCheckDecidesReuse(t *testing.T) {
 			spec.Check = func(context.Context, *provider.Sandbox) error { return nil }
 			again, err := h.p.Acquire(h.ctx, "conv", spec)
 			require.NoError(t, err)
-			assert.Equal(t, next.Sandbox.Id, again.Sandbox.Id)
+			assert.Equal(t, next.Sandbox.ID, again.Sandbox.ID)
 			assert.Contains(t, stageNames(again), StageCheck)
 			h.release(again, OutcomeOK)
 		})
@@ -215,12 +215,12 @@ func TestParkedStoppedTTL(t *testing.T) {
 		h := newHarnessOn(t, clk, f, f.Plain(), WithStoppedTTL(ttl), WithKeepWarm(0))
 		l := h.acquire("conv")
 		h.release(l, OutcomeOK)
-		assert.Equal(t, provider.StateStopped, h.state(l.Sandbox.Id), "keep-warm off: parked stopped at once")
+		assert.Equal(t, provider.StateStopped, h.state(l.Sandbox.ID), "keep-warm off: parked stopped at once")
 		assert.Empty(t, f.Calls(pooltest.OpAutoDelete), "the provider has no auto-delete")
 		h.advance(ttl - time.Second)
-		assert.Equal(t, provider.StateStopped, h.state(l.Sandbox.Id))
+		assert.Equal(t, provider.StateStopped, h.state(l.Sandbox.ID))
 		h.advance(time.Second)
-		assert.Empty(t, h.state(l.Sandbox.Id), "deleted by the pool")
+		assert.Empty(t, h.state(l.Sandbox.ID), "deleted by the pool")
 		assert.Equal(t, 1, h.teardowns(ReasonTTLExpired))
 		_, ok := h.record("conv")
 		assert.False(t, ok)
@@ -232,10 +232,10 @@ func TestParkedStoppedTTL(t *testing.T) {
 			l := h.acquire("conv")
 			h.release(l, OutcomeOK)
 			if deleted {
-				h.f.Vanish(l.Sandbox.Id)
+				h.f.Vanish(l.Sandbox.ID)
 			}
 			h.advance(ttl)
-			assert.Empty(t, h.state(l.Sandbox.Id))
+			assert.Empty(t, h.state(l.Sandbox.ID))
 			assert.Equal(t, 1, h.teardowns(ReasonTTLExpired))
 			deletes := len(h.f.Calls(pooltest.OpDelete))
 			assert.Equal(t, map[bool]int{true: 0, false: 1}[deleted], deletes)
@@ -302,7 +302,7 @@ func TestAcquireValidatesInput(t *testing.T) {
 func TestResourcesAreApplied(t *testing.T) {
 	h := newHarness(t)
 	spec := testSpec
-	spec.Resources = provider.ResizeRequest{Cpu: 2, Memory: 4}
+	spec.Resources = provider.ResizeRequest{CPU: 2, Memory: 4}
 	l, err := h.p.Acquire(h.ctx, "conv", spec)
 	require.NoError(t, err)
 	assert.Len(t, h.f.Calls(pooltest.OpResize), 1)

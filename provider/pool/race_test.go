@@ -34,7 +34,7 @@ func TestTwoTurnsOnOneKey(t *testing.T) {
 			mu.Lock()
 			paths = append(paths, l.Path)
 			gens = append(gens, l.gen)
-			ids[l.Sandbox.Id] = true
+			ids[l.Sandbox.ID] = true
 			mu.Unlock()
 			assert.NoError(t, h.p.Release(h.ctx, l, OutcomeOK))
 		}()
@@ -74,19 +74,19 @@ func TestNewerTurnSupersedesAStuckOne(t *testing.T) {
 	r := <-newer
 	require.NoError(t, r.err)
 	assert.Equal(t, PathCreated, r.l.Path)
-	assert.NotEqual(t, old.Sandbox.Id, r.l.Sandbox.Id)
+	assert.NotEqual(t, old.Sandbox.ID, r.l.Sandbox.ID)
 	assert.Contains(t, stageNames(r.l), StageWaitKey)
 	assert.Greater(t, r.l.gen, old.gen)
 
 	h.release(old, OutcomeOK)
-	assert.Empty(t, h.state(old.Sandbox.Id), "the older turn's sandbox is nobody's: deleted")
+	assert.Empty(t, h.state(old.Sandbox.ID), "the older turn's sandbox is nobody's: deleted")
 	assert.Equal(t, 1, h.teardowns(ReasonSuperseded))
 	rec, _ := h.record("conv")
-	assert.Equal(t, r.l.Sandbox.Id, rec.SandboxID, "the pointer stays with the newer turn")
+	assert.Equal(t, r.l.Sandbox.ID, rec.SandboxID, "the pointer stays with the newer turn")
 	assert.Equal(t, StateInUse, rec.State)
 	h.release(r.l, OutcomeOK)
 	next := h.acquire("conv")
-	assert.Equal(t, r.l.Sandbox.Id, next.Sandbox.Id)
+	assert.Equal(t, r.l.Sandbox.ID, next.Sandbox.ID)
 	h.release(next, OutcomeOK)
 }
 
@@ -132,7 +132,7 @@ func TestCancelledTurnReleasesWhileItsResendWaits(t *testing.T) {
 		require.NoError(t, h.p.Release(ctx, l, OutcomeOK))
 		r := <-resend
 		require.NoError(t, r.err)
-		assert.Equal(t, l.Sandbox.Id, r.l.Sandbox.Id)
+		assert.Equal(t, l.Sandbox.ID, r.l.Sandbox.ID)
 		assert.Equal(t, 1, h.f.Created())
 		h.release(r.l, OutcomeOK)
 	}
@@ -162,7 +162,7 @@ func TestEvictionRacesAClaim(t *testing.T) {
 			second = <-claim
 			if second.err == nil {
 				assert.Contains(t, []Path{PathWarm, PathResumed}, second.l.Path)
-				assert.Equal(t, a.Sandbox.Id, second.l.Sandbox.Id)
+				assert.Equal(t, a.Sandbox.ID, second.l.Sandbox.ID)
 			}
 		}
 		require.NoError(t, second.err)
@@ -226,6 +226,6 @@ func TestChurnKeepsTheCap(t *testing.T) {
 		known[r.SandboxID] = true
 	}
 	for _, sb := range h.f.Sandboxes() {
-		assert.True(t, known[sb.Id], "sandbox %s (%s) is no key's: leaked", sb.Id, sb.State)
+		assert.True(t, known[sb.ID], "sandbox %s (%s) is no key's: leaked", sb.ID, sb.State)
 	}
 }

@@ -40,10 +40,10 @@ func TestReconnectFailuresAreClassified(t *testing.T) {
 				after, ok := h.record("conv")
 				assert.True(t, ok, "kept")
 				assert.Equal(t, before, after, "untouched")
-				assert.NotEmpty(t, h.state(l.Sandbox.Id))
+				assert.NotEmpty(t, h.state(l.Sandbox.ID))
 
 				again := h.acquire("conv")
-				assert.Equal(t, l.Sandbox.Id, again.Sandbox.Id, "the retry reuses it")
+				assert.Equal(t, l.Sandbox.ID, again.Sandbox.ID, "the retry reuses it")
 				assert.Equal(t, 1, h.f.Created())
 				h.release(again, OutcomeOK)
 			})
@@ -65,15 +65,15 @@ func TestReconnectFailuresAreClassified(t *testing.T) {
 			h := newHarness(t)
 			l := h.acquire("conv")
 			h.release(l, OutcomeOK)
-			tt.break_(h, l.Sandbox.Id)
+			tt.break_(h, l.Sandbox.ID)
 			next := h.acquire("conv")
 			assert.Equal(t, PathCreated, next.Path)
-			assert.NotEqual(t, l.Sandbox.Id, next.Sandbox.Id)
+			assert.NotEqual(t, l.Sandbox.ID, next.Sandbox.ID)
 			assert.Equal(t, 1, h.teardowns(tt.reason))
-			assert.Contains(t, []provider.State{"", provider.StateDestroyed}, h.state(l.Sandbox.Id), "nothing of it runs")
+			assert.Contains(t, []provider.State{"", provider.StateDestroyed}, h.state(l.Sandbox.ID), "nothing of it runs")
 			deletes := 0
 			for _, c := range h.f.Calls(pooltest.OpDelete) {
-				if c.ID == l.Sandbox.Id {
+				if c.ID == l.Sandbox.ID {
 					deletes++
 				}
 			}
@@ -98,7 +98,7 @@ func TestTransientStartAndRefreshFailuresKeep(t *testing.T) {
 		assert.Zero(t, h.p.Stats().Running, "its slot is back once it is known stopped")
 		again := h.acquire("conv")
 		assert.Equal(t, PathResumed, again.Path)
-		assert.Equal(t, l.Sandbox.Id, again.Sandbox.Id)
+		assert.Equal(t, l.Sandbox.ID, again.Sandbox.ID)
 		h.release(again, OutcomeOK)
 	})
 	t.Run("refresh", func(t *testing.T) {
@@ -110,7 +110,7 @@ func TestTransientStartAndRefreshFailuresKeep(t *testing.T) {
 		assert.Equal(t, provider.ResourceExhausted, provider.Code(err))
 		assert.Equal(t, 1, h.p.Stats().Warm, "still parked running")
 		h.advance(time.Minute)
-		assert.Equal(t, provider.StateStopped, h.state(l.Sandbox.Id), "its keep-warm TTL still applies")
+		assert.Equal(t, provider.StateStopped, h.state(l.Sandbox.ID), "its keep-warm TTL still applies")
 	})
 	t.Run("start failed for good", func(t *testing.T) {
 		h := newHarness(t, WithKeepWarm(0))
@@ -119,7 +119,7 @@ func TestTransientStartAndRefreshFailuresKeep(t *testing.T) {
 		h.f.FailNext(pooltest.OpStart, provider.Errorf(provider.CreateFailed, "the workload did not come up"))
 		next := h.acquire("conv")
 		assert.Equal(t, PathCreated, next.Path)
-		assert.Empty(t, h.state(l.Sandbox.Id))
+		assert.Empty(t, h.state(l.Sandbox.ID))
 		assert.Equal(t, 1, h.teardowns(ReasonProviderLost))
 		h.release(next, OutcomeOK)
 	})
@@ -130,7 +130,7 @@ func TestMidTransitionIsWaitedOut(t *testing.T) {
 	h := newHarness(t, WithPollInterval(time.Second), WithStopTimeout(30*time.Second))
 	l := h.acquire("conv")
 	h.release(l, OutcomeOK)
-	h.f.SetState(l.Sandbox.Id, provider.StateStopping, "")
+	h.f.SetState(l.Sandbox.ID, provider.StateStopping, "")
 	waiting := h.acquireAsync(h.ctx, "conv")
 	polls := func() int { return len(h.f.Calls(pooltest.OpGet)) }
 	h.eventually(func() bool { return polls() >= 1 }, "looked up")
@@ -140,7 +140,7 @@ func TestMidTransitionIsWaitedOut(t *testing.T) {
 		t.Fatalf("gave up on a sandbox mid-transition: %+v", r)
 	default:
 	}
-	h.f.SetState(l.Sandbox.Id, provider.StateStopped, provider.ErrorReasonAutoStopped)
+	h.f.SetState(l.Sandbox.ID, provider.StateStopped, provider.ErrorReasonAutoStopped)
 	var r acquired
 	h.eventually(func() bool {
 		h.clk.Advance(time.Second)
@@ -162,7 +162,7 @@ func TestStoppedUnderneathIsResumed(t *testing.T) {
 	h := newHarness(t, WithMaxRunning(1))
 	l := h.acquire("conv")
 	h.release(l, OutcomeOK)
-	h.f.SetState(l.Sandbox.Id, provider.StateStopped, provider.ErrorReasonAutoStopped)
+	h.f.SetState(l.Sandbox.ID, provider.StateStopped, provider.ErrorReasonAutoStopped)
 	st, err := h.p.Inspect(h.ctx, "conv")
 	require.NoError(t, err)
 	assert.Equal(t, StateParkedStopped, st.State)
@@ -180,13 +180,13 @@ func TestErroredIsNeverParked(t *testing.T) {
 	st, err := h.p.Inspect(h.ctx, "conv")
 	require.NoError(t, err)
 	assert.Equal(t, StateParkedRunning, st.State)
-	assert.Equal(t, l.Sandbox.Id, st.SandboxID)
+	assert.Equal(t, l.Sandbox.ID, st.SandboxID)
 
-	h.f.SetState(l.Sandbox.Id, provider.StateError, "oom")
+	h.f.SetState(l.Sandbox.ID, provider.StateError, "oom")
 	st, err = h.p.Inspect(h.ctx, "conv")
 	require.NoError(t, err)
 	assert.Empty(t, st.State, "not parked")
-	assert.Empty(t, h.state(l.Sandbox.Id), "deleted")
+	assert.Empty(t, h.state(l.Sandbox.ID), "deleted")
 	assert.Equal(t, 1, h.teardowns(ReasonProviderLost))
 	assert.Zero(t, h.p.Stats().Running)
 }
@@ -197,7 +197,7 @@ func TestDiscard(t *testing.T) {
 	assert.Equal(t, provider.FailedPrecondition, provider.Code(h.p.Discard(h.ctx, "conv")), "in use")
 	h.release(l, OutcomeOK)
 	require.NoError(t, h.p.Discard(h.ctx, "conv"))
-	assert.Empty(t, h.state(l.Sandbox.Id))
+	assert.Empty(t, h.state(l.Sandbox.ID))
 	assert.Equal(t, 1, h.teardowns(ReasonExplicit))
 	require.NoError(t, h.p.Discard(h.ctx, "conv"), "nothing left to discard")
 	require.NoError(t, h.p.Discard(h.ctx, "never-seen"))
@@ -208,10 +208,10 @@ func TestDiscard(t *testing.T) {
 func TestHeartbeatRefreshesAQuietTurn(t *testing.T) {
 	h := newHarness(t, WithHeartbeat(5*time.Minute))
 	l := h.acquire("conv")
-	start := h.sandbox(l.Sandbox.Id).LastActivityAt
+	start := h.sandbox(l.Sandbox.ID).LastActivityAt
 	h.eventually(func() bool {
 		h.clk.Advance(time.Minute)
-		return h.sandbox(l.Sandbox.Id).LastActivityAt.After(start)
+		return h.sandbox(l.Sandbox.ID).LastActivityAt.After(start)
 	}, "refreshed")
 	h.release(l, OutcomeOK)
 	refreshes := len(h.f.Calls(pooltest.OpRefresh))

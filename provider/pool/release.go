@@ -58,7 +58,7 @@ func (p *Pool) finish(l *Lease, outcome Outcome) {
 		return // Shutdown deleted it
 	}
 	h := p.endLease(l)
-	id := l.Sandbox.Id
+	id := l.Sandbox.ID
 	rec, ok, err := p.store.Load(context.Background(), ks.key)
 	switch {
 	case err != nil:

@@ -54,25 +54,25 @@ func TestShutdown(t *testing.T) {
 			idleAgain := h.acquire("idle") // refreshed, so that it outlives parked's keep-warm
 			h.release(idleAgain, OutcomeOK)
 			h.advance(40 * time.Second)
-			require.Equal(t, provider.StateStopped, h.state(parked.Sandbox.Id))
-			require.Equal(t, provider.StateStarted, h.state(idle.Sandbox.Id))
+			require.Equal(t, provider.StateStopped, h.state(parked.Sandbox.ID))
+			require.Equal(t, provider.StateStarted, h.state(idle.Sandbox.ID))
 
 			require.NoError(t, h.p.Shutdown(waitCtx(t)))
-			assert.Empty(t, h.state(busy.Sandbox.Id), "the turn in flight: deleted")
+			assert.Empty(t, h.state(busy.Sandbox.ID), "the turn in flight: deleted")
 			assert.Equal(t, 1, h.teardowns(ReasonShutdownInFlight))
 			if !tt.plain { // only a ReasonStopper is told why
-				assert.Equal(t, []string{ReasonShutdownInFlight.stopReason()}, h.stopReasons(busy.Sandbox.Id))
+				assert.Equal(t, []string{ReasonShutdownInFlight.stopReason()}, h.stopReasons(busy.Sandbox.ID))
 			} else {
-				assert.Empty(t, h.stopReasons(busy.Sandbox.Id))
+				assert.Empty(t, h.stopReasons(busy.Sandbox.ID))
 			}
 			assert.Zero(t, f.Running(), "nothing runs after a shutdown")
 			if tt.parkedRemains {
-				assert.Equal(t, provider.StateStopped, h.state(idle.Sandbox.Id), "the idle one: stopped")
-				assert.Equal(t, provider.StateStopped, h.state(parked.Sandbox.Id))
+				assert.Equal(t, provider.StateStopped, h.state(idle.Sandbox.ID), "the idle one: stopped")
+				assert.Equal(t, provider.StateStopped, h.state(parked.Sandbox.ID))
 				assert.Equal(t, 1, h.teardowns(ReasonShutdownIdle))
 			} else {
-				assert.Empty(t, h.state(idle.Sandbox.Id), "nothing would find it again")
-				assert.Empty(t, h.state(parked.Sandbox.Id))
+				assert.Empty(t, h.state(idle.Sandbox.ID), "nothing would find it again")
+				assert.Empty(t, h.state(parked.Sandbox.ID))
 				assert.Equal(t, 2, h.teardowns(ReasonShutdownIdle))
 			}
 
@@ -129,24 +129,24 @@ func TestFileStoreSurvivesARestart(t *testing.T) {
 	// The host dies: no Shutdown; its store is released with the process.
 	h.p.cancel()
 	require.NoError(t, st.Close())
-	f.SetState(errored.Sandbox.Id, provider.StateError, "oom")
+	f.SetState(errored.Sandbox.ID, provider.StateError, "oom")
 
 	st2, err := OpenFileStore(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { st2.Close() })
 	h2 := newHarnessOn(t, clk, f, f.Plain(), WithStore(st2), WithMaxWarm(2))
-	assert.Empty(t, h2.state(inFlight.Sandbox.Id), "the turn in flight is over: deleted")
+	assert.Empty(t, h2.state(inFlight.Sandbox.ID), "the turn in flight is over: deleted")
 	assert.Equal(t, 1, h2.teardowns(ReasonShutdownInFlight))
-	assert.Empty(t, h2.state(errored.Sandbox.Id), "an errored one is never parked")
+	assert.Empty(t, h2.state(errored.Sandbox.ID), "an errored one is never parked")
 	assert.Equal(t, 1, h2.teardowns(ReasonProviderLost))
 	assert.Equal(t, 1, h2.p.Stats().Running, "the warm one holds its slot")
 
 	w := h2.acquire("warm")
 	assert.Equal(t, PathWarm, w.Path)
-	assert.Equal(t, warm.Sandbox.Id, w.Sandbox.Id)
+	assert.Equal(t, warm.Sandbox.ID, w.Sandbox.ID)
 	s := h2.acquire("stopped")
 	assert.Equal(t, PathResumed, s.Path)
-	assert.Equal(t, stopped.Sandbox.Id, s.Sandbox.Id)
+	assert.Equal(t, stopped.Sandbox.ID, s.Sandbox.ID)
 	h2.release(w, OutcomeOK)
 	h2.release(s, OutcomeOK)
 
@@ -154,7 +154,7 @@ func TestFileStoreSurvivesARestart(t *testing.T) {
 	// before the restart and has 50 s left... from its new parking, a full
 	// minute.
 	h2.advance(time.Minute)
-	assert.Equal(t, provider.StateStopped, h2.state(warm.Sandbox.Id))
+	assert.Equal(t, provider.StateStopped, h2.state(warm.Sandbox.ID))
 }
 
 // The keep-warm and parked-stopped TTLs count from the parking, across a
@@ -177,11 +177,11 @@ func TestRecoveredTTLsCountFromTheParking(t *testing.T) {
 	t.Cleanup(func() { st2.Close() })
 	h2 := newHarnessOn(t, clk, f, f.Plain(), WithStore(st2), WithStoppedTTL(time.Hour))
 	h2.advance(19 * time.Second)
-	assert.Equal(t, provider.StateStarted, h2.state(warm.Sandbox.Id))
+	assert.Equal(t, provider.StateStarted, h2.state(warm.Sandbox.ID))
 	h2.advance(time.Second)
-	assert.Equal(t, provider.StateStopped, h2.state(warm.Sandbox.Id), "60 s after its parking")
+	assert.Equal(t, provider.StateStopped, h2.state(warm.Sandbox.ID), "60 s after its parking")
 	h2.advance(time.Hour)
-	assert.Empty(t, h2.state(warm.Sandbox.Id), "deleted an hour after it stopped")
+	assert.Empty(t, h2.state(warm.Sandbox.ID), "deleted an hour after it stopped")
 }
 
 func TestFileStoreRefusesASecondOpener(t *testing.T) {
@@ -222,7 +222,7 @@ func TestFileStoreIsPrivateAndHoldsNoSecret(t *testing.T) {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.NotContains(t, string(b), secretValue)
-	assert.Contains(t, string(b), l.Sandbox.Id)
+	assert.Contains(t, string(b), l.Sandbox.ID)
 	entries, err := os.ReadDir(filepath.Dir(path))
 	require.NoError(t, err)
 	for _, e := range entries {

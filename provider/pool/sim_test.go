@@ -73,12 +73,12 @@ func TestPoolOnSimulator(t *testing.T) {
 		r := newRig(t, w, pool.WithKeepWarm(0), pool.WithAutoDelete(2))
 		l := r.acquire("conv", spec)
 		r.release(l, pool.OutcomeOK)
-		require.Equal(t, provider.StateStopped, r.state(l.Sandbox.Id))
-		r.eventuallyState(l.Sandbox.Id, "", "Daytona's auto-delete")
+		require.Equal(t, provider.StateStopped, r.state(l.Sandbox.ID))
+		r.eventuallyState(l.Sandbox.ID, "", "Daytona's auto-delete")
 		require.Eventually(t, func() bool { return r.teardowns(pool.ReasonTTLExpired) == 1 }, 20*time.Second, 20*time.Millisecond,
 			"the pool forgets it once its TTL ends")
 		for _, c := range sim.Calls() {
-			if c.SandboxID == l.Sandbox.Id {
+			if c.SandboxID == l.Sandbox.ID {
 				assert.NotEqual(t, "deleteSandbox", c.Operation, "deleted by the provider, not the pool")
 			}
 		}
@@ -92,13 +92,13 @@ func TestPoolOnSimulator(t *testing.T) {
 			r := newRig(t, w, pool.WithKeepWarm(time.Minute))
 			l := r.acquire("conv", spec)
 			r.release(l, pool.OutcomeOK)
-			sim.AddFault(simulator.Fault{Op: "getSandbox", Sandbox: l.Sandbox.Id, Status: status, Times: 1})
+			sim.AddFault(simulator.Fault{Op: "getSandbox", Sandbox: l.Sandbox.ID, Status: status, Times: 1})
 			_, err := r.p.Acquire(r.ctx, "conv", spec)
 			require.Error(t, err, "status %d", status)
 			assert.Equal(t, provider.CodeForHTTPStatus(status), provider.Code(err), "%v", err)
 			next := r.acquire("conv", spec)
 			assert.Equal(t, pool.PathWarm, next.Path, "status %d: kept and reused", status)
-			assert.Equal(t, l.Sandbox.Id, next.Sandbox.Id)
+			assert.Equal(t, l.Sandbox.ID, next.Sandbox.ID)
 			r.release(next, pool.OutcomeOK)
 		}
 	})
@@ -107,11 +107,11 @@ func TestPoolOnSimulator(t *testing.T) {
 		r := newRig(t, w, pool.WithKeepWarm(0))
 		l := r.acquire("conv", spec)
 		r.release(l, pool.OutcomeOK)
-		sim.AddFault(simulator.Fault{Op: "startSandbox", Sandbox: l.Sandbox.Id, FailStart: "disk corrupted", Times: 1})
+		sim.AddFault(simulator.Fault{Op: "startSandbox", Sandbox: l.Sandbox.ID, FailStart: "disk corrupted", Times: 1})
 		next := r.acquire("conv", spec)
 		assert.Equal(t, pool.PathCreated, next.Path)
 		assert.Equal(t, 1.0, r.teardowns(pool.ReasonProviderLost))
-		r.eventuallyState(l.Sandbox.Id, "", "the errored one is deleted")
+		r.eventuallyState(l.Sandbox.ID, "", "the errored one is deleted")
 		r.release(next, pool.OutcomeOK)
 	})
 
@@ -122,14 +122,14 @@ func TestPoolOnSimulator(t *testing.T) {
 		most := r.maxRunning(stop)
 		a := r.acquire("a", spec)
 		r.release(a, pool.OutcomeOK)
-		sim.AddFault(simulator.Fault{Op: "stopSandbox", Sandbox: a.Sandbox.Id, Delay: simulator.Duration(time.Hour), Times: 1})
+		sim.AddFault(simulator.Fault{Op: "stopSandbox", Sandbox: a.Sandbox.ID, Delay: simulator.Duration(time.Hour), Times: 1})
 		ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
 		defer cancel()
 		b, err := r.p.Acquire(ctx, "b", spec)
 		require.NoError(t, err)
 		assert.Equal(t, pool.PathCreated, b.Path)
 		assert.Equal(t, 1.0, r.metric("sandplane_pool_unconfirmed_stops_total", "", ""), "the hung stop was noticed")
-		assert.Equal(t, provider.StateStopped, r.state(a.Sandbox.Id))
+		assert.Equal(t, provider.StateStopped, r.state(a.Sandbox.ID))
 		r.release(b, pool.OutcomeOK)
 		close(stop)
 		assert.LessOrEqual(t, <-most, 1, "never two running at once")

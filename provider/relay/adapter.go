@@ -30,17 +30,17 @@ func (a *providerResolver) Resolve(ctx context.Context, idOrName string, port in
 		return Target{}, err
 	}
 	if sb.State != provider.StateStarted {
-		return Target{}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s", sb.Id, sb.State)
+		return Target{}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s", sb.ID, sb.State)
 	}
 	minute, err := a.intervalMinute(ctx)
 	if err != nil {
 		return Target{}, err
 	}
-	t, err := previewTarget(ctx, a.p, sb.Id, port)
+	t, err := previewTarget(ctx, a.p, sb.ID, port)
 	if err != nil {
 		return Target{}, err
 	}
-	t.ID = sb.Id
+	t.ID = sb.ID
 	t.AutoStop = time.Duration(sb.AutoStopInterval) * minute
 	t.Minute = minute
 	return t, nil
@@ -56,7 +56,7 @@ func previewTarget(ctx context.Context, p provider.Provider, id string, port int
 	if err != nil {
 		return Target{}, err
 	}
-	u, err := url.Parse(pv.Url)
+	u, err := url.Parse(pv.URL)
 	if err != nil {
 		return Target{}, provider.Errorf(provider.Internal, "the provider's preview URL for sandbox %s does not parse", id)
 	}
@@ -112,7 +112,7 @@ func (a *providerResolver) Stale(ctx context.Context) (<-chan string, error) {
 				if ev.Sandbox == nil {
 					break
 				}
-				id = ev.Sandbox.Id
+				id = ev.Sandbox.ID
 			case provider.EventSandboxesReplaced:
 			default:
 				stale = false

@@ -41,7 +41,7 @@ func (s *stubProvider) PreviewURL(_ context.Context, _ string, port int) (*provi
 	if port == 9 {
 		return nil, provider.Errorf(provider.InvalidArgument, "port 9 is not published")
 	}
-	return &provider.Preview{Url: s.preview, Token: s.token}, nil
+	return &provider.Preview{URL: s.preview, Token: s.token}, nil
 }
 
 func (s *stubProvider) Traits() provider.Traits { return provider.Traits{Name: "stub"} }
@@ -53,7 +53,7 @@ func (s *stubProvider) RefreshActivity(_ context.Context, id string) error {
 
 func TestFromProvider(t *testing.T) {
 	ctx := context.Background()
-	started := provider.Sandbox{Id: "abc123", Name: "demo", State: provider.StateStarted, AutoStopInterval: 15}
+	started := provider.Sandbox{ID: "abc123", Name: "demo", State: provider.StateStarted, AutoStopInterval: 15}
 
 	t.Run("a started sandbox: canonical id, interval in the provider's minutes", func(t *testing.T) {
 		p := &stubProvider{sb: started, minute: "2s", preview: "http://127.0.0.1:4100"}
@@ -115,7 +115,7 @@ func TestFromProviderStale(t *testing.T) {
 		w := watchingStub{&stubProvider{}, make(chan provider.Event, 10)}
 		ch, err := FromProvider(w).(Invalidator).Stale(ctx)
 		require.NoError(t, err)
-		sb := &provider.Sandbox{Id: "a"}
+		sb := &provider.Sandbox{ID: "a"}
 		for _, ev := range []provider.Event{
 			{Type: provider.EventSandboxesReplaced},
 			{Type: provider.EventActivity, Sandbox: sb},

@@ -108,8 +108,8 @@ func setup(t *testing.T, autoStop int, o relay.Options) *env {
 	defer cancel()
 	sb, err := d.P.Create(ctx, provider.CreateRequest{Snapshot: "relay-workload", AutoStopInterval: &autoStop})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = d.P.Delete(context.Background(), sb.Id) })
-	pv, err := d.P.PreviewURL(ctx, sb.Id, sb.Port)
+	t.Cleanup(func() { _ = d.P.Delete(context.Background(), sb.ID) })
+	pv, err := d.P.PreviewURL(ctx, sb.ID, sb.Port)
 	require.NoError(t, err)
 	require.NotEmpty(t, pv.Token, "local sandboxes are private")
 	rl, err := relay.New(relay.FromProvider(d.P), o)
@@ -119,7 +119,7 @@ func setup(t *testing.T, autoStop int, o relay.Options) *env {
 		srv.Close()
 		_ = rl.Close()
 	})
-	return &env{d: d, sb: sb, relay: rl, url: srv.URL, host: strconv.Itoa(sb.Port) + "-" + sb.Id + ".localhost", token: pv.Token}
+	return &env{d: d, sb: sb, relay: rl, url: srv.URL, host: strconv.Itoa(sb.Port) + "-" + sb.ID + ".localhost", token: pv.Token}
 }
 
 // request is a request to the sandbox through the relay, with its token.
@@ -134,7 +134,7 @@ func (e *env) request(t *testing.T, ctx context.Context, path string) *http.Requ
 
 func (e *env) state(t *testing.T) *provider.Sandbox {
 	t.Helper()
-	sb, err := e.d.P.Get(context.Background(), e.sb.Id)
+	sb, err := e.d.P.Get(context.Background(), e.sb.ID)
 	require.NoError(t, err)
 	return sb
 }
@@ -252,7 +252,7 @@ func watchActivity(t *testing.T, e *env) *atomic.Int64 {
 	var n atomic.Int64
 	go func() {
 		for ev := range ch {
-			if ev.Type == provider.EventActivity && ev.Source == provider.SourceRefresh && ev.Sandbox != nil && ev.Sandbox.Id == e.sb.Id {
+			if ev.Type == provider.EventActivity && ev.Source == provider.SourceRefresh && ev.Sandbox != nil && ev.Sandbox.ID == e.sb.ID {
 				n.Add(1)
 			}
 		}
@@ -320,7 +320,7 @@ func TestIntegrationStoppedSandboxAnswers503AtOnce(t *testing.T) {
 	code, body := status(e.request(t, ctx, "/"))
 	require.Equal(t, http.StatusOK, code, body)
 
-	_, err := e.d.P.Stop(ctx, e.sb.Id)
+	_, err := e.d.P.Stop(ctx, e.sb.ID)
 	require.NoError(t, err)
 	// The relay learns of the stop from the daemon's events, or from the
 	// refused connection: either way the answer is a clear 503 at once.
@@ -328,12 +328,12 @@ func TestIntegrationStoppedSandboxAnswers503AtOnce(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, body, "is stopped: start it, then retry")
 
-	_, err = e.d.P.Start(ctx, e.sb.Id)
+	_, err = e.d.P.Start(ctx, e.sb.ID)
 	require.NoError(t, err)
 	sb := e.state(t)
-	pv, err := e.d.P.PreviewURL(ctx, sb.Id, sb.Port)
+	pv, err := e.d.P.PreviewURL(ctx, sb.ID, sb.Port)
 	require.NoError(t, err)
-	path := "/" + strconv.Itoa(sb.Port) + "-" + sb.Id + "/"
+	path := "/" + strconv.Itoa(sb.Port) + "-" + sb.ID + "/"
 
 	// By path, as a browser: no token, then the preview link once, then
 	// the cookie it got.

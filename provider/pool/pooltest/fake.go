@@ -242,7 +242,7 @@ func (f *Fake) Sandboxes() []provider.Sandbox {
 	for _, sb := range f.sbs {
 		out = append(out, copySandbox(sb))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Id < out[j].Id })
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
@@ -338,7 +338,7 @@ func copySandbox(sb *provider.Sandbox) provider.Sandbox {
 }
 
 func (f *Fake) Info(context.Context) (*provider.Info, error) {
-	return &provider.Info{Name: "fake", Version: "test", ApiVersion: "v1", Minute: "1m0s"}, nil
+	return &provider.Info{Name: "fake", Version: "test", APIVersion: "v1", Minute: "1m0s"}, nil
 }
 
 func (f *Fake) Create(ctx context.Context, req provider.CreateRequest) (*provider.Sandbox, error) {
@@ -358,7 +358,7 @@ func (f *Fake) Create(ctx context.Context, req provider.CreateRequest) (*provide
 		name = id
 	}
 	now := f.clk.Now()
-	sb := &provider.Sandbox{Id: id, Name: name, State: provider.StateStarted, Snapshot: req.Snapshot,
+	sb := &provider.Sandbox{ID: id, Name: name, State: provider.StateStarted, Snapshot: req.Snapshot,
 		Runtime: req.Runtime, Labels: map[string]string{}, CreatedAt: now, UpdatedAt: now, LastActivityAt: now}
 	for k, v := range req.Labels {
 		sb.Labels[k] = v
@@ -412,9 +412,9 @@ func (f *Fake) Start(ctx context.Context, idOrName string) (*provider.Sandbox, e
 	case sb == nil:
 		return nil, notFound(idOrName)
 	case sb.State == provider.StateError:
-		return nil, provider.Errorf(provider.FailedPrecondition, "sandbox %s is in error", sb.Id)
+		return nil, provider.Errorf(provider.FailedPrecondition, "sandbox %s is in error", sb.ID)
 	case sb.State == provider.StateStarting || sb.State == provider.StateStopping:
-		return nil, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s", sb.Id, sb.State)
+		return nil, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s", sb.ID, sb.State)
 	}
 	if sb.State != provider.StateStarted {
 		sb.State, sb.ErrorReason = provider.StateStarted, ""
@@ -462,7 +462,7 @@ func (f *Fake) Delete(ctx context.Context, idOrName string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if sb := f.lookupLocked(idOrName); sb != nil {
-		delete(f.sbs, sb.Id)
+		delete(f.sbs, sb.ID)
 	}
 	return nil
 }
@@ -505,7 +505,7 @@ func (f *Fake) SetAutoDeleteInterval(ctx context.Context, idOrName string, minut
 	if sb == nil {
 		return nil, notFound(idOrName)
 	}
-	f.autoDelete[sb.Id] = minutes
+	f.autoDelete[sb.ID] = minutes
 	out := copySandbox(sb)
 	return &out, nil
 }
