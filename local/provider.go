@@ -14,14 +14,25 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandplane/sandplane/local/api"
-	"github.com/sandplane/sandplane/local/config"
+	"github.com/sandplane/sandplane/local/internal/client"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/provider/wire"
 )
 
 // APIVersion is the contract version this client speaks.
 const APIVersion = "v1"
+
+// Where clients find the daemon. The daemon's own settings (local/config)
+// use the same names.
+const (
+	// EnvURL is the daemon's base URL.
+	EnvURL = "AGENT_CONTROL_PLANE_URL"
+	// EnvToken is the bearer token a daemon started with one requires.
+	EnvToken = "SANDPLANE_TOKEN"
+	// DefaultURL is the daemon's default address, its loopback listener.
+	DefaultURL = "http://127.0.0.1:4025"
+)
 
 const (
 	// DefaultTimeout bounds reads and small writes.
@@ -35,7 +46,7 @@ const (
 type Provider struct {
 	base   string
 	token  string
-	client *api.ClientWithResponses
+	client *client.ClientWithResponses
 	// stream has no overall timeout: an event stream lasts as long as its
 	// context.
 	stream *http.Client
@@ -69,25 +80,25 @@ func WithLogger(l *slog.Logger) Option { return func(p *Provider) { p.log = l } 
 // AGENT_CONTROL_PLANE_URL, else http://127.0.0.1:4025. It does no I/O.
 func New(baseURL string, opts ...Option) (*Provider, error) {
 	if baseURL == "" {
-		baseURL = os.Getenv(config.EnvURL)
+		baseURL = os.Getenv(EnvURL)
 	}
 	if baseURL == "" {
-		baseURL = config.DefaultURL
+		baseURL = DefaultURL
 	}
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, provider.Errorf(provider.InvalidArgument, "daemon URL %q is not an http(s) URL like %s", baseURL, config.DefaultURL)
+		return nil, provider.Errorf(provider.InvalidArgument, "daemon URL %q is not an http(s) URL like %s", baseURL, DefaultURL)
 	}
 	p := &Provider{base: strings.TrimSuffix(u.String(), "/"), log: slog.Default(), clk: clock.Real(), stream: &http.Client{}}
 	for _, o := range opts {
 		o(p)
 	}
 	if p.token == "" {
-		p.token = os.Getenv(config.EnvToken)
+		p.token = os.Getenv(EnvToken)
 	}
-	p.client, err = api.NewClientWithResponses(p.base+"/v1",
-		api.WithHTTPClient(p.stream),
-		api.WithRequestEditorFn(func(ctx context.Context, req *http.Request) error {
+	p.client, err = client.NewClientWithResponses(p.base+"/v1",
+		client.WithHTTPClient(p.stream),
+		client.WithRequestEditorFn(func(ctx context.Context, req *http.Request) error {
 			if p.token != "" {
 				req.Header.Set("Authorization", "Bearer "+p.token)
 			}
@@ -202,7 +213,7 @@ var _ provider.ReasonStopper = (*Provider)(nil)
 func (p *Provider) StopWithReason(ctx context.Context, idOrName, reason string) (*provider.Sandbox, error) {
 	ctx, cancel := p.withTimeout(ctx, LifecycleTimeout)
 	defer cancel()
-	resp, err := p.client.StopSandboxWithResponse(ctx, idOrName, api.StopRequest{Reason: reason})
+	resp, err := p.client.StopSandboxWithResponse(ctx, idOrName, wire.StopRequest{Reason: reason})
 	if err != nil {
 		return nil, p.classify(err)
 	}
@@ -235,7 +246,7 @@ func (p *Provider) RefreshActivity(ctx context.Context, idOrName string) error {
 func (p *Provider) SetAutoStopInterval(ctx context.Context, idOrName string, minutes int) (*provider.Sandbox, error) {
 	ctx, cancel := p.withTimeout(ctx, DefaultTimeout)
 	defer cancel()
-	resp, err := p.client.SetAutoStopIntervalWithResponse(ctx, idOrName, api.AutoStopRequest{Interval: minutes})
+	resp, err := p.client.SetAutoStopIntervalWithResponse(ctx, idOrName, wire.AutoStopRequest{Interval: minutes})
 	if err != nil {
 		return nil, p.classify(err)
 	}
@@ -264,9 +275,9 @@ func (p *Provider) PreviewURL(ctx context.Context, idOrName string, port int) (*
 	ctx, cancel := p.withTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	// Port 0 is the sandbox's own: the daemon's default when none is sent.
-	var params *api.GetPreviewURLParams
+	var params *client.GetPreviewURLParams
 	if port != 0 {
-		params = &api.GetPreviewURLParams{Port: port}
+		params = &client.GetPreviewURLParams{Port: port}
 	}
 	resp, err := p.client.GetPreviewURLWithResponse(ctx, idOrName, params)
 	if err != nil {
@@ -306,7 +317,7 @@ func (p *Provider) check(status int, body []byte, ok bool) error {
 	if ok {
 		return nil
 	}
-	var e api.ErrorResponse
+	var e wire.ErrorResponse
 	if json.Unmarshal(body, &e) == nil && provider.Valid(e.Error.Code) {
 		return &provider.Error{Code: e.Error.Code, Message: e.Error.Message}
 	}
@@ -322,7 +333,7 @@ func (p *Provider) classify(err error) error {
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
 		return provider.Errorf(provider.Unavailable, "the sandplane daemon at %s did not answer in time: %w", p.base, err)
 	case errors.As(err, &oe) && oe.Op == "dial":
-		return provider.Errorf(provider.Unavailable, "no sandplane daemon answers at %s: start one with `sandplane serve` (or `make run`), or set %s", p.base, config.EnvURL)
+		return provider.Errorf(provider.Unavailable, "no sandplane daemon answers at %s: start one with `sandplane serve` (or `make run`), or set %s", p.base, EnvURL)
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {

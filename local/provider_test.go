@@ -12,15 +12,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandplane/sandplane/local/api"
 	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/wire"
 )
 
 func TestWarnsOnAnotherAPIVersion(t *testing.T) {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/info" {
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(api.Info{Name: "sandplane", APIVersion: "v2", Version: "9.9"})
+			_ = json.NewEncoder(w).Encode(wire.Info{Name: "sandplane", APIVersion: "v2", Version: "9.9"})
 			return
 		}
 		w.WriteHeader(http.StatusTeapot)
@@ -74,7 +74,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestWithHTTPClientCarriesEveryRequest(t *testing.T) {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(api.Info{Name: "sandplane", APIVersion: APIVersion})
+		_ = json.NewEncoder(w).Encode(wire.Info{Name: "sandplane", APIVersion: APIVersion})
 	}))
 	defer ts.Close()
 	tr := &countingTransport{}

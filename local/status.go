@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sandplane/sandplane/local/config"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -18,12 +17,12 @@ func (p *Provider) Status(ctx context.Context) provider.Status {
 	st := provider.Status{Provider: "local", Endpoint: p.base, Configured: true}
 	info, err := p.Info(ctx)
 	if err == nil && info.Name != "sandplane" {
-		err = provider.Errorf(provider.Unavailable, "%s answers but is not a sandplane daemon (it says %q): set %s to the daemon's address", p.base, info.Name, config.EnvURL)
+		err = provider.Errorf(provider.Unavailable, "%s answers but is not a sandplane daemon (it says %q): set %s to the daemon's address", p.base, info.Name, EnvURL)
 	}
 	if err != nil {
 		st.Code, st.Message = provider.Code(err), provider.Message(err)
 		if st.Code == provider.Unauthenticated {
-			st.Message = fmt.Sprintf("%s: set %s to the token the daemon was started with", st.Message, config.EnvToken)
+			st.Message = fmt.Sprintf("%s: set %s to the token the daemon was started with", st.Message, EnvToken)
 		}
 		return st
 	}

@@ -10,16 +10,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandplane/sandplane/local/api"
-	"github.com/sandplane/sandplane/local/config"
 	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/wire"
 )
 
 func TestStatus(t *testing.T) {
 	info := func(name string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(api.Info{Name: name, APIVersion: APIVersion})
+			_ = json.NewEncoder(w).Encode(wire.Info{Name: name, APIVersion: APIVersion})
 		}
 	}
 	refuse := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -34,8 +33,8 @@ func TestStatus(t *testing.T) {
 		msg     string
 	}{
 		{"a daemon answers", info("sandplane"), "", ""},
-		{"the token is refused", refuse, provider.Unauthenticated, config.EnvToken},
-		{"a squatter on the port", info("nginx"), provider.Unavailable, config.EnvURL},
+		{"the token is refused", refuse, provider.Unauthenticated, EnvToken},
+		{"a squatter on the port", info("nginx"), provider.Unavailable, EnvURL},
 		{"nothing listens", nil, provider.Unavailable, "sandplane serve"},
 	}
 	for _, tt := range tests {

@@ -6,32 +6,32 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/sandplane/sandplane/local/api"
+	"github.com/sandplane/sandplane/provider/wire"
 )
 
 // ErrorCode classifies an error. The set and its HTTP mapping are fixed by the
 // contract (components.schemas.ErrorCode).
-type ErrorCode = api.ErrorCode
+type ErrorCode = wire.ErrorCode
 
 const (
-	NotFound           = api.NotFound
-	AlreadyExists      = api.AlreadyExists
-	InvalidArgument    = api.InvalidArgument
-	FailedPrecondition = api.FailedPrecondition
+	NotFound           = wire.NotFound
+	AlreadyExists      = wire.AlreadyExists
+	InvalidArgument    = wire.InvalidArgument
+	FailedPrecondition = wire.FailedPrecondition
 	// PreflightFailed is a FailedPrecondition found before anything was
 	// spawned: an unknown snapshot, a missing command or image.
-	PreflightFailed = api.PreflightFailed
+	PreflightFailed = wire.PreflightFailed
 	// CreateFailed means the workload did not come up; everything the create
 	// did was rolled back.
-	CreateFailed    = api.CreateFailed
-	Unsupported     = api.Unsupported
-	Unavailable     = api.Unavailable
-	Unauthenticated = api.Unauthenticated
+	CreateFailed    = wire.CreateFailed
+	Unsupported     = wire.Unsupported
+	Unavailable     = wire.Unavailable
+	Unauthenticated = wire.Unauthenticated
 	// PermissionDenied: the caller is known but not allowed, for example a
 	// request whose Host or Origin is not loopback.
-	PermissionDenied  = api.PermissionDenied
-	ResourceExhausted = api.ResourceExhausted
-	Internal          = api.Internal
+	PermissionDenied  = wire.PermissionDenied
+	ResourceExhausted = wire.ResourceExhausted
+	Internal          = wire.Internal
 )
 
 // httpStatus is the one table between codes and HTTP statuses.

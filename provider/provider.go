@@ -3,32 +3,32 @@ package provider
 import (
 	"context"
 
-	"github.com/sandplane/sandplane/local/api"
+	"github.com/sandplane/sandplane/provider/wire"
 )
 
-// The wire types are generated from openapi/controlplane.yaml; these aliases
+// The wire types are generated from the contract (package wire); these aliases
 // are the names host servers use.
 type (
-	Sandbox        = api.SandboxInfo
-	CreateRequest  = api.CreateSandboxRequest
-	ResizeRequest  = api.ResizeRequest
-	State          = api.SandboxState
-	Runtime        = api.Runtime
-	Info           = api.Info
-	EntrypointLogs = api.EntrypointLogs
-	Preview        = api.PreviewURL
-	Event          = api.Event
-	EventType      = api.EventType
+	Sandbox        = wire.SandboxInfo
+	CreateRequest  = wire.CreateSandboxRequest
+	ResizeRequest  = wire.ResizeRequest
+	State          = wire.SandboxState
+	Runtime        = wire.Runtime
+	Info           = wire.Info
+	EntrypointLogs = wire.EntrypointLogs
+	Preview        = wire.PreviewURL
+	Event          = wire.Event
+	EventType      = wire.EventType
 )
 
 const (
-	EventSandboxesReplaced = api.SandboxesReplaced
-	EventCreated           = api.SandboxCreated
-	EventStarted           = api.SandboxStarted
-	EventStopped           = api.SandboxStopped
-	EventDeleted           = api.SandboxDeleted
-	EventActivity          = api.SandboxActivity
-	EventUpdated           = api.SandboxUpdated
+	EventSandboxesReplaced = wire.SandboxesReplaced
+	EventCreated           = wire.SandboxCreated
+	EventStarted           = wire.SandboxStarted
+	EventStopped           = wire.SandboxStopped
+	EventDeleted           = wire.SandboxDeleted
+	EventActivity          = wire.SandboxActivity
+	EventUpdated           = wire.SandboxUpdated
 )
 
 // Activity sources, the Source of an EventActivity.
@@ -39,15 +39,15 @@ const (
 )
 
 const (
-	StateStarting  = api.SandboxStateStarting
-	StateStarted   = api.SandboxStateStarted
-	StateStopping  = api.SandboxStateStopping
-	StateStopped   = api.SandboxStateStopped
-	StateDestroyed = api.SandboxStateDestroyed
-	StateError     = api.SandboxStateError
+	StateStarting  = wire.Starting
+	StateStarted   = wire.Started
+	StateStopping  = wire.Stopping
+	StateStopped   = wire.Stopped
+	StateDestroyed = wire.Destroyed
+	StateError     = wire.Error
 
-	RuntimeNative = api.Native
-	RuntimeDocker = api.Docker
+	RuntimeNative = wire.Native
+	RuntimeDocker = wire.Docker
 )
 
 // PreviewTokenHeader carries Preview.Token on requests to Preview.URL, as

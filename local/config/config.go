@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sandplane/sandplane/local"
 	"github.com/sandplane/sandplane/local/manager"
 )
 
@@ -22,20 +23,20 @@ const (
 	EnvRoot         = "SANDPLANE_ROOT"
 	EnvMinute       = "SANDPLANE_MINUTE"
 	EnvConfig       = "SANDPLANE_CONFIG"
-	EnvToken        = "SANDPLANE_TOKEN"
+	EnvToken        = local.EnvToken
 	EnvTokenFile    = "SANDPLANE_TOKEN_FILE"
 	EnvReapInterval = "AGENT_CONTROL_PLANE_REAP_INTERVAL_MS"
 	EnvAutoStop     = "AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES"
 	EnvReapOnExit   = "AGENT_CONTROL_PLANE_REAP_ON_EXIT"
 	// EnvURL is where clients find the daemon.
-	EnvURL = "AGENT_CONTROL_PLANE_URL"
+	EnvURL = local.EnvURL
 )
 
 // DefaultListen is the daemon's loopback address.
 const DefaultListen = "127.0.0.1:4025"
 
-// DefaultURL is the client's default daemon address.
-const DefaultURL = "http://" + DefaultListen
+// DefaultURL is the client's default daemon address: DefaultListen.
+const DefaultURL = local.DefaultURL
 
 // Config is the daemon's resolved configuration.
 type Config struct {

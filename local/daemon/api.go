@@ -6,8 +6,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/sandplane/sandplane/local/api"
+	"github.com/sandplane/sandplane/local/daemon/internal/api"
 	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/wire"
 )
 
 // apiVersion is the major version of the contract this daemon serves.
@@ -35,12 +36,12 @@ func (a strictAPI) GetInfo(ctx context.Context, _ api.GetInfoRequestObject) (api
 // info describes the daemon. Without the token it says only what a probe
 // needs: the pid would let any local process aim at the daemon's /proc
 // entries, and the root path says where every sandbox's files are.
-func (s *Server) info(full bool) api.Info {
-	info := api.Info{Name: "sandplane", Version: s.opts.Version, APIVersion: apiVersion}
+func (s *Server) info(full bool) provider.Info {
+	info := provider.Info{Name: "sandplane", Version: s.opts.Version, APIVersion: apiVersion}
 	if !full {
 		return info
 	}
-	info.Containment = api.InfoContainment(s.opts.Containment)
+	info.Containment = wire.InfoContainment(s.opts.Containment)
 	info.PID = os.Getpid()
 	info.RootDir = s.opts.Manager.Root()
 	info.Runtimes = s.opts.Manager.Runtimes()

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandplane/sandplane/local/api"
+	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
 
@@ -42,7 +42,7 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	return nil, fmt.Errorf("%s is taken by something that is not a sandplane daemon: stop it or pick another address with --listen", addr)
 }
 
-func probe(ctx context.Context, addr string) (*api.Info, error) {
+func probe(ctx context.Context, addr string) (*provider.Info, error) {
 	ctx, cancel := clock.WithTimeout(ctx, clock.Real(), 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/info", nil)
@@ -54,7 +54,7 @@ func probe(ctx context.Context, addr string) (*api.Info, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var info api.Info
+	var info provider.Info
 	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
 		return nil, err
 	}

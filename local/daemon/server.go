@@ -19,10 +19,11 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	middleware "github.com/oapi-codegen/nethttp-middleware"
 
-	"github.com/sandplane/sandplane/local/api"
+	"github.com/sandplane/sandplane/local/daemon/internal/api"
 	"github.com/sandplane/sandplane/local/manager"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/provider/wire"
 )
 
 // maxBody bounds request bodies; the largest legitimate one is a create with
@@ -87,7 +88,7 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) v1Handler() (http.Handler, error) {
-	spec, err := api.GetSwagger()
+	spec, err := api.Spec()
 	if err != nil {
 		return nil, fmt.Errorf("load embedded contract: %w", err)
 	}
@@ -224,7 +225,7 @@ func writeErrorStatus(w http.ResponseWriter, status int, err error) {
 	if status == 0 {
 		status = provider.HTTPStatus(code)
 	}
-	var body api.ErrorResponse
+	var body wire.ErrorResponse
 	body.Error.Code = code
 	body.Error.Message = provider.Message(err)
 	w.Header().Set("Content-Type", "application/json")

@@ -16,12 +16,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandplane/sandplane/local/api"
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/drivertest"
 	"github.com/sandplane/sandplane/local/manager"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
+	"github.com/sandplane/sandplane/provider/wire"
 )
 
 func newTestServer(t *testing.T, token string) (*httptest.Server, *manager.Manager) {
@@ -80,7 +80,7 @@ func do(t *testing.T, ts *httptest.Server, method, path, body string, headers ..
 
 func errorCode(t *testing.T, a answer) provider.ErrorCode {
 	t.Helper()
-	var e api.ErrorResponse
+	var e wire.ErrorResponse
 	require.NoError(t, json.Unmarshal([]byte(a.body), &e), a.body)
 	assert.NotEmpty(t, e.Error.Message)
 	assert.Equal(t, "application/json", a.header.Get("Content-Type"))
@@ -165,7 +165,7 @@ func TestLifecycleOverHTTP(t *testing.T) {
 	assert.Equal(t, provider.StateStarted, s.State)
 
 	do(t, ts, "POST", "/v1/sandboxes", `{"labels":{"origin":"web-ui"}}`)
-	var list api.SandboxList
+	var list wire.SandboxList
 	a = do(t, ts, "GET", "/v1/sandboxes?label.origin=cli&label.team=a", "")
 	require.Equal(t, 200, a.status)
 	require.NoError(t, json.Unmarshal([]byte(a.body), &list))
@@ -316,14 +316,14 @@ func TestInfoAndDashboard(t *testing.T) {
 	_, err := m.Create(context.Background(), provider.CreateRequest{Name: "shown"})
 	require.NoError(t, err)
 	a := do(t, ts, "GET", "/v1/info", "")
-	var info api.Info
+	var info wire.Info
 	require.NoError(t, json.Unmarshal([]byte(a.body), &info))
 	assert.Equal(t, "sandplane", info.Name)
 	assert.Equal(t, os.Getpid(), info.PID, "without a token configured, info is complete")
 	assert.Equal(t, m.Root(), info.RootDir)
 	assert.Equal(t, apiVersion, info.APIVersion)
 	assert.Equal(t, []string{manager.DefaultSnapshot}, info.Snapshots)
-	assert.Equal(t, api.PIDNamespace, info.Containment)
+	assert.Equal(t, wire.PIDNamespace, info.Containment)
 	a = do(t, ts, "GET", "/", "")
 	assert.Equal(t, 200, a.status)
 	assert.Contains(t, a.body, "shown")
