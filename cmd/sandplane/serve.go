@@ -132,7 +132,10 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		image := cfg.DockerImage
 		d.SetImageSource(image, func(ctx context.Context) error { return ensureToolboxImage(ctx, d, image, log) })
 	}
-	snapshots := cfg.Snapshots
+	snapshots := map[string]manager.Snapshot{}
+	for name, s := range cfg.Snapshots {
+		snapshots[name] = manager.Snapshot(s)
+	}
 	if def, ok := snapshots[manager.DefaultSnapshot]; ok && def.Image == "" {
 		def.Image = cfg.DockerImage
 		snapshots[manager.DefaultSnapshot] = def

@@ -14,7 +14,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sandplane/sandplane/local"
-	"github.com/sandplane/sandplane/local/manager"
 )
 
 // Environment variables the daemon reads. Flags override them.
@@ -37,6 +36,31 @@ const DefaultListen = "127.0.0.1:4025"
 
 // DefaultURL is the client's default daemon address: DefaultListen.
 const DefaultURL = local.DefaultURL
+
+// DefaultSnapshot names the built-in snapshot, the one a create without a
+// snapshot uses: this binary's toolbox.
+const DefaultSnapshot = "default"
+
+// Snapshot is a named launch profile as the config file writes it: a
+// command for the native runtime, an image (and optionally a command) for
+// docker. One snapshot may serve both.
+type Snapshot struct {
+	// Command is the argv on the native runtime.
+	Command []string `yaml:"command,omitempty"`
+	// Image is the Docker image; ImageCommand overrides its command.
+	Image        string            `yaml:"image,omitempty"`
+	ImageCommand []string          `yaml:"imageCommand,omitempty"`
+	Env          map[string]string `yaml:"env,omitempty"`
+	WorkDir      string            `yaml:"workDir,omitempty"`
+	User         string            `yaml:"user,omitempty"`
+	// Ready is how the daemon knows the workload is up: "port" (the
+	// default) waits until the sandbox port accepts connections; "none"
+	// counts a spawned workload as started.
+	Ready string `yaml:"ready,omitempty"`
+	// Isolation is how the native runtime isolates the workload beyond its
+	// containment: "bwrap" or "none"; empty takes the daemon's default.
+	Isolation string `yaml:"isolation,omitempty"`
+}
 
 // Config is the daemon's resolved configuration.
 type Config struct {
@@ -64,7 +88,7 @@ type Config struct {
 	// ReapOnExit stops every sandbox when the daemon exits on a signal.
 	ReapOnExit bool `yaml:"reapOnExit"`
 	// Snapshots are launch profiles by name. "default" is always present.
-	Snapshots map[string]manager.Snapshot `yaml:"snapshots"`
+	Snapshots map[string]Snapshot `yaml:"snapshots"`
 	// DockerImage is the image of the default snapshot on the docker runtime.
 	DockerImage string `yaml:"dockerImage"`
 	// Isolation is the native runtime's isolation for snapshots that name
@@ -85,8 +109,8 @@ func Default(self []string) Config {
 		DockerImage:     "sandplane/toolbox:local",
 	}
 	c.Ports.Min, c.Ports.Max = 4100, 4999
-	c.Snapshots = map[string]manager.Snapshot{
-		manager.DefaultSnapshot: {Command: self},
+	c.Snapshots = map[string]Snapshot{
+		DefaultSnapshot: {Command: self},
 	}
 	return c
 }

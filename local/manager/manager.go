@@ -19,20 +19,20 @@ import (
 // image (and optionally a command) for docker. One snapshot may serve both.
 type Snapshot struct {
 	// Command is the argv on the native runtime.
-	Command []string `json:"command,omitempty" yaml:"command,omitempty"`
+	Command []string `json:"command,omitempty"`
 	// Image is the Docker image; ImageCommand overrides its command.
-	Image        string            `json:"image,omitempty" yaml:"image,omitempty"`
-	ImageCommand []string          `json:"imageCommand,omitempty" yaml:"imageCommand,omitempty"`
-	Env          map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
-	WorkDir      string            `json:"workDir,omitempty" yaml:"workDir,omitempty"`
-	User         string            `json:"user,omitempty" yaml:"user,omitempty"`
+	Image        string            `json:"image,omitempty"`
+	ImageCommand []string          `json:"imageCommand,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	WorkDir      string            `json:"workDir,omitempty"`
+	User         string            `json:"user,omitempty"`
 	// Ready is how the manager knows the workload is up: "port" (the
 	// default) waits until the sandbox port accepts connections; "none"
 	// counts a spawned workload as started.
-	Ready string `json:"ready,omitempty" yaml:"ready,omitempty"`
+	Ready string `json:"ready,omitempty"`
 	// Isolation is how the native runtime isolates the workload beyond its
 	// containment: "bwrap" or "none"; empty takes the daemon's default.
-	Isolation string `json:"isolation,omitempty" yaml:"isolation,omitempty"`
+	Isolation string `json:"isolation,omitempty"`
 }
 
 // DefaultSnapshot is the snapshot a create without one uses.
