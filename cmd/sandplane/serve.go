@@ -125,12 +125,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	} else {
 		defer d.Close()
 		runtimes[provider.RuntimeDocker] = d
-		// The default snapshot's image is built from this binary by the
-		// first docker create that uses it, not here: serve starts at once
-		// with or without an engine, and a daemon that only runs native
-		// sandboxes never puts an image on the engine.
-		image := cfg.DockerImage
-		d.SetImageSource(image, func(ctx context.Context) error { return ensureToolboxImage(ctx, d, image, log) })
+		d.UseToolboxImage(cfg.DockerImage, log)
 	}
 	snapshots := map[string]manager.Snapshot{}
 	for name, s := range cfg.Snapshots {

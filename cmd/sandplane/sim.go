@@ -182,7 +182,7 @@ func simBackend(ctx context.Context, name, root, image string, clk clock.Clock, 
 			cleanup()
 			return nil, nil, err
 		}
-		d.SetImageSource(image, func(ctx context.Context) error { return ensureToolboxImage(ctx, d, image, log) })
+		d.UseToolboxImage(image, log)
 		cfg.Runtime, cfg.Image = d, image
 		cfg.WorkloadAddr = containerAddr(cli)
 		cfg.Docker = cli

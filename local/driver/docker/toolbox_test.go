@@ -1,4 +1,4 @@
-package main
+package docker_test
 
 import (
 	"bytes"
@@ -67,7 +67,7 @@ func TestToolboxImage(t *testing.T) {
 		}
 		tag := tempTag(t)
 		log, logged := testLogger()
-		err = ensureToolboxImageFrom(ctx, d, tag, ls, log)
+		err = docker.EnsureToolboxImageFrom(ctx, d, tag, ls, log)
 		require.Error(t, err)
 		assert.Equal(t, provider.PreflightFailed, provider.Code(err))
 		assert.Contains(t, err.Error(), "make build")
@@ -86,26 +86,26 @@ func TestToolboxImage(t *testing.T) {
 		self := copyToTemp(t, bb)
 		tag := tempTag(t)
 		log, logged := testLogger()
-		require.NoError(t, ensureToolboxImageFrom(ctx, d, tag, self, log))
+		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, log))
 		assert.Contains(t, logged.String(), "built the docker toolbox image with busybox")
 		first := imageID(tag)
 		labels, err := d.ImageLabels(ctx, tag)
 		require.NoError(t, err)
-		digest, err := fileDigest(self)
+		digest, err := docker.FileDigest(self)
 		require.NoError(t, err)
-		assert.Equal(t, digest+"+busybox", labels[labelToolboxBinary])
+		assert.Equal(t, digest+"+busybox", labels[docker.LabelToolboxBinary])
 
 		img, err := cli.ImageInspect(ctx, tag)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"/sandplane", "toolbox", "--host", "0.0.0.0"}, []string(img.Config.Entrypoint))
-		assert.Equal(t, toolboxHome, img.Config.WorkingDir)
-		assert.Contains(t, img.Config.Env, "HOME="+toolboxHome)
+		assert.Equal(t, docker.ToolboxHome, img.Config.WorkingDir)
+		assert.Contains(t, img.Config.Env, "HOME="+docker.ToolboxHome)
 
-		require.NoError(t, ensureToolboxImageFrom(ctx, d, tag, self, log))
+		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, log))
 		assert.Equal(t, first, imageID(tag), "a current image is kept")
 
 		require.NoError(t, os.WriteFile(self, append(bb, 0), 0o755))
-		require.NoError(t, ensureToolboxImageFrom(ctx, d, tag, self, log))
+		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, log))
 		assert.NotEqual(t, first, imageID(tag), "a new binary, a new image")
 		_, err = cli.ImageInspect(ctx, first)
 		assert.Error(t, err, "the stale image is removed")
@@ -119,7 +119,7 @@ func TestToolboxImage(t *testing.T) {
 		}))
 		before := imageID(tag)
 		log, logged := testLogger()
-		require.NoError(t, ensureToolboxImageFrom(ctx, d, tag, filepath.Join(t.TempDir(), "never-read"), log))
+		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, filepath.Join(t.TempDir(), "never-read"), log))
 		assert.Equal(t, before, imageID(tag))
 		assert.NotContains(t, logged.String(), "level=WARN")
 	})
@@ -130,7 +130,7 @@ func TestToolboxImageWithoutEngine(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	log, _ := testLogger()
-	err = ensureToolboxImage(context.Background(), d, "sandplane/toolbox:local", log)
+	err = d.EnsureToolboxImage(context.Background(), "sandplane/toolbox:local", log)
 	assert.Equal(t, provider.Unavailable, provider.Code(err))
 	assert.Contains(t, err.Error(), "start dockerd or set DOCKER_HOST")
 }

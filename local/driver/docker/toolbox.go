@@ -1,4 +1,4 @@
-package main
+package docker
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"os"
 	goruntime "runtime"
 
-	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -23,7 +22,15 @@ const labelToolboxBinary = "io.sandplane.toolbox.binary"
 // of a Daytona sandbox.
 const toolboxHome = "/home/daytona"
 
-// ensureToolboxImage makes tag, the default snapshot's image on the docker
+// UseToolboxImage makes tag the image of the default snapshot: the first
+// create that needs it builds it with EnsureToolboxImage, not this call, so
+// that a daemon starts at once with or without an engine, and one that only
+// runs native sandboxes never puts an image on the engine.
+func (d *Driver) UseToolboxImage(tag string, log *slog.Logger) {
+	d.SetImageSource(tag, func(ctx context.Context) error { return d.EnsureToolboxImage(ctx, tag, log) })
+}
+
+// EnsureToolboxImage makes tag, the default snapshot's image on the docker
 // runtime, present and current: when the engine lacks it, or holds one that
 // an older sandplane built, it builds it FROM scratch out of the running
 // binary (as /sandplane, entrypoint `sandplane toolbox` on 0.0.0.0:$PORT) and
@@ -33,16 +40,16 @@ const toolboxHome = "/home/daytona"
 // unavailable: no engine answers. preflight_failed: the image cannot be built
 // here (a dynamically linked binary, an engine of another platform), logged
 // as a warning naming the fix.
-func ensureToolboxImage(ctx context.Context, d *docker.Driver, tag string, log *slog.Logger) error {
+func (d *Driver) EnsureToolboxImage(ctx context.Context, tag string, log *slog.Logger) error {
 	self, err := os.Executable()
 	if err != nil {
 		return provider.Errorf(provider.PreflightFailed, "find the running sandplane binary: %v", err)
 	}
-	return ensureToolboxImageFrom(ctx, d, tag, self, log)
+	return d.ensureToolboxImageFrom(ctx, tag, self, log)
 }
 
-// ensureToolboxImageFrom is ensureToolboxImage with the binary at self.
-func ensureToolboxImageFrom(ctx context.Context, d *docker.Driver, tag, self string, log *slog.Logger) error {
+// ensureToolboxImageFrom is EnsureToolboxImage with the binary at self.
+func (d *Driver) ensureToolboxImageFrom(ctx context.Context, tag, self string, log *slog.Logger) error {
 	labels, err := d.ImageLabels(ctx, tag)
 	switch {
 	case err == nil && labels[labelToolboxBinary] == "":
@@ -55,7 +62,7 @@ func ensureToolboxImageFrom(ctx context.Context, d *docker.Driver, tag, self str
 	if err != nil {
 		return provider.Errorf(provider.PreflightFailed, "read the running sandplane binary: %v", err)
 	}
-	sh, hasShell := docker.StaticBusybox()
+	sh, hasShell := StaticBusybox()
 	if hasShell {
 		// A busybox installed since the last build is a reason to rebuild.
 		digest += "+busybox"
@@ -63,7 +70,7 @@ func ensureToolboxImageFrom(ctx context.Context, d *docker.Driver, tag, self str
 	if labels[labelToolboxBinary] == digest {
 		return nil
 	}
-	if err := canRunInScratch(ctx, d, self); err != nil {
+	if err := d.canRunInScratch(ctx, self); err != nil {
 		log.Warn("cannot build the docker toolbox image", "image", tag, "err", provider.Message(err))
 		return err
 	}
@@ -71,7 +78,7 @@ func ensureToolboxImageFrom(ctx context.Context, d *docker.Driver, tag, self str
 	if err != nil {
 		return provider.Errorf(provider.PreflightFailed, "read the running sandplane binary: %v", err)
 	}
-	img := docker.ScratchImage{
+	img := ScratchImage{
 		Files:      map[string][]byte{"sandplane": bin},
 		Dirs:       map[string]fs.FileMode{"tmp": fs.ModeSticky | 0o777, toolboxHome[1:]: 0o755},
 		Entrypoint: []string{"/sandplane", "toolbox", "--host", "0.0.0.0"},
@@ -97,8 +104,8 @@ func ensureToolboxImageFrom(ctx context.Context, d *docker.Driver, tag, self str
 
 // canRunInScratch fails unless the binary at self runs in a FROM scratch
 // image on d's engine.
-func canRunInScratch(ctx context.Context, d *docker.Driver, self string) error {
-	static, err := docker.StaticExecutable(self)
+func (d *Driver) canRunInScratch(ctx context.Context, self string) error {
+	static, err := StaticExecutable(self)
 	if err != nil {
 		return provider.Errorf(provider.PreflightFailed, "inspect the running sandplane binary %s: %v", self, err)
 	}
