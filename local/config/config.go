@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sandplane/sandplane/local"
+	"github.com/sandplane/sandplane/provider"
 )
 
 // Environment variables the daemon reads. Flags override them.
@@ -113,6 +114,36 @@ func Default(self []string) Config {
 		DefaultSnapshot: {Command: self},
 	}
 	return c
+}
+
+// Load resolves the daemon's settings in order: the built-in ones (Default
+// with self), the config file at path (or $SANDPLANE_CONFIG; none when both
+// are empty), the environment, override (the command line's flags, which
+// win), then the token file. invalid_argument: a token file or a setting that
+// cannot work.
+func Load(self []string, path string, getenv func(string) string, override func(*Config)) (Config, error) {
+	c := Default(self)
+	if path == "" {
+		path = getenv(EnvConfig)
+	}
+	if path != "" {
+		if err := c.LoadFile(path); err != nil {
+			return Config{}, err
+		}
+	}
+	if err := c.LoadEnv(getenv); err != nil {
+		return Config{}, err
+	}
+	if override != nil {
+		override(&c)
+	}
+	if err := c.ResolveToken(); err != nil {
+		return Config{}, provider.Errorf(provider.InvalidArgument, "%v", err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, provider.Errorf(provider.InvalidArgument, "%v", err)
+	}
+	return c, nil
 }
 
 // DefaultRoot is the per-user state directory.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/provider"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -121,4 +123,53 @@ func TestTokenIsNeverPassedThrough(t *testing.T) {
 	c := Default([]string{"x"})
 	c.PassEnv = append(c.PassEnv, EnvToken)
 	assert.ErrorContains(t, c.Validate(), EnvToken)
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sandplane.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("minute: 2s\nautoStopMinutes: 5\nlisten: 127.0.0.1:5000\n"), 0o600))
+	open := filepath.Join(dir, "open-token")
+	require.NoError(t, os.WriteFile(open, []byte("t\n"), 0o644))
+	self := []string{"sandplane", "toolbox"}
+	tests := []struct {
+		name     string
+		path     string
+		env      map[string]string
+		override func(*Config)
+		check    func(t *testing.T, c Config)
+		code     provider.ErrorCode
+	}{
+		{name: "the defaults", check: func(t *testing.T, c Config) {
+			assert.Equal(t, Default(self), c)
+		}},
+		{name: "file, then environment, then flags", path: file,
+			env:      map[string]string{EnvMinute: "1s", EnvAutoStop: "7"},
+			override: func(c *Config) { c.Minute = 3 * time.Second },
+			check: func(t *testing.T, c Config) {
+				assert.Equal(t, 3*time.Second, c.Minute, "flags beat the environment")
+				assert.Equal(t, 7, c.AutoStopMinutes, "the environment beats the file")
+				assert.Equal(t, "127.0.0.1:5000", c.Listen, "the file beats the defaults")
+			}},
+		{name: "the file named by the environment", env: map[string]string{EnvConfig: file}, check: func(t *testing.T, c Config) {
+			assert.Equal(t, 2*time.Second, c.Minute)
+		}},
+		{name: "a token file others can read", override: func(c *Config) { c.TokenFile = open }, code: provider.InvalidArgument},
+		{name: "a setting that cannot work", override: func(c *Config) { c.Minute = 0 }, code: provider.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(self, tt.path, envOf(tt.env), tt.override)
+			if tt.code != "" {
+				assert.Equal(t, tt.code, provider.Code(err), "%v", err)
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestDefaultURLIsTheListenAddress(t *testing.T) {
+	assert.Equal(t, "http://"+DefaultListen, DefaultURL, "clients must find the daemon where it listens by default")
 }

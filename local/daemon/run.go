@@ -1,0 +1,215 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandplane/sandplane/local/config"
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/docker"
+	"github.com/sandplane/sandplane/local/driver/native"
+	"github.com/sandplane/sandplane/local/manager"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// shutdownTimeout bounds how long Run waits for requests in flight once ctx
+// ends.
+const shutdownTimeout = 10 * time.Second
+
+// Config configures Run.
+type Config struct {
+	// Settings are the daemon's resolved settings (config.Load).
+	Settings config.Config
+	// Version is what GET /v1/info reports.
+	Version string
+	// Logger receives the daemon's log. Nil: slog.Default().
+	Logger *slog.Logger
+	// Out receives the start banner: where the API and the dashboard are.
+	// Nil: nothing is printed.
+	Out io.Writer
+	// Ready, when set, is called with the address once the daemon serves.
+	Ready func(addr net.Addr)
+}
+
+// Run is the daemon, as `sandplane serve` runs it: it takes the root, starts
+// the drivers (native always, docker when an engine answers), the manager
+// and its event hub, binds the loopback listener once every request can be
+// answered, and serves until ctx ends. Sandboxes outlive it unless
+// Settings.ReapOnExit; the next Run on the same root adopts them.
+//
+// Run removes the token variable from the process's environment, so that
+// nothing it starts inherits it.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	set, log, clk := cfg.Settings, cfg.Logger, clock.Real()
+	_ = os.Unsetenv(config.EnvToken)
+	unlock, err := lockRoot(set.Root)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	drivers, nat, closeDrivers := startDrivers(clk, set, log)
+	defer closeDrivers()
+	hub := NewHub(clk)
+	m, err := manager.New(managerOptions(set, drivers, hub, clk, log))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	srv, err := New(Options{Manager: m, Hub: hub, Version: cfg.Version, Token: set.Token, Clock: clk, Logger: log,
+		Containment: nat.Containment()})
+	if err != nil {
+		return err
+	}
+	// Bound only now that every request can be answered at once: the
+	// manager has read its registry, and what a restart left runs in the
+	// background. A client never waits in the listen backlog.
+	ln, err := Listen(ctx, set.Listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	if err := serveUntil(ctx, clk, ln, srv.Handler(), func() { banner(cfg, ln.Addr()) }, log); err != nil {
+		return err
+	}
+	if set.ReapOnExit {
+		m.StopAll(context.Background())
+	}
+	return nil
+}
+
+// lockRoot makes root and makes sure one daemon at a time owns it: two would
+// each think the other's workloads are orphans.
+func lockRoot(root string) (func(), error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("create root %s: %w", root, err)
+	}
+	path := filepath.Join(root, "daemon.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another sandplane daemon already uses root %s: stop it, or give this one its own --root", root)
+	}
+	return func() { f.Close() }, nil
+}
+
+// startDrivers returns the drivers by runtime: native always, docker when
+// its client can be made (the engine itself may come later). The default
+// snapshot's image is built from this binary by the first docker create
+// that needs it.
+func startDrivers(clk clock.Clock, set config.Config, log *slog.Logger) (map[provider.Runtime]driver.Driver, *native.Driver, func()) {
+	nat := native.New(clk, native.WithIsolation(set.Isolation))
+	if err := nat.ContainmentFallback(); err != nil {
+		log.Warn("native sandboxes are contained by process groups only: a process that calls setsid outlives its sandbox", "reason", err)
+	}
+	drivers := map[provider.Runtime]driver.Driver{provider.RuntimeNative: nat}
+	d, err := docker.New(clk)
+	if err != nil {
+		log.Warn("docker runtime disabled", "err", err)
+		return drivers, nat, func() {}
+	}
+	d.UseToolboxImage(set.DockerImage, log)
+	drivers[provider.RuntimeDocker] = d
+	return drivers, nat, func() { _ = d.Close() }
+}
+
+// managerOptions maps the settings onto the manager's options.
+func managerOptions(set config.Config, drivers map[provider.Runtime]driver.Driver, hub *Hub, clk clock.Clock, log *slog.Logger) manager.Options {
+	autoStop := set.AutoStopMinutes
+	return manager.Options{
+		OnEvent:         hub.Publish,
+		Root:            set.Root,
+		Runtimes:        drivers,
+		Snapshots:       snapshots(set),
+		Clock:           clk,
+		PortMin:         set.Ports.Min,
+		PortMax:         set.Ports.Max,
+		Minute:          set.Minute,
+		AutoStopMinutes: &autoStop,
+		ReapInterval:    set.ReapInterval,
+		StopGrace:       set.StopGrace,
+		PassEnv:         set.PassEnvValues(os.Getenv),
+		BaseEnv:         config.BaseEnv(os.Getenv),
+		Logger:          log,
+	}
+}
+
+// snapshots are the configured snapshots as the manager takes them; the
+// default one runs on docker as the toolbox image.
+func snapshots(set config.Config) map[string]manager.Snapshot {
+	out := map[string]manager.Snapshot{}
+	for name, s := range set.Snapshots {
+		out[name] = manager.Snapshot(s)
+	}
+	if def, ok := out[manager.DefaultSnapshot]; ok && def.Image == "" {
+		def.Image = set.DockerImage
+		out[manager.DefaultSnapshot] = def
+	}
+	return out
+}
+
+// serveUntil serves h on ln until ctx ends, then shuts down within
+// shutdownTimeout. started runs once the server is serving.
+func serveUntil(ctx context.Context, clk clock.Clock, ln net.Listener, h http.Handler, started func(), log *slog.Logger) error {
+	// Cancelled first at shutdown, so that event streams end instead of
+	// holding Shutdown for its whole timeout. Lifecycle operations are
+	// detached from request contexts and finish regardless.
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	started()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down; sandboxes keep running unless " + config.EnvReapOnExit + "=1")
+	cancelBase()
+	shutdown, cancel := clock.WithTimeout(context.Background(), clk, shutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("shutdown", "err", err)
+	}
+	return nil
+}
+
+// banner tells the person who started the daemon where it is.
+func banner(cfg Config, addr net.Addr) {
+	url := "http://" + addr.String()
+	dashboard := url + "/"
+	if cfg.Settings.Token != "" {
+		// Never the token itself: this output may well end up in a log.
+		dashboard += " (open it once as /?token=<the token>)"
+	}
+	fmt.Fprintf(cfg.Out, "sandplane %s serving\n  API:       %s/v1\n  dashboard: %s\n  root:      %s\n  minute:    %s\n",
+		cfg.Version, url, dashboard, cfg.Settings.Root, cfg.Settings.Minute)
+	if cfg.Ready != nil {
+		cfg.Ready(addr)
+	}
+}
