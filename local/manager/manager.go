@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/launcher"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -103,7 +104,9 @@ type Manager struct {
 	opts  Options
 	clk   clock.Clock
 	log   *slog.Logger
-	ports *portAllocator
+	ports *launcher.PortRange
+	// launchers bring workloads up, one per runtime, on the shared ports.
+	launchers map[provider.Runtime]*launcher.Launcher
 
 	mu        sync.Mutex
 	sandboxes map[string]*entry // by id
@@ -197,7 +200,7 @@ func New(opts Options) (*Manager, error) {
 		return nil, provider.Errorf(provider.InvalidArgument, "manager: invalid port range %d-%d", opts.PortMin, opts.PortMax)
 	}
 	if opts.PortLockDir == "" {
-		opts.PortLockDir = defaultPortLockDir()
+		opts.PortLockDir = launcher.DefaultLockDir()
 	}
 	if opts.Minute <= 0 {
 		opts.Minute = time.Minute
@@ -239,8 +242,25 @@ func New(opts Options) (*Manager, error) {
 		opts:      opts,
 		clk:       opts.Clock,
 		log:       opts.Logger,
-		ports:     newPortAllocator(opts.PortMin, opts.PortMax, opts.PortLockDir),
+		ports:     launcher.NewPortRange(opts.PortMin, opts.PortMax, opts.PortLockDir),
+		launchers: map[provider.Runtime]*launcher.Launcher{},
 		sandboxes: map[string]*entry{},
+	}
+	for name, d := range opts.Runtimes {
+		l, err := launcher.New(launcher.Config{
+			Driver:       d,
+			Ports:        m.ports,
+			Clock:        opts.Clock,
+			ReadyTimeout: opts.ReadyTimeout,
+			StopGrace:    opts.StopGrace,
+			// A workload being spawned is never taken for an orphan.
+			StartGate: m.spawnMu.RLocker(),
+			Logger:    opts.Logger,
+		})
+		if err != nil {
+			return nil, provider.Errorf(provider.InvalidArgument, "manager: runtime %s: %v", name, err)
+		}
+		m.launchers[name] = l
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if err := m.rehydrate(); err != nil {
@@ -259,7 +279,7 @@ func New(opts Options) (*Manager, error) {
 func (m *Manager) Close() {
 	m.cancel()
 	m.wg.Wait()
-	m.ports.close()
+	m.ports.Close()
 }
 
 // Recovered is closed once the work a restart left (interrupted stops and

@@ -51,7 +51,7 @@ func (m *Manager) rehydrate() error {
 	for _, r := range reg.records {
 		e := newEntry(r)
 		m.sandboxes[r.ID] = e
-		m.ports.reserve(r.Port) // its workload may still serve there
+		m.ports.Reserve(r.Port) // its workload may still serve there
 		if _, ok := m.opts.Runtimes[r.Runtime]; !ok {
 			m.log.Warn("sandbox uses a runtime that is not enabled; keeping it as it is", "sandbox", r.ID, "runtime", r.Runtime)
 			continue
@@ -198,7 +198,7 @@ func (m *Manager) rollBack(e *entry, r *record, rt driver.Driver) {
 	m.mu.Lock()
 	delete(m.sandboxes, r.ID)
 	m.mu.Unlock()
-	m.ports.release(r.Port)
+	m.ports.Release(r.Port)
 	s := m.info(r)
 	s.State = provider.StateDestroyed
 	m.emit(provider.EventDeleted, s, "")
@@ -249,7 +249,7 @@ func (m *Manager) settle(e *entry, reason string) {
 		m.log.Error("persist reconciled state", "sandbox", id, "err", err)
 		return
 	}
-	m.ports.release(port)
+	m.ports.Release(port)
 }
 
 // orphans lists, by runtime, the workloads marked with the root that no

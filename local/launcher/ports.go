@@ -1,4 +1,4 @@
-package manager
+package launcher
 
 import (
 	"fmt"
@@ -13,13 +13,22 @@ import (
 	"github.com/sandplane/sandplane/provider"
 )
 
-// portAllocator hands out sandbox ports. A port is never handed out twice
+// Ports hands out the host ports workloads serve on.
+type Ports interface {
+	// Allocate returns a free port, prefer when it is free.
+	// resource_exhausted: none is free.
+	Allocate(prefer int) (int, error)
+	// Release gives a port back; releasing one not held does nothing.
+	Release(port int)
+}
+
+// PortRange hands out ports of a range. A port is never handed out twice
 // while held, a port that something already listens on is skipped, and
 // daemons on one machine (each with its own root) never hand out the same
 // port: each holds a machine-wide advisory lock on every port it assigned.
 // Binding alone cannot guarantee that, since two daemons may both find a
 // port free before either workload binds it.
-type portAllocator struct {
+type PortRange struct {
 	min, max int
 	lockDir  string // "" disables cross-daemon locks
 
@@ -28,23 +37,27 @@ type portAllocator struct {
 	next int
 }
 
-func newPortAllocator(min, max int, lockDir string) *portAllocator {
+var _ Ports = (*PortRange)(nil)
+
+// NewPortRange hands out min..max. Daemons that share lockDir (DefaultLockDir)
+// coordinate through it; "" turns the coordination off.
+func NewPortRange(min, max int, lockDir string) *PortRange {
 	if lockDir != "" {
 		if err := os.MkdirAll(lockDir, 0o700); err != nil {
 			lockDir = "" // locking is a courtesy between daemons; binding still guards
 		}
 	}
-	return &portAllocator{min: min, max: max, lockDir: lockDir, held: map[int]*os.File{}, next: min}
+	return &PortRange{min: min, max: max, lockDir: lockDir, held: map[int]*os.File{}, next: min}
 }
 
-// defaultPortLockDir is shared by every daemon of this user on this machine.
-func defaultPortLockDir() string {
+// DefaultLockDir is shared by every daemon of this user on this machine.
+func DefaultLockDir() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("sandplane-ports-%d", os.Getuid()))
 }
 
-// allocate returns a free port, preferring prefer when it is free.
-// resource_exhausted when the range is used up.
-func (p *portAllocator) allocate(prefer int) (int, error) {
+// Allocate returns a free port of the range, preferring prefer when it is
+// free. resource_exhausted when the range is used up.
+func (p *PortRange) Allocate(prefer int) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if prefer >= p.min && prefer <= p.max && p.take(prefer) {
@@ -66,7 +79,7 @@ func (p *portAllocator) allocate(prefer int) (int, error) {
 }
 
 // take holds port if no one has it. The caller holds p.mu.
-func (p *portAllocator) take(port int) bool {
+func (p *PortRange) take(port int) bool {
 	if _, ok := p.held[port]; ok {
 		return false
 	}
@@ -86,7 +99,7 @@ func (p *portAllocator) take(port int) bool {
 
 // lock takes the machine-wide lock of port: false when another daemon holds
 // it. The lock ends with the file, or with the process.
-func (p *portAllocator) lock(port int) (*os.File, bool) {
+func (p *PortRange) lock(port int) (*os.File, bool) {
 	if p.lockDir == "" {
 		return nil, true
 	}
@@ -101,8 +114,8 @@ func (p *portAllocator) lock(port int) (*os.File, bool) {
 	return f, true
 }
 
-// reserve marks a port held by a workload adopted after a restart.
-func (p *portAllocator) reserve(port int) {
+// Reserve marks a port held by a workload adopted after a restart.
+func (p *PortRange) Reserve(port int) {
 	if port <= 0 {
 		return
 	}
@@ -115,7 +128,8 @@ func (p *portAllocator) reserve(port int) {
 	p.held[port] = lock
 }
 
-func (p *portAllocator) release(port int) {
+// Release gives port back.
+func (p *PortRange) Release(port int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if lock := p.held[port]; lock != nil {
@@ -124,9 +138,9 @@ func (p *portAllocator) release(port int) {
 	delete(p.held, port)
 }
 
-// close drops every port lock, for a manager that is done; the next one on
+// Close drops every port lock, for a daemon that is done; the next one on
 // the same root reserves the ports of the workloads it adopts.
-func (p *portAllocator) close() {
+func (p *PortRange) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for port, lock := range p.held {
@@ -136,6 +150,32 @@ func (p *portAllocator) close() {
 		delete(p.held, port)
 	}
 }
+
+// FreePorts hands out any port nothing listens on, as the kernel picks it,
+// and the preferred one when it is still free, so that a restarted workload
+// keeps its port. It holds nothing: a port is free again once released or
+// not, which suits a process that owns every workload of the machine's
+// range it uses (the simulator).
+type FreePorts struct{}
+
+var _ Ports = FreePorts{}
+
+// Allocate returns prefer when nothing binds it, else a port the kernel
+// picks. unavailable: no port can be bound.
+func (FreePorts) Allocate(prefer int) (int, error) {
+	if prefer > 0 && bindable(prefer) {
+		return prefer, nil
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, provider.Errorf(provider.Unavailable, "find a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Release does nothing: FreePorts holds no port.
+func (FreePorts) Release(int) {}
 
 // bindable reports whether nothing listens on the loopback port now. Bind, not
 // dial: a dial to a closed port costs a round trip and says nothing about

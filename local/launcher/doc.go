@@ -1,0 +1,11 @@
+// Package launcher brings a workload up on a driver, the one way every
+// sandbox of this module starts: take a port (a PortRange coordinated
+// between daemons, or FreePorts), complete and check the spec, start it,
+// record its handle at once, and wait until it serves (a TCP connect, the
+// driver's Prober, or an HTTP answer), with the end of its output when it
+// does not. On failure nothing of it runs and its port is free again.
+//
+// The daemon's manager launches through it (local/manager); the simulator's
+// runtime backend needs the same steps (FreePorts, ReadyHTTP("/version"),
+// its own state directories through Spec.Dir).
+package launcher

@@ -1,0 +1,189 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// Config configures a Launcher. Zero values get the defaults noted.
+type Config struct {
+	// Driver runs the workloads. Required.
+	Driver driver.Driver
+	// Ports hands out the port each workload serves on (FreePorts).
+	Ports Ports
+	// Clock paces readiness polls and bounds the wait (clock.Real()).
+	Clock clock.Clock
+	// ReadyTimeout bounds the wait for a workload to come up (30 s, as
+	// Daytona holds a create).
+	ReadyTimeout time.Duration
+	// StopGrace is how long a workload that End stops gets between SIGTERM
+	// and SIGKILL (10 s).
+	StopGrace time.Duration
+	// StartGate, when set, is held from the start of a workload until
+	// Request.Record returns, so that whoever takes it exclusively (an
+	// orphan sweep) never sees a workload that is not on record yet.
+	StartGate sync.Locker
+	// Logger receives what cleanup could not do (slog.Default()).
+	Logger *slog.Logger
+}
+
+// Launcher starts workloads on one driver and waits until they serve: the
+// one way the daemon's manager, and the simulator's backend, bring a
+// workload up. It is safe for concurrent use.
+type Launcher struct {
+	cfg Config
+}
+
+// New returns a Launcher. It does no I/O.
+func New(cfg Config) (*Launcher, error) {
+	if cfg.Driver == nil {
+		return nil, errors.New("launcher: a driver is required")
+	}
+	if cfg.Ports == nil {
+		cfg.Ports = FreePorts{}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 30 * time.Second
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Launcher{cfg: cfg}, nil
+}
+
+// Driver is the driver the launcher starts workloads on.
+func (l *Launcher) Driver() driver.Driver { return l.cfg.Driver }
+
+// Request is one workload to launch.
+type Request struct {
+	// Spec is the workload; Launch sets its Port.
+	Spec driver.Spec
+	// PreferPort is the port to take again when it is free (the one a
+	// stopped sandbox had); 0 for any.
+	PreferPort int
+	// Ready says when the workload counts as up.
+	Ready Readiness
+	// Prepare, when set, completes the spec once its port is known: the
+	// environment ($PORT), a host's own adjustments. An error aborts the
+	// launch before anything runs, as it is.
+	Prepare func(ctx context.Context, spec *driver.Spec) error
+	// Record, when set, is told of the workload as soon as it exists, under
+	// StartGate, so that a crash from then on finds it. An error discards
+	// the workload and fails the launch, as it is.
+	Record func(h driver.Handle, port int) error
+	// Undo, when set, runs when a launch fails after Prepare succeeded,
+	// once nothing of the workload runs: whatever Prepare took, it gives
+	// back.
+	Undo func()
+	// Redact hides secret values in the workload output that a readiness
+	// failure quotes. Nil: the output is not quoted.
+	Redact func(string) string
+}
+
+// Workload is a launched workload.
+type Workload struct {
+	Handle driver.Handle
+	Port   int
+}
+
+// Launch takes a port, completes the spec (Prepare), checks it
+// (Driver.Preflight), starts it, records it (Record) and waits until it is
+// ready, in that order. On error nothing of it runs and the port is free
+// again. preflight_failed and unavailable come from the driver as they are;
+// create_failed: the workload did not start or did not come up, with the
+// end of its output; resource_exhausted: no free port.
+func (l *Launcher) Launch(ctx context.Context, req Request) (Workload, error) {
+	port, err := l.cfg.Ports.Allocate(req.PreferPort)
+	if err != nil {
+		return Workload{}, err
+	}
+	spec := req.Spec
+	spec.Port = port
+	if req.Prepare != nil {
+		if err := req.Prepare(ctx, &spec); err != nil {
+			l.cfg.Ports.Release(port)
+			return Workload{}, err
+		}
+	}
+	fail := func(err error) (Workload, error) {
+		l.cfg.Ports.Release(port)
+		if req.Undo != nil {
+			req.Undo()
+		}
+		return Workload{}, err
+	}
+	if err := l.cfg.Driver.Preflight(ctx, spec); err != nil {
+		return fail(err)
+	}
+	h, err := l.start(ctx, spec, req.Record)
+	if err != nil {
+		return fail(err)
+	}
+	if err := l.waitReady(ctx, h, port, req.Ready); err != nil {
+		// The output first: removing a container takes its logs with it.
+		tail := ""
+		if req.Redact != nil {
+			stdout, stderr, _ := l.cfg.Driver.Logs(ctx, h, spec.Dir)
+			tail = Tail(req.Redact, stdout, stderr)
+		}
+		l.Discard(h)
+		return fail(provider.Errorf(provider.CreateFailed, "%v%s", err, tail))
+	}
+	return Workload{Handle: h, Port: port}, nil
+}
+
+// start starts spec's workload and records it, both under StartGate. On
+// error nothing runs.
+func (l *Launcher) start(ctx context.Context, spec driver.Spec, record func(driver.Handle, int) error) (driver.Handle, error) {
+	if g := l.cfg.StartGate; g != nil {
+		g.Lock()
+		defer g.Unlock()
+	}
+	h, err := l.cfg.Driver.Start(ctx, spec)
+	if err != nil {
+		if c := provider.Code(err); c != provider.PreflightFailed && c != provider.Unavailable {
+			err = provider.Errorf(provider.CreateFailed, "start workload: %s", provider.Message(err))
+		}
+		return driver.Handle{}, err
+	}
+	if record != nil {
+		if err := record(h, spec.Port); err != nil {
+			l.Discard(h)
+			return driver.Handle{}, err
+		}
+	}
+	return h, nil
+}
+
+// End stops the workload behind h (SIGTERM, then SIGKILL after StopGrace)
+// and removes what its start created. An error means it may still run; a
+// failed removal of what is left is only logged.
+func (l *Launcher) End(ctx context.Context, h driver.Handle) error {
+	if err := l.cfg.Driver.Stop(ctx, h, l.cfg.StopGrace); err != nil {
+		return err
+	}
+	if err := l.cfg.Driver.Remove(ctx, h); err != nil {
+		l.cfg.Logger.Error("remove ended workload", "container", h.ContainerID, "err", err)
+	}
+	return nil
+}
+
+// Discard ends a workload that is no one's, logging what fails.
+func (l *Launcher) Discard(h driver.Handle) {
+	if err := l.End(context.Background(), h); err != nil {
+		l.cfg.Logger.Error("kill failed workload", "pid", h.PID, "container", h.ContainerID, "err", err)
+	}
+}

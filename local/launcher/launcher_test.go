@@ -1,0 +1,274 @@
+package launcher_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/native"
+	"github.com/sandplane/sandplane/local/driver/native/nsinit"
+	"github.com/sandplane/sandplane/local/launcher"
+	"github.com/sandplane/sandplane/provider"
+)
+
+// serveVar makes the test binary a workload instead of running tests: "tcp"
+// accepts connections on $PORT, "http" answers every request there, "fail"
+// writes to stderr and exits 3.
+const serveVar = "LAUNCHER_TEST_SERVE"
+
+// TestMain lets this test binary be the workloads' init and the workloads.
+func TestMain(m *testing.M) {
+	nsinit.Main()
+	switch os.Getenv(serveVar) {
+	case "":
+		os.Exit(m.Run())
+	case "fail":
+		fmt.Fprintln(os.Stderr, "cannot start: the key is hunter2")
+		os.Exit(3)
+	case "http":
+		_ = http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), http.NotFoundHandler())
+		os.Exit(1)
+	default:
+		ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
+		if err != nil {
+			os.Exit(1)
+		}
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				os.Exit(1)
+			}
+			c.Close()
+		}
+	}
+}
+
+// harness is a launcher on the native driver with its own ports.
+type harness struct {
+	t     *testing.T
+	d     *native.Driver
+	ports *launcher.PortRange
+	gate  *sync.RWMutex
+	l     *launcher.Launcher
+	root  string
+	base  int // the first port of the range
+}
+
+func newHarness(t *testing.T, ready time.Duration) *harness {
+	t.Helper()
+	h := &harness{t: t, d: native.New(nil), gate: &sync.RWMutex{}, root: t.TempDir()}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	h.base, h.ports = base, launcher.NewPortRange(base, base+20, "")
+	t.Cleanup(h.ports.Close)
+	h.l, err = launcher.New(launcher.Config{Driver: h.d, Ports: h.ports, ReadyTimeout: ready, StopGrace: time.Second, StartGate: h.gate.RLocker()})
+	require.NoError(t, err)
+	return h
+}
+
+// request runs this test binary as mode, with $PORT set by Prepare.
+func (h *harness) request(mode string, ready launcher.Readiness) launcher.Request {
+	dir := h.t.TempDir()
+	return launcher.Request{
+		Spec:  driver.Spec{SandboxID: "sb", Root: h.root, Dir: dir, Command: []string{os.Args[0]}},
+		Ready: ready,
+		Prepare: func(_ context.Context, spec *driver.Spec) error {
+			spec.Env = map[string]string{serveVar: mode, "PORT": fmt.Sprint(spec.Port), "PATH": os.Getenv("PATH")}
+			return nil
+		},
+	}
+}
+
+// launch launches req and ends the workload when the test does.
+func (h *harness) launch(req launcher.Request) (launcher.Workload, error) {
+	w, err := h.l.Launch(context.Background(), req)
+	if err == nil {
+		h.t.Cleanup(func() { assert.NoError(h.t, h.l.End(context.Background(), w.Handle)) })
+	}
+	return w, err
+}
+
+func (h *harness) running(w driver.Handle) bool {
+	st, err := h.d.Status(context.Background(), w)
+	require.NoError(h.t, err)
+	return st.Running
+}
+
+func TestLaunchWaitsUntilTheWorkloadServes(t *testing.T) {
+	tests := []struct {
+		name  string
+		mode  string
+		ready launcher.Readiness
+		check func(t *testing.T, port int)
+	}{
+		{"a connection to its port", "tcp", launcher.ReadyPort, func(t *testing.T, port int) {
+			c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			require.NoError(t, err, "it accepts once the launch returns")
+			c.Close()
+		}},
+		{"an HTTP answer", "http", launcher.ReadyHTTP("/version"), func(t *testing.T, port int) {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/version", port))
+			require.NoError(t, err, "it answers once the launch returns")
+			resp.Body.Close()
+		}},
+		{"nothing but its start", "tcp", launcher.ReadyNone, func(*testing.T, int) {}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, 30*time.Second)
+			w, err := h.launch(h.request(tt.mode, tt.ready))
+			require.NoError(t, err)
+			assert.True(t, h.running(w.Handle))
+			tt.check(t, w.Port)
+		})
+	}
+}
+
+func TestLaunchRecordsUnderTheGateAndKeepsThePreferredPort(t *testing.T) {
+	h := newHarness(t, 30*time.Second)
+	req := h.request("tcp", launcher.ReadyPort)
+	first, err := h.launch(req)
+	require.NoError(t, err)
+	require.NoError(t, h.l.End(context.Background(), first.Handle))
+	h.ports.Release(first.Port)
+
+	var recorded launcher.Workload
+	req.PreferPort = first.Port
+	req.Record = func(hd driver.Handle, port int) error {
+		assert.False(t, h.gate.TryLock(), "the start gate is held while the workload is recorded")
+		recorded = launcher.Workload{Handle: hd, Port: port}
+		return nil
+	}
+	w, err := h.launch(req)
+	require.NoError(t, err)
+	assert.Equal(t, first.Port, w.Port, "the preferred port, free again, is taken")
+	assert.Equal(t, w, recorded, "recorded before it was ready")
+	assert.True(t, h.gate.TryLock(), "the gate is free once the launch returns")
+	h.gate.Unlock()
+}
+
+func TestFailedLaunchLeavesNothing(t *testing.T) {
+	refused := errors.New("no room in the registry")
+	tests := []struct {
+		name    string
+		mode    string
+		timeout time.Duration
+		edit    func(req *launcher.Request)
+		code    provider.ErrorCode
+		message []string
+		undone  bool
+	}{
+		{name: "the workload exits before it serves", mode: "fail", code: provider.CreateFailed, undone: true,
+			message: []string{"ended before it listened on port", "exited: code 3", "workload output: cannot start: the key is ***"}},
+		{name: "the workload never serves", mode: "http", timeout: 300 * time.Millisecond, code: provider.CreateFailed, undone: true,
+			edit: func(req *launcher.Request) {
+				req.Ready = launcher.ReadyHTTP("/version")
+				req.Spec.Command = []string{"sleep", "30"}
+			},
+			message: []string{"did not answer HTTP on port", "within 300ms", "it must serve on $PORT"}},
+		{name: "the command is missing", mode: "tcp", code: provider.PreflightFailed, undone: true,
+			edit: func(req *launcher.Request) { req.Spec.Command = []string{"no-such-command-here"} }},
+		{name: "the record is refused", mode: "tcp", code: provider.Internal, undone: true, message: []string{"no room in the registry"},
+			edit: func(req *launcher.Request) { req.Record = func(driver.Handle, int) error { return refused } }},
+		{name: "prepare refuses", mode: "tcp", code: provider.InvalidArgument, undone: false, message: []string{"not today"},
+			edit: func(req *launcher.Request) {
+				req.Prepare = func(context.Context, *driver.Spec) error {
+					return provider.Errorf(provider.InvalidArgument, "not today")
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			timeout := tt.timeout
+			if timeout == 0 {
+				timeout = 30 * time.Second
+			}
+			h := newHarness(t, timeout)
+			req := h.request(tt.mode, launcher.ReadyPort)
+			req.Redact = func(s string) string { return strings.ReplaceAll(s, "hunter2", "***") }
+			var started []driver.Handle
+			if tt.edit != nil {
+				tt.edit(&req)
+			}
+			if record := req.Record; record != nil {
+				req.Record = func(hd driver.Handle, port int) error { started = append(started, hd); return record(hd, port) }
+			} else {
+				req.Record = func(hd driver.Handle, _ int) error { started = append(started, hd); return nil }
+			}
+			undone := false
+			req.Undo = func() { undone = true }
+			_, err := h.launch(req)
+			require.Error(t, err)
+			assert.Equal(t, tt.code, provider.Code(err), "%v", err)
+			for _, m := range tt.message {
+				assert.Contains(t, err.Error(), m)
+			}
+			assert.NotContains(t, err.Error(), "hunter2", "secrets stay out of the message")
+			assert.Equal(t, tt.undone, undone, "Undo runs once Prepare succeeded")
+			for _, hd := range started {
+				assert.False(t, h.running(hd), "the workload it started is gone")
+			}
+			port, err := h.ports.Allocate(h.base)
+			require.NoError(t, err)
+			assert.Equal(t, h.base, port, "the port of the failed launch is free again")
+		})
+	}
+}
+
+func TestFreePorts(t *testing.T) {
+	var p launcher.FreePorts
+	port, err := p.Allocate(0)
+	require.NoError(t, err)
+	again, err := p.Allocate(port)
+	require.NoError(t, err)
+	assert.Equal(t, port, again, "a free preferred port is taken again")
+
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	require.NoError(t, err)
+	defer l.Close()
+	other, err := p.Allocate(port)
+	require.NoError(t, err)
+	assert.NotEqual(t, port, other, "a taken one is not")
+}
+
+func TestPortRange(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	taken := l.Addr().(*net.TCPAddr).Port
+	defer l.Close()
+	lockDir := t.TempDir()
+	a := launcher.NewPortRange(taken, taken+10, lockDir)
+	defer a.Close()
+	b := launcher.NewPortRange(taken, taken+10, lockDir)
+	defer b.Close()
+
+	first, err := a.Allocate(taken)
+	require.NoError(t, err)
+	assert.NotEqual(t, taken, first, "a port something listens on is skipped")
+	second, err := b.Allocate(first)
+	require.NoError(t, err)
+	assert.NotEqual(t, first, second, "another range on the same lock directory never hands out a held port")
+
+	a.Release(first)
+	again, err := b.Allocate(first)
+	require.NoError(t, err)
+	assert.Equal(t, first, again, "a released port is free again")
+
+	full := launcher.NewPortRange(taken, taken, "")
+	defer full.Close()
+	_, err = full.Allocate(0)
+	assert.Equal(t, provider.ResourceExhausted, provider.Code(err), "no free port in the range")
+}

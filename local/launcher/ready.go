@@ -1,0 +1,152 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// Readiness says when a launched workload counts as up. The zero value is
+// ReadyPort.
+type Readiness struct {
+	mode readyMode
+	path string
+}
+
+type readyMode int
+
+const (
+	modePort readyMode = iota
+	modeNone
+	modeHTTP
+)
+
+var (
+	// ReadyPort waits until the workload accepts connections on its port,
+	// or, on a driver that implements driver.Prober (Docker, whose proxy
+	// accepts before the container does), until the driver says it serves.
+	ReadyPort = Readiness{mode: modePort}
+	// ReadyNone counts a started workload as up.
+	ReadyNone = Readiness{mode: modeNone}
+)
+
+// ReadyHTTP waits until the workload answers GET path on its port with any
+// HTTP response.
+func ReadyHTTP(path string) Readiness { return Readiness{mode: modeHTTP, path: path} }
+
+// probeTimeout bounds one readiness check.
+const probeTimeout = time.Second
+
+// probeClient asks HTTP readiness; no keep-alive, so that no connection to a
+// workload outlives its check.
+var probeClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+
+// waitReady polls until the workload behind h is up as r says, it exits,
+// or ReadyTimeout passes. A refused connect costs microseconds: polling
+// often keeps a launch close to the workload's own start-up time.
+func (l *Launcher) waitReady(ctx context.Context, h driver.Handle, port int, r Readiness) error {
+	if r.mode == modeNone {
+		return nil
+	}
+	deadline := l.cfg.Clock.NewTimer(l.cfg.ReadyTimeout)
+	defer deadline.Stop()
+	did, do := "listened", "listen"
+	if r.mode == modeHTTP {
+		did, do = "answered HTTP", "answer HTTP"
+	}
+	backoff := 500 * time.Microsecond
+	for {
+		ready, err := l.ready(ctx, h, port, r)
+		if err != nil {
+			return err
+		}
+		if ready {
+			return nil
+		}
+		st, err := l.cfg.Driver.Status(ctx, h)
+		if err != nil {
+			return err
+		}
+		if !st.Running {
+			return fmt.Errorf("workload ended before it %s on port %d (%s)", did, port, st.Exit.Reason)
+		}
+		t := l.cfg.Clock.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-deadline.C():
+			t.Stop()
+			return fmt.Errorf("workload did not %s on port %d within %s: it must serve on $PORT", do, port, l.cfg.ReadyTimeout)
+		case <-t.C():
+		}
+		if backoff < 5*time.Millisecond {
+			backoff *= 2
+		}
+	}
+}
+
+// ready checks once whether the workload is up.
+func (l *Launcher) ready(ctx context.Context, h driver.Handle, port int, r Readiness) (bool, error) {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	switch {
+	case r.mode == modeHTTP:
+		return l.answers(ctx, "http://"+addr+r.path), nil
+	case l.prober() != nil:
+		return l.prober().Probe(ctx, h, port)
+	}
+	c, err := net.DialTimeout("tcp", addr, probeTimeout)
+	if err != nil {
+		return false, nil
+	}
+	c.Close()
+	return true, nil
+}
+
+func (l *Launcher) prober() driver.Prober {
+	p, _ := l.cfg.Driver.(driver.Prober)
+	return p
+}
+
+// answers reports whether url gives any HTTP response within probeTimeout.
+func (l *Launcher) answers(ctx context.Context, url string) bool {
+	ctx, cancel := clock.WithTimeout(ctx, l.cfg.Clock, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := probeClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return true
+}
+
+// maxTail bounds the workload output an error quotes.
+const maxTail = 2048
+
+// Tail is the end of a workload's output for an error message, stderr
+// when it wrote any, with secret values redacted: "; workload output: ...",
+// or "" when it wrote nothing.
+func Tail(redact func(string) string, stdout, stderr []byte) string {
+	out := strings.TrimSpace(string(stderr))
+	if out == "" {
+		out = strings.TrimSpace(string(stdout))
+	}
+	if out == "" {
+		return ""
+	}
+	if len(out) > maxTail {
+		out = "..." + out[len(out)-maxTail:]
+	}
+	return "; workload output: " + redact(out)
+}

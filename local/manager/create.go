@@ -1,0 +1,231 @@
+package manager
+
+import (
+	"context"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/sandplane/sandplane/provider"
+)
+
+var identRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+func validateCreate(req *provider.CreateRequest) error {
+	if req.ID != "" && !identRE.MatchString(req.ID) {
+		return provider.Errorf(provider.InvalidArgument, "id %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.ID)
+	}
+	if req.Name != "" && !identRE.MatchString(req.Name) {
+		return provider.Errorf(provider.InvalidArgument, "name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
+	}
+	if req.AutoStopInterval != nil && *req.AutoStopInterval < 0 {
+		return provider.Errorf(provider.InvalidArgument, "autoStopInterval must be 0 (never) or a positive number of minutes, got %d", *req.AutoStopInterval)
+	}
+	if req.Runtime != "" && !req.Runtime.Valid() {
+		return provider.Errorf(provider.InvalidArgument, "runtime %q is unknown: use native or docker", req.Runtime)
+	}
+	if len(req.Labels) > MaxLabels {
+		return provider.Errorf(provider.InvalidArgument, "%d labels is too many: a sandbox takes at most %d", len(req.Labels), MaxLabels)
+	}
+	for k := range req.Labels {
+		if k == "" || len(k) > MaxLabelKeyLen || strings.ContainsAny(k, "=&") {
+			return provider.Errorf(provider.InvalidArgument, "label key %.80q is invalid: it must be 1-%d bytes and contain no '=' or '&'", k, MaxLabelKeyLen)
+		}
+	}
+	for k, v := range req.EnvVars {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return provider.Errorf(provider.InvalidArgument, "env var name %q is invalid", k)
+		}
+		if k == "PORT" {
+			return provider.Errorf(provider.InvalidArgument, "env var PORT is set by the daemon to the sandbox port; remove it from envVars")
+		}
+		if k == TokenEnv {
+			return provider.Errorf(provider.InvalidArgument, "env var %s is set by the daemon to the sandbox's token; remove it from envVars", TokenEnv)
+		}
+		if strings.ContainsRune(v, 0) {
+			// Values are secret: name the variable only.
+			return provider.Errorf(provider.InvalidArgument, "env var %s contains a NUL byte, which no process environment can hold", k)
+		}
+	}
+	return nil
+}
+
+// Label bounds. Values are bounded by the contract (1024 bytes); keys and
+// the count are bounded here, so that one sandbox cannot make every list
+// and event stream heavy.
+const (
+	MaxLabels      = 64
+	MaxLabelKeyLen = 256
+)
+
+// Create starts a sandbox and returns it started. See provider.Provider.
+func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provider.Sandbox, error) {
+	ctx = detach(ctx)
+	e, snap, err := m.plan(req)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	if err := e.op.lock(ctx); err != nil {
+		return provider.Sandbox{}, err
+	}
+	defer e.op.unlock()
+	if err := m.register(e, sandboxEnv(snap.Env, m.opts.PassEnv, req.EnvVars)); err != nil {
+		return provider.Sandbox{}, err
+	}
+	if err := m.spawn(ctx, e, snap); err != nil {
+		return provider.Sandbox{}, m.rollBackCreate(e, err)
+	}
+	s, err := m.update(e, func(r *record) {
+		r.State = provider.StateStarted
+		r.Creating = false
+		r.LastActivityAt = m.clk.Now()
+	}, emission{provider.EventCreated, ""}, emission{provider.EventStarted, ""}, bumped)
+	if err != nil {
+		m.abandon(e)
+		return provider.Sandbox{}, m.rollBackCreate(e, provider.Errorf(provider.CreateFailed, "%s; the create was rolled back", provider.Message(err)))
+	}
+	m.watch(e)
+	return s, nil
+}
+
+// plan checks req and makes the entry of the sandbox it asks for, still
+// unknown to the registry, with the snapshot it runs.
+func (m *Manager) plan(req provider.CreateRequest) (*entry, Snapshot, error) {
+	if err := validateCreate(&req); err != nil {
+		return nil, Snapshot{}, err
+	}
+	rtName := req.Runtime
+	if rtName == "" {
+		rtName = m.opts.DefaultRuntime
+	}
+	snapName := req.Snapshot
+	if snapName == "" {
+		snapName = DefaultSnapshot
+	}
+	snap, err := m.resolve(rtName, snapName)
+	if err != nil {
+		return nil, Snapshot{}, err
+	}
+	now := m.clk.Now()
+	rec := &record{
+		Version:          recordVersion,
+		ID:               req.ID,
+		Name:             req.Name,
+		State:            provider.StateStarting,
+		Runtime:          rtName,
+		Snapshot:         snapName,
+		Labels:           cloneMap(req.Labels),
+		CreatedAt:        now,
+		UpdatedAt:        now,
+		LastActivityAt:   now,
+		AutoStopInterval: *m.opts.AutoStopMinutes,
+		Creating:         true,
+	}
+	if rec.ID == "" {
+		rec.ID = uuid.NewString()
+	}
+	if rec.Name == "" {
+		rec.Name = rec.ID
+	}
+	if req.AutoStopInterval != nil {
+		rec.AutoStopInterval = *req.AutoStopInterval
+	}
+	return newEntry(rec), snap, nil
+}
+
+// register makes e a sandbox: in the registry, then on disk with env and its
+// first record. It holds e's persist lock until that record is on disk, so
+// that an update racing the create (a refresh by id) never writes into a
+// directory that is not yet this sandbox's. On error e is unknown again.
+func (m *Manager) register(e *entry, env map[string]string) error {
+	e.persistMu.Lock()
+	defer e.persistMu.Unlock()
+	if err := m.insert(e); err != nil {
+		return err
+	}
+	if err := m.makeDir(e.rec, env); err != nil {
+		m.forget(e)
+		return err
+	}
+	return nil
+}
+
+// rollBackCreate undoes register once nothing of e's workload runs, and
+// returns cause. Under the persist lock, so that no update racing it writes
+// into a directory that is no longer this sandbox's.
+func (m *Manager) rollBackCreate(e *entry, cause error) error {
+	e.persistMu.Lock()
+	defer e.persistMu.Unlock()
+	m.forget(e)
+	if err := m.removeDir(e.rec.ID); err != nil {
+		m.log.Error("rollback: remove sandbox directory", "sandbox", e.rec.ID, "err", err)
+	}
+	return cause
+}
+
+// forget takes e out of the registry.
+func (m *Manager) forget(e *entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sandboxes[e.rec.ID] == e {
+		delete(m.sandboxes, e.rec.ID)
+	}
+}
+
+// insert registers e unless its id or name is taken. A name may not equal
+// another sandbox's id either, since lookups accept both.
+func (m *Manager) insert(e *entry) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, o := range m.sandboxes {
+		switch {
+		case o.recovering == doingRollback && (o.rec.ID == e.rec.ID || o.rec.Name == e.rec.Name):
+			return provider.Errorf(provider.FailedPrecondition, "sandbox %s is still %s after the daemon restart; retry in a few seconds", o.rec.ID, doingRollback)
+		case o.rec.ID == e.rec.ID:
+			return provider.Errorf(provider.AlreadyExists, "a sandbox with id %q already exists: pick another id or delete it first", e.rec.ID)
+		case o.rec.Name == e.rec.Name || o.rec.ID == e.rec.Name || o.rec.Name == e.rec.ID:
+			return provider.Errorf(provider.AlreadyExists, "a sandbox named %q already exists: pick another name or delete it first", e.rec.Name)
+		}
+	}
+	m.sandboxes[e.rec.ID] = e
+	return nil
+}
+
+// makeDir makes the directory of a new sandbox with its env and first
+// record, under a staging name, and renames it into place: a directory in
+// the root is a sandbox's from the moment it exists, so anything else found
+// there is never the daemon's to remove. On error nothing is left.
+func (m *Manager) makeDir(rec *record, env map[string]string) error {
+	staged, err := m.stage(rec.ID)
+	if err != nil {
+		return provider.Errorf(provider.Internal, "create sandbox directory: %w", err)
+	}
+	err = writeEnvIn(staged, env)
+	if err != nil {
+		err = provider.Errorf(provider.Internal, "write %s: %w", envFile, err)
+	} else if err = persistIn(staged, rec); err == nil {
+		err = m.publish(staged, rec.ID)
+	}
+	if err != nil {
+		_ = os.RemoveAll(staged)
+	}
+	return err
+}
+func (m *Manager) resolve(rtName provider.Runtime, snapName string) (Snapshot, error) {
+	if _, ok := m.opts.Runtimes[rtName]; !ok {
+		return Snapshot{}, provider.Errorf(provider.PreflightFailed, "runtime %q is not enabled on this daemon (enabled: %v)", rtName, m.Runtimes())
+	}
+	snap, ok := m.opts.Snapshots[snapName]
+	if !ok {
+		return Snapshot{}, provider.Errorf(provider.PreflightFailed, "snapshot %q is not configured (configured: %s): add it to the daemon config file", snapName, strings.Join(m.Snapshots(), ", "))
+	}
+	if rtName == provider.RuntimeDocker && snap.Image == "" {
+		return Snapshot{}, provider.Errorf(provider.PreflightFailed, "snapshot %q has no image, so it cannot run on the docker runtime: set its image in the daemon config", snapName)
+	}
+	if rtName != provider.RuntimeDocker && len(snap.Command) == 0 {
+		return Snapshot{}, provider.Errorf(provider.PreflightFailed, "snapshot %q has no command, so it cannot run on the %s runtime", snapName, rtName)
+	}
+	return snap, nil
+}

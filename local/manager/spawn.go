@@ -1,0 +1,186 @@
+package manager
+
+import (
+	"context"
+
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/launcher"
+	"github.com/sandplane/sandplane/provider"
+)
+
+// spawn launches e's workload on a fresh port (its last one when free) and
+// waits until it is ready. The handle is recorded as soon as it exists so
+// that a crash from then on finds the workload. On error nothing runs and
+// the port is free again. The caller holds e.op.
+func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
+	m.mu.Lock()
+	rec := e.rec.clone()
+	m.mu.Unlock()
+	env, err := m.workloadEnv(rec.ID)
+	if err != nil {
+		return err
+	}
+	base, command := m.opts.BaseEnv, snap.Command
+	if rec.Runtime == provider.RuntimeDocker {
+		base, command = nil, snap.ImageCommand // the image brings its own
+	}
+	ready := launcher.ReadyPort
+	if snap.Ready == "none" {
+		ready = launcher.ReadyNone
+	}
+	hook := m.opts.LaunchHook
+	_, err = m.launchers[rec.Runtime].Launch(ctx, launcher.Request{
+		Spec: driver.Spec{
+			SandboxID: rec.ID,
+			Root:      m.opts.Root,
+			Dir:       m.dir(rec.ID),
+			Command:   append([]string(nil), command...),
+			Image:     snap.Image,
+			WorkDir:   snap.WorkDir,
+			User:      snap.User,
+			Labels:    cloneMap(rec.Labels),
+			Isolation: snap.Isolation,
+		},
+		PreferPort: rec.LastPort,
+		Ready:      ready,
+		Prepare: func(ctx context.Context, spec *driver.Spec) error {
+			spec.Env = spawnEnv(base, env, spec.Port)
+			if hook == nil {
+				return nil
+			}
+			if err := hook.BeforeSpawn(ctx, spec); err != nil {
+				return provider.Errorf(provider.CreateFailed, "launch hook refused the spawn: %v", err)
+			}
+			return nil
+		},
+		Record: func(h driver.Handle, port int) error {
+			_, err := m.update(e, func(r *record) { r.Handle = &h; r.Port = port; r.LastPort = port })
+			return err
+		},
+		Undo: func() {
+			if hook != nil {
+				hook.AfterExit(rec.ID)
+			}
+		},
+		Redact: newRedactor(env),
+	})
+	return err
+}
+
+// workloadEnv is the sandbox's own environment with its token: the token
+// joins it so that neither the daemon's env nor a snapshot's can replace it
+// and every redaction of env values hides it.
+func (m *Manager) workloadEnv(id string) (map[string]string, error) {
+	env, err := m.readEnv(id)
+	if err != nil {
+		return nil, provider.Errorf(provider.Internal, "read sandbox env: %w", err)
+	}
+	if env[TokenEnv], err = m.sandboxToken(id); err != nil {
+		return nil, provider.Errorf(provider.Internal, "sandbox token: %w", err)
+	}
+	return env, nil
+}
+
+// runtimeOf returns the runtime a sandbox was created on. A daemon restarted
+// without it (docker disabled, say) keeps the sandbox as recorded but cannot
+// act on it. unavailable.
+func (m *Manager) runtimeOf(r *record) (driver.Driver, error) {
+	if rt, ok := m.opts.Runtimes[r.Runtime]; ok {
+		return rt, nil
+	}
+	return nil, provider.Errorf(provider.Unavailable,
+		"sandbox %s runs on the %s runtime, which is not enabled on this daemon (enabled: %v): restart the daemon with %s available", r.ID, r.Runtime, m.Runtimes(), r.Runtime)
+}
+
+// discard kills and removes a workload that never became a started sandbox.
+func (m *Manager) discard(rt driver.Driver, h driver.Handle) {
+	m.launcherOf(rt).Discard(h)
+}
+
+// end kills and removes a workload no sandbox keeps. An error means it may
+// still run; a failed removal of what is left is only logged.
+func (m *Manager) end(rt driver.Driver, h driver.Handle) error {
+	return m.launcherOf(rt).End(context.Background(), h)
+}
+
+// launcherOf is the launcher of driver rt.
+func (m *Manager) launcherOf(rt driver.Driver) *launcher.Launcher {
+	for _, l := range m.launchers {
+		if l.Driver() == rt {
+			return l
+		}
+	}
+	panic("manager: a driver that is not among Options.Runtimes")
+}
+
+// abandon ends the workload of a create that cannot be recorded as started,
+// with the port and the launch hook that went with it.
+func (m *Manager) abandon(e *entry) {
+	m.mu.Lock()
+	rec := e.rec.clone()
+	m.mu.Unlock()
+	if rec.Handle != nil {
+		m.discard(m.opts.Runtimes[rec.Runtime], *rec.Handle)
+	}
+	m.ports.Release(rec.Port)
+	if hook := m.opts.LaunchHook; hook != nil {
+		hook.AfterExit(rec.ID)
+	}
+}
+
+// watch notices the workload's exit without anyone reading the sandbox.
+func (m *Manager) watch(e *entry) {
+	m.mu.Lock()
+	rec := e.rec
+	if rec.Handle == nil {
+		m.mu.Unlock()
+		return
+	}
+	h := *rec.Handle
+	ctx, cancel := context.WithCancel(m.ctx)
+	if e.stopWatch != nil {
+		e.stopWatch()
+	}
+	e.stopWatch = cancel
+	m.mu.Unlock()
+	rt := m.opts.Runtimes[rec.Runtime]
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		exit, err := rt.Wait(ctx, h)
+		if err != nil {
+			return // cancelled: someone else is handling this workload
+		}
+		if e.op.lock(ctx) != nil {
+			return
+		}
+		defer e.op.unlock()
+		m.markExited(e, h, exit.Reason)
+	}()
+}
+
+// markExited records that the workload behind h ended on its own. The caller
+// holds e.op. It does nothing unless h is still the sandbox's live workload.
+func (m *Manager) markExited(e *entry, h driver.Handle, reason string) {
+	m.mu.Lock()
+	rec := e.rec
+	live := m.sandboxes[rec.ID] == e && rec.State == provider.StateStarted && rec.Handle != nil && *rec.Handle == h
+	m.mu.Unlock()
+	if !live {
+		return
+	}
+	if _, err := m.update(e, func(r *record) {
+		r.State = provider.StateStopped
+		r.Port = 0
+		r.ErrorReason = reason
+		r.LastActivityAt = m.clk.Now()
+	}, emission{provider.EventStopped, ""}, bumped); err != nil {
+		// Still started on record, and in memory: the next read tries again.
+		m.log.Error("persist exit", "sandbox", rec.ID, "err", err)
+		return
+	}
+	m.ports.Release(rec.Port)
+	if m.opts.LaunchHook != nil {
+		m.opts.LaunchHook.AfterExit(rec.ID)
+	}
+}
