@@ -15,10 +15,21 @@ import (
 )
 
 func TestStatus(t *testing.T) {
-	info := func(name string) http.HandlerFunc {
+	// daemon answers /v1/info as a daemon named name does, and every other
+	// call as a daemon that accepts the client's token (or refuses it).
+	daemon := func(name string, tokenOK bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(wire.Info{Name: name, APIVersion: APIVersion})
+			switch {
+			case r.URL.Path == "/v1/info":
+				_ = json.NewEncoder(w).Encode(wire.Info{Name: name, APIVersion: APIVersion})
+			case !tokenOK:
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"missing or wrong bearer token"}}`))
+			default:
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no such sandbox"}}`))
+			}
 		}
 	}
 	refuse := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -32,9 +43,10 @@ func TestStatus(t *testing.T) {
 		code    provider.ErrorCode
 		msg     string
 	}{
-		{"a daemon answers", info("sandplane"), "", ""},
+		{"a daemon answers", daemon("sandplane", true), "", ""},
 		{"the token is refused", refuse, provider.Unauthenticated, EnvToken},
-		{"a squatter on the port", info("nginx"), provider.Unavailable, EnvURL},
+		{"info answers without the token, the rest refuses it", daemon("sandplane", false), provider.Unauthenticated, EnvToken},
+		{"a squatter on the port", daemon("nginx", true), provider.Unavailable, EnvURL},
 		{"nothing listens", nil, provider.Unavailable, "sandplane serve"},
 	}
 	for _, tt := range tests {

@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/internal/testdaemon"
+	"github.com/sandplane/sandplane/local"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -163,4 +165,33 @@ func TestToolboxNeedsTheSandboxToken(t *testing.T) {
 		require.NoError(t, d.P.Delete(ctx, s.ID))
 		assert.NoDirExists(t, filepath.Join(d.Root, s.ID))
 	})
+}
+
+// TestStatusChecksTheDaemonToken runs Status against a real daemon that
+// requires a token: GET /v1/info answers without it, so only a call that
+// needs the token tells a client that lacks it.
+func TestStatusChecksTheDaemonToken(t *testing.T) {
+	d := testdaemon.Start(t, testdaemon.Options{Token: "the-daemon-token"})
+	tests := []struct {
+		name  string
+		token string
+		code  provider.ErrorCode
+	}{
+		{"the daemon's token", "the-daemon-token", ""},
+		{"no token", "", provider.Unauthenticated},
+		{"another token", "not-the-daemon-token", provider.Unauthenticated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(local.EnvToken, "") // only the option counts
+			p, err := local.New(d.URL, local.WithToken(tt.token))
+			require.NoError(t, err)
+			st := p.Status(context.Background())
+			assert.Equal(t, tt.code, st.Code, st.Message)
+			assert.Equal(t, tt.code == "", st.OK())
+			if tt.code != "" {
+				assert.Contains(t, st.Message, local.EnvToken, "it says what to set")
+			}
+		})
+	}
 }
