@@ -73,8 +73,35 @@ func newEnv(t *testing.T, h Harness, scenario string) *env {
 		labels:   map[string]string{LabelRun: h.RunID(), LabelScenario: scenario},
 	}
 	require.Positive(t, e.minute, "the harness's minute")
+	info, err := e.p.Info(e.ctx)
+	require.NoError(t, err, "info of the provider under test")
+	require.NoError(t, minuteMismatch(e.minute, info))
 	t.Cleanup(e.sweep)
 	return e
+}
+
+// realMinute is the interval minute of a backend that does not report one:
+// a real minute, as Daytona's.
+const realMinute = time.Minute
+
+// minuteMismatch says why the harness's minute is not the one the provider
+// reports (Info.Minute; a backend that reports none runs on real minutes).
+// Every wait of the suite is in harness minutes, so a mismatch would show
+// up later as an idle clock that seems broken.
+func minuteMismatch(harness time.Duration, info *provider.Info) error {
+	reported := realMinute
+	if info.Minute != "" {
+		d, err := time.ParseDuration(info.Minute)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("the provider reports an interval minute of %q, which is not a positive duration", info.Minute)
+		}
+		reported = d
+	}
+	if reported != harness {
+		return fmt.Errorf("the harness's interval minute is %s but the provider's is %s (Info.Minute %q): every wait of the suite is in harness minutes, so make the harness's Minute the backend's (or start the backend with the harness's)",
+			harness, reported, info.Minute)
+	}
+	return nil
 }
 
 // name is a sandbox name that no other scenario or run uses.
