@@ -33,6 +33,8 @@ type Hub struct {
 	seq  int64
 	ring []provider.Event // the last ringSize events, oldest first
 	subs map[*subscriber]struct{}
+	// published counts the events by type, for the metrics.
+	published map[provider.EventType]uint64
 }
 
 type subscriber struct {
@@ -51,7 +53,18 @@ func NewHub(clk clock.Clock) *Hub {
 	// a restarted daemon are all above the old ones: a client resuming with
 	// an id from before the restart is behind the ring and gets a snapshot,
 	// never a replay of unrelated events that happen to share numbers.
-	return &Hub{clk: clk, seq: clk.Now().UnixMicro(), subs: map[*subscriber]struct{}{}}
+	return &Hub{clk: clk, seq: clk.Now().UnixMicro(), subs: map[*subscriber]struct{}{}, published: map[provider.EventType]uint64{}}
+}
+
+// Published counts the events published so far, by type.
+func (h *Hub) Published() map[provider.EventType]uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[provider.EventType]uint64, len(h.published))
+	for t, n := range h.published {
+		out[t] = n
+	}
+	return out
 }
 
 // Publish records e and hands it to every matching subscriber. It is the
@@ -60,6 +73,7 @@ func (h *Hub) Publish(e manager.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
+	h.published[e.Type]++
 	s := e.Sandbox
 	ev := provider.Event{Seq: h.seq, Type: e.Type, Time: e.Time, Sandbox: &s, Source: e.Source}
 	if len(h.ring) == ringSize {

@@ -51,6 +51,7 @@ type Options struct {
 type Server struct {
 	opts    Options
 	hub     *Hub
+	metrics *metrics
 	handler http.Handler
 }
 
@@ -69,6 +70,7 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("daemon: a hub (the manager's OnEvent) is required")
 	}
 	s := &Server{opts: opts, hub: opts.Hub}
+	s.metrics = newMetrics(s)
 	v1, err := s.v1Handler()
 	if err != nil {
 		return nil, err
@@ -76,6 +78,7 @@ func New(opts Options) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", v1)
 	mux.HandleFunc("GET /v1/events", s.events)
+	s.routeOps(mux)
 	s.routeDashboard(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, provider.Errorf(provider.NotFound, "no such page %s: the API is under /v1, the dashboard at /", r.URL.Path))
@@ -335,7 +338,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		// Open to probes, which get only what tells a sandplane daemon
 		// from a squatter.
-		if r.Method == http.MethodGet && r.URL.Path == "/v1/info" {
+		if openPath(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -363,7 +366,8 @@ func (r *statusRecorder) Flush() {
 
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// logRequests logs method, path, status and duration. Never bodies, never
+// logRequests logs method, path, status and duration, and counts them in
+// the metrics. Never bodies, never
 // query values (they may carry labels a user considers private).
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -371,8 +375,10 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		next.ServeHTTP(rec, r)
+		took := s.opts.Clock.Since(start)
+		s.metrics.observe(r, rec.status, took)
 		s.opts.Logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
-			"duration", s.opts.Clock.Since(start).Round(time.Microsecond))
+			"duration", took.Round(time.Microsecond))
 	})
 }
 

@@ -319,6 +319,28 @@ func (m *Manager) Warnings() []string {
 	return out
 }
 
+// CountKey is what Counts counts sandboxes by.
+type CountKey struct {
+	State   provider.State
+	Runtime provider.Runtime
+}
+
+// Counts is how many sandboxes are in each state on each runtime, as
+// recorded: it reads no workload, so it costs nothing to ask often (metrics).
+func (m *Manager) Counts() map[CountKey]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[CountKey]int{}
+	for _, e := range m.sandboxes {
+		st := e.rec.State
+		if e.unreadable != nil {
+			st = provider.StateError
+		}
+		out[CountKey{State: st, Runtime: e.rec.Runtime}]++
+	}
+	return out
+}
+
 // Minute is the length of one interval minute.
 func (m *Manager) Minute() time.Duration { return m.opts.Minute }
 
