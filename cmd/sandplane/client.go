@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	// Every client command takes --provider daytona:// too.
+	_ "github.com/sandplane/sandplane/daytona"
 	"github.com/sandplane/sandplane/internal/humanize"
 	"github.com/sandplane/sandplane/local"
 	"github.com/sandplane/sandplane/provider"
@@ -30,6 +32,9 @@ type clientOptions struct {
 	clk      clock.Clock
 	stdout   io.Writer
 	stderr   io.Writer
+	// events, when set, carries what a command run in a sandbox writes as
+	// JSON lines (run --json, exec --json).
+	events *jsonEvents
 }
 
 func newClientOptions(cmd *cobra.Command, withJSON bool) *clientOptions {
@@ -46,6 +51,22 @@ func (o *clientOptions) bind(cmd *cobra.Command) {
 	o.stdout, o.stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 }
 
+// streamJSON makes --json carry a command's output as JSON lines.
+func (o *clientOptions) streamJSON() {
+	if o.json {
+		o.events = newJSONEvents(o.stdout)
+	}
+}
+
+// outputs are where what a command in a sandbox writes goes: the terminal,
+// or JSON lines.
+func (o *clientOptions) outputs() (stdout, stderr io.Writer) {
+	if o.events != nil {
+		return o.events.stream("stdout"), o.events.stream("stderr")
+	}
+	return o.stdout, o.stderr
+}
+
 func (o *clientOptions) open(ctx context.Context) (provider.Provider, error) {
 	return provider.Open(ctx, o.provider)
 }
@@ -57,6 +78,26 @@ func dashboardURL(p provider.Provider) string {
 		return lp.URL() + "/"
 	}
 	return ""
+}
+
+// cliMessage is what the person at the terminal reads for err: the message
+// without its code (scripts have the exit code), in this command line's
+// terms rather than the HTTP API's.
+func cliMessage(err error) string {
+	msg := err.Error()
+	if e, ok := err.(*provider.Error); ok {
+		msg = e.Message
+	}
+	switch provider.Code(err) {
+	case provider.NotFound:
+		msg += " (sandplane ls lists the sandboxes)"
+	case provider.Unauthenticated:
+		if strings.Contains(msg, "Authorization: Bearer") {
+			// The daemon's own words are for API clients.
+			msg = "the daemon refused the request: set " + local.EnvToken + " to the token it was started with (its --token-file)"
+		}
+	}
+	return msg
 }
 
 func printJSON(w io.Writer, v any) error {

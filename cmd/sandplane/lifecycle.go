@@ -95,9 +95,10 @@ sandbox object instead.`,
 	return cmd
 }
 
-// lifecycleCmd builds stop, start and rm: one call per argument, every
-// argument tried, the first failure deciding the exit code.
-func lifecycleCmd(use, short, long, waiting string, call func(context.Context, provider.Provider, string) (any, error)) *cobra.Command {
+// lifecycleCmd builds stop, start and rm: one call per sandbox, every
+// sandbox tried, the first failure deciding the exit code. With selectable,
+// the sandboxes may be picked by --all or --label instead of named.
+func lifecycleCmd(use, short, long, waiting string, selectable bool, call func(context.Context, provider.Provider, string) (any, error)) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   use + " ID|NAME...",
 		Short: short,
@@ -105,22 +106,38 @@ func lifecycleCmd(use, short, long, waiting string, call func(context.Context, p
 		Args:  cobra.MinimumNArgs(1),
 	}
 	o := newClientOptions(cmd, true)
+	var sel selector
+	if selectable {
+		cmd.Use = use + " ID|NAME... | --all | --label KEY=VALUE..."
+		cmd.Args = cobra.ArbitraryArgs
+		sel.register(cmd)
+	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.bind(cmd)
+		if err := sel.check(args, selectable); err != nil {
+			return err
+		}
 		ctx := cmd.Context()
 		p, err := o.open(ctx)
 		if err != nil {
 			return err
 		}
+		targets, err := sel.targets(ctx, p, args)
+		if err != nil {
+			return err
+		}
+		if len(targets) == 0 {
+			fmt.Fprintln(o.stderr, "sandplane: no sandbox matches")
+		}
 		var first error
 		done := []any{}
-		for _, arg := range args {
+		for _, arg := range targets {
 			stop := progress(o.stderr, o.clk, waiting+" "+arg)
 			s, err := call(ctx, p, arg)
 			stop()
 			if err != nil {
-				if len(args) > 1 {
-					fmt.Fprintf(o.stderr, "sandplane: %s %s: %v\n", use, arg, err)
+				if len(targets) > 1 {
+					fmt.Fprintf(o.stderr, "sandplane: %s %s: %s\n", use, arg, cliMessage(err))
 				}
 				if first == nil {
 					first = err
@@ -137,19 +154,69 @@ func lifecycleCmd(use, short, long, waiting string, call func(context.Context, p
 				return err
 			}
 		}
-		if first != nil && len(args) > 1 {
-			return fmt.Errorf("%d of %d failed: %w", len(args)-len(done), len(args), first)
+		if first != nil && len(targets) > 1 {
+			return fmt.Errorf("%d of %d failed: %w", len(targets)-len(done), len(targets), first)
 		}
 		return first
 	}
 	return cmd
 }
 
+// selector picks sandboxes by label rather than by name.
+type selector struct {
+	all    bool
+	labels []string
+}
+
+func (sel *selector) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&sel.all, "all", false, "every sandbox of the provider")
+	cmd.Flags().StringArrayVarP(&sel.labels, "label", "l", nil, "the sandboxes with this label, key=value (repeatable; all must match)")
+}
+
+// check refuses a command line that names sandboxes in no way, or in two.
+func (sel *selector) check(args []string, selectable bool) error {
+	picked := sel.all || len(sel.labels) > 0
+	switch {
+	case !selectable:
+		return nil
+	case sel.all && len(sel.labels) > 0:
+		return provider.Errorf(provider.InvalidArgument, "--all picks every sandbox and --label some of them: give one of the two")
+	case picked && len(args) > 0:
+		return provider.Errorf(provider.InvalidArgument, "name the sandboxes or pick them with --all or --label, not both")
+	case !picked && len(args) == 0:
+		return provider.Errorf(provider.InvalidArgument, "name the sandboxes, or pick them with --all or --label KEY=VALUE")
+	}
+	return nil
+}
+
+// targets are the sandboxes to act on: the arguments, or the ids of what
+// the selector picks, oldest first.
+func (sel *selector) targets(ctx context.Context, p provider.Provider, args []string) ([]string, error) {
+	if !sel.all && len(sel.labels) == 0 {
+		return args, nil
+	}
+	want, err := parseKeyValues("label", sel.labels)
+	if err != nil {
+		return nil, err
+	}
+	list, err := p.List(ctx, provider.ListOptions{Labels: want})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(list))
+	for i, s := range list {
+		ids[i] = s.ID
+	}
+	return ids, nil
+}
+
 func newStopCmd() *cobra.Command {
 	return lifecycleCmd("stop", "Stop sandboxes; start brings them back with their files",
 		`Stop each sandbox's workload and keep its directory, so that start restarts it.
-Prints each argument once stopped; --json prints the sandboxes as an array.`,
-		"stopping", func(ctx context.Context, p provider.Provider, id string) (any, error) {
+The sandbox then shows the reason "stopped". Name the sandboxes, or pick them
+with --all or --label KEY=VALUE. Prints each sandbox once stopped; --json
+prints the sandboxes as an array.`,
+		"stopping", true, func(ctx context.Context, p provider.Provider, id string) (any, error) {
 			return p.Stop(ctx, id)
 		})
 }
@@ -159,7 +226,7 @@ func newStartCmd() *cobra.Command {
 		`Start each stopped sandbox with its preserved files and wait until it is
 started. Prints each argument once started; --json prints the sandboxes as an
 array.`,
-		"starting", func(ctx context.Context, p provider.Provider, id string) (any, error) {
+		"starting", false, func(ctx context.Context, p provider.Provider, id string) (any, error) {
 			return p.Start(ctx, id)
 		})
 }
@@ -168,9 +235,10 @@ func newRmCmd() *cobra.Command {
 	cmd := lifecycleCmd("rm", "Delete sandboxes: stop them and remove their files",
 		`Delete each sandbox: stop its workload and remove its directory. Deleting a
 sandbox that does not exist succeeds, so that cleanup scripts can repeat it.
-Prints each argument once deleted; --json prints the ids as an array of
-{"id"} objects.`,
-		"deleting", func(ctx context.Context, p provider.Provider, id string) (any, error) {
+Name the sandboxes, or pick them with --all or --label KEY=VALUE (rm --all
+deletes every sandbox of the provider). Prints each sandbox once deleted;
+--json prints the ids as an array of {"id"} objects.`,
+		"deleting", true, func(ctx context.Context, p provider.Provider, id string) (any, error) {
 			if err := p.Delete(ctx, id); err != nil {
 				return nil, err
 			}

@@ -22,8 +22,9 @@ func newLogsCmd() *cobra.Command {
 		Short: "Print a sandbox's entrypoint logs",
 		Long: `Print what the sandbox's workload wrote: its stdout to stdout, its stderr to
 stderr, with secret values redacted. -f keeps printing what it writes next
-until the sandbox stops or is deleted, or Ctrl-C. --json prints the logs
-object ({stdout, stderr, output}) once.`,
+until the sandbox stops or is deleted, and then says which and why (on
+stderr), or until Ctrl-C. --json prints the logs object ({stdout, stderr,
+output}) once.`,
 		Args: cobra.ExactArgs(1),
 	}
 	o := newClientOptions(cmd, true)
@@ -52,7 +53,7 @@ object ({stdout, stderr, output}) once.`,
 			_, err = io.WriteString(o.stderr, logs.Stderr)
 			return err
 		}
-		_, err = followLogs(ctx, p, o.clk, args[0], o.stdout, o.stderr, followInterval)
+		_, err = followLogs(ctx, p, o.clk, args[0], o.stdout, o.stderr, o.stderr, followInterval)
 		if ctx.Err() != nil {
 			return nil // Ctrl-C is how a person ends -f
 		}
@@ -62,16 +63,17 @@ object ({stdout, stderr, output}) once.`,
 }
 
 // followLogs copies the sandbox's entrypoint output as it grows until the
-// sandbox leaves the started state, and returns the sandbox as it last saw
-// it. The state is read before the logs, so the last logs read after the
-// workload ended hold all it wrote. A deleted sandbox ends it with nil.
-func followLogs(ctx context.Context, p provider.Provider, clk clock.Clock, id string, stdout, stderr io.Writer, every time.Duration) (*provider.Sandbox, error) {
+// sandbox leaves the started state, says on notes why it ended, and returns
+// the sandbox as it last saw it. The state is read before the logs, so the
+// last logs read after the workload ended hold all it wrote. A deleted
+// sandbox ends it with nil.
+func followLogs(ctx context.Context, p provider.Provider, clk clock.Clock, id string, stdout, stderr, notes io.Writer, every time.Duration) (*provider.Sandbox, error) {
 	var out, errOut growing
 	seen := false
 	for {
 		s, err := p.Get(ctx, id)
 		if provider.IsNotFound(err) && seen {
-			fmt.Fprintf(stderr, "sandplane: sandbox %s was deleted\n", id)
+			fmt.Fprintf(notes, "sandplane: sandbox %s was deleted\n", id)
 			return nil, nil
 		}
 		if err != nil {
@@ -91,12 +93,21 @@ func followLogs(ctx context.Context, p provider.Provider, clk clock.Clock, id st
 			}
 		}
 		if s.State != provider.StateStarted && s.State != provider.StateStarting {
+			fmt.Fprintf(notes, "sandplane: sandbox %s is %s%s\n", id, s.State, reasonSuffix(s))
 			return s, nil
 		}
 		if err := clock.Sleep(ctx, clk, every); err != nil {
 			return s, err
 		}
 	}
+}
+
+// reasonSuffix says why a sandbox stopped, when it says: " (exited: code 0)".
+func reasonSuffix(s *provider.Sandbox) string {
+	if s.ErrorReason == "" {
+		return ""
+	}
+	return " (" + s.ErrorReason + ")"
 }
 
 // growing remembers how much of a growing log was already written.

@@ -13,20 +13,29 @@ import (
 )
 
 func newLsCmd() *cobra.Command {
-	var labels []string
+	var (
+		labels []string
+		quiet  bool
+	)
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List sandboxes, oldest first",
 		Long: `List sandboxes, oldest first, as the dashboard shows them. IDLE is the time
-since the last activity against the auto-stop window ("45s/15m0s").
---json prints the API's sandbox objects as an array.`,
+since the last activity against the auto-stop window ("45s/15m0s"); REASON
+says why a sandbox last stopped ("stopped" by a person, "auto_stopped",
+"exited: code 0"...). -q prints only the ids, one per line; --json prints the
+API's sandbox objects as an array.`,
 		Args: cobra.NoArgs,
 	}
 	o := newClientOptions(cmd, true)
 	cmd.Flags().StringArrayVarP(&labels, "label", "l", nil, "only sandboxes with this label, key=value (repeatable; all must match)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the ids")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		o.bind(cmd)
+		if quiet && o.json {
+			return provider.Errorf(provider.InvalidArgument, "-q and --json do not go together: -q prints ids, --json whole sandboxes")
+		}
 		want, err := parseKeyValues("label", labels)
 		if err != nil {
 			return err
@@ -43,8 +52,14 @@ since the last activity against the auto-stop window ("45s/15m0s").
 		if list == nil {
 			list = []provider.Sandbox{}
 		}
-		if o.json {
+		switch {
+		case o.json:
 			return printJSON(o.stdout, list)
+		case quiet:
+			for _, s := range list {
+				fmt.Fprintln(o.stdout, s.ID)
+			}
+			return nil
 		}
 		return printTable(o.stdout, list, o.clk.Now(), minuteOf(ctx, p))
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -13,9 +14,6 @@ import (
 	"github.com/sandplane/sandplane/provider"
 )
 
-// version is stamped by the Makefile (-ldflags "-X main.version=...").
-var version = ""
-
 func main() {
 	// A native sandbox's init is this binary re-executed: it runs here and
 	// exits, before anything else.
@@ -23,11 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRootCmd().ExecuteContext(ctx); err != nil {
-		msg := err.Error()
-		if e, ok := err.(*provider.Error); ok {
-			msg = e.Message // the code is for scripts, and they have the exit code
-		}
-		fmt.Fprintln(os.Stderr, "sandplane:", msg)
+		fmt.Fprintln(os.Stderr, "sandplane:", cliMessage(err))
 		os.Exit(exitCode(err))
 	}
 }
@@ -39,21 +33,50 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       versionString(),
+		// Suggestions for a mistyped command ("lss": did you mean ls?).
+		SuggestionsMinimumDistance: 2,
+		// Without it cobra reports an unknown command as a plain error,
+		// which would not exit with the usage code.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			hint := ""
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				hint = " (did you mean " + strings.Join(s, " or ") + "?)"
+			}
+			return provider.Errorf(provider.InvalidArgument, "unknown command %q%s: see sandplane --help", args[0], hint)
+		},
 	}
 	// A bad flag is a usage error, and scripts get its exit code (2).
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return provider.Errorf(provider.InvalidArgument, "%v (see %s --help)", err, cmd.CommandPath())
 	})
 	root.AddCommand(newServeCmd(), newToolboxCmd(), newSimCmd(),
-		newRunCmd(), newLsCmd(), newCreateCmd(), newStopCmd(), newStartCmd(), newRmCmd(), newLogsCmd(), newWatchCmd(), newInfoCmd(), newRelayCmd(), newImageCmd())
+		newRunCmd(), newExecCmd(), newLsCmd(), newCreateCmd(), newStopCmd(), newStartCmd(), newRmCmd(),
+		newLogsCmd(), newWatchCmd(), newInfoCmd(), newRelayCmd(), newImageCmd(), newVersionCmd())
+	usageArgs(root)
 	return root
 }
 
-func versionString() string {
-	if version != "" {
-		return version
+// usageArgs makes every wrong count of arguments a usage error, exit code
+// 2, as a bad flag is: cobra's own checks return plain errors.
+func usageArgs(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				if provider.Code(err) != provider.Internal {
+					return err // already coded
+				}
+				return provider.Errorf(provider.InvalidArgument, "%v (see %s --help)", err, c.CommandPath())
+			}
+			return nil
+		}
 	}
-	return toolboxVersion()
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
 }
 
 // exitCode gives scripts a stable meaning per error class.

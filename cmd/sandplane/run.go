@@ -53,18 +53,25 @@ While the command runs, run keeps the sandbox from auto-stopping. It prints
 "Sandbox: <id>" and the dashboard's address on stderr. --rm deletes the
 sandbox when the command ends, when the reader of the output goes away (exit
 code 141, as for SIGPIPE), or on Ctrl-C (exit code 130; press it again to
-leave the sandbox as it is).
+leave the sandbox as it is). A COMMAND that does not exist in the sandbox
+exits with 127 and "command not found".
+
+--json prints one JSON object per line on stdout instead of the output:
+{"type":"sandbox","sandbox":{...}} once it is started, {"type":"stdout",
+"data":"..."} and {"type":"stderr","data":"..."} as the command writes, and
+{"type":"exit","exitCode":N} last.
 
 Commands run through the sandbox's toolbox API, so any provider whose
 sandboxes serve one works: the local daemon's default snapshot, Daytona.`,
 		Args: cobra.ArbitraryArgs,
 	}
 	cmd.Flags().SetInterspersed(false) // run -- ls -l: the flags after COMMAND are its own
-	o := newClientOptions(cmd, false)
+	o := newClientOptions(cmd, true)
 	f.register(cmd)
 	cmd.Flags().BoolVar(&rm, "rm", false, "delete the sandbox when the command ends or on Ctrl-C")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.bind(cmd)
+		o.streamJSON()
 		req, err := f.request(cmd)
 		if err != nil {
 			return err
@@ -72,18 +79,32 @@ sandboxes serve one works: the local daemon's default snapshot, Daytona.`,
 		if req.Name == "" {
 			req.Name = "run-" + randomSuffix() // shorter to read than a uuid
 		}
+		if len(args) == 0 {
+			fmt.Fprintln(o.stderr, "sandplane: no COMMAND given: following the snapshot's own workload until it ends, which a server never does; Ctrl-C stops")
+		}
 		code, err := runInSandbox(cmd.Context(), o, req, args, rm)
-		if err != nil {
-			return err
-		}
-		if code != 0 {
-			// The command's own code, now that every cleanup has run;
-			// main only knows the codes of errors.
-			os.Exit(code)
-		}
-		return nil
+		return exitWith(o, code, err)
 	}
 	return cmd
+}
+
+// exitWith ends a command that ran something in a sandbox: with err, or
+// with the code of what ran, reported as the last JSON line under --json.
+func exitWith(o *clientOptions, code int, err error) error {
+	if err != nil {
+		return err
+	}
+	if o.events != nil {
+		if err := o.events.exit(code); err != nil {
+			return err
+		}
+	}
+	if code != 0 {
+		// The command's own code, now that every cleanup has run; main
+		// only knows the codes of errors.
+		os.Exit(code)
+	}
+	return nil
 }
 
 // runInSandbox is run without the exit: it returns the command's code, or
@@ -114,6 +135,11 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 	fmt.Fprintf(o.stderr, "Sandbox: %s\n", s.ID)
 	if d := dashboardURL(p); d != "" {
 		fmt.Fprintf(o.stderr, "Dashboard: %s\n", d)
+	}
+	if o.events != nil {
+		if err := o.events.sandbox(s); err != nil {
+			return 0, err
+		}
 	}
 	if rm {
 		defer func() {
@@ -146,29 +172,61 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 // there are none, keeping s from auto-stopping meanwhile, and returns the
 // exit code.
 func attach(ctx context.Context, p provider.Provider, o *clientOptions, s *provider.Sandbox, args []string) (int, error) {
-	kctx, stopKeepAlive := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { keepAlive(kctx, p, o.clk, s, minuteOf(ctx, p)) })
-	// No refresh may still be on its way when --rm deletes the sandbox.
-	defer wg.Wait()
-	defer stopKeepAlive()
-
+	defer keepAliveWhile(ctx, p, o, s)()
+	stdout, stderr := o.outputs()
 	if len(args) == 0 {
-		last, err := followLogs(ctx, p, o.clk, s.ID, o.stdout, o.stderr, followInterval)
+		last, err := followLogs(ctx, p, o.clk, s.ID, stdout, stderr, o.stderr, followInterval)
 		if err != nil {
 			return 0, err
 		}
 		return workloadCode(last), nil
 	}
-	tb, ok := p.(provider.Toolboxer)
-	if !ok {
-		return 0, provider.Errorf(provider.Unsupported, "provider %s cannot run commands in sandboxes: run without a COMMAND to follow the snapshot's own workload", p.Traits().Name)
-	}
-	base, header, err := tb.Toolbox(ctx, s.ID)
+	tb, err := toolboxOf(ctx, p, o, s.ID, "run without a COMMAND to follow the snapshot's own workload")
 	if err != nil {
 		return 0, err
 	}
-	return client.New(base, header, client.WithClock(o.clk)).Run(ctx, shellJoin(args), o.stdout, o.stderr)
+	return tb.Run(ctx, commandLine(args, false), stdout, stderr)
+}
+
+// keepAliveWhile keeps s from auto-stopping until the returned function is
+// called, which returns once no refresh is on its way any more (so that
+// --rm never races one).
+func keepAliveWhile(ctx context.Context, p provider.Provider, o *clientOptions, s *provider.Sandbox) (stop func()) {
+	kctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { keepAlive(kctx, p, o.clk, s, minuteOf(ctx, p)) })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// toolboxOf is a client of the sandbox's toolbox. unsupported: the
+// provider has none, and instead says what to do.
+func toolboxOf(ctx context.Context, p provider.Provider, o *clientOptions, id, instead string) (*client.Client, error) {
+	tb, ok := p.(provider.Toolboxer)
+	if !ok {
+		return nil, provider.Errorf(provider.Unsupported, "provider %s cannot run commands in sandboxes: %s", p.Traits().Name, instead)
+	}
+	base, header, err := tb.Toolbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(base, header, client.WithClock(o.clk)), nil
+}
+
+// commandLine is the shell line that runs args, or, when replace is set,
+// replaces the shell with them. A program the sandbox lacks is reported as
+// "command not found" with exit code 127, whatever the sandbox's shell
+// would say; its stdin, when it has one, stays the program's.
+func commandLine(args []string, replace bool) string {
+	prog := shellJoin(args[:1])
+	run, fail := shellJoin(args), "(exit 127)" // a session's shell must live on
+	if replace {
+		run, fail = "exec "+run, "exec sh -c 'exit 127'" // an interactive shell's exit would print "exit"
+	}
+	return "if command -v " + prog + " >/dev/null 2>&1; then " + run +
+		"; else printf 'sandplane: %s: command not found\\n' " + prog + " >&2; " + fail + "; fi"
 }
 
 // keepAlive refreshes the sandbox's activity often enough that it never

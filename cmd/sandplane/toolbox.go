@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -183,12 +182,4 @@ func toolboxListenAddr(listen, port string) (string, error) {
 		return "", fmt.Errorf("toolbox: PORT %q is not a port number", port)
 	}
 	return net.JoinHostPort("127.0.0.1", port), nil
-}
-
-// toolboxVersion is the module version stamped into the binary, or "dev".
-func toolboxVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
 }

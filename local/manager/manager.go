@@ -383,7 +383,7 @@ func (m *Manager) lookupLocked(idOrName string) (*entry, error) {
 			return e, nil
 		}
 	}
-	return nil, provider.Errorf(provider.NotFound, "sandbox %q not found: list sandboxes with GET /v1/sandboxes", idOrName)
+	return nil, provider.Errorf(provider.NotFound, "sandbox %q not found: no sandbox has that id or name", idOrName)
 }
 
 func (m *Manager) entries() []*entry {

@@ -1,0 +1,379 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/internal/testdaemon"
+	"github.com/sandplane/sandplane/provider"
+)
+
+// These tests run the built binary, as a user would, against a daemon
+// process and against a simulator process: every client command, its
+// output and its exit code.
+
+func TestUsageErrorsExitWithTwo(t *testing.T) {
+	d := startCLIDaemon(t)
+	require.Equal(t, 0, d.cli(t, "create", "--name", "here").code)
+	tests := []struct {
+		name string
+		args []string
+		say  string
+	}{
+		{"logs without an id", []string{"logs"}, "accepts 1 arg"},
+		{"an unknown command", []string{"lss"}, `unknown command "lss" (did you mean`},
+		{"an unknown flag", []string{"ls", "--nope"}, "unknown flag"},
+		{"stop with an argument too many for a selector", []string{"stop", "--all", "here"}, "not both"},
+		{"rm without sandboxes", []string{"rm"}, "--all or --label"},
+		{"rm with both selectors", []string{"rm", "--all", "--label", "a=b"}, "one of the two"},
+		{"exec without a command", []string{"exec", "here"}, "at least 2 arg"},
+		{"exec with -- and no command", []string{"exec", "here", "--"}, "no COMMAND"},
+		{"exec -it without a terminal", []string{"exec", "-it", "here", "--", "true"}, "needs a terminal on stdin"},
+		{"exec -i alone", []string{"exec", "-i", "here", "--", "true"}, "-i and -t go together"},
+		{"ls -q with --json", []string{"ls", "-q", "--json"}, "do not go together"},
+		{"version with an argument", []string{"version", "now"}, "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := d.cli(t, tt.args...)
+			assert.Equal(t, 2, r.code, "stderr: %s", r.stderr)
+			assert.Contains(t, r.stderr, tt.say)
+		})
+	}
+}
+
+func TestExec(t *testing.T) {
+	d := startCLIDaemon(t)
+	require.Equal(t, 0, d.cli(t, "create", "--name", "box").code)
+	require.Equal(t, 0, d.cli(t, "create", "--name", "parked").code)
+	require.Equal(t, 0, d.cli(t, "stop", "parked").code)
+	tests := []struct {
+		name           string
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{"output and exit code", []string{"exec", "box", "--", "sh", "-c", "echo out; echo err >&2; exit 3"}, 3, "out\n", "err\n"},
+		{"without --", []string{"exec", "box", "printf", "%s|", "a b", "it's"}, 0, "a b|it's|", ""},
+		{"the command's own flags", []string{"exec", "box", "--", "ls", "-d", "/"}, 0, "/\n", ""},
+		{"a missing program", []string{"exec", "box", "--", "no-such-program-here"}, 127, "", "sandplane: no-such-program-here: command not found\n"},
+		{"a stopped sandbox", []string{"exec", "parked", "--", "true"}, 2, "", "start it first (sandplane start parked)"},
+		{"a missing sandbox", []string{"exec", "nope", "--", "true"}, 3, "", "(sandplane ls lists the sandboxes)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := d.cli(t, tt.args...)
+			assert.Equal(t, tt.code, r.code, "stderr: %s", r.stderr)
+			assert.Equal(t, tt.stdout, r.stdout)
+			assert.Contains(t, r.stderr, tt.stderr)
+			assert.NotContains(t, r.stderr, "eval", "no shell internals")
+		})
+	}
+
+	t.Run("--json", func(t *testing.T) {
+		r := d.cli(t, "exec", "--json", "box", "--", "sh", "-c", "echo out; echo err >&2; exit 4")
+		assert.Equal(t, 4, r.code, r.stderr)
+		events := outputEvents(t, r.stdout)
+		assert.Equal(t, []outputEvent{
+			{Type: "stdout", Data: "out\n"},
+			{Type: "stderr", Data: "err\n"},
+			{Type: "exit", ExitCode: ptr(4)},
+		}, events)
+	})
+}
+
+func TestExecOnATerminal(t *testing.T) {
+	d := startCLIDaemon(t)
+	require.Equal(t, 0, d.cli(t, "create", "--name", "tty").code)
+	// run starts the binary on a terminal of 101x33; the copy of its
+	// output ends once it has exited and everything it wrote is read.
+	type onTerminal struct {
+		cmd    *exec.Cmd
+		term   *os.File
+		out    *testdaemon.Buffer
+		copied chan struct{}
+	}
+	run := func(t *testing.T, args ...string) *onTerminal {
+		r := &onTerminal{cmd: exec.Command(testdaemon.Binary(t), args...), out: &testdaemon.Buffer{}, copied: make(chan struct{})}
+		r.cmd.Env = cliEnv(d.url)
+		var err error
+		r.term, err = pty.StartWithSize(r.cmd, &pty.Winsize{Rows: 33, Cols: 101})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = r.term.Close() })
+		go func() { _, _ = io.Copy(r.out, r.term); close(r.copied) }()
+		return r
+	}
+	exitCode := func(t *testing.T, r *onTerminal) int {
+		done := make(chan error, 1)
+		go func() { done <- r.cmd.Wait() }()
+		select {
+		case err := <-done:
+			select {
+			case <-r.copied:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the terminal's output never ended")
+			}
+			var ee *exec.ExitError
+			if err != nil {
+				require.ErrorAs(t, err, &ee)
+				return ee.ExitCode()
+			}
+			return 0
+		case <-time.After(60 * time.Second):
+			_ = r.cmd.Process.Kill()
+			t.Fatal("exec -it did not end")
+			return -1
+		}
+	}
+
+	t.Run("input, size and exit code", func(t *testing.T) {
+		r := run(t, "exec", "-it", "tty", "--", "sh", "-c", "stty size; read line; echo got:$line; exit 5")
+		require.Eventually(t, func() bool { return strings.Contains(r.out.String(), "33 101") }, 30*time.Second, 10*time.Millisecond,
+			"the remote terminal has this one's size: %q", r.out)
+		_, err := r.term.Write([]byte("hello\r"))
+		require.NoError(t, err)
+		assert.Equal(t, 5, exitCode(t, r), "output: %q", r.out)
+		assert.Contains(t, r.out.String(), "got:hello")
+		assert.NotContains(t, r.out.String(), "__sandplane", "the shell's prompt and echo are hidden")
+		assert.NotContains(t, r.out.String(), "exec ", "the command line is not shown")
+	})
+	t.Run("a missing program", func(t *testing.T) {
+		r := run(t, "exec", "-it", "tty", "--", "no-such-program-here")
+		assert.Equal(t, 127, exitCode(t, r), "output: %q", r.out)
+		assert.Equal(t, "sandplane: no-such-program-here: command not found\r\n", r.out.String())
+	})
+}
+
+func TestRunJSONAndItsWarnings(t *testing.T) {
+	d := startCLIDaemon(t)
+	r := d.cli(t, "run", "--rm", "--json", "--", "sh", "-c", "echo out; sleep 0.2; echo err >&2; exit 3")
+	assert.Equal(t, 3, r.code, r.stderr)
+	events := outputEvents(t, r.stdout)
+	require.Len(t, events, 4, "sandbox, stdout, stderr, exit: %s", r.stdout)
+	assert.Equal(t, "sandbox", events[0].Type)
+	require.NotNil(t, events[0].Sandbox)
+	assert.Equal(t, sandboxID(t, r.stderr), events[0].Sandbox.ID)
+	assert.Equal(t, provider.StateStarted, events[0].Sandbox.State)
+	assert.Equal(t, []outputEvent{{Type: "stdout", Data: "out\n"}, {Type: "stderr", Data: "err\n"}, {Type: "exit", ExitCode: ptr(3)}}, events[1:])
+
+	r = d.cli(t, "run", "--rm", "--snapshot", "exits-four")
+	assert.Equal(t, 4, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "sandplane: no COMMAND given: following the snapshot's own workload until it ends")
+	assert.Contains(t, r.stderr, "is stopped (exited: code 4)", "it says why it ended")
+	d.assertNothingLeft(t)
+}
+
+func TestSelectorsQuietListAndStopReason(t *testing.T) {
+	d := startCLIDaemon(t)
+	ids := map[string]string{}
+	for _, c := range []struct{ name, team string }{{"a1", "a"}, {"a2", "a"}, {"b1", "b"}} {
+		r := d.cli(t, "create", "--name", c.name, "--label", "team="+c.team)
+		require.Equal(t, 0, r.code, r.stderr)
+		ids[c.name] = strings.TrimSpace(r.stdout)
+	}
+	r := d.cli(t, "ls", "-q")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, ids["a1"]+"\n"+ids["a2"]+"\n"+ids["b1"]+"\n", r.stdout, "ids only, oldest first")
+	r = d.cli(t, "ls", "-q", "--label", "team=b")
+	assert.Equal(t, ids["b1"]+"\n", r.stdout)
+
+	r = d.cli(t, "stop", "--label", "team=a")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, ids["a1"]+"\n"+ids["a2"]+"\n", r.stdout, "each one stopped")
+	r = d.cli(t, "ls", "--json")
+	var list []provider.Sandbox
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
+	for _, s := range list {
+		if s.Labels["team"] == "a" {
+			assert.Equal(t, provider.StateStopped, s.State, s.Name)
+			assert.Equal(t, "stopped", s.ErrorReason, "a manual stop says so")
+		} else {
+			assert.Equal(t, provider.StateStarted, s.State, s.Name)
+		}
+	}
+	r = d.cli(t, "ls")
+	assert.Regexp(t, `(?m)^`+ids["a1"]+`\s+a1\s+stopped\s+native\s+-\s+\S+\s+\S+\s+stopped\s+cli$`, r.stdout, "REASON shows it")
+
+	r = d.cli(t, "rm", "--label", "team=nobody")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "no sandbox matches")
+	r = d.cli(t, "rm", "--label", "team=a", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.JSONEq(t, `[{"id":"`+ids["a1"]+`"},{"id":"`+ids["a2"]+`"}]`, r.stdout)
+	r = d.cli(t, "rm", "--all")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, ids["b1"]+"\n", r.stdout)
+	d.assertNothingLeft(t)
+}
+
+func TestLogsFollowSaysWhyItEnded(t *testing.T) {
+	d := startCLIDaemon(t)
+	r := d.cli(t, "create", "--name", "short", "--snapshot", "exits-four")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = d.cli(t, "logs", "-f", "short")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "from-entrypoint\n", r.stdout)
+	assert.Contains(t, r.stderr, "sandplane: sandbox short is stopped (exited: code 4)\n")
+}
+
+func TestHintsSpeakTheCommandLine(t *testing.T) {
+	d := startCLIDaemon(t)
+	r := d.cli(t, "logs", "nope")
+	assert.Equal(t, 3, r.code)
+	assert.Contains(t, r.stderr, "sandplane ls")
+	assert.NotContains(t, r.stderr, "/v1/")
+
+	locked := testdaemon.Start(t, testdaemon.Options{Token: "cli-token"})
+	r = (&cliDaemon{url: locked.URL}).cli(t, "ls")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "set SANDPLANE_TOKEN to the token it was started with")
+	assert.NotContains(t, r.stderr, "Authorization: Bearer")
+}
+
+func TestVersion(t *testing.T) {
+	d := startCLIDaemon(t)
+	out, err := exec.Command("go", "version", "-m", testdaemon.Binary(t)).Output()
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^\tmod\tgithub.com/sandplane/sandplane\t(\S+)`).FindSubmatch(out)
+	require.NotNil(t, m, "go version -m: %s", out)
+	want := string(m[1])
+	if want == "(devel)" {
+		want = "dev" // no module version, and this build stamps none
+	}
+	r := d.cli(t, "version")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.True(t, strings.HasPrefix(r.stdout, "sandplane "+want+"\n"), r.stdout)
+	r = d.cli(t, "version", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var v versionInfo
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+	assert.Equal(t, want, v.Version)
+	assert.Equal(t, "v1", v.APIVersion)
+	r = d.cli(t, "--version")
+	assert.Equal(t, "sandplane version "+want+"\n", r.stdout)
+}
+
+// cliSim is a `sandplane sim` process with native sandboxes.
+type cliSim struct{ url string }
+
+func startCLISim(t *testing.T) *cliSim {
+	t.Helper()
+	addr, root := testdaemon.FreeAddr(t), t.TempDir()
+	t.Cleanup(func() { testdaemon.KillMarked(t, root) })
+	cmd := exec.Command(testdaemon.Binary(t), "sim", "--listen", addr, "--root", root, "--admin-key", "cli-test-admin")
+	stderr := &testdaemon.Buffer{}
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "export ") }, 30*time.Second, 10*time.Millisecond,
+		"the simulator did not start: %s", stderr)
+	return &cliSim{url: "http://" + addr + "/api"}
+}
+
+// cli runs the binary with the Daytona SDKs' settings pointing at s; the
+// provider is the flag's when args give one, else $SANDBOX_PROVIDER's.
+func (s *cliSim) cli(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testdaemon.Binary(t), args...)
+	cmd.Env = append(cliEnv("http://127.0.0.1:1"), "DAYTONA_API_URL="+s.url, "DAYTONA_API_KEY=cli-test-key", provider.EnvProvider+"=daytona://")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "sandplane %v: %s", args, stderr.String())
+		code = ee.ExitCode()
+	}
+	return result{stdout.String(), stderr.String(), code}
+}
+
+func TestCommandsAgainstTheSimulator(t *testing.T) {
+	s := startCLISim(t)
+
+	r := s.cli(t, "run", "--provider", "daytona://", "--rm", "--", "sh", "-c", "echo hello from $DAYTONA_SANDBOX_ID; exit 6")
+	assert.Equal(t, 6, r.code, r.stderr)
+	assert.Equal(t, "hello from "+sandboxID(t, r.stderr)+"\n", r.stdout)
+
+	r = s.cli(t, "create", "--name", "sim-box", "--label", "team=a")
+	require.Equal(t, 0, r.code, r.stderr)
+	id := strings.TrimSpace(r.stdout)
+	r = s.cli(t, "ls", "-q")
+	assert.Equal(t, id+"\n", r.stdout, "the run's sandbox is gone: %s", r.stderr)
+	r = s.cli(t, "ls")
+	assert.Regexp(t, `(?m)^`+id+`\s+sim-box\s+started\s`, r.stdout)
+
+	r = s.cli(t, "exec", "sim-box", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+	assert.Equal(t, 3, r.code, r.stderr)
+	assert.Equal(t, "out\n", r.stdout)
+	assert.Equal(t, "err\n", r.stderr)
+	r = s.cli(t, "exec", "--json", "sim-box", "--", "no-such-program-here")
+	assert.Equal(t, 127, r.code, r.stderr)
+	assert.Equal(t, []outputEvent{{Type: "stderr", Data: "sandplane: no-such-program-here: command not found\n"}, {Type: "exit", ExitCode: ptr(127)}},
+		outputEvents(t, r.stdout))
+	r = s.cli(t, "run", "--rm", "--json", "--", "echo", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	events := outputEvents(t, r.stdout)
+	require.Len(t, events, 3, r.stdout)
+	assert.Equal(t, []outputEvent{{Type: "stdout", Data: "json\n"}, {Type: "exit", ExitCode: ptr(0)}}, events[1:])
+
+	r = s.cli(t, "stop", "--label", "team=a")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, id+"\n", r.stdout)
+	r = s.cli(t, "start", "sim-box")
+	assert.Equal(t, 0, r.code, r.stderr)
+	r = s.cli(t, "info")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^provider: +daytona$`, r.stdout)
+	r = s.cli(t, "logs", "sim-box")
+	assert.Equal(t, 1, r.code, "Daytona keeps no entrypoint logs")
+	assert.Contains(t, r.stderr, "entrypoint logs")
+	r = s.cli(t, "exec", "nope", "--", "true")
+	assert.Equal(t, 3, r.code, r.stderr)
+	r = s.cli(t, "rm", "--all")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, id+"\n", r.stdout)
+	r = s.cli(t, "ls", "-q")
+	assert.Empty(t, r.stdout)
+}
+
+// outputEvents parses JSON lines of run --json and exec --json.
+func outputEvents(t *testing.T, stdout string) []outputEvent {
+	t.Helper()
+	var out []outputEvent
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	for sc.Scan() {
+		var ev outputEvent
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &ev), "line %q", sc.Text())
+		out = append(out, ev)
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }

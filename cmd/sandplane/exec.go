@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/toolbox/client"
+)
+
+type execFlags struct {
+	interactive, tty bool
+}
+
+func newExecCmd() *cobra.Command {
+	var f execFlags
+	cmd := &cobra.Command{
+		Use:   "exec [flags] ID|NAME [--] COMMAND [ARG...]",
+		Short: "Run a command in a started sandbox, stream its output, exit with its code",
+		Long: `Run COMMAND in the sandbox ID|NAME, stream its stdout and stderr, and exit
+with its exit code, keeping the sandbox from auto-stopping meanwhile. The
+arguments are passed as they are, one word each; for shell syntax, run
+sh -c '...'. A COMMAND that does not exist exits with 127 and "command not
+found"; Ctrl-C ends the command and exits with 130.
+
+-it runs it on a terminal of the sandbox with this one's input, as a shell
+would (a REPL, an editor); the command's output then comes as the terminal
+shows it, stdout and stderr together. It needs a terminal on stdin.
+
+--json prints {"type":"stdout","data":"..."}, {"type":"stderr","data":"..."}
+and a last {"type":"exit","exitCode":N} as JSON lines instead of the output.
+
+Commands run through the sandbox's toolbox API (its session API, or its
+terminal API for -it), so it works on any provider whose sandboxes serve one:
+the local daemon's default snapshot, Daytona.`,
+		Args: cobra.MinimumNArgs(2),
+	}
+	// exec ID ls -l: the flags after ID are the command's.
+	cmd.Flags().SetInterspersed(false)
+	o := newClientOptions(cmd, true)
+	cmd.Flags().BoolVarP(&f.interactive, "interactive", "i", false, "send this terminal's input (with -t)")
+	cmd.Flags().BoolVarP(&f.tty, "tty", "t", false, "run on a terminal of the sandbox (with -i)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		o.bind(cmd)
+		id, command, err := execArgs(args)
+		if err != nil {
+			return err
+		}
+		if err := f.check(o); err != nil {
+			return err
+		}
+		o.streamJSON()
+		code, err := execInSandbox(cmd.Context(), o, id, command, f.tty)
+		return exitWith(o, code, err)
+	}
+	return cmd
+}
+
+// execArgs splits exec's arguments into the sandbox and the command; a "--"
+// between them is dropped.
+func execArgs(args []string) (id string, command []string, err error) {
+	id, command = args[0], args[1:]
+	if len(command) > 0 && command[0] == "--" {
+		command = command[1:]
+	}
+	if len(command) == 0 {
+		return "", nil, provider.Errorf(provider.InvalidArgument, "no COMMAND to run in %s (see sandplane exec --help)", id)
+	}
+	return id, command, nil
+}
+
+// check refuses the flag combinations exec cannot honour, as usage errors.
+func (f execFlags) check(o *clientOptions) error {
+	switch {
+	case f.interactive != f.tty:
+		return provider.Errorf(provider.InvalidArgument, "-i and -t go together (-it): exec without them streams the output, exec -it runs on a terminal")
+	case f.tty && o.json:
+		return provider.Errorf(provider.InvalidArgument, "-it and --json do not go together: a terminal is for a person, --json for a script")
+	case f.tty && !isTerminal(os.Stdin):
+		return provider.Errorf(provider.InvalidArgument, "exec -it needs a terminal on stdin, and stdin is a pipe or a file: run it from a terminal, or drop -it to stream the output")
+	}
+	return nil
+}
+
+// execInSandbox runs command in the started sandbox idOrName and returns its
+// exit code, or interruptedCode when ctx ended first.
+func execInSandbox(ctx context.Context, o *clientOptions, idOrName string, command []string, tty bool) (int, error) {
+	p, err := o.open(ctx)
+	if err != nil {
+		return 0, err
+	}
+	signal.Ignore(syscall.SIGPIPE) // a reader that goes away is EPIPE, below
+	s, err := p.Get(ctx, idOrName)
+	if err != nil {
+		return 0, err
+	}
+	if s.State != provider.StateStarted {
+		return 0, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first (sandplane start %s)", s.ID, s.State, idOrName)
+	}
+	defer keepAliveWhile(ctx, p, o, s)()
+	tb, err := toolboxOf(ctx, p, o, s.ID, "follow its workload with sandplane logs -f instead")
+	if err != nil {
+		return 0, err
+	}
+	var code int
+	if tty {
+		code, err = onTerminal(ctx, tb, commandLine(command, true))
+	} else {
+		stdout, stderr := o.outputs()
+		code, err = tb.Run(ctx, commandLine(command, false), stdout, stderr)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return interruptedCode, nil
+	case errors.Is(err, syscall.EPIPE):
+		return brokenPipeCode, nil
+	}
+	return code, err
+}
+
+// onTerminal runs command on a terminal of the sandbox with this process's
+// terminal in raw mode, so that every key (Ctrl-C included) goes to the
+// command, and passes size changes on.
+func onTerminal(ctx context.Context, tb *client.Client, command string) (int, error) {
+	in := int(os.Stdin.Fd())
+	state, err := term.MakeRaw(in)
+	if err != nil {
+		return 0, provider.Errorf(provider.InvalidArgument, "exec -it: cannot put the terminal in raw mode: %v", err)
+	}
+	defer func() { _ = term.Restore(in, state) }()
+	cols, rows, _ := term.GetSize(in)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer func() {
+		signal.Stop(winch)
+		close(winch) // nothing sends any more: the goroutine below ends
+	}()
+	sizes := make(chan [2]int, 1)
+	go func() {
+		for range winch {
+			if c, r, err := term.GetSize(in); err == nil {
+				select {
+				case sizes <- [2]int{c, r}:
+				default: // the next change will say it
+				}
+			}
+		}
+	}()
+	return tb.RunTerminal(ctx, command, client.Terminal{
+		Cols: cols, Rows: rows, Env: map[string]string{"TERM": termName()},
+		Stdin: os.Stdin, Stdout: os.Stdout, Resize: sizes,
+	})
+}
+
+// termName is the TERM the remote terminal gets: this one's.
+func termName() string {
+	if t := os.Getenv("TERM"); t != "" {
+		return t
+	}
+	return "xterm-256color"
+}
