@@ -14,7 +14,7 @@ func newInfoCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "info",
 		Short: "Describe the provider: daemon version, root, runtimes, snapshots",
-		Long: `Describe the provider: for the local daemon, what GET /v1/info answers (its
+		Long: `Describe the provider: for the local daemon, what it says about itself (its
 version, pid, root, interval minute, runtimes and snapshots) and the
 dashboard's address. Exit code 4 means no daemon answers.`,
 		Args: cobra.NoArgs,

@@ -29,7 +29,12 @@ SANDPLANE_TOKEN, AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES,
 AGENT_CONTROL_PLANE_REAP_INTERVAL_MS, AGENT_CONTROL_PLANE_REAP_ON_EXIT), then
 the config file. A token belongs in a file of mode 0600 (--token-file): one
 in SANDPLANE_TOKEN is dropped from the environment the daemon hands on, but
-stays in the environment the daemon was started with.`,
+stays in the environment the daemon was started with.
+
+Ctrl-C or SIGTERM stops the daemon within ten seconds. Its sandboxes keep
+running, and the next serve on the same root adopts them; with
+AGENT_CONTROL_PLANE_REAP_ON_EXIT=1 it stops them first (sandplane rm --all
+deletes them). GET /healthz answers while it runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// First, before any secret is read: no other process of this
