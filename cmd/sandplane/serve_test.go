@@ -145,7 +145,7 @@ func TestDaemonSecretsStayWithTheDaemon(t *testing.T) {
 	require.NoError(t, os.WriteFile(u.path("config.yaml"), []byte(`
 snapshots:
   spy:
-    command: [sh, -c, "env > env.txt; cat /proc/$PPID/environ > daemon-env.txt 2> daemon-env.err; exec sleep 600"]
+    command: [sh, -c, "env > env.txt; cat /proc/$PPID/environ > daemon-env.txt 2> daemon-env.err; touch reported; exec sleep 600"]
     ready: none
 `), 0o644))
 	d := u.serve(t, []string{"--token-file", u.path("token"), "--config", u.path("config.yaml")},
@@ -170,8 +170,10 @@ snapshots:
 	s, err := p.Create(context.Background(), provider.CreateRequest{Snapshot: "spy", EnvVars: map[string]string{"OWN": "mine"}})
 	require.NoError(t, err)
 	dir := filepath.Join(d.root, s.ID)
+	// Once "reported" exists, cat has written all it will: the shell makes
+	// daemon-env.err before cat runs.
 	waitFor(t, 20*time.Second, "the workload's reports", func() bool {
-		_, err := os.Stat(filepath.Join(dir, "daemon-env.err"))
+		_, err := os.Stat(filepath.Join(dir, "reported"))
 		return err == nil
 	})
 	env := readFile(t, filepath.Join(dir, "env.txt"))
