@@ -3,7 +3,9 @@ package baseimage
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,6 +74,9 @@ func makeRootfs(ctx context.Context, spec Spec, dir string, r *reporter) error {
 			return stepFailed(ctx, "installing the packages", err, log.errorTail())
 		}
 		log.finishPhase()
+	}
+	if err := copyLocalCAs(localCADir, filepath.Join(dir, localCADir)); err != nil {
+		return provider.Errorf(provider.Internal, "copy the host's local CA certificates into the image: %v", err)
 	}
 	r.report(Progress{Phase: PhaseSetup, Detail: "the setup script"})
 	setup := &buildLog{r: &reporter{}}
@@ -194,4 +199,38 @@ func unescapeMountPath(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// localCADir is where Debian keeps the certificate authorities an
+// administrator added (update-ca-certificates reads it).
+const localCADir = "/usr/local/share/ca-certificates"
+
+// copyLocalCAs copies the certificates under src (the host's local CAs) to
+// dst in the image, so that the image trusts what the host trusts: a machine
+// behind a TLS-inspecting proxy reaches package registries during the setup
+// script, and its sandboxes reach them later, as its other programs do. A
+// host without local CAs copies nothing. The setup script runs
+// update-ca-certificates.
+func copyLocalCAs(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) && p == src {
+			return nil
+		}
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".crt") {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
 }

@@ -44,7 +44,14 @@ var DefaultPackages = []string{
 	"ca-certificates", "curl", "git",
 	"python3", "python3-pip", "python-is-python3",
 	"nodejs", "npm",
+	// The toolbox's language servers (LSP) and TypeScript code-run.
+	"python3-pylsp",
 }
+
+// NodeTools are installed globally with npm once the packages are: the
+// TypeScript language server and ts-node, for the toolbox's LSP and
+// TypeScript code-run. Pinned, so that the image hash says what is inside.
+const NodeTools = "typescript@5.9.3 typescript-language-server@5.3.0 ts-node@10.9.2 @types/node@20.19.43"
 
 // DefaultSetup runs as root in the finished root filesystem, under /bin/sh.
 //
@@ -56,6 +63,9 @@ var DefaultPackages = []string{
 const DefaultSetup = `set -eu
 useradd --create-home --home-dir ` + Home + ` --shell /bin/bash --uid 1000 --user-group ` + User + `
 rm -f /usr/lib/python3*/EXTERNALLY-MANAGED
+update-ca-certificates
+npm install --global --no-audit --no-fund --loglevel=error ` + NodeTools + `
+npm cache clean --force
 apt-get clean
 rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt/* /var/log/dpkg.log /var/log/bootstrap.log
 : > /etc/resolv.conf

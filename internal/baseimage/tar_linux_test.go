@@ -68,3 +68,16 @@ func TestWriteTar(t *testing.T) {
 	assert.Empty(t, got["etc/shadow"].Gname, "numeric owners only")
 	assert.Equal(t, int64(0o1777), got["tmp/"].Mode&0o7777)
 }
+
+func TestCopyLocalCAs(t *testing.T) {
+	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "usr/local/share/ca-certificates")
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "corp"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "corp", "proxy.crt"), []byte("CERT"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "README"), []byte("not a certificate"), 0o644))
+	require.NoError(t, copyLocalCAs(src, dst))
+	got, err := os.ReadFile(filepath.Join(dst, "corp", "proxy.crt"))
+	require.NoError(t, err)
+	assert.Equal(t, "CERT", string(got))
+	assert.NoFileExists(t, filepath.Join(dst, "README"))
+	assert.NoError(t, copyLocalCAs(filepath.Join(src, "missing"), dst), "a host without local CAs copies nothing")
+}

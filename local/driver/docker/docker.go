@@ -54,6 +54,9 @@ type Driver struct {
 	init       bool
 	// network is the bridge sandbox containers join (NetworkName).
 	network string
+	// toolboxBase is what the default toolbox image is built on; see
+	// WithToolboxBase.
+	toolboxBase string
 
 	mu      sync.Mutex
 	sources map[string]*imageSource // by image ref
@@ -85,6 +88,22 @@ func WithHost(host string) Option {
 			return provider.Errorf(provider.Unavailable, "docker host %q is not usable: %w", host, err)
 		}
 		r.cli, r.ownsCli = cli, true
+		return nil
+	}
+}
+
+// ScratchBase, given to WithToolboxBase, builds the default toolbox image
+// FROM scratch with a static busybox as /bin/sh: small, and buildable without
+// root, but with no bash, python, node or git.
+const ScratchBase = "scratch"
+
+// WithToolboxBase sets the image the default toolbox image is built on: ""
+// (the default) for sandplane's Debian image (internal/baseimage), built
+// once per engine; ScratchBase; or the reference of an image already on the
+// engine (one pulled on a machine that can reach a registry, say).
+func WithToolboxBase(ref string) Option {
+	return func(r *Driver) error {
+		r.toolboxBase = ref
 		return nil
 	}
 }

@@ -25,8 +25,10 @@ import (
 )
 
 // buildTimeout bounds one run of an image source, so that a create waiting
-// for the image cannot wait forever on a stuck engine.
-const buildTimeout = 5 * time.Minute
+// for the image cannot wait forever on a stuck engine. It is long because the
+// default image's first build downloads a Debian system (several minutes on
+// a slow mirror; `sandplane image build` does it ahead of time).
+const buildTimeout = 20 * time.Minute
 
 // ScratchImage is an image made FROM scratch out of files the caller
 // supplies: one layer and its configuration, no base image, so making it

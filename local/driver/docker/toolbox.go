@@ -10,6 +10,9 @@ import (
 	"os"
 	goruntime "runtime"
 
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/sandplane/sandplane/internal/baseimage"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -32,14 +35,18 @@ func (d *Driver) UseToolboxImage(tag string, log *slog.Logger) {
 
 // EnsureToolboxImage makes tag, the default snapshot's image on the docker
 // runtime, present and current: when the engine lacks it, or holds one that
-// an older sandplane built, it builds it FROM scratch out of the running
-// binary (as /sandplane, entrypoint `sandplane toolbox` on 0.0.0.0:$PORT) and
-// a static busybox as /bin/sh when the host has one. An image under tag that
-// sandplane did not build is left alone. It needs no registry.
+// an older sandplane built, it builds it from the running binary (entrypoint
+// `sandplane toolbox` on 0.0.0.0:$PORT). Its base is sandplane's Debian
+// image (internal/baseimage: bash, python3, node, git, curl, the language
+// servers; built with debootstrap once per engine, minutes the first time,
+// with progress in the log, or ahead of time by `sandplane image build`).
+// Where that cannot be built (not root, no debootstrap), it falls back to a
+// FROM scratch image with a static busybox as /bin/sh, and says so. An image
+// under tag that sandplane did not build is left alone. It needs no registry.
 //
 // unavailable: no engine answers. preflight_failed: the image cannot be built
 // here (a dynamically linked binary, an engine of another platform), logged
-// as a warning naming the fix.
+// as a warning naming the fix. internal: the base image's build failed.
 func (d *Driver) EnsureToolboxImage(ctx context.Context, tag string, log *slog.Logger) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -62,6 +69,53 @@ func (d *Driver) ensureToolboxImageFrom(ctx context.Context, tag, self string, l
 	if err != nil {
 		return provider.Errorf(provider.PreflightFailed, "read the running sandplane binary: %v", err)
 	}
+	if d.toolboxBase == ScratchBase {
+		return d.buildScratchToolbox(ctx, tag, self, digest, labels, log)
+	}
+	base, err := d.toolboxBaseImage(ctx, log)
+	switch {
+	case provider.Code(err) == provider.PreflightFailed && d.toolboxBase == "":
+		log.Warn("cannot build the Debian base of the docker toolbox image; falling back to busybox", "err", provider.Message(err))
+		return d.buildScratchToolbox(ctx, tag, self, digest, labels, log)
+	case err != nil:
+		return err
+	}
+	digest += "+" + base // a new base image is a reason to rebuild
+	if labels[labelToolboxBinary] == digest {
+		return nil
+	}
+	bin, err := os.ReadFile(self)
+	if err != nil {
+		return provider.Errorf(provider.PreflightFailed, "read the running sandplane binary: %v", err)
+	}
+	return baseimage.LayerToolbox(ctx, d.api(ctx), baseimage.Toolbox{
+		Base: base, Binary: bin, Tag: tag,
+		Labels: map[string]string{labelToolboxBinary: digest},
+	})
+}
+
+// toolboxBaseImage returns the image the toolbox is layered on: the one
+// WithToolboxBase named, which must be on the engine, or sandplane's Debian
+// image, built when missing.
+func (d *Driver) toolboxBaseImage(ctx context.Context, log *slog.Logger) (string, error) {
+	if d.toolboxBase != "" {
+		if _, err := d.api(ctx).ImageInspect(ctx, d.toolboxBase); err != nil {
+			if cerrdefs.IsNotFound(err) {
+				return "", provider.Errorf(provider.PreflightFailed, "the toolbox's base image %s is not on the docker engine: docker pull %s, or leave the base unset for sandplane's own", d.toolboxBase, d.toolboxBase)
+			}
+			return "", d.classify("inspect image "+d.toolboxBase, err)
+		}
+		return d.toolboxBase, nil
+	}
+	return baseimage.Ensure(ctx, d.api(ctx), baseimage.Options{Clock: d.clk, Progress: func(p baseimage.Progress) {
+		log.Info("docker default image (built once per engine): " + p.String())
+	}})
+}
+
+// buildScratchToolbox builds tag FROM scratch out of the binary at self and a
+// static busybox as /bin/sh when the host has one: the fallback where the
+// Debian base cannot be built.
+func (d *Driver) buildScratchToolbox(ctx context.Context, tag, self, digest string, labels map[string]string, log *slog.Logger) error {
 	sh, hasShell := StaticBusybox()
 	if hasShell {
 		// A busybox installed since the last build is a reason to rebuild.

@@ -40,9 +40,11 @@ func copyToTemp(t *testing.T, data []byte) string {
 	return p
 }
 
+// TestToolboxImage covers the FROM scratch toolbox image, the fallback where
+// the Debian base cannot be built.
 func TestToolboxImage(t *testing.T) {
 	cli := dockertest.Engine(t)
-	d, err := docker.New(clock.Real())
+	d, err := docker.New(clock.Real(), docker.WithToolboxBase(docker.ScratchBase))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -133,4 +135,52 @@ func TestToolboxImageWithoutEngine(t *testing.T) {
 	err = d.EnsureToolboxImage(context.Background(), "sandplane/toolbox:local", log)
 	assert.Equal(t, provider.Unavailable, provider.Code(err))
 	assert.Contains(t, err.Error(), "start dockerd or set DOCKER_HOST")
+}
+
+// TestToolboxImageOnTheDebianBase: by default the toolbox is layered on
+// sandplane's Debian image (built once per engine: .ci/run builds it ahead of
+// the tests), so a sandbox has bash, python3, node and git, and a dynamically
+// linked binary is fine there.
+func TestToolboxImageOnTheDebianBase(t *testing.T) {
+	cli := dockertest.Engine(t)
+	d, err := docker.New(clock.Real())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	t.Cleanup(cancel)
+	self, err := os.Executable() // the test binary: any binary of this platform
+	require.NoError(t, err)
+	tag := randomTag(t)
+	t.Cleanup(func() { assert.NoError(t, dockertest.RemoveImage(context.Background(), cli, tag)) })
+	log, logged := testLogger()
+	require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, log), "%s", logged)
+
+	labels, err := d.ImageLabels(ctx, tag)
+	require.NoError(t, err)
+	digest, err := docker.FileDigest(self)
+	require.NoError(t, err)
+	assert.Contains(t, labels[docker.LabelToolboxBinary], digest+"+sandplane/base:", "the label names the binary and its base")
+	img, err := cli.ImageInspect(ctx, tag)
+	require.NoError(t, err)
+	assert.Equal(t, docker.ToolboxHome, img.Config.WorkingDir)
+	before := img.ID
+
+	out, err := exec.CommandContext(ctx, "docker", "run", "--rm", "--entrypoint", "/bin/bash", tag, "-c",
+		"[[ 1 == 1 ]] && command -v python3 node git curl pylsp typescript-language-server ts-node >/dev/null && id daytona >/dev/null && echo ok").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, "ok\n", string(out))
+
+	require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, log))
+	img, err = cli.ImageInspect(ctx, tag)
+	require.NoError(t, err)
+	assert.Equal(t, before, img.ID, "a current image is kept")
+
+	t.Run("a named base that is missing is refused, naming the fix", func(t *testing.T) {
+		d, err := docker.New(clock.Real(), docker.WithToolboxBase("sandplane-missing-base:never"))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = d.Close() })
+		err = docker.EnsureToolboxImageFrom(ctx, d, randomTag(t), self, log)
+		assert.Equal(t, provider.PreflightFailed, provider.Code(err))
+		assert.Contains(t, err.Error(), "docker pull sandplane-missing-base:never")
+	})
 }
