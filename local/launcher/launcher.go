@@ -104,7 +104,8 @@ type Workload struct {
 // ready, in that order. On error nothing of it runs and the port is free
 // again. preflight_failed and unavailable come from the driver as they are;
 // create_failed: the workload did not start or did not come up, with the
-// end of its output; resource_exhausted: no free port.
+// end of its output (a *NotReadyError, for errors.As, when it ended or timed
+// out); resource_exhausted: no free port.
 func (l *Launcher) Launch(ctx context.Context, req Request) (Workload, error) {
 	port, err := l.cfg.Ports.Allocate(req.PreferPort)
 	if err != nil {
@@ -134,15 +135,32 @@ func (l *Launcher) Launch(ctx context.Context, req Request) (Workload, error) {
 	}
 	if err := l.waitReady(ctx, h, port, req.Ready); err != nil {
 		// The output first: removing a container takes its logs with it.
-		tail := ""
-		if req.Redact != nil {
-			stdout, stderr, _ := l.cfg.Driver.Logs(ctx, h, spec.Dir)
-			tail = Tail(req.Redact, stdout, stderr)
-		}
+		out := l.output(ctx, h, spec.Dir, req.Redact)
 		l.Discard(h)
-		return fail(provider.Errorf(provider.CreateFailed, "%v%s", err, tail))
+		return fail(notReady(err, out))
 	}
 	return Workload{Handle: h, Port: port}, nil
+}
+
+// output is the end of the workload's output, redacted; "" without redact,
+// which is how a request says its output may not be quoted.
+func (l *Launcher) output(ctx context.Context, h driver.Handle, dir string, redact func(string) string) string {
+	if redact == nil {
+		return ""
+	}
+	stdout, stderr, _ := l.cfg.Driver.Logs(ctx, h, dir)
+	return lastOutput(redact, stdout, stderr)
+}
+
+// notReady is the create_failed error of a workload that did not come up:
+// a *NotReadyError with its output when it ended or timed out.
+func notReady(err error, output string) error {
+	var nr *NotReadyError
+	if errors.As(err, &nr) {
+		nr.Output = output
+		return provider.Errorf(provider.CreateFailed, "%w", nr)
+	}
+	return provider.Errorf(provider.CreateFailed, "%v%s", err, outputSuffix(output))
 }
 
 // start starts spec's workload and records it, both under StartGate. On

@@ -272,3 +272,63 @@ func TestPortRange(t *testing.T) {
 	_, err = full.Allocate(0)
 	assert.Equal(t, provider.ResourceExhausted, provider.Code(err), "no free port in the range")
 }
+
+func TestNotReadyErrorSaysWhy(t *testing.T) {
+	tests := []struct {
+		name    string
+		mode    string
+		command []string
+		timeout time.Duration
+		exited  bool
+		reason  string
+		output  string
+	}{
+		{name: "it ended first", mode: "fail", timeout: 30 * time.Second, exited: true, reason: "exited: code 3",
+			output: "cannot start: the key is [REDACTED]"},
+		{name: "the time ran out", mode: "http", command: []string{"sleep", "30"}, timeout: 300 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.timeout)
+			req := h.request(tt.mode, launcher.ReadyHTTP("/version"))
+			if tt.command != nil {
+				req.Spec.Command = tt.command
+			}
+			req.Redact = launcher.Redactor(map[string]string{"KEY": "hunter2"})
+			var port int
+			req.Record = func(_ driver.Handle, p int) error { port = p; return nil }
+			_, err := h.launch(req)
+			require.Error(t, err)
+			assert.Equal(t, provider.CreateFailed, provider.Code(err))
+			var nr *launcher.NotReadyError
+			require.ErrorAs(t, err, &nr)
+			assert.Equal(t, provider.Message(err), nr.Error(), "the error's message is the cause's")
+			assert.Equal(t, port, nr.Port)
+			assert.Equal(t, tt.exited, nr.Exited)
+			assert.Equal(t, tt.reason, nr.Reason)
+			assert.Equal(t, tt.output, nr.Output)
+			if !tt.exited {
+				assert.Equal(t, tt.timeout, nr.Timeout)
+			}
+		})
+	}
+}
+
+func TestRedactor(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		in   string
+		want string
+	}{
+		{"no env", nil, "the key is hunter2", "the key is hunter2"},
+		{"a value", map[string]string{"KEY": "hunter2"}, "the key is hunter2, hunter2", "the key is [REDACTED], [REDACTED]"},
+		{"short values are no secrets", map[string]string{"DEBUG": "1", "ON": "true"}, "DEBUG=1 ON=true", "DEBUG=1 ON=[REDACTED]"},
+		{"a value inside another is hidden whole", map[string]string{"A": "hunter", "B": "hunter2x"}, "hunter2x and hunter", "[REDACTED] and [REDACTED]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, launcher.Redactor(tt.env)(tt.in))
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -57,10 +58,6 @@ func (l *Launcher) waitReady(ctx context.Context, h driver.Handle, port int, r R
 	}
 	deadline := l.cfg.Clock.NewTimer(l.cfg.ReadyTimeout)
 	defer deadline.Stop()
-	did, do := "listened", "listen"
-	if r.mode == modeHTTP {
-		did, do = "answered HTTP", "answer HTTP"
-	}
 	backoff := 500 * time.Microsecond
 	for {
 		ready, err := l.ready(ctx, h, port, r)
@@ -75,7 +72,7 @@ func (l *Launcher) waitReady(ctx context.Context, h driver.Handle, port int, r R
 			return err
 		}
 		if !st.Running {
-			return fmt.Errorf("workload ended before it %s on port %d (%s)", did, port, st.Exit.Reason)
+			return &NotReadyError{Port: port, Exited: true, Reason: st.Exit.Reason, ready: r}
 		}
 		t := l.cfg.Clock.NewTimer(backoff)
 		select {
@@ -84,7 +81,7 @@ func (l *Launcher) waitReady(ctx context.Context, h driver.Handle, port int, r R
 			return ctx.Err()
 		case <-deadline.C():
 			t.Stop()
-			return fmt.Errorf("workload did not %s on port %d within %s: it must serve on $PORT", do, port, l.cfg.ReadyTimeout)
+			return &NotReadyError{Port: port, Timeout: l.cfg.ReadyTimeout, ready: r}
 		case <-t.C():
 		}
 		if backoff < 5*time.Millisecond {
@@ -131,6 +128,38 @@ func (l *Launcher) answers(ctx context.Context, url string) bool {
 	return true
 }
 
+// NotReadyError is why a started workload did not come up: it ended first
+// (Exited), or ReadyTimeout passed. Launch returns it inside its
+// create_failed error, whose message is its Error; a host that words the
+// failure its own way finds it with errors.As.
+type NotReadyError struct {
+	// Port is the port the workload was to serve on.
+	Port int
+	// Exited says that the workload ended before it was ready, and Reason
+	// how (driver.Exit.Reason).
+	Exited bool
+	Reason string
+	// Timeout is the ReadyTimeout that passed, when it did not end.
+	Timeout time.Duration
+	// Output is the end of what it wrote, stderr when it wrote any, with
+	// secret values redacted; "" when it wrote nothing or the request had
+	// no Redact.
+	Output string
+
+	ready Readiness
+}
+
+func (e *NotReadyError) Error() string {
+	did, do := "listened", "listen"
+	if e.ready.mode == modeHTTP {
+		did, do = "answered HTTP", "answer HTTP"
+	}
+	if e.Exited {
+		return fmt.Sprintf("workload ended before it %s on port %d (%s)%s", did, e.Port, e.Reason, outputSuffix(e.Output))
+	}
+	return fmt.Sprintf("workload did not %s on port %d within %s: it must serve on $PORT%s", do, e.Port, e.Timeout, outputSuffix(e.Output))
+}
+
 // maxTail bounds the workload output an error quotes.
 const maxTail = 2048
 
@@ -138,6 +167,12 @@ const maxTail = 2048
 // when it wrote any, with secret values redacted: "; workload output: ...",
 // or "" when it wrote nothing.
 func Tail(redact func(string) string, stdout, stderr []byte) string {
+	return outputSuffix(lastOutput(redact, stdout, stderr))
+}
+
+// lastOutput is the end of stderr, or of stdout when stderr is empty, at
+// most maxTail bytes, redacted.
+func lastOutput(redact func(string) string, stdout, stderr []byte) string {
 	out := strings.TrimSpace(string(stderr))
 	if out == "" {
 		out = strings.TrimSpace(string(stdout))
@@ -148,5 +183,38 @@ func Tail(redact func(string) string, stdout, stderr []byte) string {
 	if len(out) > maxTail {
 		out = "..." + out[len(out)-maxTail:]
 	}
-	return "; workload output: " + redact(out)
+	return redact(out)
+}
+
+// outputSuffix quotes output at the end of an error message.
+func outputSuffix(output string) string {
+	if output == "" {
+		return ""
+	}
+	return "; workload output: " + output
+}
+
+// minSecretLen keeps Redactor from shredding output over values such as "1"
+// or "true", which are not secrets.
+const minSecretLen = 4
+
+// Redactor returns a Request.Redact that hides every value of env at least
+// four characters long as [REDACTED]. Longer values go first, so that a
+// value containing another is hidden whole.
+func Redactor(env map[string]string) func(string) string {
+	var secrets []string
+	for _, v := range env {
+		if len(v) >= minSecretLen {
+			secrets = append(secrets, v)
+		}
+	}
+	if len(secrets) == 0 {
+		return func(s string) string { return s }
+	}
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	pairs := make([]string, 0, 2*len(secrets))
+	for _, s := range secrets {
+		pairs = append(pairs, s, "[REDACTED]")
+	}
+	return strings.NewReplacer(pairs...).Replace
 }
