@@ -24,6 +24,7 @@ import (
 
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local/driver/native"
+	"github.com/sandplane/sandplane/local/launcher"
 	"github.com/sandplane/sandplane/provider/clock"
 )
 
@@ -342,4 +343,26 @@ func TestCloseRemovesWorkloads(t *testing.T) {
 	assert.Error(t, err, "the workload is gone after Close")
 	_, err = os.Stat(filepath.Join(root, "sandboxes", "direct"))
 	assert.True(t, os.IsNotExist(err))
+}
+
+// freePort is a port nothing listens on now.
+func freePort() (int, error) { return launcher.FreePorts{}.Allocate(0) }
+
+// A workload's output reaches errorReason, but neither the sandbox's env
+// values nor its secret do.
+func TestWorkloadFailureHidesSecrets(t *testing.T) {
+	be, err := NewRuntimeBackend(RuntimeBackendConfig{
+		Runtime: native.New(clock.Real()),
+		Root:    t.TempDir(),
+		Command: []string{"/bin/sh", "-c", "echo \"key $API_KEY token $" + TokenEnv + "\" >&2; exit 7"},
+	})
+	require.NoError(t, err)
+	h := newHarness(t, func(c *Config) { c.Backend = be })
+	_, resp, err := h.api.SandboxAPI.CreateSandbox(h.ctx).CreateSandbox(apiclient.CreateSandbox{
+		Name: ptr("leaky"), Env: &map[string]string{"API_KEY": "hunter2-secret"},
+	}).Execute()
+	_, msg := apiStatus(t, resp, err)
+	assert.Contains(t, msg, "key [REDACTED] token [REDACTED]")
+	assert.NotContains(t, msg, "hunter2-secret")
+	assert.NotContains(t, h.get("leaky").GetErrorReason(), "hunter2-secret")
 }

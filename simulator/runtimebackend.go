@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -15,13 +16,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/docker/docker/client"
 
 	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/launcher"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -58,6 +59,9 @@ type RuntimeBackendConfig struct {
 	// also runs snapshot images, mounts volumes, enforces network settings,
 	// links sandboxes and resizes them (dockerext.go).
 	Docker *client.Client
+	// Logger receives what cleaning up after a failed start could not do.
+	// Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // TokenEnv is the variable that hands a workload its sandbox's secret: the
@@ -68,8 +72,9 @@ const TokenEnv = "SANDPLANE_SANDBOX_TOKEN"
 const tokenFile = "sandbox-token"
 
 type runtimeBackend struct {
-	cfg  RuntimeBackendConfig
-	http *http.Client
+	cfg RuntimeBackendConfig
+	// launcher brings workloads up, as the daemon's manager does.
+	launcher *launcher.Launcher
 
 	mu        sync.Mutex
 	workloads map[string]*workload
@@ -101,23 +106,24 @@ func NewRuntimeBackend(cfg RuntimeBackendConfig) (Backend, error) {
 	if len(cfg.Command) == 0 && cfg.Image == "" {
 		return nil, errors.New("simulator: runtime backend without a workload command or image")
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-	if cfg.ReadyTimeout <= 0 {
-		cfg.ReadyTimeout = 30 * time.Second
-	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 10 * time.Second
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.Root, "sandboxes"), 0o700); err != nil {
 		return nil, fmt.Errorf("simulator: create state directory: %w", err)
 	}
-	b := &runtimeBackend{
-		cfg:       cfg,
-		http:      &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}},
-		workloads: map[string]*workload{},
+	l, err := launcher.New(launcher.Config{
+		Driver:       cfg.Runtime,
+		Ports:        launcher.FreePorts{},
+		Clock:        cfg.Clock,
+		ReadyTimeout: cfg.ReadyTimeout,
+		StopGrace:    cfg.StopGrace,
+		Logger:       cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("simulator: %w", err)
 	}
+	b := &runtimeBackend{cfg: cfg, launcher: l, workloads: map[string]*workload{}}
 	return b.withCapabilities(), nil
 }
 
@@ -125,79 +131,104 @@ func (b *runtimeBackend) Name() string { return string(b.cfg.Runtime.Name()) }
 
 func (b *runtimeBackend) native() bool { return b.cfg.Runtime.Name() == provider.RuntimeNative }
 
+// Start launches the sandbox's workload unless it runs: its directories and
+// secret, the launcher's steps (a port, its last one when still free, so
+// that a restarted container keeps its published port; the spec; preflight;
+// start; an answer on /version), then what can only be set on a running
+// workload.
 func (b *runtimeBackend) Start(ctx context.Context, w Workload) (string, error) {
-	b.mu.Lock()
-	wl := b.workloads[w.SandboxID]
-	if wl == nil {
-		wl = &workload{dir: filepath.Join(b.cfg.Root, "sandboxes", w.SandboxID)}
-		b.workloads[w.SandboxID] = wl
-	}
-	running, port := wl.running, wl.port
-	b.mu.Unlock()
+	wl, lastPort, running := b.entry(w.SandboxID)
 	if running {
-		return baseURL(port), nil
+		return baseURL(lastPort), nil
 	}
-	// The runtime keeps its logs in dir; the sandbox's user works in
-	// dir/home, so that the logs do not show up in the user's files.
-	home := filepath.Join(wl.dir, "home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return "", fmt.Errorf("create the sandbox directory: %w", err)
-	}
-	token, err := sandboxToken(wl.dir)
+	home, token, err := sandboxFiles(wl.dir)
 	if err != nil {
 		return "", err
 	}
-	// Keep the port across restarts when it is still free, so that a
-	// restarted container keeps its published port.
-	if port == 0 || !portFree(port) {
-		p, err := freePort()
-		if err != nil {
-			return "", err
-		}
-		port = p
+	launched, err := b.launcher.Launch(ctx, b.launchRequest(w, wl.dir, home, token, lastPort))
+	if err != nil {
+		return "", startError(err)
 	}
+	if err := b.started(ctx, w, launched.Handle); err != nil {
+		b.launcher.Discard(launched.Handle)
+		return "", err
+	}
+	b.mu.Lock()
+	wl.handle, wl.running, wl.port, wl.token = launched.Handle, true, launched.Port, token
+	wl.transport = newTransport()
+	b.mu.Unlock()
+	return baseURL(launched.Port), nil
+}
+
+// entry returns the record of the sandbox's workload, made on its first
+// start, with its last port and whether it runs.
+func (b *runtimeBackend) entry(sandboxID string) (wl *workload, port int, running bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	wl = b.workloads[sandboxID]
+	if wl == nil {
+		wl = &workload{dir: filepath.Join(b.cfg.Root, "sandboxes", sandboxID)}
+		b.workloads[sandboxID] = wl
+	}
+	return wl, wl.port, wl.running
+}
+
+// sandboxFiles makes the sandbox's directories and returns its home and
+// secret. The runtime keeps its logs in dir; the sandbox's user works in
+// dir/home, so that the logs do not show up in the user's files.
+func sandboxFiles(dir string) (home, token string, err error) {
+	home = filepath.Join(dir, "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return "", "", fmt.Errorf("create the sandbox directory: %w", err)
+	}
+	token, err = sandboxToken(dir)
+	return home, token, err
+}
+
+// launchRequest is the launch of w's workload: the toolbox on $PORT, ready
+// once it answers, its output quoted with the sandbox's env values and
+// secret hidden.
+func (b *runtimeBackend) launchRequest(w Workload, dir, home, token string, lastPort int) launcher.Request {
 	spec := driver.Spec{
 		SandboxID: w.SandboxID,
 		Root:      b.cfg.Root,
-		Dir:       wl.dir,
+		Dir:       dir,
 		Command:   b.cfg.Command,
 		Image:     b.cfg.Image,
-		Env:       b.environ(w, home, port, token),
-		Port:      port,
-		Labels:    map[string]string{"io.sandplane.simulator": "true"},
+		Labels:    map[string]string{labelSim: "true"},
 	}
 	if b.native() {
 		spec.WorkDir = home
 	}
-	if err := b.prepare(ctx, &spec, w, home); err != nil {
-		return "", err
+	secrets := copyMap(w.Env)
+	secrets[TokenEnv] = token
+	return launcher.Request{
+		Spec:       spec,
+		PreferPort: lastPort,
+		Ready:      launcher.ReadyHTTP("/version"),
+		Prepare: func(ctx context.Context, spec *driver.Spec) error {
+			spec.Env = b.environ(w, home, spec.Port, token)
+			return b.prepare(ctx, spec, w, home)
+		},
+		Redact: launcher.Redactor(secrets),
 	}
-	if err := b.cfg.Runtime.Preflight(ctx, spec); err != nil {
-		return "", err
+}
+
+// startError words a failed launch as the sandbox's errorReason: how the
+// workload ended, or that it never answered, with the end of its output.
+func startError(err error) error {
+	var nr *launcher.NotReadyError
+	if !errors.As(err, &nr) {
+		return err
 	}
-	h, err := b.cfg.Runtime.Start(ctx, spec)
-	if err != nil {
-		return "", err
+	output := ""
+	if nr.Output != "" {
+		output = ": " + nr.Output
 	}
-	b.mu.Lock()
-	wl.handle, wl.running, wl.port, wl.token = h, true, port, token
-	wl.transport = newTransport()
-	b.mu.Unlock()
-	if err := b.waitReady(ctx, h, port, wl.dir); err != nil {
-		_ = b.cfg.Runtime.Stop(context.WithoutCancel(ctx), h, 0)
-		b.mu.Lock()
-		wl.running = false
-		b.mu.Unlock()
-		return "", err
+	if nr.Exited {
+		return fmt.Errorf("the sandbox workload exited before serving: %s%s", nr.Reason, output)
 	}
-	if err := b.started(ctx, w, h); err != nil {
-		_ = b.cfg.Runtime.Stop(context.WithoutCancel(ctx), h, 0)
-		b.mu.Lock()
-		wl.running = false
-		b.mu.Unlock()
-		return "", err
-	}
-	return baseURL(port), nil
+	return fmt.Errorf("the sandbox workload did not answer on port %d within %v%s", nr.Port, nr.Timeout, output)
 }
 
 func newTransport() *http.Transport {
@@ -282,58 +313,6 @@ func (b *runtimeBackend) environ(w Workload, home string, port int, token string
 		env["DAYTONA_SANDBOX_SNAPSHOT"] = w.Snapshot
 	}
 	return env
-}
-
-// waitReady polls the toolbox until it answers any HTTP request, the
-// workload dies, or ReadyTimeout passes.
-func (b *runtimeBackend) waitReady(ctx context.Context, h driver.Handle, port int, dir string) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	deadline := b.cfg.Clock.AfterFunc(b.cfg.ReadyTimeout, cancel)
-	defer deadline.Stop()
-	probe := baseURL(port) + "/version"
-	for {
-		if b.answers(ctx, probe) {
-			return nil
-		}
-		st, err := b.cfg.Runtime.Status(context.WithoutCancel(ctx), h)
-		if err == nil && !st.Running {
-			_, stderr, _ := b.cfg.Runtime.Logs(context.WithoutCancel(ctx), h, dir)
-			return fmt.Errorf("the sandbox workload exited before serving: %s%s", st.Exit.Reason, tail(stderr))
-		}
-		if err := clock.Sleep(ctx, b.cfg.Clock, 20*time.Millisecond); err != nil {
-			return fmt.Errorf("the sandbox workload did not answer on port %d within %v", port, b.cfg.ReadyTimeout)
-		}
-	}
-}
-
-// answers reports whether url gives any HTTP response within a second.
-func (b *runtimeBackend) answers(ctx context.Context, url string) bool {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	t := b.cfg.Clock.AfterFunc(time.Second, cancel)
-	defer t.Stop()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := b.http.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return true
-}
-
-func tail(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return ""
-	}
-	if len(s) > 300 {
-		s = "…" + s[len(s)-300:]
-	}
-	return ": " + s
 }
 
 func (b *runtimeBackend) Stop(ctx context.Context, sandboxID string, force bool) error {
@@ -510,22 +489,4 @@ func (b *runtimeBackend) Close() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func portFree(port int) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
 }

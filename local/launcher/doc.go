@@ -5,7 +5,8 @@
 // driver's Prober, or an HTTP answer), with the end of its output when it
 // does not. On failure nothing of it runs and its port is free again.
 //
-// The daemon's manager launches through it (local/manager); the simulator's
-// runtime backend needs the same steps (FreePorts, ReadyHTTP("/version"),
-// its own state directories through Spec.Dir).
+// The daemon's manager launches through it (local/manager, on a PortRange),
+// and so does the simulator's runtime backend (FreePorts,
+// ReadyHTTP("/version"), its own state directories through Spec.Dir), which
+// words a *NotReadyError as the sandbox's errorReason.
 package launcher
