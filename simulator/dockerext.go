@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"sort"
 	"strings"
 	"sync"
@@ -122,6 +124,26 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// containerIP is the default WorkloadAddr of a docker backend: the running
+// container's IP on its network, which the host reaches directly on Linux.
+func containerIP(cli *client.Client) func(context.Context, driver.Handle) (netip.Addr, error) {
+	return func(ctx context.Context, h driver.Handle) (netip.Addr, error) {
+		c, err := cli.ContainerInspect(ctx, h.ContainerID)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		if c.State == nil || !c.State.Running || c.NetworkSettings == nil {
+			return netip.Addr{}, errors.New("the container is not running")
+		}
+		for _, n := range c.NetworkSettings.Networks {
+			if ip, err := netip.ParseAddr(n.IPAddress); err == nil {
+				return ip, nil
+			}
+		}
+		return netip.Addr{}, errors.New("the container has no IP address: is it on a network?")
+	}
 }
 
 // PrepareImage makes a snapshot's image: imageName as the engine has it

@@ -50,7 +50,8 @@ type RuntimeBackendConfig struct {
 	// WorkloadAddr returns the address of a running workload on a network
 	// of its own, for runtimes that give each workload one (docker: the
 	// container's IP on its network, which the host reaches directly on
-	// Linux). Every port there is the sandbox's. Nil means the workloads
+	// Linux). Every port there is the sandbox's. Nil means, with Docker, the
+	// container's address on its network; without, that the workloads
 	// share the host's network: the runtime must then implement
 	// driver.PortLister, and a port is reached only while a process of the
 	// sandbox listens on it.
@@ -108,6 +109,9 @@ func NewRuntimeBackend(cfg RuntimeBackendConfig) (Backend, error) {
 	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 10 * time.Second
+	}
+	if cfg.WorkloadAddr == nil && cfg.Docker != nil {
+		cfg.WorkloadAddr = containerIP(cfg.Docker)
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.Root, "sandboxes"), 0o700); err != nil {
 		return nil, fmt.Errorf("simulator: create state directory: %w", err)

@@ -11,10 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/internal/testdaemon"
+	"github.com/sandplane/sandplane/local/config"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/simulator"
 )
 
 // runSim runs `sandplane sim args...` in process until the test ends and
@@ -119,4 +123,58 @@ func TestSimExplainsAPortTakenBySomethingElse(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "is taken by something that is not a sandplane simulator")
 	assert.Contains(t, err.Error(), "--listen")
+}
+
+func TestSimFlagsMapOntoRunConfig(t *testing.T) {
+	defaults := simulator.RunConfig{
+		Config:      simulator.Config{Profile: simulator.InstantProfile(), Minute: time.Minute},
+		Listen:      simulator.DefaultListen,
+		Workloads:   simulator.WorkloadsNative,
+		DockerImage: config.Default(nil).DockerImage,
+	}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want func(c *simulator.RunConfig)
+		code provider.ErrorCode
+	}{
+		{name: "defaults", want: func(*simulator.RunConfig) {}},
+		{name: "every flag", args: []string{
+			"--listen", "0.0.0.0:4100", "--api-key", "a,b", "--api-key", "c", "--admin-key", "adm", "--profile", "daytona",
+			"--minute", "2s", "--backend", "docker", "--seed", "7", "--root", "/state", "--base-url", "http://sim.example",
+			"--snapshot", "one", "--snapshot", "*", "--warm-pool", "3", "--docker-image", "img:1", "--spec", "/spec.yaml",
+			"--no-validate", "--debug",
+		}, want: func(c *simulator.RunConfig) {
+			c.Listen, c.Workloads, c.Root, c.DockerImage = "0.0.0.0:4100", "docker", "/state", "img:1"
+			c.APIKeys, c.AdminKey = []string{"a", "b", "c"}, "adm"
+			c.Profile, c.Minute, c.Seed = simulator.DaytonaProfile(), 2*time.Second, 7
+			c.BaseURL, c.SpecPath, c.DisableValidation = "http://sim.example", "/spec.yaml", true
+			c.Snapshots, c.WarmPool = []simulator.Snapshot{{Name: "one"}, {Name: "*"}}, 3
+		}},
+		{name: "the admin key from the environment", env: map[string]string{envSimAdminKey: "from-env"},
+			want: func(c *simulator.RunConfig) { c.AdminKey = "from-env" }},
+		{name: "the flag before the environment", args: []string{"--admin-key", "from-flag"}, env: map[string]string{envSimAdminKey: "from-env"},
+			want: func(c *simulator.RunConfig) { c.AdminKey = "from-flag" }},
+		{name: "an unknown profile", args: []string{"--profile", "slow"}, code: provider.InvalidArgument},
+		{name: "a minute that is not positive", args: []string{"--minute", "0s"}, code: provider.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var flags simFlags
+			cmd := &cobra.Command{}
+			flags.bind(cmd)
+			require.NoError(t, cmd.ParseFlags(tt.args))
+			got, err := flags.runConfig(func(k string) string { return tt.env[k] })
+			if tt.code != "" {
+				require.Error(t, err)
+				assert.Equal(t, tt.code, provider.Code(err), "%v", err)
+				return
+			}
+			require.NoError(t, err)
+			want := defaults
+			tt.want(&want)
+			assert.Equal(t, want, got)
+		})
+	}
 }
