@@ -39,14 +39,94 @@ type createRequest struct {
 // control characters.
 var unsafeName = regexp.MustCompile(`<[^>]*>|[A-Za-z][A-Za-z0-9+.-]*://|www\.[^\s]+\.[^\s]+|\p{Cc}`)
 
+// createSandbox is POST /sandbox: the request is checked on its own, then
+// against the organization (names, snapshots, volumes, links); it gets a
+// warm-pool sandbox or a new one, which is announced and held until it
+// started. A create with buildInfo answers at once.
 func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
 	var req createRequest
 	if err := c.decodeBody(&req); err != nil {
 		return reply{}, err
 	}
-	if req.Name != nil && unsafeName.MatchString(*req.Name) {
-		return reply{}, errorf(http.StatusBadRequest, "name must not contain HTML tags, URLs, or control characters")
+	p, aerr := s.planCreate(req)
+	if aerr != nil {
+		return reply{}, aerr
 	}
+	s.mu.Lock()
+	if aerr := s.admitCreateLocked(c.org, &p); aerr != nil {
+		s.mu.Unlock()
+		return reply{}, aerr
+	}
+	sb := s.sandboxForCreateLocked(c, p)
+	p.applyTo(sb, s.clk.Now())
+	s.announceCreateLocked(c, sb)
+	tbx := s.toolboxProxyURL(c.r)
+	if p.build {
+		// Image builds answer at once, without waiting.
+		d := sb.dto(tbx, true)
+		s.kick(sb)
+		s.mu.Unlock()
+		return reply{http.StatusOK, d}, nil
+	}
+	s.kick(sb)
+	s.mu.Unlock()
+	return s.replyStarted(c, sb, tbx, true)
+}
+
+// createPlan is a create request, checked, with what it resolves to.
+type createPlan struct {
+	req                               createRequest
+	name                              string
+	build                             bool
+	target                            string
+	autoStop, autoArchive, autoDelete int
+	// Resolved by admitCreateLocked.
+	snap    Snapshot
+	snapRef string
+	owner   *sandbox
+}
+
+// planCreate checks what a create request can be checked for alone, in
+// Daytona's order: its name, resources, build, region, allow list and
+// intervals.
+func (s *Simulator) planCreate(req createRequest) (createPlan, *apiError) {
+	if req.Name != nil && unsafeName.MatchString(*req.Name) {
+		return createPlan{}, errorf(http.StatusBadRequest, "name must not contain HTML tags, URLs, or control characters")
+	}
+	if err := checkResources(req); err != nil {
+		return createPlan{}, err
+	}
+	p := createPlan{req: req, build: req.BuildInfo != nil, target: s.cfg.Regions[0]}
+	if req.Name != nil {
+		p.name = *req.Name
+	}
+	if p.build && req.Snapshot != nil && *req.Snapshot != "" {
+		return createPlan{}, errorf(http.StatusBadRequest, "Cannot specify a snapshot when using a build info entry")
+	}
+	if !p.build && (req.CPU != nil || req.GPU != nil || req.Memory != nil || req.Disk != nil || len(req.GPUType) > 0) {
+		return createPlan{}, errorf(http.StatusBadRequest, "Cannot specify Sandbox resources when using a snapshot")
+	}
+	if req.Target != nil && *req.Target != "" {
+		if !contains(s.cfg.Regions, *req.Target) {
+			return createPlan{}, errorf(http.StatusNotFound, "Region not found")
+		}
+		p.target = *req.Target
+	}
+	if req.NetworkAllowList != nil && *req.NetworkAllowList != "" {
+		if err := checkAllowList(*req.NetworkAllowList); err != nil {
+			return createPlan{}, err
+		}
+	}
+	var err *apiError
+	if p.autoStop, p.autoArchive, p.autoDelete, err = createIntervals(req); err != nil {
+		return createPlan{}, err
+	}
+	return p, nil
+}
+
+// checkResources checks the bounds of the requested resources, naming
+// every field out of them.
+func checkResources(req createRequest) *apiError {
 	var msgs []string
 	for _, f := range []struct {
 		name string
@@ -61,89 +141,95 @@ func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
 		}
 	}
 	if len(msgs) > 0 {
-		return reply{}, errorf(http.StatusBadRequest, "%s", joinMessages(msgs))
+		return errorf(http.StatusBadRequest, "%s", joinMessages(msgs))
 	}
-	build := req.BuildInfo != nil
-	if build && req.Snapshot != nil && *req.Snapshot != "" {
-		return reply{}, errorf(http.StatusBadRequest, "Cannot specify a snapshot when using a build info entry")
-	}
-	if !build && (req.CPU != nil || req.GPU != nil || req.Memory != nil || req.Disk != nil || len(req.GPUType) > 0) {
-		return reply{}, errorf(http.StatusBadRequest, "Cannot specify Sandbox resources when using a snapshot")
-	}
-	target := s.cfg.Regions[0]
-	if req.Target != nil && *req.Target != "" {
-		if !contains(s.cfg.Regions, *req.Target) {
-			return reply{}, errorf(http.StatusNotFound, "Region not found")
-		}
-		target = *req.Target
-	}
-	if req.NetworkAllowList != nil && *req.NetworkAllowList != "" {
-		if err := checkAllowList(*req.NetworkAllowList); err != nil {
-			return reply{}, err
-		}
-	}
-	autoStop, autoArchive, autoDelete := 15, 10080, -1
+	return nil
+}
+
+// createIntervals are the auto-stop, auto-archive and auto-delete
+// intervals of a create, Daytona's defaults where it gives none.
+func createIntervals(req createRequest) (autoStop, autoArchive, autoDelete int, err *apiError) {
+	autoStop, autoArchive, autoDelete = 15, 10080, -1
 	if req.AutoStopInterval != nil {
 		if *req.AutoStopInterval < 0 {
-			return reply{}, errorf(http.StatusBadRequest, "Auto-stop interval must be non-negative")
+			return 0, 0, 0, errorf(http.StatusBadRequest, "Auto-stop interval must be non-negative")
 		}
 		autoStop = int(*req.AutoStopInterval)
 	}
 	if req.AutoArchiveInterval != nil {
 		if *req.AutoArchiveInterval < 0 {
-			return reply{}, errorf(http.StatusBadRequest, "Auto-archive interval must be non-negative")
+			return 0, 0, 0, errorf(http.StatusBadRequest, "Auto-archive interval must be non-negative")
 		}
 		autoArchive = clampArchive(int(*req.AutoArchiveInterval))
 	}
 	if req.AutoDeleteInterval != nil {
 		autoDelete = int(*req.AutoDeleteInterval)
 	}
+	return autoStop, autoArchive, autoDelete, nil
+}
 
-	s.mu.Lock()
-	if req.Name != nil && *req.Name != "" {
-		if other := s.byName[nameKey(c.org, *req.Name)]; other != nil && !other.gone {
-			s.mu.Unlock()
-			return reply{}, errorf(http.StatusConflict, "Sandbox with name %s already exists", *req.Name)
+// admitCreateLocked checks the create against the organization: its name
+// is free, and its snapshot, volumes and linked sandbox exist. Called with
+// s.mu held.
+func (s *Simulator) admitCreateLocked(org string, p *createPlan) *apiError {
+	if p.name != "" {
+		if other := s.byName[nameKey(org, p.name)]; other != nil && !other.gone {
+			return errorf(http.StatusConflict, "Sandbox with name %s already exists", p.name)
 		}
 	}
-	snap, snapRef, owner, aerr := s.createChecksLocked(c.org, req, build)
-	if aerr != nil {
-		s.mu.Unlock()
-		return reply{}, aerr
-	}
-	name := ""
-	if req.Name != nil {
-		name = *req.Name
-	}
+	var aerr *apiError
+	p.snap, p.snapRef, p.owner, aerr = s.createChecksLocked(org, p.req, p.build)
+	return aerr
+}
 
-	var sb *sandbox
-	warm := !build && req.GPU == nil && len(req.Volumes) == 0 && req.LinkedSandbox == nil && snapRef == "" &&
+// sandboxForCreateLocked is the sandbox a create gets: a warm-pool one
+// when the request asks nothing a pool sandbox lacks, else a new one.
+// Called with s.mu held.
+func (s *Simulator) sandboxForCreateLocked(c *call, p createPlan) *sandbox {
+	if s.warmFitsLocked(c, p) {
+		if sb := s.takePoolLocked(); sb != nil {
+			s.handOverLocked(c, sb, p.name)
+			return sb
+		}
+	}
+	sb := s.newSandboxLocked(c.org, p.name, p.snap)
+	sb.Target = p.target
+	return sb
+}
+
+// warmFitsLocked reports whether a warm-pool sandbox, started from the
+// default snapshot in the default region with nothing of its own, can serve
+// the create.
+func (s *Simulator) warmFitsLocked(c *call, p createPlan) bool {
+	req := p.req
+	return !p.build && req.GPU == nil && len(req.Volumes) == 0 && req.LinkedSandbox == nil && p.snapRef == "" &&
 		(req.NetworkBlockAll == nil || !*req.NetworkBlockAll) && (req.NetworkAllowList == nil || *req.NetworkAllowList == "") &&
-		snap.Name == s.cfg.DefaultSnapshot && len(req.Env) == 0 && target == s.cfg.Regions[0] &&
+		p.snap.Name == s.cfg.DefaultSnapshot && len(req.Env) == 0 && p.target == s.cfg.Regions[0] &&
 		(req.User == nil || *req.User == "" || *req.User == "daytona") && c.fault.FailStart == ""
-	if warm {
-		sb = s.takePoolLocked()
+}
+
+// handOverLocked gives a started warm-pool sandbox to the caller's
+// organization: Daytona resets createdAt, and the org change counts as
+// activity. Called with s.mu held.
+func (s *Simulator) handOverLocked(c *call, sb *sandbox, name string) {
+	now := s.clk.Now()
+	sb.ledger.enter(now, stDestroyed)
+	sb.OrgID = c.org
+	if name == "" {
+		name = sb.ID
 	}
-	if sb != nil {
-		// The warm-pool path: the sandbox is already started; Daytona hands
-		// it to the org, resets createdAt, and the org change counts as
-		// activity.
-		now := s.clk.Now()
-		sb.ledger.enter(now, stDestroyed)
-		sb.OrgID = c.org
-		if name == "" {
-			name = sb.ID
-		}
-		sb.Name = name
-		sb.CreatedAt, sb.UpdatedAt, sb.LastActivity = now, now, now
-		sb.ledger = &ledger{ID: sb.ID, OrgID: c.org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk, since: now, current: billRunning}
-		s.ledgers = append(s.ledgers, sb.ledger)
-		s.fillPoolLocked()
-		sb.proxyBase = s.toolboxProxyURL(c.r)
-	} else {
-		sb = s.newSandboxLocked(c.org, name, snap)
-		sb.Target = target
-	}
+	sb.Name = name
+	sb.CreatedAt, sb.UpdatedAt, sb.LastActivity = now, now, now
+	sb.ledger = &ledger{ID: sb.ID, OrgID: c.org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk, since: now, current: billRunning}
+	s.ledgers = append(s.ledgers, sb.ledger)
+	s.fillPoolLocked()
+	sb.proxyBase = s.toolboxProxyURL(c.r)
+}
+
+// applyTo sets what the create asks on sb; a build starts in
+// pending_build with the requested resources.
+func (p createPlan) applyTo(sb *sandbox, now time.Time) {
+	req := p.req
 	if req.User != nil && *req.User != "" {
 		sb.User = *req.User
 	}
@@ -160,40 +246,50 @@ func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
 		sb.NetworkBlockAll = *req.NetworkBlockAll
 	}
 	sb.NetworkAllowList, sb.DomainAllowList = req.NetworkAllowList, req.DomainAllowList
-	sb.AutoStop, sb.AutoArchive, sb.AutoDelete = autoStop, autoArchive, autoDelete
+	sb.AutoStop, sb.AutoArchive, sb.AutoDelete = p.autoStop, p.autoArchive, p.autoDelete
 	if req.Volumes != nil {
 		sb.Volumes = append([]volume{}, req.Volumes...)
 	}
-	sb.imageRef = snapRef
-	if owner != nil {
-		id := owner.ID
+	sb.imageRef = p.snapRef
+	if p.owner != nil {
+		id := p.owner.ID
 		sb.LinkedSandboxID = &id
 	}
-	if build {
-		now := iso(s.clk.Now())
-		sb.Snapshot = nil
-		sb.CPU, sb.GPU, sb.Memory, sb.Disk = intOr(req.CPU, 1), intOr(req.GPU, 0), intOr(req.Memory, 1), intOr(req.Disk, 3)
-		sb.ledger.CPU, sb.ledger.Memory, sb.ledger.Disk = sb.CPU, sb.Memory, sb.Disk
-		if len(req.GPUType) > 0 {
-			t := req.GPUType[0]
-			sb.GPUType = &t
-		}
-		hashes := req.BuildInfo.ContextHashes
-		if hashes == nil {
-			hashes = []string{}
-		}
-		sb.BuildInfo = &buildInfo{DockerfileContent: req.BuildInfo.DockerfileContent, ContextHashes: hashes,
-			CreatedAt: now, UpdatedAt: now, SnapshotRef: "sandplane-sim/build-" + sb.ID[:8]}
-		sb.State = stPendingBuild
+	if p.build {
+		p.applyBuild(sb, iso(now))
 	}
+}
+
+// applyBuild makes sb a sandbox waiting for its image build.
+func (p createPlan) applyBuild(sb *sandbox, now string) {
+	req := p.req
+	sb.Snapshot = nil
+	sb.CPU, sb.GPU, sb.Memory, sb.Disk = intOr(req.CPU, 1), intOr(req.GPU, 0), intOr(req.Memory, 1), intOr(req.Disk, 3)
+	sb.ledger.CPU, sb.ledger.Memory, sb.ledger.Disk = sb.CPU, sb.Memory, sb.Disk
+	if len(req.GPUType) > 0 {
+		t := req.GPUType[0]
+		sb.GPUType = &t
+	}
+	hashes := req.BuildInfo.ContextHashes
+	if hashes == nil {
+		hashes = []string{}
+	}
+	sb.BuildInfo = &buildInfo{DockerfileContent: req.BuildInfo.DockerfileContent, ContextHashes: hashes,
+		CreatedAt: now, UpdatedAt: now, SnapshotRef: "sandplane-sim/build-" + sb.ID[:8]}
+	sb.State = stPendingBuild
+}
+
+// announceCreateLocked indexes sb and tells the organization: a new
+// sandbox is created, a warm-pool handover only changes state (started to
+// started). The call's faults land here: a failing start, or the sandbox
+// vanishing once the answer is out. Called with s.mu held.
+func (s *Simulator) announceCreateLocked(c *call, sb *sandbox) {
 	if c.fault.FailStart != "" {
 		sb.failNext = &failure{Reason: c.fault.FailStart, Recoverable: c.fault.Recoverable}
 	}
 	s.insertLocked(sb)
 	sb.proxyBase = s.toolboxProxyURL(c.r)
 	if sb.State == stStarted {
-		// The warm pool's handover: no sandbox.created, but a state update
-		// from started to started.
 		s.events.emit(c.org, EventSandboxStateUpdated, sandboxStateEvent{Sandbox: sb.dto(sb.proxyBase, true), OldState: stStarted, NewState: stStarted})
 		sb.evState, sb.evDesired = sb.State, sb.Desired
 	} else {
@@ -209,18 +305,6 @@ func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
 			}
 		}
 	}
-	tbx := s.toolboxProxyURL(c.r)
-	if build {
-		// Image builds answer at once, without waiting.
-		d := sb.dto(tbx, true)
-		s.kick(sb)
-		s.mu.Unlock()
-		return reply{http.StatusOK, d}, nil
-	}
-	s.kick(sb)
-	s.mu.Unlock()
-
-	return s.replyStarted(c, sb, tbx, true)
 }
 
 // replyStarted holds a create, start or recover as the API does, then

@@ -31,9 +31,14 @@
 // host form that Daytona uses, <port>-<sandboxId>.<anything>, is routed too
 // when a request arrives with such a Host header.
 //
+// Run serves a simulator as `sandplane sim` does: it applies the listen
+// rules (any API key on loopback only), builds the backend (native, docker
+// or none), prints what to export, and shuts down when its context ends.
+//
 // A Backend gives each sandbox a real workload: with a runtime backend
 // process/execute runs a real command and preview URLs reach a real port;
-// the none backend is a pure state machine for large, fast runs.
+// the none backend is a pure state machine for large, fast runs. The runtime
+// backend brings workloads up through local/launcher, as the daemon does.
 //
 // Every timer runs on Config.Clock, and Config.Minute is the length of one
 // interval minute. The job cadence and the activity timings (the 10 s jobs,
