@@ -124,6 +124,20 @@ func containersOf(t *testing.T, cli *client.Client, root string) []container.Sum
 	return cs
 }
 
+// containerOf inspects the container that runs sandbox id.
+func containerOf(t *testing.T, cli *client.Client, id string) container.InspectResponse {
+	t.Helper()
+	cs, err := cli.ContainerList(context.Background(), container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", docker.LabelPrefix+labelSimSandbox+"="+id)),
+	})
+	require.NoError(t, err)
+	require.Len(t, cs, 1, "one container runs sandbox %s", id)
+	c, err := cli.ContainerInspect(context.Background(), cs[0].ID)
+	require.NoError(t, err)
+	return c
+}
+
 // proxyExecute runs command through the toolbox proxy URL that the API
 // hands out for sandbox id.
 func (h *harness) proxyExecute(id, command string) (int, executeResponse, []byte) {
@@ -148,6 +162,26 @@ func (h *harness) proxyExecute(id, command string) (int, executeResponse, []byte
 	return resp.StatusCode, out, b
 }
 
+// Two simulators with one seed hand out the same sandbox ids; a container
+// that one of them leaves (a killed run) must not stop the other's sandbox
+// from starting.
+func TestDockerSeededSimulatorsShareNoContainer(t *testing.T) {
+	first, cli, _ := dockerHarness(t)
+	second, _, _ := dockerHarness(t)
+	a := first.create(apiclient.CreateSandbox{})
+	b := second.create(apiclient.CreateSandbox{})
+	require.Equal(t, a.Id, b.Id, "the same seed, the same ids")
+	require.Equal(t, apiclient.SANDBOXSTATE_STARTED, b.GetState(), b.GetErrorReason())
+	cs, err := cli.ContainerList(context.Background(), container.ListOptions{
+		All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelPrefix+labelSimSandbox+"="+a.Id)),
+	})
+	require.NoError(t, err)
+	assert.Len(t, cs, 2, "a container for each simulator's sandbox")
+	code, res, body := second.proxyExecute(b.Id, "echo ok")
+	require.Equal(t, http.StatusOK, code, string(body))
+	assert.Equal(t, "ok\n", res.Result)
+}
+
 func TestDockerBackendLifecycle(t *testing.T) {
 	h, cli, root := dockerHarness(t)
 	api := h.api.SandboxAPI
@@ -156,7 +190,9 @@ func TestDockerBackendLifecycle(t *testing.T) {
 
 	cs := containersOf(t, cli, root)
 	require.Len(t, cs, 1, "one container per sandbox")
-	assert.Equal(t, sb.Id, cs[0].Labels[docker.LabelSandbox])
+	assert.Equal(t, sb.Id, cs[0].Labels[docker.LabelPrefix+labelSimSandbox])
+	assert.NotEqual(t, docker.ContainerName(sb.Id), strings.TrimPrefix(cs[0].Names[0], "/"),
+		"named by a workload id of its own, which no earlier run with the same seed used")
 	assert.Equal(t, "running", cs[0].State)
 
 	code, res, body := h.proxyExecute(sb.Id, "echo $GREETING $DAYTONA_SANDBOX_ID; echo $HOME; pwd; echo kept across restarts > note.txt")

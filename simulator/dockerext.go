@@ -31,6 +31,9 @@ import (
 // labelSim so that it can be told from anything else there.
 const (
 	labelSim = "io.sandplane.simulator"
+	// labelSimSandbox holds the id of the simulator sandbox a container
+	// runs; its name holds the workload id (see workload.id).
+	labelSimSandbox = "io.sandplane.simulator.sandbox"
 	// blockedNetwork is the internal network (no route out, no traffic
 	// between its containers) a sandbox with networkBlockAll is moved to.
 	blockedNetwork = "sandplane-sim-blocked"
@@ -289,7 +292,7 @@ func (d dockerBackend) RemoveImage(ctx context.Context, ref string) error {
 // it start the toolbox as the sandbox did.
 func (d dockerBackend) CommitSandbox(ctx context.Context, sandboxID, snapshotID string) (string, error) {
 	ref := snapshotRepo + ":" + shortID(snapshotID)
-	_, err := d.ext.cli.ContainerCommit(ctx, docker.ContainerName(sandboxID), container.CommitOptions{
+	_, err := d.ext.cli.ContainerCommit(ctx, d.ext.containerName(sandboxID), container.CommitOptions{
 		Reference: ref,
 		Config:    &container.Config{Labels: map[string]string{labelSim: "snapshot"}},
 	})
@@ -388,7 +391,7 @@ func (e *dockerExt) resize(ctx context.Context, sandboxID string, cpu, memoryGiB
 	if r.NanoCPUs == 0 && r.Memory == 0 {
 		return nil
 	}
-	if _, err := e.cli.ContainerUpdate(ctx, docker.ContainerName(sandboxID), container.UpdateConfig{Resources: r}); err != nil {
+	if _, err := e.cli.ContainerUpdate(ctx, e.containerName(sandboxID), container.UpdateConfig{Resources: r}); err != nil {
 		return fmt.Errorf("limit the container to %d CPU and %d GiB: %w", cpu, memoryGiB, err)
 	}
 	return nil
@@ -411,7 +414,7 @@ func (e *dockerExt) applyNetwork(ctx context.Context, sandboxID string, p Networ
 	if !p.BlockAll {
 		return note, e.restoreHome(ctx, sandboxID)
 	}
-	name := docker.ContainerName(sandboxID)
+	name := e.containerName(sandboxID)
 	c, err := e.cli.ContainerInspect(ctx, name)
 	if err != nil {
 		return note, fmt.Errorf("inspect the sandbox's container: %w", err)
@@ -459,7 +462,7 @@ func (e *dockerExt) restoreHome(ctx context.Context, sandboxID string) error {
 	if !ok {
 		return nil
 	}
-	c, err := e.cli.ContainerInspect(ctx, docker.ContainerName(sandboxID))
+	c, err := e.cli.ContainerInspect(ctx, e.containerName(sandboxID))
 	if cerrdefs.IsNotFound(err) {
 		return nil
 	}
@@ -496,14 +499,14 @@ func (e *dockerExt) link(ctx context.Context, sandboxID string, l Link) error {
 	for _, c := range n.Containers {
 		on[c.Name] = true
 	}
-	owner := docker.ContainerName(l.OwnerID)
+	owner := e.containerName(l.OwnerID)
 	if !on[owner] {
 		err := e.cli.NetworkConnect(ctx, name, owner, &network.EndpointSettings{Aliases: []string{l.OwnerName}})
 		if err != nil && !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("put the linked sandbox %s on %s: %w", l.OwnerName, name, err)
 		}
 	}
-	self := docker.ContainerName(sandboxID)
+	self := e.containerName(sandboxID)
 	if !on[self] {
 		if err := e.cli.NetworkConnect(ctx, name, self, nil); err != nil {
 			return fmt.Errorf("put the sandbox on %s: %w", name, err)
@@ -539,4 +542,9 @@ func (e *dockerExt) ensureNetwork(ctx context.Context, name string, icc bool) er
 		e.note(e.networks, name, true)
 	}
 	return nil
+}
+
+// containerName is the name of the container of sandbox sandboxID.
+func (e *dockerExt) containerName(sandboxID string) string {
+	return docker.ContainerName(e.b.workloadID(sandboxID))
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
+	"github.com/google/uuid"
 
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/launcher"
@@ -85,6 +86,12 @@ type runtimeBackend struct {
 }
 
 type workload struct {
+	// id names the workload on the runtime (a docker container is
+	// sandplane-<id>). It comes from crypto/rand, not from the seeded
+	// source of sandbox ids: a seeded simulator repeats its ids in every
+	// run, and a container that a killed run left behind would otherwise
+	// hold the name of this run's sandbox.
+	id      string
 	handle  driver.Handle
 	running bool
 	port    int
@@ -149,7 +156,7 @@ func (b *runtimeBackend) Start(ctx context.Context, w Workload) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	launched, err := b.launcher.Launch(ctx, b.launchRequest(w, wl.dir, home, token, lastPort))
+	launched, err := b.launcher.Launch(ctx, b.launchRequest(w, wl, home, token, lastPort))
 	if err != nil {
 		return "", startError(err)
 	}
@@ -171,10 +178,21 @@ func (b *runtimeBackend) entry(sandboxID string) (wl *workload, port int, runnin
 	defer b.mu.Unlock()
 	wl = b.workloads[sandboxID]
 	if wl == nil {
-		wl = &workload{dir: filepath.Join(b.cfg.Root, "sandboxes", sandboxID)}
+		wl = &workload{id: uuid.NewString(), dir: filepath.Join(b.cfg.Root, "sandboxes", sandboxID)}
 		b.workloads[sandboxID] = wl
 	}
 	return wl, wl.port, wl.running
+}
+
+// workloadID is the name of the sandbox's workload on the runtime, or the
+// sandbox id when it has none (then nothing on the runtime has that name).
+func (b *runtimeBackend) workloadID(sandboxID string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if wl := b.workloads[sandboxID]; wl != nil {
+		return wl.id
+	}
+	return sandboxID
 }
 
 // sandboxFiles makes the sandbox's directories and returns its home and
@@ -192,14 +210,14 @@ func sandboxFiles(dir string) (home, token string, err error) {
 // launchRequest is the launch of w's workload: the toolbox on $PORT, ready
 // once it answers, its output quoted with the sandbox's env values and
 // secret hidden.
-func (b *runtimeBackend) launchRequest(w Workload, dir, home, token string, lastPort int) launcher.Request {
+func (b *runtimeBackend) launchRequest(w Workload, wl *workload, home, token string, lastPort int) launcher.Request {
 	spec := driver.Spec{
-		SandboxID: w.SandboxID,
+		SandboxID: wl.id,
 		Root:      b.cfg.Root,
-		Dir:       dir,
+		Dir:       wl.dir,
 		Command:   b.cfg.Command,
 		Image:     b.cfg.Image,
-		Labels:    map[string]string{labelSim: "true"},
+		Labels:    map[string]string{labelSim: "true", labelSimSandbox: w.SandboxID},
 	}
 	if b.native() {
 		spec.WorkDir = home
