@@ -302,8 +302,10 @@ func testDockerDaemonRestart(t *testing.T, env *dockerEnv) {
 	assert.Equal(t, "daemon restart: process gone", gone.ErrorReason)
 
 	// The adopted container is watched like any other, once the restart's
-	// check of it is done (until then operations on it are refused).
-	require.Eventually(t, func() bool { _, err := d2.P.SetAutoStopInterval(ctx, "keep", 15); return err == nil },
+	// check of it is done (until then operations on it are refused). Its
+	// auto-stop is turned off, so that only the kill can stop it, however
+	// slow the machine.
+	require.Eventually(t, func() bool { _, err := d2.P.SetAutoStopInterval(ctx, "keep", 0); return err == nil },
 		10*time.Second, 10*time.Millisecond, "the restart's check of keep never finished")
 	require.NoError(t, env.cli.ContainerKill(ctx, docker.ContainerName(keep.ID), "KILL"))
 	stopped := eventuallyState(t, d2.P, "keep", provider.StateStopped)

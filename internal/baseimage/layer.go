@@ -95,6 +95,9 @@ func toolboxContext(t Toolbox) ([]byte, error) {
 	dockerfile := strings.Join([]string{
 		"FROM " + t.Base,
 		"COPY sandplane " + ToolboxPath,
+		// The scratch toolbox image has the binary at /sandplane, and
+		// snapshots name it there in their commands: it stays valid here.
+		"RUN ln -s " + ToolboxPath + " /sandplane",
 		"ENV HOME=" + Home,
 		"WORKDIR " + Home,
 		"ENTRYPOINT " + string(ep),

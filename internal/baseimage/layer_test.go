@@ -56,6 +56,7 @@ func TestToolboxContext(t *testing.T) {
 	assert.Equal(t, int64(0o755), files["sandplane"].Mode)
 	assert.Equal(t, `FROM sandplane/base:0123
 COPY sandplane /usr/local/bin/sandplane
+RUN ln -s /usr/local/bin/sandplane /sandplane
 ENV HOME=/home/daytona
 WORKDIR /home/daytona
 ENTRYPOINT ["/usr/local/bin/sandplane","toolbox","--host","0.0.0.0"]

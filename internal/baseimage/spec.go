@@ -63,9 +63,11 @@ const NodeTools = "typescript@5.9.3 typescript-language-server@5.3.0 ts-node@10.
 const DefaultSetup = `set -eu
 useradd --create-home --home-dir ` + Home + ` --shell /bin/bash --uid 1000 --user-group ` + User + `
 rm -f /usr/lib/python3*/EXTERNALLY-MANAGED
-update-ca-certificates
-npm install --global --no-audit --no-fund --loglevel=error ` + NodeTools + `
-npm cache clean --force
+if command -v update-ca-certificates >/dev/null; then update-ca-certificates; fi
+if command -v npm >/dev/null; then
+  npm install --global --no-audit --no-fund --loglevel=error ` + NodeTools + `
+  npm cache clean --force
+fi
 apt-get clean
 rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt/* /var/log/dpkg.log /var/log/bootstrap.log
 : > /etc/resolv.conf
