@@ -31,7 +31,7 @@ type Hub struct {
 
 	mu   sync.Mutex
 	seq  int64
-	ring []provider.Event // the last ringSize events, oldest first
+	ring ring // the last ringSize events
 	subs map[*subscriber]struct{}
 	// published counts the events by type, for the metrics.
 	published map[provider.EventType]uint64
@@ -76,10 +76,7 @@ func (h *Hub) Publish(e manager.Event) {
 	h.published[e.Type]++
 	s := e.Sandbox
 	ev := provider.Event{Seq: h.seq, Type: e.Type, Time: e.Time, Sandbox: &s, Source: e.Source}
-	if len(h.ring) == ringSize {
-		h.ring = append(h.ring[:0], h.ring[1:]...)
-	}
-	h.ring = append(h.ring, ev)
+	h.ring.push(ev)
 	for sub := range h.subs {
 		if !matchesLabels(s.Labels, sub.labels) {
 			continue
@@ -102,17 +99,42 @@ func (h *Hub) subscribe(after int64, resume bool, labels map[string]string) (sub
 	defer h.mu.Unlock()
 	sub = &subscriber{labels: labels, ch: make(chan provider.Event, subBuffer), lagged: make(chan struct{})}
 	h.subs[sub] = struct{}{}
-	oldest := h.seq - int64(len(h.ring)) // every event after oldest is in the ring
+	oldest := h.seq - int64(h.ring.len()) // every event after oldest is in the ring
 	if !resume || after < oldest || after > h.seq {
 		return sub, nil, true, h.seq
 	}
-	for _, ev := range h.ring {
-		if ev.Seq > after && matchesLabels(ev.Sandbox.Labels, labels) {
+	// Sequence numbers are consecutive, so the first event to replay is at
+	// a known offset: no scan of what the client already has.
+	for i := int(after - oldest); i < h.ring.len(); i++ {
+		if ev := h.ring.at(i); matchesLabels(ev.Sandbox.Labels, labels) {
 			replay = append(replay, ev)
 		}
 	}
 	return sub, replay, false, h.seq
 }
+
+// ring keeps the last ringSize events: a push overwrites the oldest in
+// place, so publishing costs the same however full it is.
+type ring struct {
+	buf   [ringSize]provider.Event
+	start int // index in buf of the oldest event
+	n     int
+}
+
+func (r *ring) push(ev provider.Event) {
+	if r.n < ringSize {
+		r.buf[(r.start+r.n)%ringSize] = ev
+		r.n++
+		return
+	}
+	r.buf[r.start] = ev
+	r.start = (r.start + 1) % ringSize
+}
+
+func (r *ring) len() int { return r.n }
+
+// at returns the i-th event, oldest first.
+func (r *ring) at(i int) provider.Event { return r.buf[(r.start+i)%ringSize] }
 
 func (h *Hub) unsubscribe(sub *subscriber) {
 	h.mu.Lock()

@@ -165,7 +165,7 @@ func TestSlowConsumerIsCutOffNotWaitedFor(t *testing.T) {
 	default:
 		t.Fatal("the lagging consumer was not cut off")
 	}
-	assert.Len(t, h.ring, subBuffer+10)
+	assert.Equal(t, subBuffer+10, h.ring.len())
 }
 
 func TestRingKeepsTheLatest(t *testing.T) {
@@ -173,12 +173,19 @@ func TestRingKeepsTheLatest(t *testing.T) {
 	for i := 0; i < ringSize+5; i++ {
 		h.Publish(manager.Event{Type: provider.EventActivity})
 	}
-	require.Len(t, h.ring, ringSize)
-	assert.Equal(t, h.seq, h.ring[ringSize-1].Seq)
-	assert.Equal(t, h.seq-ringSize+1, h.ring[0].Seq)
+	require.Equal(t, ringSize, h.ring.len())
+	assert.Equal(t, h.seq, h.ring.at(ringSize-1).Seq)
+	assert.Equal(t, h.seq-ringSize+1, h.ring.at(0).Seq)
+	for i := 1; i < ringSize; i++ {
+		require.Equal(t, h.ring.at(i-1).Seq+1, h.ring.at(i).Seq, "oldest first, consecutive")
+	}
 	_, replay, fresh, _ := h.subscribe(h.seq-3, true, nil)
 	assert.False(t, fresh)
-	assert.Len(t, replay, 3)
+	require.Len(t, replay, 3)
+	assert.Equal(t, []int64{h.seq - 2, h.seq - 1, h.seq}, []int64{replay[0].Seq, replay[1].Seq, replay[2].Seq})
+	_, replay, fresh, _ = h.subscribe(h.seq-ringSize, true, nil)
+	assert.False(t, fresh, "the oldest event in the ring is still replayed")
+	assert.Len(t, replay, ringSize)
 	_, _, fresh, _ = h.subscribe(h.seq-ringSize-1, true, nil)
 	assert.True(t, fresh)
 }
