@@ -565,3 +565,52 @@ func BenchmarkSpawn(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// threads is how many OS threads this process runs.
+func threads(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatal("no Threads line in /proc/self/status")
+	return 0
+}
+
+// Workloads this runtime spawned are waited for in the poller: a hundred
+// running children add no OS thread each, and an exit is still reported
+// exactly (the exit tests above check the codes and signals).
+func TestChildrenHoldNoThreadEach(t *testing.T) {
+	if !pidfdsWork() {
+		t.Skip("this kernel makes no pidfds: children are waited for on a thread each")
+	}
+	const n = 100
+	for _, mode := range containments {
+		t.Run(mode, func(t *testing.T) {
+			r := New(clock.Real(), WithContainment(mode))
+			if mode == ContainPIDNamespace && r.Containment() != mode {
+				t.Skipf("no PID namespaces here: %v", r.ContainmentFallback())
+			}
+			root := t.TempDir()
+			// One first, so that what the runtime sets up once is counted
+			// in the baseline.
+			first := start(t, r, newSpec(t, root, "sleep", "1000"))
+			before := threads(t)
+			for range n {
+				start(t, r, newSpec(t, root, "sleep", "1000"))
+			}
+			after := threads(t)
+			assert.LessOrEqual(t, after-before, n/10, "%d children took %d threads (%d before)", n, after-before, before)
+
+			require.NoError(t, r.Stop(testCtx(t), first, 0))
+			exit, err := r.Wait(testCtx(t), first)
+			require.NoError(t, err)
+			assert.Contains(t, []string{"killed: signal SIGTERM", "killed: signal SIGKILL"}, exit.Reason)
+		})
+	}
+}

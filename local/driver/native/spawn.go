@@ -170,17 +170,30 @@ func (r *Driver) initCmd(cfg nsinit.Config) *exec.Cmd {
 // of this value.
 func (r *Driver) spawn(ctx context.Context, l *launch, name string) (driver.Handle, error) {
 	cmd := l.cmd
+	// A pidfd of the child, made by the clone itself, lets the reaper wait
+	// in the poller: cmd.Wait alone would hold an OS thread per workload,
+	// blocked in waitid, for as long as the workload runs.
+	pidfd := -1
+	if pidfdsWork() {
+		cmd.SysProcAttr.PidFD = &pidfd
+	}
 	if err := cmd.Start(); err != nil {
 		return driver.Handle{}, classify(phaseSpawn, fmt.Sprintf("start %q", name), err)
 	}
 	l.closeParentEnds()
 	pid := cmd.Process.Pid
+	abort := func() {
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
+		_ = cmd.Wait()
+	}
 	// Until cmd.Wait reaps it, the child's /proc entry stays, even if it has
 	// already exited, so its start time is always readable here.
 	st, err := readStat(pid)
 	if err != nil {
 		_ = unix.Kill(-pid, unix.SIGKILL)
-		_ = cmd.Wait()
+		abort()
 		return driver.Handle{}, classify(phaseSpawn, "read the new process's start time", err)
 	}
 	final := func() nsinit.Status { return nsinit.Status{} }
@@ -188,7 +201,7 @@ func (r *Driver) spawn(ctx context.Context, l *launch, name string) (driver.Hand
 		status := l.status
 		l.status = nil // awaitStart's reader owns it now
 		if final, err = awaitStart(ctx, status, pid); err != nil {
-			_ = cmd.Wait()
+			abort()
 			return driver.Handle{}, err
 		}
 	}
@@ -196,14 +209,38 @@ func (r *Driver) spawn(ctx context.Context, l *launch, name string) (driver.Hand
 	r.mu.Lock()
 	r.children[procKey{pid, st.StartTime}] = c
 	r.mu.Unlock()
-	go func() {
-		s := final()
-		_ = cmd.Wait() // the exit status is in ProcessState; the error only repeats it
-		c.exit = exitOfInit(s, cmd.ProcessState)
-		close(c.done)
-	}()
+	go r.reap(cmd, pidfd, final, c)
 	return driver.Handle{Runtime: provider.RuntimeNative, PID: pid, StartTime: st.StartTime}, nil
 }
+
+// reap waits for cmd's process to end, reaps it and records how it ended
+// in c. With a pidfd it waits parked in the poller until the pidfd turns
+// readable, which it does once the whole process has exited, so that
+// cmd.Wait (waitid on Go's own pidfd) returns at once with the exact
+// status; without one cmd.Wait blocks a thread until then. The status
+// pipe's reader (final) is parked in the poller too.
+func (r *Driver) reap(cmd *exec.Cmd, pidfd int, final func() nsinit.Status, c *child) {
+	s := final()
+	if pidfd >= 0 {
+		// Takes pidfd. An error only means cmd.Wait does the waiting.
+		_ = waitReadable(context.Background(), pidfd)
+	}
+	_ = cmd.Wait() // the exit status is in ProcessState; the error only repeats it
+	c.exit = exitOfInit(s, cmd.ProcessState)
+	close(c.done)
+}
+
+// pidfdsWork reports whether this kernel makes pidfds (Linux 5.3 and
+// later, where no seccomp profile forbids them): clone(CLONE_PIDFD) would
+// fail the spawn where they do not.
+var pidfdsWork = sync.OnceValue(func() bool {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+})
 
 // awaitStart reads the init's status pipe until the init reports that the
 // command runs, then goes on reading in the background: final blocks until
