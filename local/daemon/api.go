@@ -57,11 +57,23 @@ func (a strictAPI) ListSandboxes(ctx context.Context, _ api.ListSandboxesRequest
 	if err != nil {
 		return nil, err
 	}
-	items := a.s.opts.Manager.List(ctx, labels)
-	if items == nil {
-		items = []provider.Sandbox{}
-	}
-	return api.ListSandboxes200JSONResponse{Items: items}, nil
+	return listResponse(a.s.opts.Manager.ListJSON(ctx, labels)), nil
+}
+
+// listResponse is the list as the manager keeps it encoded: answering it
+// copies bytes, however many sandboxes there are. The body is the one the
+// generated response would encode: {"items":[...]} and a newline.
+type listResponse []byte
+
+func (items listResponse) VisitListSandboxesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	body := make([]byte, 0, len(items)+len(`{"items":}`)+1)
+	body = append(body, `{"items":`...)
+	body = append(body, items...)
+	body = append(body, "}\n"...)
+	_, err := w.Write(body)
+	return err
 }
 
 // labelFilter reads label.KEY=VALUE query parameters. Other parameters are

@@ -69,7 +69,7 @@ func (m *Manager) autoStop(e *entry) {
 	defer e.op.unlock()
 	m.mu.Lock()
 	rec := e.rec
-	idle := m.sandboxes[rec.ID] == e && m.idle(rec, m.clk.Now())
+	idle := m.reg.has(e) && m.idle(rec, m.clk.Now())
 	m.mu.Unlock()
 	if !idle {
 		return

@@ -132,7 +132,7 @@ func (m *Manager) plan(req provider.CreateRequest) (*entry, Snapshot, error) {
 	if req.AutoStopInterval != nil {
 		rec.AutoStopInterval = *req.AutoStopInterval
 	}
-	return newEntry(rec), snap, nil
+	return m.newEntry(rec), snap, nil
 }
 
 // register makes e a sandbox: in the registry, then on disk with env and its
@@ -169,9 +169,7 @@ func (m *Manager) rollBackCreate(e *entry, cause error) error {
 func (m *Manager) forget(e *entry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.sandboxes[e.rec.ID] == e {
-		delete(m.sandboxes, e.rec.ID)
-	}
+	m.reg.remove(e)
 }
 
 // insert registers e unless its id or name is taken. A name may not equal
@@ -179,7 +177,7 @@ func (m *Manager) forget(e *entry) {
 func (m *Manager) insert(e *entry) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, o := range m.sandboxes {
+	for _, o := range m.reg.conflicts(e) {
 		switch {
 		case o.recovering == doingRollback && (o.rec.ID == e.rec.ID || o.rec.Name == e.rec.Name):
 			return provider.Errorf(provider.FailedPrecondition, "sandbox %s is still %s after the daemon restart; retry in a few seconds", o.rec.ID, doingRollback)
@@ -189,7 +187,7 @@ func (m *Manager) insert(e *entry) error {
 			return provider.Errorf(provider.AlreadyExists, "a sandbox named %q already exists: pick another name or delete it first", e.rec.Name)
 		}
 	}
-	m.sandboxes[e.rec.ID] = e
+	m.reg.add(e)
 	return nil
 }
 
@@ -205,7 +203,7 @@ func (m *Manager) makeDir(rec *record, env map[string]string) error {
 	err = writeEnvIn(staged, env)
 	if err != nil {
 		err = provider.Errorf(provider.Internal, "write %s: %w", envFile, err)
-	} else if err = persistIn(staged, rec); err == nil {
+	} else if err = persistIn(staged, rec, true); err == nil {
 		err = m.publish(staged, rec.ID)
 	}
 	if err != nil {

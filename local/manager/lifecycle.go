@@ -14,27 +14,41 @@ import (
 // before the next attempt.
 const killRetry = 5 * time.Second
 
-// Get returns the sandbox, reconciled with its workload. not_found.
+// Get returns the sandbox as the manager knows it. not_found.
 func (m *Manager) Get(ctx context.Context, idOrName string) (provider.Sandbox, error) {
 	e, err := m.lookup(idOrName)
 	if err != nil {
 		return provider.Sandbox{}, err
 	}
-	return m.reconcile(ctx, e), nil
+	m.settleSeen(ctx)
+	s := m.viewOf(e)
+	s.Labels = cloneMap(s.Labels)
+	return s, nil
 }
 
 // List returns the sandboxes whose labels contain every pair in labels,
 // oldest first.
 func (m *Manager) List(ctx context.Context, labels map[string]string) []provider.Sandbox {
+	m.settleSeen(ctx)
+	m.mu.Lock()
 	var out []provider.Sandbox
-	for _, e := range m.entries() {
-		s := m.reconcile(ctx, e)
-		if matches(s.Labels, labels) {
-			out = append(out, s)
+	for _, e := range m.reg.order {
+		if matches(e.view.Labels, labels) {
+			out = append(out, e.view)
 		}
 	}
-	sortSandboxes(out)
+	m.mu.Unlock()
+	for i := range out {
+		out[i].Labels = cloneMap(out[i].Labels)
+	}
 	return out
+}
+
+// ListJSON is List encoded as a JSON array, as the API answers it. The
+// bytes are shared: the caller must not change them.
+func (m *Manager) ListJSON(ctx context.Context, labels map[string]string) []byte {
+	m.settleSeen(ctx)
+	return m.encodedList(labels)
 }
 
 func matches(have, want map[string]string) bool {
@@ -46,25 +60,38 @@ func matches(have, want map[string]string) bool {
 	return true
 }
 
-// reconcile checks that a started sandbox's workload still runs, so a read
-// never reports a dead child as started. It never waits for an operation in
-// progress: that operation will settle the state itself.
-func (m *Manager) reconcile(ctx context.Context, e *entry) provider.Sandbox {
+// settleSeen records the exits that watches learnt of but could not record
+// (a failed write), so that a read never shows a workload that ended as
+// started for longer than a write fails. Reads cost nothing more while
+// every exit is recorded: the state of a sandbox is settled by its
+// driver's signal (a pidfd, a container's wait), not by asking on read.
+// It never waits for an operation in progress: that operation settles the
+// state itself.
+func (m *Manager) settleSeen(ctx context.Context) {
 	m.mu.Lock()
-	rec, recovering := e.rec, e.recovering != ""
+	if m.reg.unsettled == 0 {
+		m.mu.Unlock()
+		return
+	}
+	var seen []*entry
+	for _, e := range m.reg.order {
+		if e.exitSeen != nil {
+			seen = append(seen, e)
+		}
+	}
 	m.mu.Unlock()
-	rt, rtErr := m.runtimeOf(rec)
-	if recovering || rec.State != provider.StateStarted || rec.Handle == nil || rtErr != nil || !e.op.tryLock() {
-		return m.info(rec)
+	for _, e := range seen {
+		if !e.op.tryLock() {
+			continue
+		}
+		m.mu.Lock()
+		note := e.exitSeen
+		m.mu.Unlock()
+		if note != nil {
+			m.markExited(e, note.h, note.reason)
+		}
+		e.op.unlock()
 	}
-	defer e.op.unlock()
-	st, err := rt.Status(ctx, *rec.Handle)
-	if err == nil && !st.Running {
-		m.markExited(e, *rec.Handle, st.Exit.Reason)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.info(e.rec)
 }
 
 // Stop stops the workload and keeps the directory. Stopping a stopped
@@ -140,6 +167,7 @@ func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (prov
 		// The port stays held: the record still names it.
 		return provider.Sandbox{}, notRecorded(rec.ID, "its workload ended but it stays stopping; stop it again", err)
 	}
+	m.forgetExit(e)
 	m.ports.Release(rec.Port)
 	if m.opts.LaunchHook != nil {
 		m.opts.LaunchHook.AfterExit(rec.ID)
@@ -223,7 +251,7 @@ func (m *Manager) Delete(ctx context.Context, idOrName string) error {
 	defer e.op.unlock()
 	ctx = detach(ctx)
 	m.mu.Lock()
-	gone := m.sandboxes[e.rec.ID] != e
+	gone := !m.reg.has(e)
 	m.mu.Unlock()
 	if gone {
 		return nil
@@ -266,7 +294,7 @@ func (m *Manager) deleteLocked(ctx context.Context, e *entry) error {
 		return provider.Errorf(provider.Internal, "remove sandbox directory: %w", err)
 	}
 	m.mu.Lock()
-	delete(m.sandboxes, rec.ID)
+	m.reg.remove(e)
 	m.mu.Unlock()
 	s.State = provider.StateDestroyed
 	m.emit(provider.EventDeleted, s, "") // under the persist lock: nothing of this sandbox follows it
@@ -274,7 +302,9 @@ func (m *Manager) deleteLocked(ctx context.Context, e *entry) error {
 	return nil
 }
 
-// RefreshActivity resets the idle clock. not_found.
+// RefreshActivity resets the idle clock. It costs what a read does: the
+// new time is written with the next activity flush, a twelfth of an
+// interval minute later at most. not_found.
 func (m *Manager) RefreshActivity(ctx context.Context, idOrName string) error {
 	e, err := m.lookup(idOrName)
 	if err != nil {
@@ -283,8 +313,7 @@ func (m *Manager) RefreshActivity(ctx context.Context, idOrName string) error {
 	if err := m.available(e); err != nil {
 		return err
 	}
-	_, err = m.update(e, func(r *record) { r.LastActivityAt = m.clk.Now() }, emission{provider.EventActivity, provider.SourceRefresh})
-	return err
+	return m.refresh(e, provider.SourceRefresh)
 }
 
 // SetAutoStopInterval sets the idle minutes before auto-stop (0 disables)

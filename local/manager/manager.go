@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -108,8 +109,8 @@ type Manager struct {
 	// launchers bring workloads up, one per runtime, on the shared ports.
 	launchers map[provider.Runtime]*launcher.Launcher
 
-	mu        sync.Mutex
-	sandboxes map[string]*entry // by id
+	mu  sync.Mutex
+	reg index
 	// foreign are folders in the root that are not sandboxes; set by New.
 	foreign []string
 
@@ -119,6 +120,8 @@ type Manager struct {
 	spawnMu sync.RWMutex
 	// recovered is closed once the work a restart left is done.
 	recovered chan struct{}
+	// flush writes moved activity times in batches.
+	flush flusher
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -134,6 +137,17 @@ type entry struct {
 	// rec to the end of its write, so the file ends with the latest record.
 	persistMu sync.Mutex
 	rec       *record
+	// view is rec's public view and viewJSON its encoding, made when rec
+	// is installed, so that reads only copy them. Guarded by Manager.mu.
+	view     provider.Sandbox
+	viewJSON []byte
+	// exitSeen is the end of the recorded workload, learnt by the watch
+	// but not recorded yet (its write failed): reads try again. Guarded by
+	// Manager.mu.
+	exitSeen *exitNote
+	// activityDirty is set while rec's lastActivityAt is newer than the
+	// one on disk; the activity flush writes it. Guarded by persistMu.
+	activityDirty bool
 	// stopWatch ends the goroutine that notices the workload's exit.
 	stopWatch context.CancelFunc
 	// killErr is set while a stop could not kill the workload; the sandbox
@@ -156,7 +170,11 @@ type entry struct {
 	released bool
 }
 
-func newEntry(rec *record) *entry { return &entry{op: make(opLock, 1), rec: rec} }
+// exitNote is how the workload behind h ended.
+type exitNote struct {
+	h      driver.Handle
+	reason string
+}
 
 // opLock is a mutex that a waiter can abandon when its context ends.
 type opLock chan struct{}
@@ -244,7 +262,8 @@ func New(opts Options) (*Manager, error) {
 		log:       opts.Logger,
 		ports:     launcher.NewPortRange(opts.PortMin, opts.PortMax, opts.PortLockDir),
 		launchers: map[provider.Runtime]*launcher.Launcher{},
-		sandboxes: map[string]*entry{},
+		reg:       newIndex(),
+		flush:     flusher{every: activityFlushEvery(opts.Minute), clk: opts.Clock, dirty: map[*entry]struct{}{}},
 	}
 	for name, d := range opts.Runtimes {
 		l, err := launcher.New(launcher.Config{
@@ -279,6 +298,7 @@ func New(opts Options) (*Manager, error) {
 func (m *Manager) Close() {
 	m.cancel()
 	m.wg.Wait()
+	m.closeFlush()
 	m.ports.Close()
 }
 
@@ -331,7 +351,7 @@ func (m *Manager) Counts() map[CountKey]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := map[CountKey]int{}
-	for _, e := range m.sandboxes {
+	for _, e := range m.reg.order {
 		st := e.rec.State
 		if e.unreadable != nil {
 			st = provider.StateError
@@ -375,25 +395,17 @@ func (m *Manager) lookup(idOrName string) (*entry, error) {
 }
 
 func (m *Manager) lookupLocked(idOrName string) (*entry, error) {
-	if e, ok := m.sandboxes[idOrName]; ok {
+	if e, ok := m.reg.lookup(idOrName); ok {
 		return e, nil
-	}
-	for _, e := range m.sandboxes {
-		if e.rec.Name == idOrName {
-			return e, nil
-		}
 	}
 	return nil, provider.Errorf(provider.NotFound, "sandbox %q not found: no sandbox has that id or name", idOrName)
 }
 
+// entries returns every registered sandbox, oldest first.
 func (m *Manager) entries() []*entry {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]*entry, 0, len(m.sandboxes))
-	for _, e := range m.sandboxes {
-		out = append(out, e)
-	}
-	return out
+	return slices.Clone(m.reg.order)
 }
 
 // emission is an event an update announces once its record is on disk.
@@ -417,7 +429,7 @@ func (m *Manager) update(e *entry, fn func(r *record), events ...emission) (prov
 	// Every write of e.rec holds the persist lock, so cur stays current.
 	m.mu.Lock()
 	cur := e.rec
-	registered := m.sandboxes[cur.ID] == e
+	registered := m.reg.has(e)
 	m.mu.Unlock()
 	switch {
 	case !registered:
@@ -434,10 +446,10 @@ func (m *Manager) update(e *entry, fn func(r *record), events ...emission) (prov
 	if err := m.persist(next); err != nil {
 		return m.info(cur), err
 	}
-	m.mu.Lock()
-	e.rec = next
-	m.mu.Unlock()
-	s := m.info(next)
+	e.activityDirty = false // the record on disk has the latest activity
+	m.install(e, next)
+	s := m.viewOf(e)
+	s.Labels = cloneMap(s.Labels)
 	for _, ev := range events {
 		m.emit(ev.t, s, ev.source)
 	}

@@ -95,7 +95,7 @@ func (h *harness) get(idOrName string) provider.Sandbox {
 func (h *harness) handle(id string) driver.Handle {
 	h.m.mu.Lock()
 	defer h.m.mu.Unlock()
-	return *h.m.sandboxes[id].rec.Handle
+	return *h.m.reg.byID[id].rec.Handle
 }
 
 // eventually waits for an asynchronous transition (a goroutine reacting to

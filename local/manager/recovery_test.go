@@ -204,7 +204,6 @@ func TestFailedWriteChangesNothing(t *testing.T) {
 	assert.Contains(t, provider.Message(err), "not stopped and is unchanged")
 	_, err = h.m.SetAutoStopInterval(ctx, "vanished", 3)
 	require.Error(t, err)
-	require.Error(t, h.m.RefreshActivity(ctx, "vanished"))
 
 	assert.Equal(t, before, h.get("vanished"), "state, interval and activity as before")
 	assert.Equal(t, 1, h.rt.Running(), "the workload was not touched")
@@ -212,9 +211,23 @@ func TestFailedWriteChangesNothing(t *testing.T) {
 	assert.Empty(t, events, "nothing announced that did not happen")
 	mu.Unlock()
 
-	// The watch was not given up on: an exit is still noticed once the
-	// directory is back.
+	// Activity is not a transition: a refresh is taken in memory, and a
+	// flush that cannot write keeps it for the next one.
+	require.NoError(t, h.m.RefreshActivity(ctx, "vanished"))
+	refreshed := h.clk.Now()
+	h.clk.Advance(h.m.flush.every)
+	got := h.get("vanished")
+	assert.Equal(t, refreshed, got.LastActivityAt)
+	assert.Equal(t, provider.StateStarted, got.State)
+	assert.Equal(t, 7, got.AutoStopInterval)
 	require.NoError(t, os.Mkdir(filepath.Join(h.root, "vanished"), 0o700))
+	h.eventually(func() bool {
+		h.clk.Advance(h.m.flush.every)
+		r, err := loadRecord(filepath.Join(h.root, "vanished", recordFile), "vanished")
+		return err == nil && r.LastActivityAt.Equal(refreshed) && r.State == provider.StateStarted
+	}, "the pending activity is written once the directory is back")
+
+	// The watch was not given up on: an exit is still noticed.
 	h.rt.Kill(h.handle("vanished"), "exited: code 3")
 	h.eventually(func() bool { return h.get("vanished").State == provider.StateStopped }, "exit noticed")
 }

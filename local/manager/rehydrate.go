@@ -49,8 +49,8 @@ func (m *Manager) rehydrate() error {
 	}
 	var checks, finishes []recoveryJob
 	for _, r := range reg.records {
-		e := newEntry(r)
-		m.sandboxes[r.ID] = e
+		e := m.newEntry(r)
+		m.reg.add(e)
 		m.ports.Reserve(r.Port) // its workload may still serve there
 		if _, ok := m.opts.Runtimes[r.Runtime]; !ok {
 			m.log.Warn("sandbox uses a runtime that is not enabled; keeping it as it is", "sandbox", r.ID, "runtime", r.Runtime)
@@ -116,9 +116,9 @@ func (m *Manager) addUnreadable(name string, cause error) {
 		ErrorReason: fmt.Sprintf("unreadable record %s: %v; its workload, if any, is left running: delete the sandbox to end it", path, cause),
 	}
 	rec.LastActivityAt = created
-	e := newEntry(rec)
+	e := m.newEntry(rec)
 	e.unreadable = cause
-	m.sandboxes[name] = e
+	m.reg.add(e)
 }
 
 // recover does the restart's work: orphans are listed first (no create can
@@ -196,7 +196,7 @@ func (m *Manager) rollBack(e *entry, r *record, rt driver.Driver) {
 		return
 	}
 	m.mu.Lock()
-	delete(m.sandboxes, r.ID)
+	m.reg.remove(e)
 	m.mu.Unlock()
 	m.ports.Release(r.Port)
 	s := m.info(r)
@@ -264,7 +264,8 @@ func (m *Manager) orphans(ctx context.Context) map[provider.Runtime][]driver.Han
 	var known []driver.Handle
 	spared := map[string]bool{}
 	m.mu.Lock()
-	for id, e := range m.sandboxes {
+	for _, e := range m.reg.order {
+		id := e.rec.ID
 		if e.rec.Handle != nil {
 			known = append(known, *e.rec.Handle)
 		}
@@ -369,7 +370,7 @@ func (m *Manager) deleteUnreadable(ctx context.Context, e *entry) error {
 	}
 	m.log.Warn("deleted a sandbox whose record was unreadable; its directory is kept", "sandbox", id, "to", dst)
 	m.mu.Lock()
-	delete(m.sandboxes, id)
+	m.reg.remove(e)
 	m.mu.Unlock()
 	s := m.info(e.rec)
 	s.State = provider.StateDestroyed

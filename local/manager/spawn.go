@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"time"
 
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/launcher"
@@ -128,7 +129,9 @@ func (m *Manager) abandon(e *entry) {
 	}
 }
 
-// watch notices the workload's exit without anyone reading the sandbox.
+// watch notices the workload's exit without anyone reading the sandbox:
+// the driver's signal (a pidfd, a container's wait) settles the state, so
+// reads never ask the workload.
 func (m *Manager) watch(e *entry) {
 	m.mu.Lock()
 	rec := e.rec
@@ -147,10 +150,11 @@ func (m *Manager) watch(e *entry) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		exit, err := rt.Wait(ctx, h)
+		exit, err := m.waitFor(ctx, rt, h, rec.ID)
 		if err != nil {
 			return // cancelled: someone else is handling this workload
 		}
+		m.noteExit(e, h, exit.Reason)
 		if e.op.lock(ctx) != nil {
 			return
 		}
@@ -159,14 +163,73 @@ func (m *Manager) watch(e *entry) {
 	}()
 }
 
+// Bounds of the pause before a watch asks its driver again.
+const (
+	watchRetryMin = time.Second
+	watchRetryMax = 30 * time.Second
+)
+
+// waitFor waits until the workload behind h ends. A driver error (an
+// engine that went away, a process table that cannot be read) is not an
+// end: the signal was lost, so the wait starts again on the clock, and a
+// workload that ended meanwhile is found at once. Only ctx's end stops it.
+func (m *Manager) waitFor(ctx context.Context, rt driver.Driver, h driver.Handle, id string) (driver.Exit, error) {
+	pause := watchRetryMin
+	for {
+		exit, err := rt.Wait(ctx, h)
+		if err == nil {
+			return exit, nil
+		}
+		if ctx.Err() != nil {
+			return driver.Exit{}, ctx.Err()
+		}
+		m.log.Warn("lost track of a workload; asking its runtime again", "sandbox", id, "in", pause, "err", err)
+		t := m.clk.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return driver.Exit{}, ctx.Err()
+		case <-t.C():
+		}
+		pause = min(2*pause, watchRetryMax)
+	}
+}
+
+// noteExit remembers that the workload behind h ended, until markExited
+// records it, so that reads can finish the job should the record fail.
+func (m *Manager) noteExit(e *entry, h driver.Handle, reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.reg.has(e) || e.rec.Handle == nil || *e.rec.Handle != h {
+		return
+	}
+	if e.exitSeen == nil {
+		m.reg.unsettled++
+	}
+	e.exitSeen = &exitNote{h: h, reason: reason}
+}
+
+// forgetExit drops what noteExit remembered.
+func (m *Manager) forgetExit(e *entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.exitSeen != nil {
+		e.exitSeen = nil
+		if m.reg.has(e) {
+			m.reg.unsettled--
+		}
+	}
+}
+
 // markExited records that the workload behind h ended on its own. The caller
 // holds e.op. It does nothing unless h is still the sandbox's live workload.
 func (m *Manager) markExited(e *entry, h driver.Handle, reason string) {
 	m.mu.Lock()
 	rec := e.rec
-	live := m.sandboxes[rec.ID] == e && rec.State == provider.StateStarted && rec.Handle != nil && *rec.Handle == h
+	live := m.reg.has(e) && rec.State == provider.StateStarted && rec.Handle != nil && *rec.Handle == h
 	m.mu.Unlock()
 	if !live {
+		m.forgetExit(e)
 		return
 	}
 	if _, err := m.update(e, func(r *record) {
@@ -179,6 +242,7 @@ func (m *Manager) markExited(e *entry, h driver.Handle, reason string) {
 		m.log.Error("persist exit", "sandbox", rec.ID, "err", err)
 		return
 	}
+	m.forgetExit(e)
 	m.ports.Release(rec.Port)
 	if m.opts.LaunchHook != nil {
 		m.opts.LaunchHook.AfterExit(rec.ID)

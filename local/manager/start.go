@@ -61,7 +61,7 @@ func (m *Manager) Start(ctx context.Context, idOrName string) (provider.Sandbox,
 func (m *Manager) settleBeforeStart(ctx context.Context, e *entry, idOrName string) (*record, error) {
 	m.mu.Lock()
 	rec := e.rec
-	deleted := m.sandboxes[rec.ID] != e
+	deleted := !m.reg.has(e)
 	m.mu.Unlock()
 	if deleted {
 		return nil, provider.Errorf(provider.NotFound, "sandbox %q was deleted", idOrName)

@@ -65,8 +65,10 @@ func (r *record) clone() *record {
 }
 
 // writeFileAtomic writes data so that a crash leaves either the old file or
-// the new one, never a torn one: temp file, fsync, rename, fsync of the dir.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+// the new one, never a torn one: temp file, fsync, rename, and, when
+// durable, fsync of the dir, without which a machine crash may bring back
+// the old file.
+func writeFileAtomic(path string, data []byte, perm os.FileMode, durable bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -92,20 +94,25 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
+	if !durable {
+		return nil
+	}
 	return syncDir(dir)
 }
 
 func (m *Manager) dir(id string) string { return filepath.Join(m.opts.Root, id) }
 
-func (m *Manager) persist(r *record) error { return persistIn(m.dir(r.ID), r) }
+// persist writes r, durably: a state it records survives a machine crash.
+func (m *Manager) persist(r *record) error { return persistIn(m.dir(r.ID), r, true) }
 
-// persistIn writes r as dir's sandbox.json. internal.
-func persistIn(dir string, r *record) error {
+// persistIn writes r as dir's sandbox.json, durably or not (see
+// writeFileAtomic). internal.
+func persistIn(dir string, r *record, durable bool) error {
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, recordFile), data, 0o644); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, recordFile), data, 0o644, durable); err != nil {
 		return provider.Errorf(provider.Internal, "persist sandbox %s: %w", r.ID, err)
 	}
 	return nil
@@ -116,7 +123,7 @@ func writeEnvIn(dir string, env map[string]string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, envFile), data, 0o600)
+	return writeFileAtomic(filepath.Join(dir, envFile), data, 0o600, true)
 }
 
 func (m *Manager) readEnv(id string) (map[string]string, error) {

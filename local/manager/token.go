@@ -34,7 +34,7 @@ func (m *Manager) sandboxToken(id string) (string, error) {
 		return tok, err
 	}
 	tok = newToken()
-	if err := writeFileAtomic(filepath.Join(m.dir(id), tokenFile), []byte(tok+"\n"), 0o600); err != nil {
+	if err := writeFileAtomic(filepath.Join(m.dir(id), tokenFile), []byte(tok+"\n"), 0o600, true); err != nil {
 		return "", err
 	}
 	return tok, nil

@@ -19,7 +19,10 @@ type Fake struct {
 	procs    map[int]*proc
 	startErr error
 	stopErr  error
+	waitErr  error
 	started  []driver.Spec
+	// statusCalls counts the calls of Status.
+	statusCalls int
 }
 
 type proc struct {
@@ -141,9 +144,25 @@ func (f *Fake) Start(ctx context.Context, spec driver.Spec) (driver.Handle, erro
 	return f.spawnLocked(spec), nil
 }
 
+// FailWait makes every Wait fail with err at once, as a runtime that lost
+// track of its workloads does (an engine that went away); nil restores it.
+func (f *Fake) FailWait(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.waitErr = err
+}
+
+// StatusCalls is how many times Status was called.
+func (f *Fake) StatusCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.statusCalls
+}
+
 func (f *Fake) Status(ctx context.Context, h driver.Handle) (driver.Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.statusCalls++
 	p, ok := f.find(h)
 	if !ok {
 		return driver.Status{Exit: driver.Exit{Reason: "process gone"}}, nil
@@ -157,7 +176,11 @@ func (f *Fake) Status(ctx context.Context, h driver.Handle) (driver.Status, erro
 func (f *Fake) Wait(ctx context.Context, h driver.Handle) (driver.Exit, error) {
 	f.mu.Lock()
 	p, ok := f.find(h)
+	waitErr := f.waitErr
 	f.mu.Unlock()
+	if waitErr != nil {
+		return driver.Exit{}, waitErr
+	}
 	if !ok {
 		return driver.Exit{Reason: "process gone"}, nil
 	}
