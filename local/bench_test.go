@@ -44,17 +44,24 @@ func bareSpawn(b *testing.B) time.Duration {
 	_, port, _ := net.SplitHostPort(addr)
 	start := time.Now()
 	cmd := exec.Command(testdaemon.Binary(b), "toolbox")
-	cmd.Env = append(os.Environ(), "PORT="+port)
+	cmd.Env = append(os.Environ(), "PORT="+port, "SANDPLANE_SANDBOX_TOKEN=bench-token-0123456789abcdef")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	require.NoError(b, cmd.Start())
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill(); <-exited }()
 	for {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
 			return time.Since(start)
 		}
-		time.Sleep(time.Millisecond)
+		select {
+		case err := <-exited:
+			exited <- err
+			b.Fatalf("the bare toolbox ended before it listened: %v", err)
+		case <-time.After(time.Millisecond):
+		}
 	}
 }
 

@@ -61,6 +61,11 @@ type Snapshot struct {
 	// Isolation is how the native runtime isolates the workload beyond its
 	// containment: "bwrap" or "none"; empty takes the daemon's default.
 	Isolation string `yaml:"isolation,omitempty"`
+	// Network is the docker runtime's network: "" for the isolated bridge
+	// with the port published on loopback, "host" for the host's network,
+	// without the engine's port proxy but without the bridge's isolation
+	// either (docs/security.md). The native runtime ignores it.
+	Network string `yaml:"network,omitempty"`
 }
 
 // Config is the daemon's resolved configuration.
@@ -252,6 +257,9 @@ func (c *Config) Validate() error {
 		}
 		if !validIsolation(s.Isolation) {
 			return fmt.Errorf("snapshot %q: isolation must be \"none\" or \"bwrap\", got %q", name, s.Isolation)
+		}
+		if s.Network != "" && s.Network != "host" {
+			return fmt.Errorf("snapshot %q: network must be empty (the isolated bridge) or \"host\", got %q", name, s.Network)
 		}
 	}
 	return nil

@@ -26,6 +26,9 @@ snapshots:
   python:
     command: [python3, -m, http.server]
     env: {A: b}
+  fast:
+    image: some-image
+    network: host
 `), 0o600))
 	require.NoError(t, c.LoadFile(file))
 	require.NoError(t, c.LoadEnv(envOf(map[string]string{EnvMinute: "1s", EnvReapInterval: "250", EnvReapOnExit: "1"})))
@@ -38,6 +41,7 @@ snapshots:
 	assert.Equal(t, 5000, c.Ports.Min)
 	assert.Equal(t, []string{"sandplane", "toolbox"}, c.Snapshots["default"].Command, "built-in default survives the file")
 	assert.Equal(t, "b", c.Snapshots["python"].Env["A"])
+	assert.Equal(t, "host", c.Snapshots["fast"].Network)
 	assert.Equal(t, map[string]string{"MY_KEY": "v"}, c.PassEnvValues(envOf(map[string]string{"MY_KEY": "v", "OTHER": "x"})))
 }
 
@@ -56,6 +60,7 @@ func TestInvalid(t *testing.T) {
 		{name: "bad ready", yaml: "snapshots: {x: {command: [a], ready: maybe}}"},
 		{name: "bad isolation", yaml: "isolation: chroot"},
 		{name: "bad snapshot isolation", yaml: "snapshots: {x: {command: [a], isolation: jail}}"},
+		{name: "bad snapshot network", yaml: "snapshots: {x: {image: a, network: bridge}}"},
 		{name: "not yaml", yaml: "{{{"},
 	}
 	for _, tt := range tests {

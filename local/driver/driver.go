@@ -38,6 +38,11 @@ type Spec struct {
 	// network, the port forwarded in). Empty means the runtime's default;
 	// "none" means containment only. Docker ignores it.
 	Isolation string
+	// Network is docker's network for the workload: "" for the runtime's
+	// isolated bridge with Port published on loopback, "host" for the
+	// host's network (no port proxy, no isolation of ports). The native
+	// runtime ignores it.
+	Network string
 	// Mounts are engine volumes the workload sees at their Target (docker).
 	// The native runtime ignores them; its callers map volumes themselves.
 	Mounts []Mount

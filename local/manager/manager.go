@@ -35,6 +35,10 @@ type Snapshot struct {
 	// Isolation is how the native runtime isolates the workload beyond its
 	// containment: "bwrap" or "none"; empty takes the daemon's default.
 	Isolation string `json:"isolation,omitempty"`
+	// Network is the docker runtime's network: "" for the isolated bridge,
+	// "host" for the host's (driver.Spec.Network). The native runtime
+	// ignores it.
+	Network string `json:"network,omitempty"`
 }
 
 // DefaultSnapshot is the snapshot a create without one uses.

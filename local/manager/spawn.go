@@ -41,6 +41,7 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 			User:      snap.User,
 			Labels:    cloneMap(rec.Labels),
 			Isolation: snap.Isolation,
+			Network:   snap.Network,
 		},
 		PreferPort: rec.LastPort,
 		Ready:      ready,

@@ -49,12 +49,17 @@ type containerSpec struct {
 }
 
 func (r *Driver) containerSpec(spec driver.Spec) containerSpec {
+	hostNet := spec.Network == NetworkHost
 	env := make([]string, 0, len(spec.Env)+1)
 	for k, v := range spec.Env {
 		if k == EnvSandboxID {
 			continue
 		}
-		env = append(env, k+"="+containerEnvValue(k, v))
+		if !hostNet {
+			// On the host's network, localhost is the host's already.
+			v = containerEnvValue(k, v)
+		}
+		env = append(env, k+"="+v)
 	}
 	env = append(env, EnvSandboxID+"="+spec.SandboxID)
 	sort.Strings(env)
@@ -93,6 +98,12 @@ func (r *Driver) containerSpec(spec driver.Spec) containerSpec {
 		// handler still ends on stop as it would natively, instead of
 		// ignoring the signal as PID 1 and waiting out the grace.
 		Init: &init,
+	}
+	if hostNet {
+		// The workload binds the host's port itself: nothing to publish,
+		// and no proxy in front of it.
+		cfg.ExposedPorts, host.PortBindings = nil, nil
+		host.NetworkMode = container.NetworkMode(NetworkHost)
 	}
 	for _, m := range spec.Mounts {
 		mt := mount.Mount{Type: mount.TypeVolume, Source: m.Volume, Target: m.Target}

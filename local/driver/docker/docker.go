@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"strconv"
@@ -33,7 +34,8 @@ const (
 	// caller's context ended.
 	cleanupTimeout = 30 * time.Second
 	// probeWindow is how long Probe waits for the port's proxy to hang up on
-	// a connection that nothing inside the container accepted.
+	// a connection that nothing inside the container accepted, when no HTTP
+	// answer comes first.
 	probeWindow = 50 * time.Millisecond
 )
 
@@ -60,6 +62,13 @@ type Driver struct {
 
 	mu      sync.Mutex
 	sources map[string]*imageSource // by image ref
+
+	// netChecked is set once the sandbox network is known to exist and
+	// isolate; guarded by netMu.
+	netMu      sync.Mutex
+	netChecked bool
+	// absent are the names Preflight found free.
+	absent absentNames
 }
 
 var (
@@ -193,11 +202,40 @@ func (r *Driver) Preflight(ctx context.Context, spec driver.Spec) error {
 	c, err := r.api(ctx).ContainerInspect(ctx, name)
 	switch {
 	case cerrdefs.IsNotFound(err):
+		r.absent.note(name)
 		return nil
 	case err != nil:
 		return as(provider.PreflightFailed, r.classify("inspect container "+name, err))
 	}
 	return owned(c, spec)
+}
+
+// absentNames remembers the container names Preflight found free, so that
+// the Start that follows creates at once instead of looking again: one
+// inspect per create. A name is taken back by the first Start that uses
+// it; should a container have taken the name meanwhile, the create
+// conflicts and Start looks as it would have.
+type absentNames struct {
+	mu    sync.Mutex
+	names map[string]struct{}
+}
+
+func (a *absentNames) note(name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.names == nil {
+		a.names = map[string]struct{}{}
+	}
+	a.names[name] = struct{}{}
+}
+
+// take reports whether name was noted, and forgets it.
+func (a *absentNames) take(name string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.names[name]
+	delete(a.names, name)
+	return ok
 }
 
 func validate(spec driver.Spec) error {
@@ -208,6 +246,8 @@ func validate(spec driver.Spec) error {
 		return provider.Errorf(provider.PreflightFailed, "the snapshot names no image: the docker runtime needs one")
 	case spec.Port <= 0 || spec.Port > math.MaxUint16:
 		return provider.Errorf(provider.PreflightFailed, "port %d is not a TCP port", spec.Port)
+	case spec.Network != "" && spec.Network != NetworkHost:
+		return provider.Errorf(provider.PreflightFailed, "network %q is not one the docker runtime knows: leave it empty (the isolated bridge) or say %q", spec.Network, NetworkHost)
 	}
 	return nil
 }
@@ -247,10 +287,14 @@ func (r *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Handle, er
 	}
 	want := r.containerSpec(spec)
 	name := ContainerName(spec.SandboxID)
-	// Checked on every start, so that a network removed meanwhile is made
-	// again rather than failing a restart.
-	if err := r.ensureNetwork(ctx); err != nil {
+	if err := r.ensureNetwork(ctx, spec.Network); err != nil {
 		return driver.Handle{}, err
+	}
+	if r.absent.take(name) {
+		h, err := r.create(ctx, want, spec)
+		if !errors.Is(err, errNameTaken) {
+			return h, err
+		}
 	}
 
 	c, err := r.api(ctx).ContainerInspect(ctx, name)
@@ -269,18 +313,25 @@ func (r *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Handle, er
 	return r.create(ctx, want, spec)
 }
 
+// errNameTaken is create's error when a container has the sandbox's name.
+var errNameTaken = errors.New("the container name is taken")
+
 // create makes and starts the sandbox's container; on error it is gone.
+// errNameTaken, wrapped: a container of that name exists.
 func (r *Driver) create(ctx context.Context, want containerSpec, spec driver.Spec) (driver.Handle, error) {
 	name := ContainerName(spec.SandboxID)
 	created, err := r.api(ctx).ContainerCreate(ctx, want.config, want.host, nil, nil, name)
 	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			return driver.Handle{}, provider.Errorf(provider.CreateFailed, "create container %s: %w: %v", name, errNameTaken, err)
+		}
 		if cerrdefs.IsNotFound(err) {
 			// The only thing create looks up is the image.
 			return driver.Handle{}, r.missingImage(want.config.Image, err)
 		}
 		return driver.Handle{}, as(provider.CreateFailed, r.classify("create container "+name, err))
 	}
-	if err := r.api(ctx).ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+	if err := r.startContainer(ctx, created.ID, want.host); err != nil {
 		err = as(provider.CreateFailed, r.classify("start container "+name, err))
 		return driver.Handle{}, r.discard(ctx, created.ID, err)
 	}
@@ -353,10 +404,25 @@ func (r *Driver) restart(ctx context.Context, c container.InspectResponse) (driv
 	if c.State != nil && c.State.Running {
 		return handle(c.ID), nil
 	}
-	if err := r.api(ctx).ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+	if err := r.startContainer(ctx, c.ID, c.HostConfig); err != nil {
 		return driver.Handle{}, as(provider.CreateFailed, r.classify("restart container "+strings.TrimPrefix(c.Name, "/"), err))
 	}
 	return handle(c.ID), nil
+}
+
+// startContainer starts container id, whose host config is host. The
+// engine finds the sandbox network by name only when the container
+// starts: one removed since it was checked is made again, and the start
+// tried once more.
+func (r *Driver) startContainer(ctx context.Context, id string, host *container.HostConfig) error {
+	err := r.api(ctx).ContainerStart(ctx, id, container.StartOptions{})
+	if err == nil || !cerrdefs.IsNotFound(err) || host == nil || !r.forgetNetwork(host) {
+		return err
+	}
+	if nerr := r.ensureNetwork(ctx, ""); nerr != nil {
+		return nerr
+	}
+	return r.api(ctx).ContainerStart(ctx, id, container.StartOptions{})
 }
 
 // discard force-removes a container Start made and returns cause, noting a
@@ -582,14 +648,14 @@ func (r *Driver) Orphans(ctx context.Context, root string, known []driver.Handle
 // Probe reports whether the container's workload accepts connections on the
 // published port. A successful connect does not prove it: the engine's port
 // proxy accepts on the host side first, then hangs up when nothing in the
-// container accepts. So Probe connects and waits a moment, on the runtime's
-// clock, for that hang-up: a connection still open (or data) means the
-// workload holds it. unavailable, or ctx's error.
+// container accepts. So Probe connects and asks for an HTTP answer (the
+// toolbox's GET /api/info): any byte back means the workload holds the
+// connection, a hang-up that it does not, and both come as soon as they
+// happen. A workload that speaks something else keeps silent: a connection
+// still open after a short window, on the runtime's clock, counts as held.
+// It asks the engine nothing: the launcher's poll checks that the
+// container still runs. unavailable, or ctx's error.
 func (r *Driver) Probe(ctx context.Context, h driver.Handle, port int) (bool, error) {
-	st, err := r.Status(ctx, h)
-	if err != nil || !st.Running {
-		return false, err
-	}
 	dctx, cancel := r.withTimeout(ctx, time.Second)
 	defer cancel()
 	var d net.Dialer
@@ -598,6 +664,9 @@ func (r *Driver) Probe(ctx context.Context, h driver.Handle, port int) (bool, er
 		return false, ctx.Err()
 	}
 	defer conn.Close()
+	if _, err := io.WriteString(conn, probeRequest); err != nil {
+		return false, ctx.Err()
+	}
 	// A read deadline in the past ends the read at once; setting it from a
 	// clock timer keeps the wait on the runtime's clock.
 	expire := func() { _ = conn.SetReadDeadline(time.Unix(1, 0)) }
@@ -606,10 +675,14 @@ func (r *Driver) Probe(ctx context.Context, h driver.Handle, port int) (bool, er
 	stop := context.AfterFunc(ctx, expire)
 	defer stop()
 	var b [1]byte
-	_, err = conn.Read(b[:])
+	n, err := conn.Read(b[:])
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
 	var ne net.Error
-	return err == nil || errors.As(err, &ne) && ne.Timeout(), nil
+	return n > 0 || errors.As(err, &ne) && ne.Timeout(), nil
 }
+
+// probeRequest is what Probe asks: the toolbox answers it at once, as any
+// HTTP server answers something.
+const probeRequest = "GET /api/info HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/sandplane/sandplane/provider"
@@ -31,10 +32,49 @@ func WithNetwork(name string) Option {
 	}
 }
 
+// NetworkHost, as driver.Spec.Network, runs a sandbox on the host's network:
+// no bridge, no port proxy, and no isolation of its ports from the host's
+// or other sandboxes' (docs/security.md).
+const NetworkHost = "host"
+
 // ensureNetwork makes the sandbox network unless it exists, and checks that
 // an existing one keeps containers apart. Concurrent daemons may both try to
-// make it; the loser finds the winner's. create_failed, unavailable.
-func (r *Driver) ensureNetwork(ctx context.Context) error {
+// make it; the loser finds the winner's. Once checked it is not looked at
+// again until a create finds it gone (forgetNetwork), so that a create asks
+// the engine nothing about it. A sandbox on the host's network needs none.
+// create_failed, unavailable.
+func (r *Driver) ensureNetwork(ctx context.Context, mode string) error {
+	if mode == NetworkHost {
+		return nil
+	}
+	r.netMu.Lock()
+	defer r.netMu.Unlock()
+	if r.netChecked {
+		return nil
+	}
+	if err := r.checkNetwork(ctx); err != nil {
+		return err
+	}
+	r.netChecked = true
+	return nil
+}
+
+// forgetNetwork makes the next ensureNetwork look at the sandbox network
+// again, and reports whether it had been checked: a create on host (the
+// one it failed with) used it.
+func (r *Driver) forgetNetwork(host *container.HostConfig) bool {
+	if host.NetworkMode.IsHost() {
+		return false
+	}
+	r.netMu.Lock()
+	defer r.netMu.Unlock()
+	was := r.netChecked
+	r.netChecked = false
+	return was
+}
+
+// checkNetwork makes the sandbox network unless it exists, and checks it.
+func (r *Driver) checkNetwork(ctx context.Context) error {
 	n, err := r.api(ctx).NetworkInspect(ctx, r.network, network.InspectOptions{})
 	if cerrdefs.IsNotFound(err) {
 		_, err = r.api(ctx).NetworkCreate(ctx, r.network, network.CreateOptions{

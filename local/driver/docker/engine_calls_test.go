@@ -1,0 +1,151 @@
+package docker_test
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/docker/docker/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/local/driver/docker"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// callLog records the engine calls a runtime makes, as "METHOD /path"
+// without the API version.
+type callLog struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	all  []string
+}
+
+var apiVersion = regexp.MustCompile(`^/v[0-9.]+`)
+
+func (c *callLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.all = append(c.all, r.Method+" "+apiVersion.ReplaceAllString(r.URL.Path, ""))
+	c.mu.Unlock()
+	return c.base.RoundTrip(r)
+}
+
+// take returns the calls since the last take.
+func (c *callLog) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.all
+	c.all = nil
+	return out
+}
+
+// count is how many of calls start with prefix.
+func count(calls []string, prefix string) int {
+	n := 0
+	for _, c := range calls {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// loggedRuntime is a runtime on the harness's engine and network whose
+// engine calls are recorded.
+func (h *harness) loggedRuntime(t *testing.T) (*docker.Driver, *callLog) {
+	log := &callLog{base: h.cli.HTTPClient().Transport}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithHTTPClient(&http.Client{Transport: log}), client.WithAPIVersionNegotiation())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	rt, err := docker.New(clock.Real(), docker.WithClient(cli), docker.WithNetwork(h.network))
+	require.NoError(t, err)
+	return rt, log
+}
+
+// A create looks the container name up once (Preflight), and the sandbox
+// network only on the runtime's first create; a readiness probe asks the
+// engine nothing.
+func TestCreateAsksTheEngineLittle(t *testing.T) {
+	h := newHarness(t)
+	ctx := testContext(t)
+	rt, log := h.loggedRuntime(t)
+	for i := range 2 {
+		spec := h.spec()
+		log.take()
+		require.NoError(t, rt.Preflight(ctx, spec))
+		hd, err := rt.Start(ctx, spec)
+		require.NoError(t, err)
+		calls := log.take()
+		assert.Equal(t, 1, count(calls, "GET /containers/"+docker.ContainerName(spec.SandboxID)+"/json"), "one inspect of the name: %v", calls)
+		assert.Equal(t, 1, count(calls, "POST /containers/create"), "%v", calls)
+		networkCalls := count(calls, "GET /networks/")
+		if i == 0 {
+			assert.Positive(t, networkCalls, "the first create checks the network: %v", calls)
+		} else {
+			assert.Zero(t, networkCalls, "later creates trust it: %v", calls)
+		}
+
+		getWhenUp(t, baseURL(spec.Port)+"/")
+		ok, err := rt.Probe(ctx, hd, spec.Port)
+		require.NoError(t, err)
+		assert.True(t, ok)
+		assert.Empty(t, log.take(), "a probe asks the engine nothing")
+	}
+}
+
+// A container that took the name between Preflight and Start is looked
+// at, as without Preflight: a foreign one is left alone.
+func TestANameTakenAfterPreflightIsLookedAt(t *testing.T) {
+	h := newHarness(t)
+	ctx := testContext(t)
+	spec := h.spec()
+	require.NoError(t, h.rt.Preflight(ctx, spec))
+	other := h.newRuntime()
+	foreign := spec
+	foreign.Root = h.root + "-other"
+	h.cleanupRoot(foreign.Root)
+	_, err := other.Start(ctx, foreign)
+	require.NoError(t, err)
+
+	_, err = h.rt.Start(ctx, spec)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "docker rm -f "+docker.ContainerName(spec.SandboxID))
+}
+
+// On the host's network the workload binds the host's port itself: no
+// bridge, no published port, and localhost in its environment is the
+// host's, left as it is.
+func TestHostNetwork(t *testing.T) {
+	h := newHarness(t)
+	ctx := testContext(t)
+	spec := h.spec()
+	spec.Network = docker.NetworkHost
+	spec.Env["CALLBACK_URL"] = "http://localhost:4025/v1/hook"
+	require.NoError(t, h.rt.Preflight(ctx, spec))
+	hd := h.start(ctx, spec)
+
+	assert.Equal(t, "hello from the test server\n", getWhenUp(t, baseURL(spec.Port)+"/"))
+	assert.Equal(t, "http://localhost:4025/v1/hook", info(t, spec.Port).Env["CALLBACK_URL"])
+	c, err := h.cli.ContainerInspect(ctx, hd.ContainerID)
+	require.NoError(t, err)
+	assert.True(t, c.HostConfig.NetworkMode.IsHost(), "%s", c.HostConfig.NetworkMode)
+	assert.Empty(t, c.HostConfig.PortBindings)
+	ok, err := h.rt.Probe(ctx, hd, spec.Port)
+	require.NoError(t, err)
+	assert.True(t, ok)
+
+	require.NoError(t, h.rt.Stop(ctx, hd, 0))
+	ok, err = h.rt.Probe(ctx, hd, spec.Port)
+	require.NoError(t, err)
+	assert.False(t, ok, "a stopped container does not serve")
+	hd2, err := h.rt.Start(ctx, spec)
+	require.NoError(t, err)
+	assert.Equal(t, hd, hd2, "the stopped container is started again")
+	getWhenUp(t, baseURL(spec.Port)+"/")
+
+	bad := h.spec()
+	bad.Network = "bridge"
+	assert.ErrorContains(t, h.rt.Preflight(ctx, bad), `say "host"`)
+}
