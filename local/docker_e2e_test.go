@@ -74,6 +74,9 @@ snapshots:
     imageCommand: [/sandplane, toolbox, --no-such-flag]
   missing:
     image: %[2]s
+  host-network:
+    image: %[1]s
+    network: host
 `, env.image, env.missing)
 }
 
@@ -410,51 +413,63 @@ func freePort(t testing.TB) int {
 
 // BenchmarkDockerCreateToStarted measures a docker create through the
 // daemon's HTTP API until the sandbox is started (its toolbox answers),
-// beside a bare `docker run` of the same image with the same published port
-// until the toolbox answers HTTP, measured alternately in the same run.
+// beside a bare `docker run` of the same image in the same network mode
+// until the toolbox answers HTTP, measured alternately in the same run: on
+// the isolated bridge with the port published on loopback (network=bridge,
+// against `docker run -p`), and on the host's network (network=host, a
+// snapshot's opt-in, against `docker run --network host`).
 func BenchmarkDockerCreateToStarted(b *testing.B) {
 	env := newDockerEnv(b)
 	d := startDockerDaemon(b, env, "")
 	ctx := context.Background()
-	create := func() *provider.Sandbox {
-		s, err := d.P.Create(ctx, provider.CreateRequest{Runtime: provider.RuntimeDocker, AutoStopInterval: ptr(0)})
+	create := func(snapshot string) *provider.Sandbox {
+		s, err := d.P.Create(ctx, provider.CreateRequest{Runtime: provider.RuntimeDocker, Snapshot: snapshot, AutoStopInterval: ptr(0)})
 		require.NoError(b, err, "daemon stderr:\n%s", d.Stderr)
 		return s
 	}
 	// Untimed: the daemon builds the image on the first create.
-	require.NoError(b, d.P.Delete(ctx, create().ID))
+	require.NoError(b, d.P.Delete(ctx, create("").ID))
 
-	var subject, baseline []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		s := create()
-		subject = append(subject, time.Since(start))
-		b.StopTimer()
-		require.NoError(b, d.P.Delete(ctx, s.ID))
-		baseline = append(baseline, env.bareDockerRun(b, d.Root))
-		b.StartTimer()
+	for _, mode := range []struct{ network, snapshot string }{{"bridge", ""}, {"host", "host-network"}} {
+		b.Run("network="+mode.network, func(b *testing.B) {
+			var subject, baseline []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				s := create(mode.snapshot)
+				subject = append(subject, time.Since(start))
+				b.StopTimer()
+				require.NoError(b, d.P.Delete(ctx, s.ID))
+				baseline = append(baseline, env.bareDockerRun(b, d.Root, mode.network == "host"))
+				b.StartTimer()
+			}
+			reportVersus(b, subject, baseline)
+		})
 	}
-	reportVersus(b, subject, baseline)
 }
 
-// bareDockerRun is `docker run -p 127.0.0.1:P:P -e PORT=P image` through the
-// Engine API, timed until the toolbox answers HTTP on the published port:
-// the floor any control plane on this engine pays.
-func (env *dockerEnv) bareDockerRun(b *testing.B, root string) time.Duration {
+// bareDockerRun is `docker run -p 127.0.0.1:P:P -e PORT=P image` (or, on
+// the host's network, `docker run --network host -e PORT=P image`) through
+// the Engine API, timed until the toolbox answers HTTP on the port: the
+// floor any control plane on this engine pays.
+func (env *dockerEnv) bareDockerRun(b *testing.B, root string, hostNetwork bool) time.Duration {
 	ctx := context.Background()
 	port := strconv.Itoa(freePort(b))
 	p := nat.Port(port + "/tcp")
-	start := time.Now()
-	created, err := env.cli.ContainerCreate(ctx, &container.Config{
+	cfg := &container.Config{
 		Image:        env.image,
 		Env:          []string{"PORT=" + port, "SANDPLANE_SANDBOX_TOKEN=bench-token-0123456789abcdef"},
 		ExposedPorts: nat.PortSet{p: struct{}{}},
 		// Labelled, so the root's cleanup removes it whatever happens.
 		Labels: map[string]string{docker.LabelRoot: root},
-	}, &container.HostConfig{
+	}
+	host := &container.HostConfig{
 		PortBindings: nat.PortMap{p: []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: port}}},
-	}, nil, nil, "")
+	}
+	if hostNetwork {
+		cfg.ExposedPorts, host.PortBindings, host.NetworkMode = nil, nil, "host"
+	}
+	start := time.Now()
+	created, err := env.cli.ContainerCreate(ctx, cfg, host, nil, nil, "")
 	require.NoError(b, err)
 	defer func() {
 		require.NoError(b, env.cli.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true}))
