@@ -200,11 +200,20 @@ func (m *Manager) makeDir(rec *record, env map[string]string) error {
 	if err != nil {
 		return provider.Errorf(provider.Internal, "create sandbox directory: %w", err)
 	}
+	// The staged files need not be durable one by one: one sync of the
+	// staged directory makes them all durable before the rename publishes
+	// it.
 	err = writeEnvIn(staged, env)
 	if err != nil {
 		err = provider.Errorf(provider.Internal, "write %s: %w", envFile, err)
-	} else if err = persistIn(staged, rec, true); err == nil {
-		err = m.publish(staged, rec.ID)
+	} else if err = writeToken(staged); err != nil {
+		err = provider.Errorf(provider.Internal, "write %s: %w", tokenFile, err)
+	} else if err = persistIn(staged, rec, false); err == nil {
+		if err = syncDir(staged); err != nil {
+			err = provider.Errorf(provider.Internal, "sync the new sandbox directory: %w", err)
+		} else {
+			err = m.publish(staged, rec.ID)
+		}
 	}
 	if err != nil {
 		_ = os.RemoveAll(staged)

@@ -426,8 +426,13 @@ var bumped = emission{provider.EventActivity, provider.SourceMutation}
 // only once it is on disk makes it e's record, emits events, and returns the
 // new public view. On error e is unchanged. The events go out under the
 // sandbox's persist lock, so that a sandbox's events arrive in the order
-// its records were written.
+// its records were written. The write is durable (see persist).
 func (m *Manager) update(e *entry, fn func(r *record), events ...emission) (provider.Sandbox, error) {
+	return m.write(e, fn, true, events...)
+}
+
+// write is update, durable or not (see writeFileAtomic).
+func (m *Manager) write(e *entry, fn func(r *record), durable bool, events ...emission) (provider.Sandbox, error) {
 	e.persistMu.Lock()
 	defer e.persistMu.Unlock()
 	// Every write of e.rec holds the persist lock, so cur stays current.
@@ -447,7 +452,7 @@ func (m *Manager) update(e *entry, fn func(r *record), events ...emission) (prov
 	next := cur.clone()
 	fn(next)
 	next.UpdatedAt = m.clk.Now()
-	if err := m.persist(next); err != nil {
+	if err := persistIn(m.dir(next.ID), next, durable); err != nil {
 		return m.info(cur), err
 	}
 	e.activityDirty = false // the record on disk has the latest activity

@@ -56,7 +56,13 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 			return nil
 		},
 		Record: func(h driver.Handle, port int) error {
-			_, err := m.update(e, func(r *record) { r.Handle = &h; r.Port = port; r.LastPort = port })
+			// On disk before anything waits for the workload, so that a
+			// daemon killed now finds it. Not durable against a machine
+			// crash: the write of the state that follows is, and until it
+			// the record says the sandbox is not started yet, so a machine
+			// crash before it rolls the sandbox back, and the workload,
+			// marked with the root, is an orphan.
+			_, err := m.write(e, func(r *record) { r.Handle = &h; r.Port = port; r.LastPort = port }, false)
 			return err
 		},
 		Undo: func() {

@@ -118,12 +118,14 @@ func persistIn(dir string, r *record, durable bool) error {
 	return nil
 }
 
+// writeEnvIn writes env as dir's env file, not durably: dir is a staging
+// directory, synced whole before it is published.
 func writeEnvIn(dir string, env map[string]string) error {
 	data, err := json.Marshal(env)
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, envFile), data, 0o600, true)
+	return writeFileAtomic(filepath.Join(dir, envFile), data, 0o600, false)
 }
 
 func (m *Manager) readEnv(id string) (map[string]string, error) {

@@ -33,8 +33,20 @@ func (m *Manager) sandboxToken(id string) (string, error) {
 	if err != nil || tok != "" {
 		return tok, err
 	}
-	tok = newToken()
-	if err := writeFileAtomic(filepath.Join(m.dir(id), tokenFile), []byte(tok+"\n"), 0o600, true); err != nil {
+	return writeTokenIn(m.dir(id), true)
+}
+
+// writeToken gives a new sandbox, staged in dir, its token, not durably:
+// the staged directory is synced whole before it is published.
+func writeToken(dir string) error {
+	_, err := writeTokenIn(dir, false)
+	return err
+}
+
+// writeTokenIn makes a token and writes it as dir's token file.
+func writeTokenIn(dir string, durable bool) (string, error) {
+	tok := newToken()
+	if err := writeFileAtomic(filepath.Join(dir, tokenFile), []byte(tok+"\n"), 0o600, durable); err != nil {
 		return "", err
 	}
 	return tok, nil
