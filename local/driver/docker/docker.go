@@ -69,6 +69,8 @@ type Driver struct {
 	netChecked bool
 	// absent are the names Preflight found free.
 	absent absentNames
+	// exits tells Wait when to look.
+	exits exitFeed
 }
 
 var (
@@ -133,6 +135,7 @@ func WithInit(on bool) Option {
 // engine (a malformed DOCKER_HOST, unreadable TLS files).
 func New(clk clock.Clock, opts ...Option) (*Driver, error) {
 	r := &Driver{clk: clk, init: true, network: NetworkName}
+	r.exits.r = r
 	for _, o := range opts {
 		if err := o(r); err != nil {
 			r.Close()
@@ -153,6 +156,7 @@ func New(clk clock.Clock, opts ...Option) (*Driver, error) {
 // Close releases the client New made; a client passed with WithClient stays
 // open.
 func (r *Driver) Close() error {
+	r.exits.close()
 	if r.ownsCli && r.cli != nil {
 		return r.cli.Close()
 	}
@@ -511,29 +515,32 @@ func killedBy(sig syscall.Signal) driver.Exit {
 
 // Wait blocks until the container stops running and reports how it ended; a
 // container that does not exist (any more) gives "container gone". It works
-// for containers adopted after a restart. unavailable, or ctx's error.
+// for containers adopted after a restart. Every waiter shares one
+// subscription to the Engine's event stream, and inspects its container
+// only when an event of it arrives or the stream (re)connects, so a running
+// container costs the engine no request. unavailable, or ctx's error.
 func (r *Driver) Wait(ctx context.Context, h driver.Handle) (driver.Exit, error) {
 	if h.ContainerID == "" {
 		return driver.Exit{Reason: ReasonGone}, nil
 	}
-	respC, errC := r.api(ctx).ContainerWait(ctx, h.ContainerID, container.WaitConditionNotRunning)
-	select {
-	case resp := <-respC:
-		c, err := r.api(ctx).ContainerInspect(ctx, h.ContainerID)
-		if err == nil && c.State != nil && !c.State.Running {
-			return exitOf(c.State), nil
-		}
-		// Removed or restarted since it stopped: the wait's own code is all
-		// that is left of this run.
-		return exitOfCode(int(resp.StatusCode)), nil
-	case err := <-errC:
-		if ctx.Err() != nil {
+	// Subscribed before the first look, so that an end after it is heard.
+	maybeEnded, cancel := r.exits.subscribe(h.ContainerID)
+	defer cancel()
+	for {
+		st, err := r.Status(ctx, h)
+		switch {
+		case ctx.Err() != nil:
 			return driver.Exit{}, ctx.Err()
+		case err != nil:
+			return driver.Exit{}, err
+		case !st.Running:
+			return st.Exit, nil
 		}
-		if cerrdefs.IsNotFound(err) {
-			return driver.Exit{Reason: ReasonGone}, nil
+		select {
+		case <-ctx.Done():
+			return driver.Exit{}, ctx.Err()
+		case <-maybeEnded:
 		}
-		return driver.Exit{}, as(provider.Unavailable, r.classify("wait for container", err))
 	}
 }
 

@@ -6,11 +6,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -39,6 +41,13 @@ func (c *callLog) take() []string {
 	out := c.all
 	c.all = nil
 	return out
+}
+
+// snapshot returns the calls since the last take, keeping them.
+func (c *callLog) snapshot() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.all...)
 }
 
 // count is how many of calls start with prefix.
@@ -148,4 +157,59 @@ func TestHostNetwork(t *testing.T) {
 	bad := h.spec()
 	bad.Network = "bridge"
 	assert.ErrorContains(t, h.rt.Preflight(ctx, bad), `say "host"`)
+}
+
+// Waiters share one subscription to the engine's events: a running
+// container costs no request of its own, and an end reaches only the
+// waiter of that container, with how it ended.
+func TestWaitersShareTheEventStream(t *testing.T) {
+	h := newHarness(t)
+	ctx := testContext(t)
+	rt, log := h.loggedRuntime(t)
+	t.Cleanup(func() { _ = rt.Close() })
+	const n = 3
+	var handles []driver.Handle
+	for range n {
+		spec := h.spec()
+		hd, err := rt.Start(ctx, spec)
+		require.NoError(t, err)
+		getWhenUp(t, baseURL(spec.Port)+"/")
+		handles = append(handles, hd)
+	}
+	log.take()
+	exits := make([]chan driver.Exit, n)
+	for i, hd := range handles {
+		exits[i] = make(chan driver.Exit, 1)
+		go func() {
+			exit, err := rt.Wait(ctx, hd)
+			assert.NoError(t, err)
+			exits[i] <- exit
+		}()
+	}
+	require.Eventually(t, func() bool {
+		return count(log.snapshot(), "GET /containers/") >= n
+	}, 10*time.Second, 10*time.Millisecond, "each waiter looks once")
+
+	require.NoError(t, h.cli.ContainerKill(ctx, handles[1].ContainerID, "KILL"))
+	select {
+	case exit := <-exits[1]:
+		assert.Equal(t, "killed: signal SIGKILL", exit.Reason)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter of the killed container was not told")
+	}
+	calls := log.take()
+	assert.Equal(t, 1, count(calls, "GET /events"), "one stream for every waiter: %v", calls)
+	assert.Zero(t, count(calls, "POST /containers/"), "no wait request per container: %v", calls)
+	for _, i := range []int{0, 2} {
+		select {
+		case exit := <-exits[i]:
+			t.Fatalf("waiter %d returned %v for a running container", i, exit)
+		default:
+		}
+	}
+	require.NoError(t, rt.Stop(ctx, handles[0], 10*time.Second))
+	assert.Equal(t, "exited: code 0", (<-exits[0]).Reason, "the server ends on SIGTERM")
+	require.NoError(t, rt.Remove(ctx, handles[2]))
+	assert.Contains(t, []string{"killed: signal SIGKILL", docker.ReasonGone}, (<-exits[2]).Reason,
+		"as the engine tells it: killed, or gone when the removal came first")
 }
