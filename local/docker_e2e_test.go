@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/internal/baseimage"
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local"
 	"github.com/sandplane/sandplane/local/driver"
@@ -68,16 +69,16 @@ snapshots:
   never-ready:
     # The toolbox on the container's loopback: the published port never reaches it.
     image: %[1]s
-    imageCommand: [/sandplane, toolbox]
+    imageCommand: [%[3]s, toolbox]
   broken:
     image: %[1]s
-    imageCommand: [/sandplane, toolbox, --no-such-flag]
+    imageCommand: [%[3]s, toolbox, --no-such-flag]
   missing:
     image: %[2]s
   host-network:
     image: %[1]s
     network: host
-`, env.image, env.missing)
+`, env.image, env.missing, baseimage.ToolboxPath)
 }
 
 // startDockerDaemon runs `sandplane serve` with the docker snapshots. A new
