@@ -98,18 +98,20 @@ func main() {
 		exit <- code
 	})
 
-	srv := &http.Server{Handler: mux}
-	go func() { _ = srv.Serve(ln) }()
-
-	fmt.Fprintf(os.Stdout, "server: listening on :%s\n", port)
-	fmt.Fprintln(os.Stderr, "server: this line goes to stderr")
-
+	// Signals are handled before the first request is served: a test that
+	// stops the server once it answers expects it to exit 0.
 	sigs := make(chan os.Signal, 1)
 	if *ignoreTerm {
 		signal.Ignore(syscall.SIGTERM)
 	} else {
 		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	}
+
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
+
+	fmt.Fprintf(os.Stdout, "server: listening on :%s\n", port)
+	fmt.Fprintln(os.Stderr, "server: this line goes to stderr")
 	select {
 	case sig := <-sigs:
 		fmt.Fprintf(os.Stdout, "server: got %v, exiting\n", sig)
