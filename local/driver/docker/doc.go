@@ -41,6 +41,17 @@
 // network is part of the digest) and is replaced on its next start, its
 // filesystem carried over, so it joins the network too.
 //
+// A spec with Network NetworkHost ("host", a snapshot's explicit opt-in)
+// runs on the host's network instead: no bridge, no published port and no
+// proxy in front of it, and none of the isolation above; its env values are
+// left as they are, since localhost is the host's there.
+//
+// Waits share one subscription to the engine's event stream (container die
+// and destroy): a waiter inspects its container when an event of it
+// arrives, or when the stream (re)connects, since an event may have been
+// missed while it was down. A create inspects the container name once
+// (Preflight), and the sandbox network only on its first create.
+//
 // Env values that point at the host's loopback are rewritten to
 // host.docker.internal, because inside the container 127.0.0.1 is the
 // container itself; the name resolves to the host through the engine's
