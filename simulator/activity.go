@@ -29,6 +29,7 @@ func (s *Simulator) bumpLocked(sb *sandbox) {
 	sb.lastBump = now
 	if now.After(sb.LastActivity) {
 		sb.LastActivity = now
+		s.activityMovedLocked(sb)
 	}
 }
 

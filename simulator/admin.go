@@ -141,13 +141,13 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 			Seed: s.cfg.Seed, Validation: s.spec != nil && !s.cfg.DisableValidation, SpecExceptions: SpecExceptions()}
 		if scoped {
 			n := 0
-			s.mu.Lock()
-			for _, sb := range s.byID {
-				if sb.OrgID != warmPoolOrg && sc.owns(sb.OrgID) {
-					n++
+			s.mu.RLock()
+			for org, rows := range s.orgs {
+				if org != warmPoolOrg && sc.owns(org) {
+					n += rows.len()
 				}
 			}
-			s.mu.Unlock()
+			s.mu.RUnlock()
 			info.Sandboxes = &n
 		}
 		writeJSON(w, http.StatusOK, info)

@@ -313,8 +313,8 @@ func (s *Simulator) replyStarted(c *call, sb *sandbox, tbx string, fresh bool) (
 	if err := s.waitStarted(c.ctx(), sb, createWait); err != nil {
 		return reply{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return reply{http.StatusOK, sb.dto(tbx, fresh)}, nil
 }
 
@@ -356,9 +356,23 @@ func (s *Simulator) withSandbox(c *call, f func(sb *sandbox) (reply, *apiError))
 	return f(sb)
 }
 
+// withSandboxRead is withSandbox for f that only reads: it holds the lock
+// shared, beside lists and other reads.
+func (s *Simulator) withSandboxRead(c *call, f func(sb *sandbox) (reply, *apiError)) (reply, *apiError) {
+	idOrName := c.params["sandboxIdOrName"]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sb, err := s.lookup(c.org, idOrName)
+	if err != nil {
+		return reply{}, err
+	}
+	c.sandboxID = sb.ID
+	return f(sb)
+}
+
 func (s *Simulator) getSandbox(c *call) (reply, *apiError) {
 	tbx := s.toolboxProxyURL(c.r)
-	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
+	return s.withSandboxRead(c, func(sb *sandbox) (reply, *apiError) {
 		return reply{http.StatusOK, sb.dto(tbx, false)}, nil
 	})
 }
@@ -566,6 +580,7 @@ func (s *Simulator) replaceLabels(c *call) (reply, *apiError) {
 			req.Labels = map[string]string{}
 		}
 		sb.Labels = copyMap(req.Labels)
+		s.labelsChangedLocked(sb)
 		sb.UpdatedAt = s.clk.Now()
 		return reply{http.StatusOK, sb.dto(tbx, false)}, nil
 	})

@@ -250,13 +250,7 @@ func (s *Simulator) fillPoolLocked() {
 	}
 	// The pool's sandboxes, started or still starting, are the indexed
 	// rows of its organization.
-	n := 0
-	for _, sb := range s.byID {
-		if sb.OrgID == warmPoolOrg {
-			n++
-		}
-	}
-	for ; n < s.cfg.WarmPool; n++ {
+	for n := s.countLocked(warmPoolOrg); n < s.cfg.WarmPool; n++ {
 		snap := s.snapshots[s.cfg.DefaultSnapshot]
 		sb := s.newSandboxLocked(warmPoolOrg, "", snap)
 		s.insertLocked(sb)
@@ -313,6 +307,7 @@ func (s *Simulator) newSandboxLocked(org, name string, snap Snapshot) *sandbox {
 		AuthToken:    s.token(32, authTokenAlphabet),
 		changed:      make(chan struct{}),
 		events:       s.events,
+		sim:          s,
 	}
 	sb.ledger = &ledger{ID: id, OrgID: org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk, since: now}
 	s.ledgers = append(s.ledgers, sb.ledger)

@@ -300,34 +300,13 @@ func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
 	}
 	tbx := s.toolboxProxyURL(c.r)
 
-	s.mu.Lock()
-	rows := make([]keyed, 0, 64)
-	for _, sb := range s.byID {
-		if sb.OrgID != c.org || !f.match(sb) {
-			continue
-		}
-		k := keyOf(sb, field)
-		if after != nil {
-			cmpv := k.compare(afterKey)
-			if cmpv == 0 {
-				cmpv = strings.Compare(sb.ID, after.ID)
-			}
-			if desc && cmpv >= 0 || !desc && cmpv <= 0 {
-				continue
-			}
-		}
-		rows = append(rows, keyed{sb, k})
-	}
-	rows = topRows(rows, limit+1, desc)
-	more := len(rows) > limit
-	if more {
-		rows = rows[:limit]
-	}
+	s.mu.RLock()
+	rows, more := s.pageLocked(c.org, &f, field, desc, after, afterKey, limit)
 	resp := listResponse{Items: make([]sandboxListItemDTO, len(rows))}
 	for i, r := range rows {
 		resp.Items[i] = r.sb.listItem(tbx)
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	if more {
 		last := rows[len(rows)-1]
 		b, _ := json.Marshal(cursor{SortValue: last.key.jsonValue(field), ID: last.sb.ID})
@@ -430,22 +409,13 @@ func (s *Simulator) listPaginated(c *call) (reply, *apiError) {
 	desc := cmp.Or(q.Get("order"), "desc") == "desc"
 	tbx := s.toolboxProxyURL(c.r)
 
-	s.mu.Lock()
-	var rows []keyed
-	for _, sb := range s.byID {
-		if sb.OrgID == c.org && f.match(sb) {
-			rows = append(rows, keyed{sb, keyOf(sb, field)})
-		}
-	}
-	sortRows(rows, desc)
-	total := len(rows)
-	lo := min((page-1)*limit, total)
-	hi := min(lo+limit, total)
-	resp := paginatedResponse{Items: make([]sandboxDTO, 0, hi-lo), Total: total, Page: page,
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	total, rows := s.pageByNumberLocked(c.org, &f, field, desc, (page-1)*limit, limit)
+	resp := paginatedResponse{Items: make([]sandboxDTO, 0, len(rows)), Total: total, Page: page,
 		TotalPages: (total + limit - 1) / limit}
-	for _, r := range rows[lo:hi] {
+	for _, r := range rows {
 		resp.Items = append(resp.Items, r.sb.dto(tbx, false))
 	}
-	s.mu.Unlock()
 	return reply{http.StatusOK, resp}, nil
 }

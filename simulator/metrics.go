@@ -76,7 +76,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
 	sandboxes, snapshots, volumes := map[string]int{}, map[string]int{}, map[string]int{}
 	pool := 0
-	s.mu.Lock()
+	s.mu.RLock()
 	for _, sb := range s.byID {
 		if sb.OrgID == warmPoolOrg {
 			pool++
@@ -92,7 +92,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, v := range s.vols {
 		volumes[v.State]++
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	for desc, counts := range map[*prometheus.Desc]map[string]int{sandboxesDesc: sandboxes, snapshotsDesc: snapshots, volumesDesc: volumes} {
 		for state, n := range counts {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(n), state)

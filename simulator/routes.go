@@ -322,9 +322,9 @@ func (s *Simulator) serveAPI(c *call) (status int, faultID string) {
 	if target != "" {
 		// Daytona's access guard runs before any pipe or validation: an
 		// unknown sandbox is a 404 whatever else is wrong with the request.
-		s.mu.Lock()
+		s.mu.RLock()
 		_, gerr := s.lookup(c.org, target)
-		s.mu.Unlock()
+		s.mu.RUnlock()
 		if gerr != nil {
 			return fail(gerr)
 		}
@@ -358,12 +358,12 @@ func (s *Simulator) applyFault(c *call, target string) (status int, handled bool
 	var ids []string
 	if target != "" {
 		ids = []string{target}
-		s.mu.Lock()
+		s.mu.RLock()
 		if sb, err := s.lookup(c.org, target); err == nil {
 			ids = append(ids, sb.ID, sb.Name)
 			c.sandboxID = sb.ID
 		}
-		s.mu.Unlock()
+		s.mu.RUnlock()
 	}
 	ft, ok := s.faults.match(c.op, c.org, ids...)
 	if !ok {

@@ -109,6 +109,11 @@ type sandbox struct {
 	// workload
 	toolboxURL string
 
+	// the store's indexes (store.go): where sb sits in them, and the
+	// simulator that keeps them.
+	ix  indexState
+	sim *Simulator
+
 	// cost accounting
 	ledger *ledger
 
@@ -163,6 +168,9 @@ func (sb *sandbox) setState(c clock.Clock, state string) {
 	sb.State = state
 	sb.UpdatedAt = now
 	sb.LastActivity = now
+	if sb.sim != nil {
+		sb.sim.activityMovedLocked(sb)
+	}
 	if state == stDestroyed || state == stArchived {
 		sb.RunnerID = nil
 	}

@@ -370,7 +370,7 @@ func (s *Simulator) resolveLinkLocked(org, idOrName string) (*sandbox, *apiError
 // cascadeDeleteLocked deletes the sandboxes linked to owner with it.
 // Called with s.mu held.
 func (s *Simulator) cascadeDeleteLocked(owner *sandbox) {
-	for _, sb := range s.byID {
+	for _, sb := range s.linkedToLocked(owner.ID) {
 		if sb.gone || sb.LinkedSandboxID == nil || *sb.LinkedSandboxID != owner.ID || sb.Desired == dsDestroyed {
 			continue
 		}

@@ -34,10 +34,14 @@ type Simulator struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
+	// mu guards the state below; reads (a get, a list) take it shared, so
+	// that a list never holds up a get.
+	mu      sync.RWMutex
 	byID    map[string]*sandbox
 	byName  map[string]*sandbox // orgID + "\x00" + name
-	pool    []*sandbox          // started warm-pool sandboxes
+	orgs    map[string]*orgRows // store.go
+	linked  map[string]map[*sandbox]struct{}
+	pool    []*sandbox // started warm-pool sandboxes
 	ledgers []*ledger
 	signed  map[string]*signedToken
 	// snapshots, volumes and SSH tokens (snapshots.go, volumes.go,
@@ -70,6 +74,8 @@ func New(cfg Config) (*Simulator, error) {
 		snapshots: map[string]Snapshot{},
 		byID:      map[string]*sandbox{},
 		byName:    map[string]*sandbox{},
+		orgs:      map[string]*orgRows{},
+		linked:    map[string]map[*sandbox]struct{}{},
 		signed:    map[string]*signedToken{},
 		snaps:     map[string]*snapshotRec{},
 		snapNames: map[string]*snapshotRec{},
@@ -200,6 +206,7 @@ func (s *Simulator) lookupID(org, id string) *sandbox {
 func (s *Simulator) insertLocked(sb *sandbox) {
 	s.byID[sb.ID] = sb
 	s.byName[nameKey(sb.OrgID, sb.Name)] = sb
+	s.indexLocked(sb)
 }
 
 // dropLocked removes sb from the indexes; its ledger stays.
@@ -210,6 +217,7 @@ func (s *Simulator) dropLocked(sb *sandbox) {
 	if s.byName[nameKey(sb.OrgID, sb.Name)] == sb {
 		delete(s.byName, nameKey(sb.OrgID, sb.Name))
 	}
+	s.unindexLocked(sb)
 }
 
 // renameLocked moves sb to a new name in the name index.
