@@ -99,7 +99,7 @@ func (s *Simulator) AdminKey() string { return s.cfg.AdminKey }
 //	PUT    /_sim/faults/random             set RandomFaults; DELETE turns them off
 //	GET    /_sim/calls                     the call log and per-operation counts
 //	DELETE /_sim/calls                     clear the call log
-//	GET    /_sim/cost                      CostReport; query overrides the prices
+//	GET    /_sim/cost                      CostReport; query overrides the prices, limit and cursor page its rows
 //	POST   /_sim/sandboxes/{id}/vanish     make a sandbox disappear
 //	POST   /_sim/jobs/run                  run the auto-stop/archive/delete jobs now
 func (s *Simulator) adminRoutes(mux *http.ServeMux) {
@@ -238,7 +238,21 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 			}
 			p.FreeDiskGiB = n
 		}
-		writeJSON(w, http.StatusOK, s.cost(p, sc))
+		limit := 0
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxCostPage {
+				s.writeAPIError(w, r, errorf(http.StatusBadRequest, "limit must be an integer from 1 to %d", maxCostPage))
+				return
+			}
+			limit = n
+		}
+		rep, aerr := s.cost(p, sc, q.Get("cursor"), limit)
+		if aerr != nil {
+			s.writeAPIError(w, r, aerr)
+			return
+		}
+		writeJSON(w, http.StatusOK, rep)
 	})
 	h("POST /_sim/sandboxes/{id}/vanish", func(w http.ResponseWriter, r *http.Request, sc scope) {
 		if !s.vanish(r.PathValue("id"), sc) {

@@ -221,7 +221,7 @@ func (s *Simulator) handOverLocked(c *call, sb *sandbox, name string) {
 	sb.Name = name
 	sb.CreatedAt, sb.UpdatedAt, sb.LastActivity = now, now, now
 	sb.ledger = &ledger{ID: sb.ID, OrgID: c.org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk, since: now, current: billRunning}
-	s.ledgers = append(s.ledgers, sb.ledger)
+	s.costs.open(sb.ledger)
 	s.fillPoolLocked()
 	sb.proxyBase = s.toolboxProxyURL(c.r)
 }

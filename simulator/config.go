@@ -71,6 +71,9 @@ type Config struct {
 	Prices Prices
 	// CallLogSize caps the call log. Default 10000.
 	CallLogSize int
+	// CostHistory is how many deleted sandboxes keep their own row in the
+	// cost report; older ones count in its totals only. Default 1000.
+	CostHistory int
 	// Logger receives operational messages. Default: discard.
 	Logger *slog.Logger
 }
@@ -168,6 +171,7 @@ func DefaultPrices() Prices {
 const (
 	defaultSnapshot       = "daytonaio/sandbox:0.6.0-slim"
 	defaultCallLogSize    = 10000
+	defaultCostHistory    = 1000
 	maxAutoArchive        = 43200
 	createWait            = 30 * time.Second
 	warmPoolOrg           = "00000000-0000-0000-0000-000000000000"
@@ -201,6 +205,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CallLogSize <= 0 {
 		c.CallLogSize = defaultCallLogSize
+	}
+	if c.CostHistory <= 0 {
+		c.CostHistory = defaultCostHistory
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

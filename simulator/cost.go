@@ -1,7 +1,8 @@
 package simulator
 
 import (
-	"sort"
+	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -28,7 +29,8 @@ func billingOf(state string) billing {
 }
 
 // ledger accumulates one sandbox's billed seconds. It outlives the sandbox,
-// so the cost report covers deleted ones too.
+// so the cost report covers deleted ones too: in a row of its own among the
+// last Config.CostHistory deleted, then in its organization's sums.
 type ledger struct {
 	ID, OrgID, Name string
 	CPU, Memory     int
@@ -37,14 +39,24 @@ type ledger struct {
 	stopped         time.Duration
 	since           time.Time
 	current         billing
+
+	// seq orders the report's rows (creation order) and is its cursor.
+	seq    uint64
+	book   *costBook
+	closed bool
 }
 
+// enter settles the seconds so far and bills state from now on. A destroyed
+// sandbox's ledger closes: it never changes again.
 func (l *ledger) enter(now time.Time, state string) {
-	if l == nil {
+	if l == nil || l.closed {
 		return
 	}
 	l.settle(now)
 	l.current = billingOf(state)
+	if state == stDestroyed && l.book != nil {
+		l.book.close(l)
+	}
 }
 
 func (l *ledger) settle(now time.Time) {
@@ -85,13 +97,21 @@ type SandboxCost struct {
 	Cost           float64 `json:"cost"`
 }
 
-// CostReport is what the run would have cost on Daytona.
+// CostReport is what the run would have cost on Daytona. The totals cover
+// every sandbox of the run; Sandboxes lists the live ones and the last
+// deleted ones (Config.CostHistory) in creation order, one page of them
+// when the report was asked for with a limit.
 type CostReport struct {
 	Prices         Prices        `json:"prices"`
 	RunningSeconds float64       `json:"runningSeconds"`
 	StoppedSeconds float64       `json:"stoppedSeconds"`
 	Cost           float64       `json:"cost"`
 	Sandboxes      []SandboxCost `json:"sandboxes"`
+	// Pruned counts the deleted sandboxes in the totals without a row.
+	Pruned int `json:"pruned,omitempty"`
+	// NextCursor, on a page, asks for the next one (cursor=...); absent on
+	// the last.
+	NextCursor string `json:"nextCursor,omitempty"`
 }
 
 func (p Prices) cost(l *ledger, running, stopped time.Duration) float64 {
@@ -106,30 +126,30 @@ func (p Prices) cost(l *ledger, running, stopped time.Duration) float64 {
 
 // Cost reports the running and stopped seconds of every sandbox so far, the
 // warm pool excluded, priced with p (the configured prices when p is zero).
-func (s *Simulator) Cost(p Prices) CostReport { return s.cost(p, everyOrg) }
+func (s *Simulator) Cost(p Prices) CostReport {
+	rep, _ := s.cost(p, everyOrg, "", 0)
+	return rep
+}
 
-// cost is Cost for the sandboxes of sc.
-func (s *Simulator) cost(p Prices, sc scope) CostReport {
+// cost is Cost for the sandboxes of sc, their rows from after the cursor
+// on, at most limit of them (every one for 0).
+func (s *Simulator) cost(p Prices, sc scope, after string, limit int) (CostReport, *apiError) {
 	if p == (Prices{}) {
 		p = s.cfg.Prices
 	}
-	now := s.clk.Now()
-	s.mu.Lock()
-	ledgers := append([]*ledger(nil), s.ledgers...)
-	rep := CostReport{Prices: p, Sandboxes: make([]SandboxCost, 0, len(ledgers))}
-	for _, l := range ledgers {
-		if l.OrgID == warmPoolOrg || !sc.owns(l.OrgID) {
-			continue
+	var from uint64
+	if after != "" {
+		n, err := strconv.ParseUint(after, 10, 64)
+		if err != nil {
+			return CostReport{}, errorf(http.StatusBadRequest, "invalid cursor %q: pass the nextCursor of the previous page", after)
 		}
-		run, stop := l.totals(now)
-		c := SandboxCost{ID: l.ID, OrganizationID: l.OrgID, Name: l.Name,
-			RunningSeconds: run.Seconds(), StoppedSeconds: stop.Seconds(), Cost: p.cost(l, run, stop)}
-		rep.RunningSeconds += c.RunningSeconds
-		rep.StoppedSeconds += c.StoppedSeconds
-		rep.Cost += c.Cost
-		rep.Sandboxes = append(rep.Sandboxes, c)
+		from = n + 1
 	}
-	s.mu.Unlock()
-	sort.Slice(rep.Sandboxes, func(i, j int) bool { return rep.Sandboxes[i].ID < rep.Sandboxes[j].ID })
-	return rep
+	now := s.clk.Now()
+	rep := CostReport{Prices: p, Sandboxes: []SandboxCost{}}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.costs.totals(&rep, sc, now)
+	rep.Sandboxes, rep.NextCursor = s.costs.page(p, sc, now, from, limit)
+	return rep, nil
 }

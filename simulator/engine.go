@@ -310,6 +310,6 @@ func (s *Simulator) newSandboxLocked(org, name string, snap Snapshot) *sandbox {
 		sim:          s,
 	}
 	sb.ledger = &ledger{ID: id, OrgID: org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk, since: now}
-	s.ledgers = append(s.ledgers, sb.ledger)
+	s.costs.open(sb.ledger)
 	return sb
 }

@@ -36,14 +36,14 @@ type Simulator struct {
 
 	// mu guards the state below; reads (a get, a list) take it shared, so
 	// that a list never holds up a get.
-	mu      sync.RWMutex
-	byID    map[string]*sandbox
-	byName  map[string]*sandbox // orgID + "\x00" + name
-	orgs    map[string]*orgRows // store.go
-	linked  map[string]map[*sandbox]struct{}
-	pool    []*sandbox // started warm-pool sandboxes
-	ledgers []*ledger
-	signed  map[string]*signedToken
+	mu     sync.RWMutex
+	byID   map[string]*sandbox
+	byName map[string]*sandbox // orgID + "\x00" + name
+	orgs   map[string]*orgRows // store.go
+	linked map[string]map[*sandbox]struct{}
+	pool   []*sandbox // started warm-pool sandboxes
+	costs  *costBook
+	signed map[string]*signedToken
 	// snapshots, volumes and SSH tokens (snapshots.go, volumes.go,
 	// sandboxextra.go); name indexes are keyed by nameKey, general
 	// snapshots under the organization "".
@@ -85,6 +85,7 @@ func New(cfg Config) (*Simulator, error) {
 		ids:       rand.NewChaCha8(seed),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		calls:     newCallLog(cfg.CallLogSize),
+		costs:     newCostBook(cfg.CostHistory),
 	}
 	_, s.syncWork = cfg.Backend.(noneBackend)
 	s.faults = newFaults()
