@@ -124,7 +124,11 @@ func (s *Simulator) writeGinError(w http.ResponseWriter, r *http.Request, e *api
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, ok := v.(encodedJSON)
+	var err error
+	if !ok {
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		status = http.StatusInternalServerError
 		b = []byte(`{"statusCode":500,"error":"Internal Server Error","message":"An unexpected error occurred."}`)

@@ -241,6 +241,8 @@ func keyFromJSON(field string, v any) (sortKey, bool) {
 	return sortKey{t: t}, err == nil
 }
 
+// listResponse is the PaginatedSandboxes schema; listSandboxes writes it
+// with appendListItem.
 type listResponse struct {
 	Items      []sandboxListItemDTO `json:"items"`
 	NextCursor *string              `json:"nextCursor"`
@@ -302,18 +304,25 @@ func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
 
 	s.mu.RLock()
 	rows, more := s.pageLocked(c.org, &f, field, desc, after, afterKey, limit)
-	resp := listResponse{Items: make([]sandboxListItemDTO, len(rows))}
+	body := make([]byte, 0, 64+len(rows)*800)
+	body = append(body, `{"items":[`...)
 	for i, r := range rows {
-		resp.Items[i] = r.sb.listItem(tbx)
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = appendListItem(body, r.sb, tbx)
 	}
 	s.mu.RUnlock()
+	body = append(body, `],"nextCursor":`...)
 	if more {
 		last := rows[len(rows)-1]
 		b, _ := json.Marshal(cursor{SortValue: last.key.jsonValue(field), ID: last.sb.ID})
-		next := base64.StdEncoding.EncodeToString(b)
-		resp.NextCursor = &next
+		body = appendJSONString(body, base64.StdEncoding.EncodeToString(b))
+	} else {
+		body = append(body, "null"...)
 	}
-	return reply{http.StatusOK, resp}, nil
+	body = append(body, '}')
+	return reply{http.StatusOK, encodedJSON(body)}, nil
 }
 
 // topRows returns the first k rows in order without sorting them all: a

@@ -260,24 +260,27 @@ type sandboxDTO struct {
 }
 
 // sandboxListItemDTO is the SandboxListItem schema: the Sandbox minus env,
-// network settings, volumes, buildInfo and backupCreatedAt.
+// network settings, volumes, buildInfo and backupCreatedAt. A list item is
+// always read back, so its nullable columns are null or a value, never
+// absent: plain pointers say that, and encode without a marshaler per
+// field, which a page of 200 items feels.
 type sandboxListItemDTO struct {
 	ID                  string            `json:"id"`
 	OrganizationID      string            `json:"organizationId"`
 	Name                string            `json:"name"`
 	Target              string            `json:"target"`
-	RunnerID            nullable[string]  `json:"runnerId,omitzero"`
+	RunnerID            *string           `json:"runnerId"`
 	SandboxClass        string            `json:"sandboxClass"`
 	State               string            `json:"state"`
 	DesiredState        string            `json:"desiredState"`
-	Snapshot            nullable[string]  `json:"snapshot,omitzero"`
+	Snapshot            *string           `json:"snapshot"`
 	User                string            `json:"user"`
-	ErrorReason         nullable[string]  `json:"errorReason,omitzero"`
+	ErrorReason         *string           `json:"errorReason"`
 	Recoverable         bool              `json:"recoverable"`
 	Public              bool              `json:"public"`
 	CPU                 int               `json:"cpu"`
 	GPU                 int               `json:"gpu"`
-	GPUType             nullable[string]  `json:"gpuType,omitzero"`
+	GPUType             *string           `json:"gpuType,omitempty"`
 	Memory              int               `json:"memory"`
 	Disk                int               `json:"disk"`
 	Labels              map[string]string `json:"labels"`
@@ -288,7 +291,7 @@ type sandboxListItemDTO struct {
 	CreatedAt           string            `json:"createdAt"`
 	UpdatedAt           string            `json:"updatedAt"`
 	LastActivityAt      string            `json:"lastActivityAt"`
-	DaemonVersion       nullable[string]  `json:"daemonVersion,omitzero"`
+	DaemonVersion       *string           `json:"daemonVersion"`
 	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
 }
 
@@ -355,22 +358,23 @@ func (sb *sandbox) dto(toolboxProxyURL string, fresh bool) sandboxDTO {
 }
 
 func (sb *sandbox) listItem(toolboxProxyURL string) sandboxListItemDTO {
-	d := sandboxListItemDTO{
+	return sandboxListItemDTO{
 		ID:                  sb.ID,
 		OrganizationID:      sb.OrgID,
 		Name:                sb.Name,
 		Target:              sb.Target,
-		RunnerID:            column(sb.RunnerID, false),
+		RunnerID:            copyPtr(sb.RunnerID),
 		SandboxClass:        "container",
 		State:               sb.displayState(true),
 		DesiredState:        sb.Desired,
-		Snapshot:            column(sb.Snapshot, false),
+		Snapshot:            copyPtr(sb.Snapshot),
 		User:                sb.User,
-		ErrorReason:         column(sb.ErrorReason, false),
+		ErrorReason:         copyPtr(sb.ErrorReason),
 		Recoverable:         sb.Recoverable,
 		Public:              sb.Public,
 		CPU:                 sb.CPU,
 		GPU:                 sb.GPU,
+		GPUType:             copyPtr(sb.GPUType),
 		Memory:              sb.Memory,
 		Disk:                sb.Disk,
 		Labels:              copyMap(sb.Labels),
@@ -381,11 +385,17 @@ func (sb *sandbox) listItem(toolboxProxyURL string) sandboxListItemDTO {
 		CreatedAt:           iso(sb.CreatedAt),
 		UpdatedAt:           iso(sb.UpdatedAt),
 		LastActivityAt:      iso(sb.LastActivity),
-		DaemonVersion:       column(sb.DaemonVersion, false),
+		DaemonVersion:       copyPtr(sb.DaemonVersion),
 		ToolboxProxyURL:     toolboxProxyURL,
 	}
-	if sb.GPUType != nil {
-		d.GPUType = present(*sb.GPUType)
+}
+
+// copyPtr copies *p, so that the DTO may be encoded after the lock is
+// released.
+func copyPtr[T any](p *T) *T {
+	if p == nil {
+		return nil
 	}
-	return d
+	v := *p
+	return &v
 }
