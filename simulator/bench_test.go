@@ -7,7 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,6 +150,7 @@ func BenchmarkSimMemory10kSandboxes(b *testing.B) {
 	var last string
 	for i := 0; i < n; i++ {
 		req := httptest.NewRequest("POST", "/api/sandbox", bytes.NewReader([]byte(fmt.Sprintf(`{"name":"sb-%d","labels":{"i":"%d"}}`, i, i))))
+		req.Host = "localhost" // the simulator answers loopback names only
 		req.Header.Set("Authorization", "Bearer bench")
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
@@ -162,6 +167,7 @@ func BenchmarkSimMemory10kSandboxes(b *testing.B) {
 
 	for b.Loop() {
 		req := httptest.NewRequest("GET", "/api/sandbox/"+last, nil)
+		req.Host = "localhost" // the simulator answers loopback names only
 		req.Header.Set("Authorization", "Bearer bench")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -174,27 +180,196 @@ func BenchmarkSimMemory10kSandboxes(b *testing.B) {
 	b.ReportMetric(heap/n, "B/sandbox")
 }
 
-// BenchmarkSimList100Of10k lists one page of 100 among 10,000 sandboxes.
-func BenchmarkSimList100Of10k(b *testing.B) {
-	sim, err := New(Config{Seed: 1})
-	require.NoError(b, err)
-	defer sim.Close()
+// populate creates n sandboxes through the handler (without the network,
+// to be quick) in the bench organization and returns the id of the last.
+func populate(b *testing.B, sim *Simulator, n int) string {
+	b.Helper()
 	h := sim.Handler()
-	for i := 0; i < 10000; i++ {
-		req := httptest.NewRequest("POST", "/api/sandbox", bytes.NewReader([]byte(`{}`)))
+	var id string
+	for i := 0; i < n; i++ {
+		req := httptest.NewRequest("POST", "/api/sandbox", bytes.NewReader([]byte(fmt.Sprintf(`{"labels":{"i":"%d"}}`, i))))
+		req.Host = "localhost" // the simulator answers loopback names only
 		req.Header.Set("Authorization", "Bearer bench")
 		req.Header.Set("Content-Type", "application/json")
-		h.ServeHTTP(httptest.NewRecorder(), req)
-	}
-	for b.Loop() {
-		req := httptest.NewRequest("GET", "/api/sandbox?limit=100", nil)
-		req.Header.Set("Authorization", "Bearer bench")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != 200 {
-			b.Fatal(rec.Code)
+			b.Fatalf("create %d: %d %s", i, rec.Code, rec.Body)
+		}
+		var sb struct{ ID string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &sb); err != nil {
+			b.Fatal(err)
+		}
+		id = sb.ID
+	}
+	return id
+}
+
+// BenchmarkSimList100Of10k compares a list of one page of 100 among 10,000
+// sandboxes (GET /api/sandbox?limit=100, the default sort by activity) with
+// a GET by id on the same simulator, as many requests of each over the
+// same loopback: subject and baseline, so x-baseline is how many GETs a
+// list costs.
+func BenchmarkSimList100Of10k(b *testing.B) {
+	sim, srv, c := benchSim(b)
+	id := populate(b, sim, 10000)
+	out := do(b, c, "GET", srv.URL+"/api/sandbox?limit=100", nil, 200)
+	var page struct{ Items []json.RawMessage }
+	require.NoError(b, json.Unmarshal(out, &page))
+	require.Len(b, page.Items, 100)
+
+	const batch = 200
+	var subject, baseline time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		parallel(batch, benchWorkers, func(int) { do(b, c, "GET", srv.URL+"/api/sandbox?limit=100", nil, 200) })
+		t1 := time.Now()
+		parallel(batch, benchWorkers, func(int) { do(b, c, "GET", srv.URL+"/api/sandbox/"+id, nil, 200) })
+		subject += t1.Sub(t0)
+		baseline += time.Since(t1)
+	}
+	reportVersus(b, batch, subject, baseline, "lists/s", "gets/s")
+}
+
+// BenchmarkSimGetWhileListing compares GET by id among 10,000 sandboxes
+// while two clients list pages of 100 without pause (subject) with the same
+// GETs alone (baseline): a list must not hold up a get.
+func BenchmarkSimGetWhileListing(b *testing.B) {
+	sim, srv, c := benchSim(b)
+	id := populate(b, sim, 10000)
+	const batch = 1000
+	var subject, baseline time.Duration
+	lists := 0
+	for b.Loop() {
+		t0 := time.Now()
+		parallel(batch, benchWorkers, func(int) { do(b, c, "GET", srv.URL+"/api/sandbox/"+id, nil, 200) })
+		baseline += time.Since(t0)
+
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				lc := &http.Client{}
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					do(b, lc, "GET", srv.URL+"/api/sandbox?limit=100", nil, 200)
+					mu.Lock()
+					lists++
+					mu.Unlock()
+				}
+			}()
+		}
+		t1 := time.Now()
+		parallel(batch, benchWorkers, func(int) { do(b, c, "GET", srv.URL+"/api/sandbox/"+id, nil, 200) })
+		subject += time.Since(t1)
+		close(stop)
+		wg.Wait()
+	}
+	reportVersus(b, batch, subject, baseline, "gets/s-while-listing", "gets/s-alone")
+	b.ReportMetric(float64(lists)/subject.Seconds(), "lists/s-meanwhile")
+}
+
+// reportVersus reports batch requests per loop of subject against baseline
+// as rates and as the ratio of their times.
+func reportVersus(b *testing.B, batch int, subject, baseline time.Duration, subjectRate, baselineRate string) {
+	n := float64(b.N)
+	b.ReportMetric(n*float64(batch)/subject.Seconds(), subjectRate)
+	b.ReportMetric(n*float64(batch)/baseline.Seconds(), baselineRate)
+	b.ReportMetric(subject.Seconds()*1000/n, "ms/op-subject")
+	b.ReportMetric(baseline.Seconds()*1000/n, "ms/op-baseline")
+	b.ReportMetric(subject.Seconds()/baseline.Seconds(), "x-baseline")
+}
+
+// rssMiB is the resident set of this process, from /proc/self/status, after
+// a collection that returns freed memory to the system.
+func rssMiB(b *testing.B) float64 {
+	b.Helper()
+	debug.FreeOSMemory()
+	raw, err := os.ReadFile("/proc/self/status")
+	require.NoError(b, err)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			require.NoError(b, err)
+			return kb / 1024
 		}
 	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// BenchmarkSimChurnRSS measures the resident memory of a simulator (none
+// backend) with 10,000 live sandboxes, before and after 200,000 sandboxes
+// were created and deleted beside them and the cost report was read: what
+// churn leaves behind must not grow with the number of sandboxes the run
+// ever had.
+func BenchmarkSimChurnRSS(b *testing.B) {
+	const live, pairs = 10000, 200000
+	var before, after, heapBefore, heapAfter float64
+	for b.Loop() {
+		sim, err := New(Config{Seed: 1, AdminKey: "bench-admin"})
+		require.NoError(b, err)
+		h := sim.Handler()
+		populate(b, sim, live)
+		before = rssMiB(b)
+		heapBefore = heapMiB()
+		for i := 0; i < pairs; i++ {
+			req := httptest.NewRequest("POST", "/api/sandbox", bytes.NewReader([]byte(`{"labels":{"churn":"1"}}`)))
+			req.Host = "localhost" // the simulator answers loopback names only
+			req.Header.Set("Authorization", "Bearer bench")
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != 200 {
+				b.Fatalf("create %d: %d %s", i, rec.Code, rec.Body)
+			}
+			var sb struct{ ID string }
+			if err := json.Unmarshal(rec.Body.Bytes(), &sb); err != nil {
+				b.Fatal(err)
+			}
+			req = httptest.NewRequest("DELETE", "/api/sandbox/"+sb.ID, nil)
+			req.Host = "localhost" // the simulator answers loopback names only
+			req.Header.Set("Authorization", "Bearer bench")
+			rec = httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != 200 {
+				b.Fatalf("delete %d: %d %s", i, rec.Code, rec.Body)
+			}
+		}
+		req := httptest.NewRequest("GET", "/_sim/cost?org=all", nil)
+		req.Host = "localhost" // the simulator answers loopback names only
+		req.Header.Set("Authorization", "Bearer bench-admin")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatalf("cost: %d %s", rec.Code, rec.Body)
+		}
+		rec = nil
+		after = rssMiB(b)
+		heapAfter = heapMiB()
+		runtime.KeepAlive(sim)
+		require.NoError(b, sim.Close())
+	}
+	b.ReportMetric(before, "MiB-rss-before")
+	b.ReportMetric(after, "MiB-rss-after")
+	b.ReportMetric(after/before, "x-rss-growth")
+	b.ReportMetric(heapBefore, "MiB-heap-before")
+	b.ReportMetric(heapAfter, "MiB-heap-after")
+}
+
+// heapMiB is the live heap after a collection.
+func heapMiB() float64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc) / (1 << 20)
 }
 
 // BenchmarkSimHandlerGet times one validated GET /api/sandbox/{id} through
@@ -205,12 +380,14 @@ func BenchmarkSimHandlerGet(b *testing.B) {
 	defer sim.Close()
 	h := sim.Handler()
 	req := httptest.NewRequest("POST", "/api/sandbox", bytes.NewReader([]byte(`{"name":"x"}`)))
+	req.Host = "localhost" // the simulator answers loopback names only
 	req.Header.Set("Authorization", "Bearer bench")
 	req.Header.Set("Content-Type", "application/json")
 	h.ServeHTTP(httptest.NewRecorder(), req)
 	start := time.Now()
 	for b.Loop() {
 		req := httptest.NewRequest("GET", "/api/sandbox/x", nil)
+		req.Host = "localhost" // the simulator answers loopback names only
 		req.Header.Set("Authorization", "Bearer bench")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
