@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -124,11 +125,15 @@ func (s *Simulator) writeGinError(w http.ResponseWriter, r *http.Request, e *api
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, ok := v.(encodedJSON)
-	var err error
-	if !ok {
-		b, err = json.Marshal(v)
+	if e, ok := v.(encodedJSON); ok {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.Header().Set("Content-Length", strconv.Itoa(len(*e.b)))
+		w.WriteHeader(status)
+		_, _ = w.Write(*e.b)
+		e.release()
+		return
 	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		b = []byte(`{"statusCode":500,"error":"Internal Server Error","message":"An unexpected error occurred."}`)

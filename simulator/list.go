@@ -304,8 +304,8 @@ func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
 
 	s.mu.RLock()
 	rows, more := s.pageLocked(c.org, &f, field, desc, after, afterKey, limit)
-	body := make([]byte, 0, 64+len(rows)*800)
-	body = append(body, `{"items":[`...)
+	enc := newEncodedJSON()
+	body := append(*enc.b, `{"items":[`...)
 	for i, r := range rows {
 		if i > 0 {
 			body = append(body, ',')
@@ -321,8 +321,8 @@ func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
 	} else {
 		body = append(body, "null"...)
 	}
-	body = append(body, '}')
-	return reply{http.StatusOK, encodedJSON(body)}, nil
+	*enc.b = append(body, '}')
+	return reply{http.StatusOK, enc}, nil
 }
 
 // topRows returns the first k rows in order without sorting them all: a

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -14,8 +15,25 @@ import (
 // sandboxListItemDTO (TestListItemEncoding holds the two together), so a
 // page costs a few microseconds per item.
 
-// encodedJSON is a body writeJSON sends as it is.
-type encodedJSON []byte
+// encodedJSON is a body writeJSON sends as it is, then gives back to
+// bodyBufs: a page is tens of kilobytes, and with 10,000 sandboxes on the
+// heap every byte allocated costs about as much again in marking.
+type encodedJSON struct{ b *[]byte }
+
+var bodyBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, 64<<10)
+	return &b
+}}
+
+// newEncodedJSON is an empty body from the pool.
+func newEncodedJSON() encodedJSON {
+	b := bodyBufs.Get().(*[]byte)
+	*b = (*b)[:0]
+	return encodedJSON{b}
+}
+
+// release gives the buffer back once the body is written.
+func (e encodedJSON) release() { bodyBufs.Put(e.b) }
 
 // appendListItem appends the SandboxListItem of sb. Called with s.mu held
 // (shared is enough).
