@@ -114,8 +114,12 @@ func (b *eventBus) run() {
 		b.queue = nil
 		closed := b.closed
 		b.mu.Unlock()
-		for _, e := range q {
-			_ = b.io.To(socket.Room(e.org)).Emit(e.name, e.data)
+		// With no client connected there is no room to reach, and the
+		// encoding of every event would be work for nobody.
+		if b.clients() > 0 {
+			for _, e := range q {
+				_ = b.io.To(socket.Room(e.org)).Emit(e.name, e.data)
+			}
 		}
 		if closed {
 			return
