@@ -97,10 +97,42 @@ func appendListItem(b []byte, sb *sandbox, toolboxProxyURL string) []byte {
 	return append(b, '}')
 }
 
+// appendISO quotes iso(t) without parsing the layout each time; years
+// beyond four digits are left to Format.
 func appendISO(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		b = append(b, '"')
+		b = t.AppendFormat(b, isoMillis)
+		return append(b, '"')
+	}
+	hour, minute, sec := t.Clock()
 	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, isoMillis)
-	return append(b, '"')
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	b = appendDigits(b, sec, 2)
+	b = append(b, '.')
+	b = appendDigits(b, t.Nanosecond()/int(time.Millisecond), 3)
+	return append(b, 'Z', '"')
+}
+
+// appendDigits appends n, zero-padded to width digits.
+func appendDigits(b []byte, n, width int) []byte {
+	var d [4]byte
+	for i := width - 1; i >= 0; i-- {
+		d[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return append(b, d[:width]...)
 }
 
 func appendNullableString(b []byte, p *string) []byte {

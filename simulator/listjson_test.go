@@ -38,6 +38,11 @@ func TestListItemEncoding(t *testing.T) {
 		}},
 		{"derived state", func(sb *sandbox) { sb.State, sb.Desired = stArchived, dsStarted }},
 		{"zero times", func(sb *sandbox) { sb.CreatedAt, sb.UpdatedAt, sb.LastActivity = time.Time{}, time.Time{}, time.Time{} }},
+		{"far times", func(sb *sandbox) {
+			sb.CreatedAt = time.Date(12345, 1, 2, 3, 4, 5, 6e6, time.UTC)
+			sb.UpdatedAt = time.Date(-1, 12, 31, 23, 59, 59, 999999999, time.UTC)
+			sb.LastActivity = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("Y", -7200))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sb := base()
