@@ -355,15 +355,32 @@ func (e *dockerExt) started(ctx context.Context, w Workload, _ driver.Handle) er
 	return err
 }
 
-// removed deletes the link network a sandbox owned.
+// removed deletes the link network a sandbox owned, and the one it was
+// linked on once nothing is left on it.
 func (e *dockerExt) removed(ctx context.Context, sandboxID string) {
 	e.mu.Lock()
+	link := e.linked[sandboxID]
 	delete(e.home, sandboxID)
 	delete(e.linked, sandboxID)
 	e.mu.Unlock()
-	name := linkNetworkPrefix + sandboxID
+	own := linkNetworkPrefix + sandboxID
+	e.dropNetwork(ctx, own, true)
+	if link != "" && link != own {
+		// A follower removed with its owner (the delete cascades) may still
+		// have been on the owner's network when the owner's removal tried
+		// to drop it: the last one out drops it.
+		e.dropNetwork(ctx, link, false)
+	}
+}
+
+// dropNetwork removes network name, disconnecting what is on it when force
+// is set, and leaving it alone when not and something still is.
+func (e *dockerExt) dropNetwork(ctx context.Context, name string, force bool) {
 	n, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
 	if err != nil {
+		return
+	}
+	if len(n.Containers) > 0 && !force {
 		return
 	}
 	for id := range n.Containers {
