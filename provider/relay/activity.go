@@ -20,6 +20,7 @@ type tracker struct {
 	log       *slog.Logger
 	timeout   time.Duration
 	idleLimit time.Duration
+	inline    bool // a request's refresh runs on its goroutine
 	sem       chan struct{} // bounds concurrent refreshes
 	stats     *stats
 	ctx       context.Context
@@ -89,7 +90,7 @@ func newTracker(refresh func(context.Context, string) error, clk clock.Clock, lo
 	ctx, cancel := context.WithCancel(context.Background())
 	return &tracker{
 		refresh: refresh, clk: clk, log: log, stats: st,
-		timeout: o.RefreshTimeout, idleLimit: o.IdleKeepAlive,
+		timeout: o.RefreshTimeout, idleLimit: o.IdleKeepAlive, inline: o.InlineRefresh,
 		sem: make(chan struct{}, o.MaxConcurrentRefreshes),
 		ctx: ctx, cancel: cancel,
 		sandboxes: map[string]*sandbox{},
@@ -103,7 +104,7 @@ func (t *tracker) sandbox(id string) *sandbox {
 	s := t.sandboxes[id]
 	if s == nil {
 		s = &sandbox{t: t, id: id, conns: map[*conn]struct{}{}}
-		window, beat := timing(0, 0)
+		window, beat := timing(0, 0, false)
 		s.window.Store(int64(window))
 		s.beat = beat
 		t.sandboxes[id] = s
@@ -170,28 +171,41 @@ func (s *sandbox) touch(now time.Time) {
 }
 
 // send starts a refresh unless one is under way, the window has not passed,
-// or too many refreshes run already. It never blocks on the backend.
+// or too many refreshes run already. It never blocks on the backend, unless
+// the relay refreshes inline and why is a request.
 func (s *sandbox) send(now time.Time, why trigger) {
+	if !s.begin(now, why) {
+		return
+	}
+	if s.t.inline && why == byRequest {
+		s.refresh(now)
+		return
+	}
+	go s.refresh(now)
+}
+
+// begin claims the refresh that send makes, or reports that none is due.
+func (s *sandbox) begin(now time.Time, why trigger) bool {
 	t := s.t
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inFlight || now.UnixNano()-s.last.Load() < s.window.Load() {
 		t.stats.skippedDebounce.Add(1)
 		s.ensureBeatLocked(now)
-		return
+		return false
 	}
 	select {
 	case t.sem <- struct{}{}:
 	default:
 		t.stats.skippedBusy.Add(1)
 		s.ensureBeatLocked(now)
-		return
+		return false
 	}
 	t.runMu.Lock()
 	if t.closed.Load() {
 		t.runMu.Unlock()
 		<-t.sem
-		return
+		return false
 	}
 	t.wg.Add(1)
 	t.runMu.Unlock()
@@ -205,14 +219,14 @@ func (s *sandbox) send(now time.Time, why trigger) {
 	if len(s.conns) > 0 {
 		s.scheduleLocked(s.beat)
 	}
-	go s.refresh(now)
+	return true
 }
 
 func (s *sandbox) refresh(sentAt time.Time) {
 	t := s.t
 	defer t.wg.Done()
 	defer t.stats.inFlight.Add(-1) // after the sandbox's state is settled
-	ctx, cancel := clock.WithTimeout(t.ctx, t.clk, t.timeout)
+	ctx, cancel := withTimeout(t.ctx, t.clk, t.timeout)
 	err := t.refresh(ctx, s.id)
 	cancel()
 	<-t.sem

@@ -21,17 +21,20 @@ func TestTiming(t *testing.T) {
 	tests := []struct {
 		name             string
 		autoStop, minute time.Duration
+		daytona          bool
 		window, beat     time.Duration
 	}{
-		{"one minute: Daytona's 45 s dedupe and 50 s heartbeat", time.Minute, time.Minute, 45 * time.Second, 50 * time.Second},
-		{"fifteen minutes: a third of the interval", 15 * time.Minute, time.Minute, 5 * time.Minute, 5 * time.Minute * 10 / 9},
-		{"auto-stop off: the dedupe alone", 0, time.Minute, 45 * time.Second, 50 * time.Second},
-		{"a one-second minute scales the dedupe", time.Second, time.Second, 750 * time.Millisecond, 750 * time.Millisecond * 10 / 9},
-		{"no minute given: a real minute", 3 * time.Minute, 0, 60 * time.Second, 60 * time.Second * 10 / 9},
+		{"one minute: Daytona's 45 s dedupe and 50 s heartbeat", time.Minute, time.Minute, false, 45 * time.Second, 50 * time.Second},
+		{"fifteen minutes: a third of the interval", 15 * time.Minute, time.Minute, false, 5 * time.Minute, 5 * time.Minute * 10 / 9},
+		{"auto-stop off: the dedupe alone", 0, time.Minute, false, 45 * time.Second, 50 * time.Second},
+		{"a one-second minute scales the dedupe", time.Second, time.Second, false, 750 * time.Millisecond, 750 * time.Millisecond * 10 / 9},
+		{"no minute given: a real minute", 3 * time.Minute, 0, false, 60 * time.Second, 60 * time.Second * 10 / 9},
+		{"Daytona's timing: fifteen minutes keep 45 s and 50 s", 15 * time.Minute, time.Minute, true, 45 * time.Second, 50 * time.Second},
+		{"Daytona's timing scales with the minute", 60 * time.Second, time.Second, true, 750 * time.Millisecond, 750 * time.Millisecond * 10 / 9},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			window, beat := timing(tt.autoStop, tt.minute)
+			window, beat := timing(tt.autoStop, tt.minute, tt.daytona)
 			assert.Equal(t, tt.window, window)
 			assert.Equal(t, tt.beat, beat)
 			assert.Less(t, beat, max(tt.autoStop, window*4/3), "the heartbeat comes before the sandbox would stop")

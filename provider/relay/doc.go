@@ -63,6 +63,20 @@
 // Host names are case-insensitive, so host routing reaches sandboxes whose id
 // or name is lowercase; path routing takes any id. Path routing works for
 // pages whose links are relative; absolute links leave the prefix.
+// Options.PathPrefix moves path routing under a prefix of the server's
+// (the daemon serves /preview/<port>-<id>/ beside its API), and Domain "*"
+// routes by the first label of any host, for a server that guards its Host
+// names itself. Forward proxies a request its caller routed (a toolbox
+// proxy under /toolbox/<id>/) the same way.
+//
+// # In the backend's process
+//
+// The daemon and the simulator serve their own previews through a relay
+// whose Resolver reads their registry. There a refresh costs a write, not a
+// call: Options.DaytonaTiming keeps Daytona's 45 s and 50 s for every
+// sandbox, InlineRefresh sends a request's refresh before proxying it (what
+// the response shows is already refreshed), and negative timeouts and
+// CacheTTL drop the per-request timers and the cache.
 //
 // A sandbox is resolved through the Resolver (FromProvider adapts any
 // provider) and cached for Options.CacheTTL, or until the backend's event

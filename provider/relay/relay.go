@@ -26,7 +26,13 @@ import (
 type Options struct {
 	// Domain is the proxy domain of host routing, <port>-<id>.<Domain>.
 	// Default "localhost", which browsers and curl resolve to loopback.
+	// "*" routes by the first label of any host, for a server whose own
+	// Host guard says which names it answers (the simulator's).
 	Domain string
+	// PathPrefix, when set, is where path routing begins on the relay's own
+	// host: <PathPrefix>/<port>-<id>/... ("/preview" on the daemon, whose
+	// API has the rest of the paths). Default: at the root.
+	PathPrefix string
 	// Clock runs every timer. Default clock.Real().
 	Clock clock.Clock
 	// Logger gets refresh failures (at most one line a minute per sandbox)
@@ -40,8 +46,22 @@ type Options struct {
 	// refresh past the bound is skipped and the next request tries again.
 	// Default 16.
 	MaxConcurrentRefreshes int
-	// RefreshTimeout bounds one RefreshActivity call. Default 10 s.
+	// RefreshTimeout bounds one RefreshActivity call. Default 10 s;
+	// negative: unbounded, for an in-process backend that never blocks.
 	RefreshTimeout time.Duration
+	// DaytonaTiming keeps Daytona's own timing for every sandbox: a refresh
+	// at most every 45 s and a heartbeat every 50 s (scaled with the
+	// interval minute), whatever its auto-stop interval. By default both
+	// widen to a third of the interval, which spares a remote backend
+	// calls; a backend in the same process (the daemon, the simulator)
+	// refreshes for the price of a write and keeps Daytona's.
+	DaytonaTiming bool
+	// InlineRefresh sends a request's refresh before the request is
+	// proxied, on its goroutine, rather than beside it: for an in-process
+	// backend whose refresh is a write, so that whatever the response lets
+	// a client do next already sees the sandbox refreshed. Heartbeats run
+	// on their timers' goroutines either way.
+	InlineRefresh bool
 	// IdleKeepAlive, when positive, is how long one open connection that
 	// moves no bytes keeps its sandbox alive: past it, its heartbeat stops
 	// refreshing (checked at each heartbeat), so a leaked WebSocket cannot
@@ -49,9 +69,12 @@ type Options struct {
 	// again. Default 0: an open connection counts for as long as it is open.
 	IdleKeepAlive time.Duration
 
-	// CacheTTL is how long a resolution is reused. Default 30 s.
+	// CacheTTL is how long a resolution is reused. Default 30 s; negative:
+	// never, for an in-process resolver whose answer is a lookup, so that
+	// the next request sees a rotated token or a stopped sandbox.
 	CacheTTL time.Duration
-	// ResolveTimeout bounds one resolution. Default 10 s.
+	// ResolveTimeout bounds one resolution. Default 10 s; negative:
+	// unbounded, for an in-process resolver that never blocks.
 	ResolveTimeout time.Duration
 
 	// CookieKey signs access cookies. Default: random per relay, so cookies
@@ -85,14 +108,18 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxConcurrentRefreshes <= 0 {
 		o.MaxConcurrentRefreshes = 16
 	}
-	if o.RefreshTimeout <= 0 {
+	if o.RefreshTimeout == 0 {
 		o.RefreshTimeout = 10 * time.Second
 	}
-	if o.CacheTTL <= 0 {
+	if o.CacheTTL == 0 {
 		o.CacheTTL = 30 * time.Second
 	}
-	if o.ResolveTimeout <= 0 {
+	if o.ResolveTimeout == 0 {
 		o.ResolveTimeout = 10 * time.Second
+	}
+	o.PathPrefix = strings.TrimSuffix(o.PathPrefix, "/")
+	if o.PathPrefix != "" && !strings.HasPrefix(o.PathPrefix, "/") {
+		return o, provider.Errorf(provider.InvalidArgument, "path prefix %q must start with /", o.PathPrefix)
 	}
 	if len(o.CookieKey) == 0 {
 		o.CookieKey = make([]byte, 32)
@@ -135,7 +162,7 @@ func New(res Resolver, o Options) (*Relay, error) {
 	base, cancel := context.WithCancel(context.Background())
 	rl.base, rl.cancel = base, cancel
 	rl.res = &resolver{
-		res: res, clk: o.Clock, ttl: o.CacheTTL, timeout: o.ResolveTimeout, base: base,
+		res: res, clk: o.Clock, ttl: o.CacheTTL, timeout: o.ResolveTimeout, base: base, daytona: o.DaytonaTiming,
 		track: rl.track, entries: map[routeKey]*entry{}, lastSweep: o.Clock.Now(),
 	}
 	rl.proxy = &httputil.ReverseProxy{
@@ -225,6 +252,32 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rl.serveOwn(w, r)
 		return
 	}
+	rl.serve(w, r, rt, rest)
+}
+
+// Forward proxies r to port of the sandbox idOrName whatever r's Host and
+// path say, the upstream seeing path (and r's query): for a handler that
+// routes requests itself, such as a toolbox proxy under /toolbox/<id>/.
+// The rest is as for a routed request: the token check, activity,
+// streaming, errors.
+func (rl *Relay) Forward(w http.ResponseWriter, r *http.Request, idOrName string, port int, path string) {
+	if port < 1 || port > 65535 || !validID(idOrName) {
+		writeError(w, provider.Errorf(provider.NotFound, "no sandbox %.130q with a port %d", idOrName, port))
+		return
+	}
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	fwd := r.WithContext(r.Context())
+	u := *r.URL
+	u.Path, u.RawPath = path, ""
+	fwd.URL = &u
+	rl.serve(w, fwd, route{port: port, id: idOrName}, "")
+}
+
+// serve proxies a request routed to rt; rest is what follows a path
+// route's prefix.
+func (rl *Relay) serve(w http.ResponseWriter, r *http.Request, rt route, rest string) {
 	rl.stats.requests.Add(1)
 	if rt.prefix != "" && rest == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		// Relative links of the sandbox's pages resolve under its prefix.
@@ -245,11 +298,13 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.EqualFold(r.Header.Get(SkipActivityHeader), "true") {
 		rl.stats.skippedHeader.Add(1)
 	} else {
+		// The bump first, then the connection: a heartbeat armed after it
+		// counts from it.
 		now := rl.clk.Now()
+		e.sb.touch(now)
 		rs.conn = &conn{}
 		e.sb.open(rs.conn, now)
 		defer e.sb.close(rs.conn)
-		e.sb.touch(now)
 	}
 	rs.in = r.WithContext(context.WithValue(r.Context(), stateKey{}, rs))
 	rl.proxy.ServeHTTP(w, rs.in)
@@ -264,7 +319,13 @@ func (rl *Relay) route(r *http.Request) (route, string, bool) {
 	if !isOwnHost(r.Host, rl.opts.Domain) {
 		return route{}, "", false
 	}
-	return parsePath(r.URL.EscapedPath())
+	p, ok := strings.CutPrefix(r.URL.EscapedPath(), rl.opts.PathPrefix)
+	if !ok {
+		return route{}, "", false
+	}
+	rt, rest, ok := parsePath(p)
+	rt.prefix = rl.opts.PathPrefix + rt.prefix
+	return rt, rest, ok
 }
 
 // serveOwn answers what is not a sandbox's: the metrics, or a clear 404.
@@ -279,7 +340,7 @@ func (rl *Relay) serveOwn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeError(w, provider.Errorf(provider.NotFound,
-		"no sandbox in this address: use http://<port>-<id>.%s:<relay port>/ or /<port>-<id>/ on the relay", rl.opts.Domain))
+		"no sandbox in this address: use http://<port>-<id>.%s:<relay port>/ or %s/<port>-<id>/ on the relay", rl.opts.Domain, rl.opts.PathPrefix))
 }
 
 func (rl *Relay) rewrite(pr *httputil.ProxyRequest) {

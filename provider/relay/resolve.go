@@ -75,11 +75,15 @@ func (t Target) validate() error {
 // a refresh within a third of the auto-stop interval, and never more often
 // than Daytona's 45 s dedupe; heartbeat at 10/9 of the window, which is
 // Daytona's 50 s at a one-minute interval and always passes the window.
-func timing(autoStop, minute time.Duration) (window, beat time.Duration) {
+// With daytona, the 45 s and 50 s whatever the interval.
+func timing(autoStop, minute time.Duration, daytona bool) (window, beat time.Duration) {
 	if minute <= 0 {
 		minute = time.Minute
 	}
-	window = max(autoStop/3, minute*45/60)
+	window = minute * 45 / 60
+	if !daytona {
+		window = max(autoStop/3, window)
+	}
 	return window, window * 10 / 9
 }
 
@@ -97,6 +101,7 @@ type resolver struct {
 	clk     clock.Clock
 	ttl     time.Duration
 	timeout time.Duration
+	daytona bool            // Options.DaytonaTiming
 	base    context.Context // ends with the relay
 	track   *tracker
 	group   singleflight.Group
@@ -109,6 +114,9 @@ type resolver struct {
 const sweepEvery = time.Minute
 
 func (r *resolver) cached(k routeKey) *entry {
+	if r.ttl < 0 {
+		return nil
+	}
 	r.mu.RLock()
 	e := r.entries[k]
 	r.mu.RUnlock()
@@ -140,7 +148,7 @@ func (r *resolver) resolve(ctx context.Context, k routeKey) (*entry, error) {
 }
 
 func (r *resolver) fetch(k routeKey) (*entry, error) {
-	ctx, cancel := clock.WithTimeout(r.base, r.clk, r.timeout)
+	ctx, cancel := withTimeout(r.base, r.clk, r.timeout)
 	defer cancel()
 	t, err := r.res.Resolve(ctx, k.id, k.port)
 	if err == nil {
@@ -149,13 +157,15 @@ func (r *resolver) fetch(k routeKey) (*entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	window, beat := timing(t.AutoStop, t.Minute)
+	window, beat := timing(t.AutoStop, t.Minute, r.daytona)
 	sb := r.track.sandbox(t.ID)
 	sb.setTiming(window, beat)
 	now := r.clk.Now()
 	e := &entry{target: t, sb: sb, expires: now.Add(r.ttl)}
 	r.mu.Lock()
-	r.entries[k] = e
+	if r.ttl > 0 {
+		r.entries[k] = e
+	}
 	sweep := now.Sub(r.lastSweep) >= sweepEvery
 	if sweep {
 		r.lastSweep = now
@@ -191,4 +201,13 @@ func (r *resolver) forget(k routeKey, e *entry) {
 		delete(r.entries, k)
 	}
 	r.mu.Unlock()
+}
+
+// withTimeout is clock.WithTimeout, or no bound at all for a negative d:
+// an in-process backend that never blocks needs no timer per call.
+func withTimeout(parent context.Context, clk clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	if d < 0 {
+		return context.WithCancel(parent)
+	}
+	return clock.WithTimeout(parent, clk, d)
 }

@@ -73,11 +73,21 @@ func hostname(host string) string {
 	return strings.ToLower(strings.TrimSuffix(host, "."))
 }
 
+// anyDomain is the Domain that routes by the first label of any host.
+const anyDomain = "*"
+
 // parseHost routes a request by its Host, "<port>-<id>.<domain>[:port]", as
 // Daytona's proxy does. The id is lowercase: browsers lowercase host names.
 func parseHost(host, domain string) (route, bool) {
 	h := hostname(host)
-	label, ok := strings.CutSuffix(h, "."+domain)
+	var label string
+	var ok bool
+	if domain == anyDomain {
+		label, _, ok = strings.Cut(h, ".")
+		ok = ok && !strings.HasSuffix(h, ".")
+	} else {
+		label, ok = strings.CutSuffix(h, "."+domain)
+	}
 	if !ok || strings.Contains(label, ".") {
 		return route{}, false
 	}
@@ -109,7 +119,12 @@ func parsePath(escapedPath string) (r route, rest string, ok bool) {
 
 // isOwnHost reports whether a Host names the relay itself (its domain,
 // localhost or a loopback address) rather than something that rebinds to it.
+// With anyDomain, every host that routes to no sandbox is the relay's own:
+// its server's Host guard has already said which it answers.
 func isOwnHost(host, domain string) bool {
+	if domain == anyDomain {
+		return true
+	}
 	h := hostname(host)
 	if h == domain || h == "localhost" {
 		return true
