@@ -20,7 +20,7 @@ type tracker struct {
 	log       *slog.Logger
 	timeout   time.Duration
 	idleLimit time.Duration
-	inline    bool // a request's refresh runs on its goroutine
+	inline    bool          // a request's refresh runs on its goroutine
 	sem       chan struct{} // bounds concurrent refreshes
 	stats     *stats
 	ctx       context.Context
