@@ -29,10 +29,17 @@ type Spec struct {
 	// Env is the workload's complete environment (PORT included). Values are
 	// secret: never log them.
 	Env map[string]string
-	// Port is the host port the workload must serve on. Docker publishes the
-	// same port on 127.0.0.1.
-	Port   int
-	Labels map[string]string
+	// Port is the host port the workload is reached at, on 127.0.0.1. A
+	// workload on the host's network (HostNetwork) serves there itself; one
+	// with a network of its own serves on SandboxPort, and Port leads there:
+	// docker publishes it, an isolated native workload's init forwards it.
+	Port int
+	// SandboxPort is the port the workload serves on in a network of its
+	// own; 0 means Port.
+	SandboxPort int
+	// ExtraPorts are more ports of the workload, reached the same way.
+	ExtraPorts []PortMapping
+	Labels     map[string]string
 	// Isolation asks for more than the runtime's containment: "bwrap" runs
 	// a native workload in a bubblewrap sandbox (its own mounts, /proc and
 	// network, the port forwarded in). Empty means the runtime's default;
@@ -46,6 +53,26 @@ type Spec struct {
 	// Mounts are engine volumes the workload sees at their Target (docker).
 	// The native runtime ignores them; its callers map volumes themselves.
 	Mounts []Mount
+}
+
+// PortMapping is a port of a workload: where it serves in a network of its
+// own, and the host port that leads there.
+type PortMapping struct {
+	Sandbox int
+	Host    int
+}
+
+// Inside is the port the workload of s serves on in a network of its own.
+func (s Spec) Inside() int {
+	if s.SandboxPort != 0 {
+		return s.SandboxPort
+	}
+	return s.Port
+}
+
+// Mappings are every port of s, its own first.
+func (s Spec) Mappings() []PortMapping {
+	return append([]PortMapping{{Sandbox: s.Inside(), Host: s.Port}}, s.ExtraPorts...)
 }
 
 // Mount is an engine volume inside a workload.
@@ -150,6 +177,16 @@ type PortLister interface {
 	// running listens on nothing (no error). The answer is read at the time
 	// of the call, never cached. unavailable: /proc cannot be read.
 	ListeningPorts(ctx context.Context, h Handle) ([]netip.AddrPort, error)
+}
+
+// HostNetwork is implemented by runtimes whose workloads may share the
+// host's network stack (a native process without isolation). Such a
+// workload binds host ports itself, so it is told Spec.Port and the Host of
+// each mapping rather than the sandbox ports.
+type HostNetwork interface {
+	// SharesHostNetwork reports whether spec's workload runs on the host's
+	// network.
+	SharesHostNetwork(spec Spec) bool
 }
 
 // Marker is implemented by runtimes that can read back the sandbox id Start

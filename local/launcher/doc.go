@@ -1,6 +1,7 @@
 // Package launcher brings a workload up on a driver, the one way every
 // sandbox of this module starts: take a port (a PortRange coordinated
-// between daemons, or FreePorts), complete and check the spec, start it,
+// between daemons, or FreePorts), or one per port the workload declares in
+// the sandbox, each told to it as PORT_<port>, complete and check the spec, start it,
 // record its handle at once, and wait until it serves (a TCP connect, the
 // driver's Prober, or an HTTP answer), with the end of its output when it
 // does not. On failure nothing of it runs and its port is free again.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -69,16 +70,28 @@ func (l *Launcher) Driver() driver.Driver { return l.cfg.Driver }
 
 // Request is one workload to launch.
 type Request struct {
-	// Spec is the workload; Launch sets its Port.
+	// Spec is the workload; Launch sets its Port (and, with SandboxPorts,
+	// its SandboxPort and ExtraPorts).
 	Spec driver.Spec
 	// PreferPort is the port to take again when it is free (the one a
 	// stopped sandbox had); 0 for any.
 	PreferPort int
+	// SandboxPorts are the ports the workload serves inside the sandbox, its
+	// own first, then the others it declares. Each gets a host port, and
+	// the workload is told which port to bind for each: PORT for its own,
+	// PORT_<sandbox port> for every one. That is the sandbox port where it
+	// has a network of its own (docker, isolated native), the host port
+	// where it shares the host's (driver.HostNetwork). Empty: one host port,
+	// Spec.Port, and the environment Prepare leaves.
+	SandboxPorts []int
+	// PreferPorts are the host ports to take again by sandbox port.
+	PreferPorts map[int]int
 	// Ready says when the workload counts as up.
 	Ready Readiness
-	// Prepare, when set, completes the spec once its port is known: the
-	// environment ($PORT), a host's own adjustments. An error aborts the
-	// launch before anything runs, as it is.
+	// Prepare, when set, completes the spec once its ports are known: the
+	// environment ($PORT, unless SandboxPorts are given: the port variables
+	// are then set after Prepare, over what it left), a host's own
+	// adjustments. An error aborts the launch before anything runs, as it is.
 	Prepare func(ctx context.Context, spec *driver.Spec) error
 	// Record, when set, is told of the workload as soon as it exists, under
 	// StartGate, so that a crash from then on finds it. An error discards
@@ -97,6 +110,9 @@ type Request struct {
 type Workload struct {
 	Handle driver.Handle
 	Port   int
+	// Ports are the host ports by sandbox port, when the request gave
+	// SandboxPorts.
+	Ports map[int]int
 }
 
 // Launch takes a port, completes the spec (Prepare), checks it
@@ -107,20 +123,26 @@ type Workload struct {
 // end of its output (a *NotReadyError, for errors.As, when it ended or timed
 // out); resource_exhausted: no free port.
 func (l *Launcher) Launch(ctx context.Context, req Request) (Workload, error) {
-	port, err := l.cfg.Ports.Allocate(req.PreferPort)
+	spec, ports, err := l.allocate(req)
 	if err != nil {
 		return Workload{}, err
 	}
-	spec := req.Spec
-	spec.Port = port
+	release := func() {
+		for _, m := range spec.Mappings() {
+			l.cfg.Ports.Release(m.Host)
+		}
+	}
 	if req.Prepare != nil {
 		if err := req.Prepare(ctx, &spec); err != nil {
-			l.cfg.Ports.Release(port)
+			release()
 			return Workload{}, err
 		}
 	}
+	if len(req.SandboxPorts) > 0 {
+		l.setPortEnv(&spec)
+	}
 	fail := func(err error) (Workload, error) {
-		l.cfg.Ports.Release(port)
+		release()
 		if req.Undo != nil {
 			req.Undo()
 		}
@@ -133,13 +155,13 @@ func (l *Launcher) Launch(ctx context.Context, req Request) (Workload, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := l.waitReady(ctx, h, port, req.Ready); err != nil {
+	if err := l.waitReady(ctx, h, spec.Port, req.Ready); err != nil {
 		// The output first: removing a container takes its logs with it.
 		out := l.output(ctx, h, spec.Dir, req.Redact)
 		l.Discard(h)
 		return fail(notReady(err, out))
 	}
-	return Workload{Handle: h, Port: port}, nil
+	return Workload{Handle: h, Port: spec.Port, Ports: ports}, nil
 }
 
 // output is the end of the workload's output, redacted; "" without redact,
@@ -162,6 +184,67 @@ func notReady(err error, output string) error {
 	}
 	return provider.Errorf(provider.CreateFailed, "%v%s", err, outputSuffix(output))
 }
+
+// allocate takes the host ports of req: one, or one per sandbox port. On
+// error it holds none.
+func (l *Launcher) allocate(req Request) (driver.Spec, map[int]int, error) {
+	spec := req.Spec
+	if len(req.SandboxPorts) == 0 {
+		port, err := l.cfg.Ports.Allocate(req.PreferPort)
+		spec.Port = port
+		return spec, nil, err
+	}
+	ports := make(map[int]int, len(req.SandboxPorts))
+	var held []int
+	for i, sp := range req.SandboxPorts {
+		prefer := req.PreferPorts[sp]
+		if i == 0 && prefer == 0 {
+			prefer = req.PreferPort
+		}
+		port, err := l.cfg.Ports.Allocate(prefer)
+		if err != nil {
+			for _, p := range held {
+				l.cfg.Ports.Release(p)
+			}
+			return spec, nil, err
+		}
+		held = append(held, port)
+		ports[sp] = port
+	}
+	spec.Port, spec.SandboxPort, spec.ExtraPorts = held[0], req.SandboxPorts[0], nil
+	for i, sp := range req.SandboxPorts[1:] {
+		spec.ExtraPorts = append(spec.ExtraPorts, driver.PortMapping{Sandbox: sp, Host: held[i+1]})
+	}
+	return spec, ports, nil
+}
+
+// setPortEnv tells the workload which port to bind for each of its ports:
+// PORT for its own, PORT_<sandbox port> for every one.
+func (l *Launcher) setPortEnv(spec *driver.Spec) {
+	hn, _ := l.cfg.Driver.(driver.HostNetwork)
+	onHost := hn != nil && hn.SharesHostNetwork(*spec)
+	bind := func(m driver.PortMapping) string {
+		if onHost {
+			return strconv.Itoa(m.Host)
+		}
+		return strconv.Itoa(m.Sandbox)
+	}
+	env := make(map[string]string, len(spec.Env)+len(spec.ExtraPorts)+2)
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	for i, m := range spec.Mappings() {
+		if i == 0 {
+			env["PORT"] = bind(m)
+		}
+		env[PortEnv(m.Sandbox)] = bind(m)
+	}
+	spec.Env = env
+}
+
+// PortEnv is the variable that tells a workload which port to bind for its
+// sandbox port p.
+func PortEnv(p int) string { return "PORT_" + strconv.Itoa(p) }
 
 // start starts spec's workload and records it, both under StartGate. On
 // error nothing runs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -38,6 +39,15 @@ func TestMain(m *testing.M) {
 		os.Exit(3)
 	case "http":
 		_ = http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), http.NotFoundHandler())
+		os.Exit(1)
+	case "ports":
+		// Answers on the port PORT_3000 names with the environment's port
+		// variables, and on PORT.
+		vars := func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintf(w, "PORT=%s PORT_4000=%s PORT_3000=%s", os.Getenv("PORT"), os.Getenv("PORT_4000"), os.Getenv("PORT_3000"))
+		}
+		go func() { _ = http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT_3000"), http.HandlerFunc(vars)) }()
+		_ = http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), http.HandlerFunc(vars))
 		os.Exit(1)
 	default:
 		ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
@@ -158,6 +168,55 @@ func TestLaunchRecordsUnderTheGateAndKeepsThePreferredPort(t *testing.T) {
 	assert.Equal(t, w, recorded, "recorded before it was ready")
 	assert.True(t, h.gate.TryLock(), "the gate is free once the launch returns")
 	h.gate.Unlock()
+}
+
+func TestSandboxPortsGetHostPortsAndTheirVariables(t *testing.T) {
+	h := newHarness(t, 30*time.Second)
+	req := h.request("ports", launcher.ReadyHTTP("/"))
+	req.SandboxPorts = []int{4000, 3000}
+	req.Prepare = func(_ context.Context, spec *driver.Spec) error {
+		assert.Equal(t, 4000, spec.SandboxPort, "the ports are known to Prepare")
+		require.Len(t, spec.ExtraPorts, 1)
+		spec.Env = map[string]string{serveVar: "ports", "PATH": os.Getenv("PATH"), "PORT": "1", "PORT_3000": "2"}
+		return nil
+	}
+	w, err := h.launch(req)
+	require.NoError(t, err)
+	require.Len(t, w.Ports, 2)
+	assert.Equal(t, w.Port, w.Ports[4000])
+	assert.NotEqual(t, w.Ports[4000], w.Ports[3000])
+	// A native workload shares the host's network: it is told the host
+	// ports, which win over what Prepare set.
+	want := fmt.Sprintf("PORT=%d PORT_4000=%d PORT_3000=%d", w.Ports[4000], w.Ports[4000], w.Ports[3000])
+	for _, port := range []int{w.Ports[4000], w.Ports[3000]} {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, want, string(body), "port %d", port)
+	}
+
+	t.Run("the host ports are preferred again, and given back on failure", func(t *testing.T) {
+		require.NoError(t, h.l.End(context.Background(), w.Handle))
+		h.ports.Release(w.Ports[4000])
+		h.ports.Release(w.Ports[3000])
+		req.PreferPorts = w.Ports
+		again, err := h.launch(req)
+		require.NoError(t, err)
+		assert.Equal(t, w.Ports, again.Ports)
+		require.NoError(t, h.l.End(context.Background(), again.Handle))
+		h.ports.Release(again.Ports[4000])
+		h.ports.Release(again.Ports[3000])
+
+		req.Spec.Command = []string{"no-such-command-here"}
+		_, err = h.launch(req)
+		require.Error(t, err)
+		for _, p := range []int{w.Ports[4000], w.Ports[3000]} {
+			got, err := h.ports.Allocate(p)
+			require.NoError(t, err)
+			assert.Equal(t, p, got, "port %d is free again", p)
+		}
+	})
 }
 
 func TestFailedLaunchLeavesNothing(t *testing.T) {

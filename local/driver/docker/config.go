@@ -72,14 +72,21 @@ func (r *Driver) containerSpec(spec driver.Spec) containerSpec {
 		labels[LabelPrefix+k] = v
 	}
 
-	port := nat.Port(strconv.Itoa(spec.Port) + "/tcp")
+	// Each port of the workload is published on loopback: the host port
+	// leads to the port it serves on in the container.
+	exposed, bindings := nat.PortSet{}, nat.PortMap{}
+	for _, m := range spec.Mappings() {
+		port := nat.Port(strconv.Itoa(m.Sandbox) + "/tcp")
+		exposed[port] = struct{}{}
+		bindings[port] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: strconv.Itoa(m.Host)}}
+	}
 	cfg := &container.Config{
 		Image:        spec.Image,
 		Env:          env,
 		User:         spec.User,
 		WorkingDir:   spec.WorkDir,
 		Labels:       labels,
-		ExposedPorts: nat.PortSet{port: struct{}{}},
+		ExposedPorts: exposed,
 	}
 	if len(spec.Command) > 0 {
 		// The command is the whole argv, as for the native runtime: setting
@@ -89,7 +96,7 @@ func (r *Driver) containerSpec(spec driver.Spec) containerSpec {
 	}
 	init := r.init
 	host := &container.HostConfig{
-		PortBindings: nat.PortMap{port: []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: strconv.Itoa(spec.Port)}}},
+		PortBindings: bindings,
 		ExtraHosts:   []string{HostAlias + ":host-gateway"},
 		// A bridge without traffic between its containers: sandboxes never
 		// reach each other, only the host does (and the outside world).

@@ -81,6 +81,18 @@ func TestContainerSpec(t *testing.T) {
 	require.NotNil(t, cs.host.Init)
 	assert.True(t, *cs.host.Init)
 
+	t.Run("ports map to the container's", func(t *testing.T) {
+		s := spec
+		s.SandboxPort = 4000
+		s.ExtraPorts = []driver.PortMapping{{Sandbox: 3000, Host: 4102}}
+		cs := r.containerSpec(s)
+		assert.Equal(t, nat.PortSet{"4000/tcp": {}, "3000/tcp": {}}, cs.config.ExposedPorts)
+		assert.Equal(t, nat.PortMap{
+			"4000/tcp": {{HostIP: "127.0.0.1", HostPort: "4100"}},
+			"3000/tcp": {{HostIP: "127.0.0.1", HostPort: "4102"}},
+		}, cs.host.PortBindings)
+	})
+
 	t.Run("no command keeps the image's", func(t *testing.T) {
 		s := spec
 		s.Command = nil
@@ -90,13 +102,15 @@ func TestContainerSpec(t *testing.T) {
 	digest := cs.config.Labels[labelSpec]
 	assert.Equal(t, digest, r.containerSpec(spec).config.Labels[labelSpec], "same spec, same digest")
 	changes := map[string]func(s *driver.Spec){
-		"env":     func(s *driver.Spec) { s.Env = map[string]string{"PORT": "4100", "API": "x"} },
-		"port":    func(s *driver.Spec) { s.Port = 4101 },
-		"image":   func(s *driver.Spec) { s.Image = "img:2" },
-		"command": func(s *driver.Spec) { s.Command = []string{"/server"} },
-		"user":    func(s *driver.Spec) { s.User = "" },
-		"workdir": func(s *driver.Spec) { s.WorkDir = "/" },
-		"labels":  func(s *driver.Spec) { s.Labels = nil },
+		"env":          func(s *driver.Spec) { s.Env = map[string]string{"PORT": "4100", "API": "x"} },
+		"port":         func(s *driver.Spec) { s.Port = 4101 },
+		"sandbox port": func(s *driver.Spec) { s.SandboxPort = 4000 },
+		"extra port":   func(s *driver.Spec) { s.ExtraPorts = []driver.PortMapping{{Sandbox: 3000, Host: 4102}} },
+		"image":        func(s *driver.Spec) { s.Image = "img:2" },
+		"command":      func(s *driver.Spec) { s.Command = []string{"/server"} },
+		"user":         func(s *driver.Spec) { s.User = "" },
+		"workdir":      func(s *driver.Spec) { s.WorkDir = "/" },
+		"labels":       func(s *driver.Spec) { s.Labels = nil },
 	}
 	for name, change := range changes {
 		t.Run("digest changes with "+name, func(t *testing.T) {

@@ -248,10 +248,20 @@ func validate(spec driver.Spec) error {
 		return provider.Errorf(provider.PreflightFailed, "the sandbox has no id")
 	case spec.Image == "":
 		return provider.Errorf(provider.PreflightFailed, "the snapshot names no image: the docker runtime needs one")
-	case spec.Port <= 0 || spec.Port > math.MaxUint16:
-		return provider.Errorf(provider.PreflightFailed, "port %d is not a TCP port", spec.Port)
 	case spec.Network != "" && spec.Network != NetworkHost:
 		return provider.Errorf(provider.PreflightFailed, "network %q is not one the docker runtime knows: leave it empty (the isolated bridge) or say %q", spec.Network, NetworkHost)
+	}
+	seen := map[int]bool{}
+	for _, m := range spec.Mappings() {
+		for _, p := range []int{m.Host, m.Sandbox} {
+			if p <= 0 || p > math.MaxUint16 {
+				return provider.Errorf(provider.PreflightFailed, "port %d is not a TCP port", p)
+			}
+		}
+		if seen[m.Sandbox] {
+			return provider.Errorf(provider.PreflightFailed, "port %d of the container is published twice", m.Sandbox)
+		}
+		seen[m.Sandbox] = true
 	}
 	return nil
 }

@@ -72,6 +72,34 @@ func TestStartServesOnLoopback(t *testing.T) {
 	}
 }
 
+// TestPortsLeadToTheirContainerPorts: the workload serves on the port it
+// declares inside its container, reached at the host port it was given.
+func TestPortsLeadToTheirContainerPorts(t *testing.T) {
+	h := newHarness(t)
+	ctx := testContext(t)
+	spec := h.spec()
+	spec.SandboxPort = 4000
+	spec.Env["PORT"] = "4000"
+	spec.ExtraPorts = []driver.PortMapping{{Sandbox: 3000, Host: freePort(t)}}
+	hd := h.start(ctx, spec)
+
+	assert.Equal(t, "hello from the test server\n", getWhenUp(t, baseURL(spec.Port)+"/"), "the host port leads to 4000 inside")
+	assert.Equal(t, "4000", info(t, spec.Port).Env["PORT"])
+	ok, err := h.rt.Probe(ctx, hd, spec.Port)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	c, err := h.cli.ContainerInspect(ctx, hd.ContainerID)
+	require.NoError(t, err)
+	want := map[string]string{"4000/tcp": strconv.Itoa(spec.Port), "3000/tcp": strconv.Itoa(spec.ExtraPorts[0].Host)}
+	got := map[string]string{}
+	for port, bs := range c.HostConfig.PortBindings {
+		require.Len(t, bs, 1)
+		assert.Equal(t, "127.0.0.1", bs[0].HostIP)
+		got[string(port)] = bs[0].HostPort
+	}
+	assert.Equal(t, want, got)
+}
+
 func TestCommandUserAndWorkDir(t *testing.T) {
 	h := newHarness(t)
 	ctx := testContext(t)

@@ -7,6 +7,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -36,6 +37,13 @@ func WithNetwork(name string) Option {
 // no bridge, no port proxy, and no isolation of its ports from the host's
 // or other sandboxes' (docs/security.md).
 const NetworkHost = "host"
+
+var _ driver.HostNetwork = (*Driver)(nil)
+
+// SharesHostNetwork reports whether spec's container runs on the host's
+// network, where its workload binds the host ports itself: nothing is
+// published in front of it.
+func (r *Driver) SharesHostNetwork(spec driver.Spec) bool { return spec.Network == NetworkHost }
 
 // ensureNetwork makes the sandbox network unless it exists, and checks that
 // an existing one keeps containers apart. Concurrent daemons may both try to

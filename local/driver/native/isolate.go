@@ -42,10 +42,12 @@ const (
 	fwdSocket = "fwd.sock"
 )
 
-// Descriptors of an isolated workload's outer init, after the status pipe.
+// Descriptors of an isolated workload's outer init, after the status pipe:
+// this binary, for the inner init, then the listener of each port, the
+// workload's own first.
 const (
-	listenFD = nsinit.StatusFD + 1 + iota
-	exeFD
+	exeFD    = nsinit.StatusFD + 1
+	listenFD = exeFD + 1
 )
 
 // isolationOf is spec's isolation, or the runtime's default.
@@ -104,11 +106,15 @@ func (r *Driver) checkIsolation(spec driver.Spec) error {
 		return provider.Errorf(provider.PreflightFailed,
 			"isolation bwrap needs PID namespaces, which this daemon cannot create (%v): set isolation: none", r.fallback)
 	}
-	if spec.Port <= 0 || spec.Port > 65535 {
-		return provider.Errorf(provider.PreflightFailed, "isolation bwrap forwards the sandbox port, and port %d is not one", spec.Port)
+	for _, m := range spec.Mappings() {
+		if !validPort(m.Host) || !validPort(m.Sandbox) {
+			return provider.Errorf(provider.PreflightFailed, "isolation bwrap forwards the sandbox's ports, and port %d (to %d inside) is not one", m.Host, m.Sandbox)
+		}
 	}
 	return nil
 }
+
+func validPort(p int) bool { return p > 0 && p <= 65535 }
 
 // usernsFix names the setting that keeps unprivileged user namespaces off.
 func usernsFix() string {
@@ -126,61 +132,82 @@ func usernsFix() string {
 }
 
 // planBwrap prepares an isolated spawn: the outer init's config, the
-// descriptors it inherits after the status pipe (the port's listener and
-// this binary, for the inner init), and the forwarder's socket. The outer
-// init forwards the port into the sandbox; its main command is bwrap, whose
+// descriptors it inherits after the status pipe (this binary, for the inner
+// init, and a listener on each host port), and the forwarder's socket of
+// the workload's own port. The outer init forwards each host port into the
+// sandbox, to its sandbox port there; its main command is bwrap, whose
 // command is the inner init, PID 1 of bwrap's own PID namespace.
 func (r *Driver) planBwrap(spec driver.Spec, path, dir string) (nsinit.Config, []*os.File, string, error) {
-	fail := func(what string, err error) (nsinit.Config, []*os.File, string, error) {
-		return nsinit.Config{}, nil, "", classify(phaseSpawn, what, err)
+	var files []*os.File
+	fail := func(err error) (nsinit.Config, []*os.File, string, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nsinit.Config{}, nil, "", err
 	}
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
-		return nsinit.Config{}, nil, "", provider.Errorf(provider.PreflightFailed,
-			"isolation bwrap needs bubblewrap, which is not installed: apt-get install bubblewrap (or set isolation: none)")
+		return fail(provider.Errorf(provider.PreflightFailed,
+			"isolation bwrap needs bubblewrap, which is not installed: apt-get install bubblewrap (or set isolation: none)"))
 	}
 	for _, d := range []string{homeDir, tmpDir, runDir} {
 		if err := os.MkdirAll(filepath.Join(spec.Dir, d), 0o700); err != nil {
-			return fail("make the sandbox's "+d+" directory", err)
+			return fail(classify(phaseSpawn, "make the sandbox's "+d+" directory", err))
 		}
-	}
-	// Bound here, so that the port is the workload's before Start returns
-	// and a taken port fails the spawn rather than the init.
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: spec.Port})
-	if err != nil {
-		return fail(fmt.Sprintf("listen on port %d", spec.Port), err)
-	}
-	lnFile, err := ln.File()
-	ln.Close() // lnFile is a duplicate: the socket stays bound
-	if err != nil {
-		return fail("hand the port's listener on", err)
 	}
 	exeFd, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
-		lnFile.Close()
-		return fail("open this program for the sandbox's init", err)
+		return fail(classify(phaseSpawn, "open this program for the sandbox's init", err))
 	}
-	exe := os.NewFile(uintptr(exeFd), "exe")
+	files = append(files, os.NewFile(uintptr(exeFd), "exe"))
 
-	inner := nsinit.Config{
-		NoSignals: true, // the outer init signals the whole tree
-		Serve:     innerRun + "/" + fwdSocket,
-		Target:    net.JoinHostPort("127.0.0.1", strconv.Itoa(spec.Port)),
-		Path:      path,
-		Args:      spec.Command,
+	inner := nsinit.Config{NoSignals: true, Path: path, Args: spec.Command} // the outer init signals the whole tree
+	outer := nsinit.Config{Relay: true, KeepFDs: []int{exeFD}, Path: bwrap}
+	for i, m := range spec.Mappings() {
+		// Bound here, so that the port is the workload's before Start
+		// returns and a taken port fails the spawn rather than the init.
+		ln, err := listenFile(m.Host)
+		if err != nil {
+			return fail(err)
+		}
+		files = append(files, ln)
+		sock := fwdSocket
+		if i > 0 {
+			sock = fmt.Sprintf("fwd-%d.sock", m.Sandbox)
+		}
+		inner.Serves = append(inner.Serves, nsinit.Serve{
+			Socket: innerRun + "/" + sock,
+			Target: net.JoinHostPort("127.0.0.1", strconv.Itoa(m.Sandbox)),
+		})
+		outer.Forwards = append(outer.Forwards, nsinit.Forward{
+			ListenFD: listenFD + i,
+			Socket:   filepath.Join(spec.Dir, runDir, sock),
+		})
 	}
 	args := append([]string{"bwrap"}, bwrapArgs(spec, path, dir)...)
-	args = append(append(args, "--", innerInit), inner.Flags()...)
-	sock := filepath.Join(spec.Dir, runDir, fwdSocket)
-	outer := nsinit.Config{
-		Relay:     true,
-		ListenFD:  listenFD,
-		ForwardTo: sock,
-		KeepFDs:   []int{exeFD},
-		Path:      bwrap,
-		Args:      args,
+	outer.Args = append(append(args, "--", innerInit), inner.Flags()...)
+	return outer, files, outer.Forwards[0].Socket, nil
+}
+
+// listenFile binds 127.0.0.1:port and returns the listener as a file to
+// hand on.
+func listenFile(port int) (*os.File, error) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+	if err != nil {
+		return nil, classify(phaseSpawn, fmt.Sprintf("listen on port %d", port), err)
 	}
-	return outer, []*os.File{lnFile, exe}, sock, nil
+	f, err := ln.File()
+	ln.Close() // f is a duplicate: the socket stays bound
+	if err != nil {
+		return nil, classify(phaseSpawn, "hand the port's listener on", err)
+	}
+	return f, nil
+}
+
+// SharesHostNetwork reports whether spec's workload runs on the host's
+// network: it does unless it is isolated.
+func (r *Driver) SharesHostNetwork(spec driver.Spec) bool {
+	return r.isolationOf(spec) == IsolationNone
 }
 
 // bwrapArgs lays out an isolated sandbox's file system and namespaces.

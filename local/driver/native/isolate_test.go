@@ -207,6 +207,51 @@ func TestIsolatedReadinessGoesThroughTheForwarder(t *testing.T) {
 	}, hangGuard, 20*time.Millisecond, "never ready")
 }
 
+// TestIsolatedPortsAreForwardedToTheirSandboxPorts: each host port leads to
+// the port its workload serves on in the sandbox's own network, which no
+// host port holds.
+func TestIsolatedPortsAreForwardedToTheirSandboxPorts(t *testing.T) {
+	r := isolatedRuntime(t)
+	spec := isolatedSpec(t, "", `mkdir -p a b && echo workload > a/who && echo extra > b/who
+"$PY" -m http.server 3000 --bind 127.0.0.1 --directory b & exec "$PY" -m http.server 4000 --bind 127.0.0.1 --directory a`)
+	spec.Env["PY"] = python3(t)
+	spec.SandboxPort = 4000
+	spec.ExtraPorts = []driver.PortMapping{{Sandbox: 3000, Host: freePort(t)}}
+	assert.False(t, r.SharesHostNetwork(spec), "an isolated workload has a network of its own")
+	h := start(t, r, spec)
+	require.Eventually(t, func() bool {
+		ok, err := r.Probe(testCtx(t), h, spec.Port)
+		return err == nil && ok
+	}, hangGuard, 20*time.Millisecond, "the workload's own port never answered through its forwarder")
+
+	for port, want := range map[int]string{spec.Port: "workload", spec.ExtraPorts[0].Host: "extra"} {
+		var body string
+		require.Eventually(t, func() bool {
+			resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/who")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			body = string(b)
+			return resp.StatusCode == http.StatusOK
+		}, hangGuard, 20*time.Millisecond, "host port %d", port)
+		assert.Equal(t, want+"\n", body, "host port %d leads to its sandbox port", port)
+	}
+	require.NoError(t, r.Stop(testCtx(t), h, hangGuard))
+	_, err := r.Wait(testCtx(t), h)
+	require.NoError(t, err)
+	assert.True(t, portFree(spec.ExtraPorts[0].Host), "the extra port is given back with the workload")
+}
+
+func TestUnisolatedSharesTheHostNetwork(t *testing.T) {
+	r := New(clock.Real())
+	spec := newSpec(t, "", "true")
+	assert.True(t, r.SharesHostNetwork(spec))
+	spec.Isolation = IsolationBwrap
+	assert.False(t, r.SharesHostNetwork(spec))
+}
+
 func TestIsolatedExitReasons(t *testing.T) {
 	r := isolatedRuntime(t)
 	code := func(n int) *int { return &n }

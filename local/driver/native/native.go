@@ -69,6 +69,7 @@ var (
 	_ driver.Driver      = (*Driver)(nil)
 	_ driver.Prober      = (*Driver)(nil)
 	_ driver.Containment = (*Driver)(nil)
+	_ driver.HostNetwork = (*Driver)(nil)
 )
 
 type procKey struct {

@@ -46,9 +46,10 @@
 // (inside the sandbox, PID 1 of bwrap's PID namespace), and the inner init's
 // status reaches the runtime through the outer one.
 //
-// -listen-fd and -forward-to make the init forward every TCP connection on an
-// inherited listener to a unix socket; -serve and -target make it listen on a
-// unix socket and forward every connection to a TCP address. The inner half
+// -forward FD,SOCKET makes the init forward every TCP connection on an
+// inherited listener to a unix socket; -serve SOCKET,HOST:PORT makes it
+// listen on a unix socket and forward every connection to a TCP address.
+// Both repeat, once per port of the sandbox. The inner half
 // acknowledges a connection with one byte once it has reached the target, so
 // the outer half, and Probe, can tell a workload that serves from a listener
 // that merely accepts.

@@ -56,14 +56,12 @@ type Config struct {
 	// Relay hands the main command a status pipe as its fd 3 and reports
 	// what it reports there.
 	Relay bool
-	// ListenFD is an inherited TCP listener whose connections go to the unix
-	// socket ForwardTo.
-	ListenFD  int
-	ForwardTo string
-	// Serve is a unix socket to listen on; its connections go to the TCP
-	// address Target.
-	Serve  string
-	Target string
+	// Forwards are inherited TCP listeners whose connections go to unix
+	// sockets: the outer halves of ports forwarded into a sandbox.
+	Forwards []Forward
+	// Serves are unix sockets to listen on whose connections go to TCP
+	// addresses: the inner halves.
+	Serves []Serve
 	// KeepFDs are inherited descriptors handed on to the main command at the
 	// same numbers (above StatusFD).
 	KeepFDs []int
@@ -76,6 +74,20 @@ type Config struct {
 	// /proc, with MountProc): the runtime's check of what this platform
 	// gives it.
 	Probe bool
+}
+
+// Forward is one outer half of a forwarded port: the connections of the
+// inherited listener ListenFD go to the unix socket Socket.
+type Forward struct {
+	ListenFD int
+	Socket   string
+}
+
+// Serve is one inner half: the connections of the unix socket Socket go to
+// the TCP address Target.
+type Serve struct {
+	Socket string
+	Target string
 }
 
 // Flags returns the init's command line after argv[0].
@@ -93,11 +105,11 @@ func (c Config) Flags() []string {
 	if c.Relay {
 		out = append(out, "-relay")
 	}
-	if c.ListenFD > 0 {
-		out = append(out, "-listen-fd", strconv.Itoa(c.ListenFD), "-forward-to", c.ForwardTo)
+	for _, f := range c.Forwards {
+		out = append(out, "-forward", strconv.Itoa(f.ListenFD)+","+f.Socket)
 	}
-	if c.Serve != "" {
-		out = append(out, "-serve", c.Serve, "-target", c.Target)
+	for _, s := range c.Serves {
+		out = append(out, "-serve", s.Socket+","+s.Target)
 	}
 	for _, fd := range c.KeepFDs {
 		out = append(out, "-keep-fd", strconv.Itoa(fd))
@@ -114,10 +126,23 @@ func parse(args []string) (Config, error) {
 	fs.BoolVar(&c.Relay, "relay", false, "")
 	fs.BoolVar(&c.Probe, "probe", false, "")
 	fs.BoolVar(&c.MountProc, "mount-proc", false, "")
-	fs.IntVar(&c.ListenFD, "listen-fd", 0, "")
-	fs.StringVar(&c.ForwardTo, "forward-to", "", "")
-	fs.StringVar(&c.Serve, "serve", "", "")
-	fs.StringVar(&c.Target, "target", "", "")
+	fs.Func("forward", "", func(v string) error {
+		fd, sock, ok := strings.Cut(v, ",")
+		n, err := strconv.Atoi(fd)
+		if !ok || err != nil || n <= StatusFD || sock == "" {
+			return fmt.Errorf("forward %q: want FD,SOCKET with FD above %d", v, StatusFD)
+		}
+		c.Forwards = append(c.Forwards, Forward{ListenFD: n, Socket: sock})
+		return nil
+	})
+	fs.Func("serve", "", func(v string) error {
+		i := strings.LastIndexByte(v, ',')
+		if i <= 0 || i == len(v)-1 {
+			return fmt.Errorf("serve %q: want SOCKET,HOST:PORT", v)
+		}
+		c.Serves = append(c.Serves, Serve{Socket: v[:i], Target: v[i+1:]})
+		return nil
+	})
 	fs.Func("keep-fd", "", func(s string) error {
 		fd, err := strconv.Atoi(s)
 		if err != nil || fd <= StatusFD {
@@ -138,9 +163,6 @@ func parse(args []string) (Config, error) {
 		return c, errors.New("no command: want -- PATH ARGV0 [ARG...]")
 	}
 	c.Path, c.Args = rest[0], rest[1:]
-	if (c.ListenFD > 0) != (c.ForwardTo != "") || (c.Serve != "") != (c.Target != "") {
-		return c, errors.New("-listen-fd goes with -forward-to, -serve with -target")
-	}
 	return c, nil
 }
 
@@ -403,22 +425,22 @@ func (p *initProc) wait(sigs <-chan os.Signal, mainExit <-chan unix.WaitStatus, 
 
 // startForwarders starts the port forwarding halves that cfg asks for.
 func (p *initProc) startForwarders() error {
-	if p.cfg.ListenFD > 0 {
-		f := os.NewFile(uintptr(p.cfg.ListenFD), "listener")
+	for _, fw := range p.cfg.Forwards {
+		f := os.NewFile(uintptr(fw.ListenFD), "listener")
 		ln, err := net.FileListener(f)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("init: inherited listener: %w", err)
+			return fmt.Errorf("init: inherited listener %d: %w", fw.ListenFD, err)
 		}
-		go forwardTCP(ln, p.cfg.ForwardTo)
+		go forwardTCP(ln, fw.Socket)
 	}
-	if p.cfg.Serve != "" {
-		_ = os.Remove(p.cfg.Serve) // a socket left by the previous run
-		ln, err := net.Listen("unix", p.cfg.Serve)
+	for _, sv := range p.cfg.Serves {
+		_ = os.Remove(sv.Socket) // a socket left by the previous run
+		ln, err := net.Listen("unix", sv.Socket)
 		if err != nil {
-			return fmt.Errorf("init: listen on %s: %w", p.cfg.Serve, err)
+			return fmt.Errorf("init: listen on %s: %w", sv.Socket, err)
 		}
-		go forwardUnix(ln, p.cfg.Target)
+		go forwardUnix(ln, sv.Target)
 	}
 	return nil
 }

@@ -21,8 +21,10 @@ func TestFlagsRoundTrip(t *testing.T) {
 	tests := []Config{
 		{Path: "/bin/sh", Args: []string{"sh", "-c", "exit 3"}},
 		{Path: "/bin/sh", Args: []string{"sh", "--", "-not-a-flag"}, NoSignals: true, MountProc: true},
-		{Path: "/usr/bin/bwrap", Args: []string{"bwrap", "--", "x"}, Relay: true, ListenFD: 4, ForwardTo: "/a/fwd.sock", KeepFDs: []int{5}},
-		{Path: "/bin/true", Args: []string{"true"}, Serve: "/run/s.sock", Target: "127.0.0.1:4100"},
+		{Path: "/usr/bin/bwrap", Args: []string{"bwrap", "--", "x"}, Relay: true, Forwards: []Forward{{4, "/a/fwd.sock"}}, KeepFDs: []int{5}},
+		{Path: "/usr/bin/bwrap", Args: []string{"bwrap", "--", "x"}, Relay: true,
+			Forwards: []Forward{{4, "/a,b/fwd.sock"}, {6, "/a/fwd-3000.sock"}}, KeepFDs: []int{5}},
+		{Path: "/bin/true", Args: []string{"true"}, Serves: []Serve{{"/run/s.sock", "127.0.0.1:4000"}, {"/run/s-3000.sock", "127.0.0.1:3000"}}},
 	}
 	for _, want := range tests {
 		t.Run(strings.Join(want.Args, " "), func(t *testing.T) {
@@ -35,12 +37,14 @@ func TestFlagsRoundTrip(t *testing.T) {
 
 func TestParseRefuses(t *testing.T) {
 	for name, args := range map[string][]string{
-		"no command":           {"--"},
-		"no argv0":             {"--", "/bin/sh"},
-		"listener without end": {"-listen-fd", "4", "--", "/bin/sh", "sh"},
-		"serve without target": {"-serve", "/s", "--", "/bin/sh", "sh"},
-		"keep the status fd":   {"-keep-fd", "3", "--", "/bin/sh", "sh"},
-		"unknown flag":         {"-frobnicate", "--", "/bin/sh", "sh"},
+		"no command":               {"--"},
+		"no argv0":                 {"--", "/bin/sh"},
+		"forward without socket":   {"-forward", "4", "--", "/bin/sh", "sh"},
+		"forward of the status fd": {"-forward", "3,/s", "--", "/bin/sh", "sh"},
+		"serve without target":     {"-serve", "/s", "--", "/bin/sh", "sh"},
+		"serve with an empty one":  {"-serve", "/s,", "--", "/bin/sh", "sh"},
+		"keep the status fd":       {"-keep-fd", "3", "--", "/bin/sh", "sh"},
+		"unknown flag":             {"-frobnicate", "--", "/bin/sh", "sh"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := parse(args)
