@@ -42,6 +42,11 @@ const DefaultURL = local.DefaultURL
 // snapshot uses: this binary's toolbox.
 const DefaultSnapshot = "default"
 
+// DefaultPort is the workload port of a snapshot that declares none, inside
+// the sandbox: where the default snapshot's toolbox serves, and the port
+// host servers written for Daytona ask a preview of.
+const DefaultPort = 4000
+
 // Snapshot is a named launch profile as the config file writes it: a
 // command for the native runtime, an image (and optionally a command) for
 // docker. One snapshot may serve both.
@@ -66,6 +71,13 @@ type Snapshot struct {
 	// without the engine's port proxy but without the bridge's isolation
 	// either (docs/security.md). The native runtime ignores it.
 	Network string `yaml:"network,omitempty"`
+	// Port is the port the workload serves inside the sandbox, its $PORT
+	// (4000 when unset): what preview-url?port= names, as on Daytona.
+	Port int `yaml:"port,omitempty"`
+	// Ports are more ports the workload may serve inside the sandbox; each
+	// gets a preview URL, and the workload learns the port to bind for
+	// each in $PORT_<port>.
+	Ports []int `yaml:"ports,omitempty"`
 }
 
 // Config is the daemon's resolved configuration.
@@ -100,6 +112,12 @@ type Config struct {
 	// Isolation is the native runtime's isolation for snapshots that name
 	// none: "none" (the default) or "bwrap".
 	Isolation string `yaml:"isolation"`
+	// PreviewIdleKeepAlive, when positive, is how long an open preview
+	// connection (a WebSocket, a stream) that moves no bytes keeps its
+	// sandbox alive: past it, it no longer counts as activity, so a leaked
+	// WebSocket cannot keep a forgotten sandbox running. 0: for as long as
+	// it is open, as on Daytona.
+	PreviewIdleKeepAlive time.Duration `yaml:"previewIdleKeepAlive"`
 }
 
 // Default returns the built-in configuration. self is the argv that starts
@@ -236,6 +254,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("autoStopMinutes must be 0 (never) or positive, got %d", c.AutoStopMinutes)
 	case c.ReapInterval < 0:
 		return fmt.Errorf("reap interval must not be negative")
+	case c.PreviewIdleKeepAlive < 0:
+		return fmt.Errorf("previewIdleKeepAlive must be 0 (open connections count while open) or positive, got %s", c.PreviewIdleKeepAlive)
 	case c.Ports.Min < 1 || c.Ports.Max > 65535 || c.Ports.Min > c.Ports.Max:
 		return fmt.Errorf("port range %d-%d is invalid", c.Ports.Min, c.Ports.Max)
 	case c.Root == "":
@@ -261,6 +281,30 @@ func (c *Config) Validate() error {
 		if s.Network != "" && s.Network != "host" {
 			return fmt.Errorf("snapshot %q: network must be empty (the isolated bridge) or \"host\", got %q", name, s.Network)
 		}
+		if err := validPorts(s); err != nil {
+			return fmt.Errorf("snapshot %q: %v", name, err)
+		}
+	}
+	return nil
+}
+
+// validPorts checks the ports a snapshot declares inside the sandbox.
+func validPorts(s Snapshot) error {
+	seen := map[int]bool{}
+	if s.Port != 0 {
+		seen[s.Port] = true
+	}
+	if s.Port < 0 || s.Port > 65535 {
+		return fmt.Errorf("port %d is not a TCP port (1-65535)", s.Port)
+	}
+	for _, p := range s.Ports {
+		switch {
+		case p < 1 || p > 65535:
+			return fmt.Errorf("ports: %d is not a TCP port (1-65535)", p)
+		case seen[p] || (s.Port == 0 && p == DefaultPort):
+			return fmt.Errorf("ports: %d is declared twice (the workload's own port goes in port, %d when unset)", p, DefaultPort)
+		}
+		seen[p] = true
 	}
 	return nil
 }

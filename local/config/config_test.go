@@ -22,10 +22,13 @@ minute: 2s
 autoStopMinutes: 5
 ports: {min: 5000, max: 5010}
 passEnv: [MY_KEY]
+previewIdleKeepAlive: 90s
 snapshots:
   python:
     command: [python3, -m, http.server]
     env: {A: b}
+    port: 8000
+    ports: [3000, 5173]
   fast:
     image: some-image
     network: host
@@ -42,6 +45,9 @@ snapshots:
 	assert.Equal(t, []string{"sandplane", "toolbox"}, c.Snapshots["default"].Command, "built-in default survives the file")
 	assert.Equal(t, "b", c.Snapshots["python"].Env["A"])
 	assert.Equal(t, "host", c.Snapshots["fast"].Network)
+	assert.Equal(t, 8000, c.Snapshots["python"].Port)
+	assert.Equal(t, []int{3000, 5173}, c.Snapshots["python"].Ports)
+	assert.Equal(t, 90*time.Second, c.PreviewIdleKeepAlive)
 	assert.Equal(t, map[string]string{"MY_KEY": "v"}, c.PassEnvValues(envOf(map[string]string{"MY_KEY": "v", "OTHER": "x"})))
 }
 
@@ -62,6 +68,12 @@ func TestInvalid(t *testing.T) {
 		{name: "bad snapshot isolation", yaml: "snapshots: {x: {command: [a], isolation: jail}}"},
 		{name: "bad snapshot network", yaml: "snapshots: {x: {image: a, network: bridge}}"},
 		{name: "not yaml", yaml: "{{{"},
+		{name: "workload port out of range", yaml: "snapshots: {x: {command: [a], port: 70000}}"},
+		{name: "extra port out of range", yaml: "snapshots: {x: {command: [a], ports: [0]}}"},
+		{name: "a port twice", yaml: "snapshots: {x: {command: [a], ports: [3000, 3000]}}"},
+		{name: "the workload port among the others", yaml: "snapshots: {x: {command: [a], port: 3000, ports: [3000]}}"},
+		{name: "the default workload port among the others", yaml: "snapshots: {x: {command: [a], ports: [4000]}}"},
+		{name: "negative idle keep-alive", yaml: "previewIdleKeepAlive: -1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,7 +2,6 @@ package manager
 
 import (
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -22,14 +21,13 @@ func sandboxEnv(snapshot, pass, request map[string]string) map[string]string {
 	return env
 }
 
-// spawnEnv is what a workload actually gets: base, then the sandbox env, then
-// PORT, which only the daemon may set.
-func spawnEnv(base, sandbox map[string]string, port int) map[string]string {
+// spawnEnv is what a workload actually gets: base, then the sandbox env.
+// The launcher adds PORT and PORT_<port>, which only the daemon may set.
+func spawnEnv(base, sandbox map[string]string) map[string]string {
 	env := cloneMap(base)
 	for k, v := range sandbox {
 		env[k] = v
 	}
-	env["PORT"] = strconv.Itoa(port)
 	return env
 }
 

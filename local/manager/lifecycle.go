@@ -158,17 +158,17 @@ func (m *Manager) stopLocked(ctx context.Context, e *entry, reason string) (prov
 	e.killErr = nil
 	s, err := m.update(e, func(r *record) {
 		r.State = provider.StateStopped
-		r.Port = 0
+		r.Port, r.ExtraPorts = 0, nil
 		r.ErrorReason = reason
 		r.StopReason = ""
 		r.LastActivityAt = m.clk.Now()
 	}, emission{provider.EventStopped, ""}, bumped)
 	if err != nil {
-		// The port stays held: the record still names it.
+		// The ports stay held: the record still names them.
 		return provider.Sandbox{}, notRecorded(rec.ID, "its workload ended but it stays stopping; stop it again", err)
 	}
 	m.forgetExit(e)
-	m.ports.Release(rec.Port)
+	m.releasePorts(rec)
 	if m.opts.LaunchHook != nil {
 		m.opts.LaunchHook.AfterExit(rec.ID)
 	}
@@ -306,6 +306,12 @@ func (m *Manager) deleteLocked(ctx context.Context, e *entry) error {
 // new time is written with the next activity flush, a twelfth of an
 // interval minute later at most. not_found.
 func (m *Manager) RefreshActivity(ctx context.Context, idOrName string) error {
+	return m.RefreshActivityFrom(ctx, idOrName, provider.SourceRefresh)
+}
+
+// RefreshActivityFrom resets the idle clock for source, which the activity
+// event carries (provider.SourceProxy for preview traffic). not_found.
+func (m *Manager) RefreshActivityFrom(ctx context.Context, idOrName, source string) error {
 	e, err := m.lookup(idOrName)
 	if err != nil {
 		return err
@@ -313,7 +319,7 @@ func (m *Manager) RefreshActivity(ctx context.Context, idOrName string) error {
 	if err := m.available(e); err != nil {
 		return err
 	}
-	return m.refresh(e, provider.SourceRefresh)
+	return m.refresh(e, source)
 }
 
 // SetAutoStopInterval sets the idle minutes before auto-stop (0 disables)
@@ -339,34 +345,6 @@ func (m *Manager) Resize(ctx context.Context, idOrName string, req provider.Resi
 		return provider.Sandbox{}, provider.Errorf(provider.InvalidArgument, "cpu, memory and disk must be positive")
 	}
 	return m.Get(ctx, idOrName)
-}
-
-// PreviewURL returns where port of the sandbox is reachable from the host,
-// 0 meaning the sandbox port, and the sandbox's token. failed_precondition
-// when not started.
-func (m *Manager) PreviewURL(ctx context.Context, idOrName string, port int) (provider.Preview, error) {
-	if port < 0 || port > 65535 {
-		return provider.Preview{}, provider.Errorf(provider.InvalidArgument, "port %d is out of range 1-65535", port)
-	}
-	s, err := m.Get(ctx, idOrName)
-	if err != nil {
-		return provider.Preview{}, err
-	}
-	if s.State != provider.StateStarted {
-		return provider.Preview{}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", s.ID, s.State)
-	}
-	if port != 0 && port != s.Port && s.Runtime == provider.RuntimeDocker {
-		return provider.Preview{}, provider.Errorf(provider.InvalidArgument, "only the sandbox port %d is published for docker sandboxes", s.Port)
-	}
-	if port == 0 {
-		port = s.Port
-	}
-	// A workload started before sandboxes had tokens has none yet ("").
-	tok, err := m.readToken(s.ID)
-	if err != nil {
-		return provider.Preview{}, provider.Errorf(provider.Internal, "read sandbox token: %w", err)
-	}
-	return provider.Preview{URL: m.previewURL(port), Token: tok}, nil
 }
 
 // EntrypointLogs returns the workload's output with env values redacted.

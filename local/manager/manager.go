@@ -39,10 +39,52 @@ type Snapshot struct {
 	// "host" for the host's (driver.Spec.Network). The native runtime
 	// ignores it.
 	Network string `json:"network,omitempty"`
+	// Port is the port the workload serves inside the sandbox, its $PORT
+	// (DefaultPort when 0): what a preview URL of the sandbox names, as on
+	// Daytona. The daemon maps it to a host port.
+	Port int `json:"port,omitempty"`
+	// Ports are more ports the workload may serve inside the sandbox, each
+	// mapped to a host port too and named to the workload as
+	// $PORT_<port>. Only declared ports have preview URLs.
+	Ports []int `json:"ports,omitempty"`
 }
 
 // DefaultSnapshot is the snapshot a create without one uses.
 const DefaultSnapshot = "default"
+
+// DefaultPort is the workload port of a snapshot that declares none: the
+// port host servers written for Daytona ask a preview URL of.
+const DefaultPort = 4000
+
+// WorkloadPort is the port the snapshot's workload serves inside the
+// sandbox.
+func (s Snapshot) WorkloadPort() int {
+	if s.Port == 0 {
+		return DefaultPort
+	}
+	return s.Port
+}
+
+// declared are the snapshot's ports, the workload's first.
+func (s Snapshot) declared() []int {
+	return append([]int{s.WorkloadPort()}, s.Ports...)
+}
+
+// validatePorts reports the first port the snapshot name declares that
+// cannot work. invalid_argument.
+func (s Snapshot) validatePorts(name string) error {
+	seen := map[int]bool{}
+	for _, p := range s.declared() {
+		switch {
+		case p < 1 || p > 65535:
+			return provider.Errorf(provider.InvalidArgument, "snapshot %q declares port %d, which is not a TCP port (1-65535)", name, p)
+		case seen[p]:
+			return provider.Errorf(provider.InvalidArgument, "snapshot %q declares port %d twice: the workload port is declared once, in port", name, p)
+		}
+		seen[p] = true
+	}
+	return nil
+}
 
 // LaunchHook lets a host that embeds the manager adjust a workload right
 // before it is spawned, and clean up after it ends.
@@ -99,8 +141,16 @@ type Options struct {
 	LaunchHook LaunchHook
 	// OnEvent receives every lifecycle event. It must not block.
 	OnEvent func(Event)
-	// PreviewHost is the host in preview URLs (127.0.0.1).
+	// PreviewHost is the host of preview URLs when PreviewURL is not set
+	// (127.0.0.1).
 	PreviewHost string
+	// PreviewURL, when set, says where port (one inside the sandbox) of
+	// sandbox id is served to any HTTP client: the preview URL answer. By
+	// default it is PreviewHost at the host port it maps to.
+	PreviewURL func(id string, port int) string
+	// PreviewLink, when set, is the sandbox's previewUrl, the preview a
+	// browser opens (PreviewURL by default).
+	PreviewLink func(id string, port int) string
 	Logger      *slog.Logger
 }
 
@@ -253,6 +303,11 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.PreviewHost == "" {
 		opts.PreviewHost = "127.0.0.1"
+	}
+	for name, snap := range opts.Snapshots {
+		if err := snap.validatePorts(name); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -500,13 +555,9 @@ func (m *Manager) info(r *record) provider.Sandbox {
 		ErrorReason:      r.ErrorReason,
 	}
 	if r.State == provider.StateStarted && r.Port > 0 {
-		s.PreviewURL = m.previewURL(r.Port)
+		s.PreviewURL = m.previewLink(r)
 	}
 	return s
-}
-
-func (m *Manager) previewURL(port int) string {
-	return fmt.Sprintf("http://%s:%d", m.opts.PreviewHost, port)
 }
 
 func (m *Manager) emit(t provider.EventType, s provider.Sandbox, source string) {

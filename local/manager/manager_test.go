@@ -252,6 +252,7 @@ func TestEnvProvenanceAndRedaction(t *testing.T) {
 		"SHARED":        "from-request",
 		"TOKEN":         "request-secret",
 		"PORT":          itoa(s.Port),
+		"PORT_4000":     itoa(s.Port),
 		TokenEnv:        tok,
 	}, spec.Env)
 	fi, err := os.Stat(filepath.Join(h.root, "env", envFile))
@@ -315,22 +316,133 @@ func TestNotFound(t *testing.T) {
 }
 
 func TestPreviewURL(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, func(o *Options) {
+		o.Snapshots["web"] = Snapshot{Command: []string{"web"}, Ready: "none", Port: 8000, Ports: []int{3000, 5173}}
+	})
 	ctx := context.Background()
 	s := h.create(provider.CreateRequest{ID: "p"})
 	u, err := h.m.PreviewURL(ctx, "p", 0)
 	require.NoError(t, err)
-	assert.Equal(t, s.PreviewURL, u.URL)
+	assert.Equal(t, s.PreviewURL, u.URL, "port 0 is the workload's")
 	assert.NotEmpty(t, u.Token)
-	u, err = h.m.PreviewURL(ctx, "p", 8080)
+	u, err = h.m.PreviewURL(ctx, "p", DefaultPort)
 	require.NoError(t, err)
-	assert.Equal(t, "http://127.0.0.1:8080", u.URL)
+	assert.Equal(t, "http://127.0.0.1:"+itoa(s.Port), u.URL, "4000 inside the sandbox is its host port")
+
+	_, err = h.m.PreviewURL(ctx, "p", 8080)
+	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
+	assert.EqualError(t, err, "invalid_argument: port 8080 is not declared by snapshot default (it declares 4000): declare it in the daemon config's snapshot ports, then start the sandbox again")
 	_, err = h.m.PreviewURL(ctx, "p", 70000)
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
+
+	t.Run("a snapshot's own and extra ports", func(t *testing.T) {
+		w := h.create(provider.CreateRequest{ID: "w", Snapshot: "web"})
+		spec := h.rt.Specs()[len(h.rt.Specs())-1]
+		assert.Equal(t, 8000, spec.SandboxPort)
+		require.Len(t, spec.ExtraPorts, 2)
+		hosts := map[int]int{8000: w.Port}
+		for _, pm := range spec.ExtraPorts {
+			hosts[pm.Sandbox] = pm.Host
+			assert.Equal(t, itoa(pm.Host), spec.Env["PORT_"+itoa(pm.Sandbox)], "the workload binds host ports on the host's network")
+		}
+		for port, host := range hosts {
+			u, err := h.m.PreviewURL(ctx, "w", port)
+			require.NoError(t, err)
+			assert.Equal(t, "http://127.0.0.1:"+itoa(host), u.URL, "port %d", port)
+		}
+		_, err = h.m.PreviewURL(ctx, "w", DefaultPort)
+		assert.ErrorContains(t, err, "port 4000 is not declared by snapshot web (it declares 3000, 5173, 8000)")
+
+		t.Run("the daemon's URLs", func(t *testing.T) {
+			h.m.opts.PreviewURL = func(id string, port int) string { return "http://url/" + itoa(port) + "-" + id }
+			h.m.opts.PreviewLink = func(id string, port int) string { return "http://" + itoa(port) + "-" + id + ".link" }
+			u, err := h.m.PreviewURL(ctx, "w", 3000)
+			require.NoError(t, err)
+			assert.Equal(t, "http://url/3000-w", u.URL)
+			// A sandbox's view is made when its record changes, and the
+			// daemon sets its URLs before any: build this one anew.
+			rec, err := h.m.record("w")
+			require.NoError(t, err)
+			assert.Equal(t, "http://8000-w.link", h.m.info(rec).PreviewURL)
+		})
+		h.m.opts.PreviewURL, h.m.opts.PreviewLink = nil, nil
+
+		t.Run("given back on stop, the same again on start", func(t *testing.T) {
+			_, err := h.m.Stop(ctx, "w")
+			require.NoError(t, err)
+			_, err = h.m.PreviewURL(ctx, "w", 3000)
+			assert.Equal(t, provider.FailedPrecondition, provider.Code(err))
+			_, err = h.m.Start(ctx, "w")
+			require.NoError(t, err)
+			for port, host := range hosts {
+				u, err := h.m.PreviewURL(ctx, "w", port)
+				require.NoError(t, err)
+				assert.Equal(t, "http://127.0.0.1:"+itoa(host), u.URL, "port %d keeps its host port", port)
+			}
+		})
+	})
+
 	_, err = h.m.Stop(ctx, "p")
 	require.NoError(t, err)
 	_, err = h.m.PreviewURL(ctx, "p", 0)
 	assert.Equal(t, provider.FailedPrecondition, provider.Code(err))
+}
+
+func TestPreviewTarget(t *testing.T) {
+	h := newHarness(t, func(o *Options) {
+		o.Minute = time.Second
+		o.Snapshots["web"] = Snapshot{Command: []string{"web"}, Ready: "none", Ports: []int{3000}}
+	})
+	ctx := context.Background()
+	s := h.create(provider.CreateRequest{ID: "t", Name: "named", Snapshot: "web", AutoStopInterval: ptr(3)})
+	tok, err := h.m.readToken("t")
+	require.NoError(t, err)
+	tg, err := h.m.PreviewTarget(ctx, "named", DefaultPort)
+	require.NoError(t, err)
+	assert.Equal(t, PreviewTarget{ID: "t", HostPort: s.Port, Token: tok, AutoStop: 3 * time.Second, Minute: time.Second}, tg)
+	tg, err = h.m.PreviewTarget(ctx, "t", 3000)
+	require.NoError(t, err)
+	assert.NotEqual(t, s.Port, tg.HostPort)
+
+	_, err = h.m.PreviewTarget(ctx, "t", 5000)
+	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
+	_, err = h.m.PreviewTarget(ctx, "nobody", 3000)
+	assert.Equal(t, provider.NotFound, provider.Code(err))
+	_, err = h.m.Stop(ctx, "t")
+	require.NoError(t, err)
+	_, err = h.m.PreviewTarget(ctx, "t", 3000)
+	assert.Equal(t, provider.FailedPrecondition, provider.Code(err))
+}
+
+func TestSnapshotPortsAreValidated(t *testing.T) {
+	for name, snap := range map[string]Snapshot{
+		"out of range": {Command: []string{"x"}, Port: 70000},
+		"twice":        {Command: []string{"x"}, Ports: []int{3000, 3000}},
+		"the default":  {Command: []string{"x"}, Ports: []int{DefaultPort}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := New(Options{Root: t.TempDir(), Runtimes: map[provider.Runtime]driver.Driver{provider.RuntimeNative: drivertest.New(provider.RuntimeNative)},
+				Snapshots: map[string]Snapshot{"bad": snap}})
+			assert.Equal(t, provider.InvalidArgument, provider.Code(err), "%v", err)
+		})
+	}
+}
+
+func TestProxyRefreshIsAnEventOfItsSource(t *testing.T) {
+	evc := make(chan Event, 16)
+	h := newHarness(t, func(o *Options) { o.OnEvent = func(e Event) { evc <- e } })
+	h.create(provider.CreateRequest{ID: "r"})
+	h.clk.Advance(time.Minute)
+	for len(evc) > 0 {
+		<-evc
+	}
+	require.NoError(t, h.m.RefreshActivityFrom(context.Background(), "r", provider.SourceProxy))
+	ev := <-evc
+	assert.Equal(t, provider.EventActivity, ev.Type)
+	assert.Equal(t, provider.SourceProxy, ev.Source)
+	assert.Equal(t, h.clk.Now(), ev.Sandbox.LastActivityAt)
+	require.NoError(t, h.m.RefreshActivity(context.Background(), "r"))
+	assert.Equal(t, provider.SourceRefresh, (<-evc).Source)
 }
 
 func TestExitIsNoticedWithoutARead(t *testing.T) {
@@ -636,4 +748,27 @@ func TestNothingOfASandboxIsAnnouncedAfterItsDeletion(t *testing.T) {
 	defer mu.Unlock()
 	require.NotEmpty(t, events)
 	assert.Equal(t, provider.EventDeleted, events[len(events)-1].Type, "a refresh racing the delete is never announced after it")
+}
+
+func TestDeclaredPortsAreHeldAcrossARestart(t *testing.T) {
+	h := newHarness(t, func(o *Options) {
+		o.PortMin, o.PortMax = 14300, 14303
+		o.PortLockDir = t.TempDir()
+		o.Snapshots["web"] = Snapshot{Command: []string{"web"}, Ready: "none", Ports: []int{3000}}
+	})
+	ctx := context.Background()
+	h.create(provider.CreateRequest{ID: "a", Snapshot: "web"})
+	before, err := h.m.PreviewURL(ctx, "a", 3000)
+	require.NoError(t, err)
+	h.restart()
+	after, err := h.m.PreviewURL(ctx, "a", 3000)
+	require.NoError(t, err)
+	assert.Equal(t, before.URL, after.URL, "the adopted workload keeps its ports")
+
+	h.create(provider.CreateRequest{ID: "b", Snapshot: "web"})
+	_, err = h.m.Create(ctx, provider.CreateRequest{ID: "c", Snapshot: "web"})
+	assert.Equal(t, provider.ResourceExhausted, provider.Code(err), "two sandboxes of two ports hold the four: %v", err)
+	_, err = h.m.Stop(ctx, "a")
+	require.NoError(t, err)
+	h.create(provider.CreateRequest{ID: "c", Snapshot: "web"})
 }

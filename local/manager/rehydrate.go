@@ -51,7 +51,9 @@ func (m *Manager) rehydrate() error {
 	for _, r := range reg.records {
 		e := m.newEntry(r)
 		m.reg.add(e)
-		m.ports.Reserve(r.Port) // its workload may still serve there
+		for _, p := range hostPorts(r) {
+			m.ports.Reserve(p) // its workload may still serve there
+		}
 		if _, ok := m.opts.Runtimes[r.Runtime]; !ok {
 			m.log.Warn("sandbox uses a runtime that is not enabled; keeping it as it is", "sandbox", r.ID, "runtime", r.Runtime)
 			continue
@@ -198,7 +200,7 @@ func (m *Manager) rollBack(e *entry, r *record, rt driver.Driver) {
 	m.mu.Lock()
 	m.reg.remove(e)
 	m.mu.Unlock()
-	m.ports.Release(r.Port)
+	m.releasePorts(r)
 	s := m.info(r)
 	s.State = provider.StateDestroyed
 	m.emit(provider.EventDeleted, s, "")
@@ -238,18 +240,18 @@ func (m *Manager) check(ctx context.Context, e *entry, r *record, rt driver.Driv
 // settle marks a sandbox whose workload is gone as stopped.
 func (m *Manager) settle(e *entry, reason string) {
 	m.mu.Lock()
-	id, port := e.rec.ID, e.rec.Port
+	rec := e.rec
 	m.mu.Unlock()
 	if _, err := m.update(e, func(r *record) {
 		r.State = provider.StateStopped
-		r.Port = 0
+		r.Port, r.ExtraPorts = 0, nil
 		r.ErrorReason = reason
 		r.StopReason = ""
 	}, emission{provider.EventStopped, ""}); err != nil {
-		m.log.Error("persist reconciled state", "sandbox", id, "err", err)
+		m.log.Error("persist reconciled state", "sandbox", rec.ID, "err", err)
 		return
 	}
-	m.ports.Release(port)
+	m.releasePorts(rec)
 }
 
 // orphans lists, by runtime, the workloads marked with the root that no

@@ -30,6 +30,13 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 		ready = launcher.ReadyNone
 	}
 	hook := m.opts.LaunchHook
+	declared := snap.declared()
+	prefer := cloneInts(rec.LastExtraPorts)
+	if prefer == nil {
+		prefer = map[int]int{}
+	}
+	prefer[declared[0]] = rec.LastPort
+	var extra map[int]int // the host ports of the other declared ports
 	_, err = m.launchers[rec.Runtime].Launch(ctx, launcher.Request{
 		Spec: driver.Spec{
 			SandboxID: rec.ID,
@@ -43,10 +50,20 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 			Isolation: snap.Isolation,
 			Network:   snap.Network,
 		},
-		PreferPort: rec.LastPort,
-		Ready:      ready,
+		PreferPort:   rec.LastPort,
+		SandboxPorts: declared,
+		PreferPorts:  prefer,
+		Ready:        ready,
 		Prepare: func(ctx context.Context, spec *driver.Spec) error {
-			spec.Env = spawnEnv(base, env, spec.Port)
+			// The launcher adds PORT and PORT_<port>, which only it sets.
+			spec.Env = spawnEnv(base, env)
+			extra = nil
+			for _, pm := range spec.ExtraPorts {
+				if extra == nil {
+					extra = map[int]int{}
+				}
+				extra[pm.Sandbox] = pm.Host
+			}
 			if hook == nil {
 				return nil
 			}
@@ -62,7 +79,11 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 			// the record says the sandbox is not started yet, so a machine
 			// crash before it rolls the sandbox back, and the workload,
 			// marked with the root, is an orphan.
-			_, err := m.write(e, func(r *record) { r.Handle = &h; r.Port = port; r.LastPort = port }, false)
+			_, err := m.write(e, func(r *record) {
+				r.Handle = &h
+				r.Port, r.LastPort, r.SandboxPort = port, port, declared[0]
+				r.ExtraPorts, r.LastExtraPorts = cloneInts(extra), cloneInts(extra)
+			}, false)
 			return err
 		},
 		Undo: func() {
@@ -130,7 +151,7 @@ func (m *Manager) abandon(e *entry) {
 	if rec.Handle != nil {
 		m.discard(m.opts.Runtimes[rec.Runtime], *rec.Handle)
 	}
-	m.ports.Release(rec.Port)
+	m.releasePorts(rec)
 	if hook := m.opts.LaunchHook; hook != nil {
 		hook.AfterExit(rec.ID)
 	}
@@ -241,7 +262,7 @@ func (m *Manager) markExited(e *entry, h driver.Handle, reason string) {
 	}
 	if _, err := m.update(e, func(r *record) {
 		r.State = provider.StateStopped
-		r.Port = 0
+		r.Port, r.ExtraPorts = 0, nil
 		r.ErrorReason = reason
 		r.LastActivityAt = m.clk.Now()
 	}, emission{provider.EventStopped, ""}, bumped); err != nil {
@@ -250,7 +271,7 @@ func (m *Manager) markExited(e *entry, h driver.Handle, reason string) {
 		return
 	}
 	m.forgetExit(e)
-	m.ports.Release(rec.Port)
+	m.releasePorts(rec)
 	if m.opts.LaunchHook != nil {
 		m.opts.LaunchHook.AfterExit(rec.ID)
 	}

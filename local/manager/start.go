@@ -104,7 +104,7 @@ func (m *Manager) stillRuns(ctx context.Context, e *entry, rec *record) (bool, e
 func (m *Manager) markStartFailed(e *entry, cause error) {
 	if _, err := m.update(e, func(r *record) {
 		r.State = provider.StateStopped
-		r.Port = 0
+		r.Port, r.ExtraPorts = 0, nil
 		r.ErrorReason = "start failed: " + provider.Message(cause)
 	}, emission{provider.EventStopped, ""}); err != nil {
 		m.log.Error("persist failed start", "sandbox", e.rec.ID, "err", err)

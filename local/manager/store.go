@@ -29,20 +29,28 @@ const (
 // runtime-env.json, mode 0600, so that the registry can be read and logged
 // without leaking secrets.
 type record struct {
-	Version          int               `json:"version"`
-	ID               string            `json:"id"`
-	Name             string            `json:"name"`
-	State            provider.State    `json:"state"`
-	Runtime          provider.Runtime  `json:"runtime"`
-	Snapshot         string            `json:"snapshot"`
-	Labels           map[string]string `json:"labels"`
-	Port             int               `json:"port"`
-	LastPort         int               `json:"lastPort,omitempty"`
-	CreatedAt        time.Time         `json:"createdAt"`
-	UpdatedAt        time.Time         `json:"updatedAt"`
-	LastActivityAt   time.Time         `json:"lastActivityAt"`
-	AutoStopInterval int               `json:"autoStopInterval"`
-	ErrorReason      string            `json:"errorReason,omitempty"`
+	Version  int               `json:"version"`
+	ID       string            `json:"id"`
+	Name     string            `json:"name"`
+	State    provider.State    `json:"state"`
+	Runtime  provider.Runtime  `json:"runtime"`
+	Snapshot string            `json:"snapshot"`
+	Labels   map[string]string `json:"labels"`
+	// Port is the host port of the workload's own port while it runs;
+	// SandboxPort is that port inside the sandbox (0 in records of daemons
+	// before ports were declared: the snapshot's). ExtraPorts are the host
+	// ports of the other declared ports, by sandbox port. The Last ones are
+	// taken again by the next start when free.
+	Port             int         `json:"port"`
+	LastPort         int         `json:"lastPort,omitempty"`
+	SandboxPort      int         `json:"sandboxPort,omitempty"`
+	ExtraPorts       map[int]int `json:"extraPorts,omitempty"`
+	LastExtraPorts   map[int]int `json:"lastExtraPorts,omitempty"`
+	CreatedAt        time.Time   `json:"createdAt"`
+	UpdatedAt        time.Time   `json:"updatedAt"`
+	LastActivityAt   time.Time   `json:"lastActivityAt"`
+	AutoStopInterval int         `json:"autoStopInterval"`
+	ErrorReason      string      `json:"errorReason,omitempty"`
 	// StopReason is why the stop in progress was asked for (reasonDeleted
 	// for a delete), kept while the state is stopping so that a restart
 	// finishes it for the same reason.
@@ -57,11 +65,24 @@ type record struct {
 func (r *record) clone() *record {
 	c := *r
 	c.Labels = cloneMap(r.Labels)
+	c.ExtraPorts = cloneInts(r.ExtraPorts)
+	c.LastExtraPorts = cloneInts(r.LastExtraPorts)
 	if r.Handle != nil {
 		h := *r.Handle
 		c.Handle = &h
 	}
 	return &c
+}
+
+func cloneInts(m map[int]int) map[int]int {
+	if m == nil {
+		return nil
+	}
+	c := make(map[int]int, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
 }
 
 // writeFileAtomic writes data so that a crash leaves either the old file or

@@ -34,8 +34,9 @@ type proc struct {
 }
 
 var (
-	_ driver.Driver = (*Fake)(nil)
-	_ driver.Marker = (*Fake)(nil)
+	_ driver.Driver      = (*Fake)(nil)
+	_ driver.Marker      = (*Fake)(nil)
+	_ driver.HostNetwork = (*Fake)(nil)
 )
 
 // New returns a Fake that calls itself name.
@@ -44,6 +45,12 @@ func New(name provider.Runtime) *Fake {
 }
 
 func (f *Fake) Name() provider.Runtime { return f.name }
+
+// SharesHostNetwork is what the runtime it stands for does: a native
+// workload shares the host's network unless isolated, a docker one never.
+func (f *Fake) SharesHostNetwork(spec driver.Spec) bool {
+	return f.name == provider.RuntimeNative && spec.Isolation != "bwrap"
+}
 
 // FailStart makes every following Start fail with err (nil to stop failing).
 func (f *Fake) FailStart(err error) {

@@ -1,0 +1,191 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandplane/sandplane/provider"
+)
+
+// A sandbox's ports are named as on Daytona, by the port inside the
+// sandbox: its snapshot declares them (the workload's own, 4000 by
+// default, and more), and each maps to a host port while it runs.
+
+// workloadPort is the port r's workload serves inside the sandbox: as
+// recorded, or, for a record from before ports were declared, its
+// snapshot's.
+func (m *Manager) workloadPort(r *record) int {
+	if r.SandboxPort != 0 {
+		return r.SandboxPort
+	}
+	return m.opts.Snapshots[r.Snapshot].WorkloadPort()
+}
+
+// hostPort is the host port that port inside r's sandbox maps to, if r
+// declares it and runs.
+func (m *Manager) hostPort(r *record, port int) (int, bool) {
+	if r.Port == 0 {
+		return 0, false
+	}
+	if port == m.workloadPort(r) {
+		return r.Port, true
+	}
+	h, ok := r.ExtraPorts[port]
+	return h, ok
+}
+
+// declaredPorts lists r's ports inside the sandbox, sorted.
+func (m *Manager) declaredPorts(r *record) []int {
+	out := []int{m.workloadPort(r)}
+	if r.Port == 0 {
+		out = append(out, m.opts.Snapshots[r.Snapshot].Ports...)
+	}
+	for p := range r.ExtraPorts {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// hostPorts are the host ports r holds.
+func hostPorts(r *record) []int {
+	var out []int
+	if r.Port > 0 {
+		out = append(out, r.Port)
+	}
+	for _, h := range r.ExtraPorts {
+		out = append(out, h)
+	}
+	return out
+}
+
+// releasePorts gives back the host ports r held.
+func (m *Manager) releasePorts(r *record) {
+	for _, p := range hostPorts(r) {
+		m.ports.Release(p)
+	}
+}
+
+// previewURL is where port inside r's sandbox is served to any client.
+func (m *Manager) previewURL(r *record, port, host int) string {
+	if m.opts.PreviewURL != nil {
+		return m.opts.PreviewURL(r.ID, port)
+	}
+	return fmt.Sprintf("http://%s:%d", m.opts.PreviewHost, host)
+}
+
+// previewLink is r's previewUrl: its workload port, for a browser.
+func (m *Manager) previewLink(r *record) string {
+	port := m.workloadPort(r)
+	if m.opts.PreviewLink != nil {
+		return m.opts.PreviewLink(r.ID, port)
+	}
+	return m.previewURL(r, port, r.Port)
+}
+
+// PreviewURL returns where port inside the sandbox (0: its workload port)
+// is reachable from the host, and the sandbox's token. invalid_argument:
+// the port is not one the sandbox's snapshot declares. failed_precondition:
+// the sandbox is not started.
+func (m *Manager) PreviewURL(ctx context.Context, idOrName string, port int) (provider.Preview, error) {
+	if port < 0 || port > 65535 {
+		return provider.Preview{}, provider.Errorf(provider.InvalidArgument, "port %d is out of range 1-65535", port)
+	}
+	s, err := m.Get(ctx, idOrName)
+	if err != nil {
+		return provider.Preview{}, err
+	}
+	if s.State != provider.StateStarted {
+		return provider.Preview{}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", s.ID, s.State)
+	}
+	r, err := m.record(s.ID)
+	if err != nil {
+		return provider.Preview{}, err
+	}
+	if port == 0 {
+		port = m.workloadPort(r)
+	}
+	host, ok := m.hostPort(r, port)
+	if !ok {
+		return provider.Preview{}, m.undeclared(r, port)
+	}
+	// A workload started before sandboxes had tokens has none yet ("").
+	tok, err := m.readToken(s.ID)
+	if err != nil {
+		return provider.Preview{}, provider.Errorf(provider.Internal, "read sandbox token: %w", err)
+	}
+	return provider.Preview{URL: m.previewURL(r, port, host), Token: tok}, nil
+}
+
+// undeclared explains a port the sandbox has no preview of.
+func (m *Manager) undeclared(r *record, port int) error {
+	declared := make([]string, 0, 4)
+	for _, p := range m.declaredPorts(r) {
+		declared = append(declared, strconv.Itoa(p))
+	}
+	return provider.Errorf(provider.InvalidArgument,
+		"port %d is not declared by snapshot %s (it declares %s): declare it in the daemon config's snapshot ports, then start the sandbox again",
+		port, r.Snapshot, strings.Join(declared, ", "))
+}
+
+// record is the current record of the sandbox id. not_found.
+func (m *Manager) record(id string) (*record, error) {
+	e, err := m.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return e.rec, nil
+}
+
+// PreviewTarget is where a preview of a sandbox's port goes, for a proxy in
+// the daemon's process.
+type PreviewTarget struct {
+	// ID is the sandbox's id.
+	ID string
+	// HostPort is the host port the sandbox port maps to, on 127.0.0.1.
+	HostPort int
+	// Token is the sandbox's secret ("" for a workload started before
+	// sandboxes had one).
+	Token string
+	// AutoStop is the sandbox's auto-stop interval (0: never), and Minute
+	// the length of an interval minute.
+	AutoStop, Minute time.Duration
+}
+
+// PreviewTarget resolves port inside the sandbox idOrName as recorded,
+// without asking its runtime: a proxy finds out soon enough whether the
+// workload answers. not_found. failed_precondition: not started (or still
+// being recovered after a restart). invalid_argument: an undeclared port.
+func (m *Manager) PreviewTarget(ctx context.Context, idOrName string, port int) (PreviewTarget, error) {
+	e, err := m.lookup(idOrName)
+	if err != nil {
+		return PreviewTarget{}, err
+	}
+	if err := m.available(e); err != nil {
+		return PreviewTarget{}, err
+	}
+	m.mu.Lock()
+	r := e.rec
+	m.mu.Unlock()
+	if r.State != provider.StateStarted {
+		return PreviewTarget{}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s", r.ID, r.State)
+	}
+	host, ok := m.hostPort(r, port)
+	if !ok {
+		return PreviewTarget{}, m.undeclared(r, port)
+	}
+	tok, err := m.readToken(r.ID)
+	if err != nil {
+		return PreviewTarget{}, provider.Errorf(provider.Internal, "read sandbox token: %w", err)
+	}
+	return PreviewTarget{
+		ID: r.ID, HostPort: host, Token: tok,
+		AutoStop: time.Duration(r.AutoStopInterval) * m.opts.Minute, Minute: m.opts.Minute,
+	}, nil
+}
