@@ -49,6 +49,7 @@ const contentSecurity = "default-src 'none'; script-src 'self'; style-src 'self'
 func (s *Server) routeDashboard(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", s.dashboard)
 	mux.HandleFunc("GET /logs/{idOrName}", s.logsPage)
+	mux.HandleFunc("GET /open/{idOrName}", s.openPreview)
 	assets := http.StripPrefix("/ui/", http.FileServerFS(staticFS))
 	mux.Handle("GET /ui/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Assets change with the binary, not while it runs; revalidating

@@ -39,6 +39,9 @@ func newMetrics(s *Server) *metrics {
 
 func (m *metrics) observe(r *http.Request, status int, took time.Duration) {
 	rt := route(r.URL.Path)
+	if previewRequest(r) {
+		rt = PreviewPath // the relay counts them by its own metrics too
+	}
 	m.requests.WithLabelValues(rt, strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(rt).Observe(took.Seconds())
 }
@@ -100,6 +103,9 @@ func route(path string) string {
 	}
 	if strings.HasPrefix(path, "/logs/") {
 		return "/logs/{idOrName}"
+	}
+	if strings.HasPrefix(path, "/open/") {
+		return "/open/{idOrName}"
 	}
 	if strings.HasPrefix(path, "/ui/") {
 		return "/ui/"

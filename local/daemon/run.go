@@ -68,16 +68,18 @@ func Run(ctx context.Context, cfg Config) error {
 	drivers, nat, closeDrivers := startDrivers(clk, set, log)
 	defer closeDrivers()
 	hub := NewHub(clk)
-	m, err := manager.New(managerOptions(set, drivers, hub, clk, log))
+	previewAddr := NewPreviewAddr(set.Listen)
+	m, err := manager.New(managerOptions(set, drivers, hub, previewAddr, clk, log))
 	if err != nil {
 		return err
 	}
 	defer m.Close()
 	srv, err := New(Options{Manager: m, Hub: hub, Version: cfg.Version, Token: set.Token, Clock: clk, Logger: log,
-		Containment: nat.Containment()})
+		Containment: nat.Containment(), PreviewIdleKeepAlive: set.PreviewIdleKeepAlive})
 	if err != nil {
 		return err
 	}
+	defer srv.Close()
 	// Bound only now that every request can be answered at once: the
 	// manager has read its registry, and what a restart left runs in the
 	// background. A client never waits in the listen backlog.
@@ -86,6 +88,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer ln.Close()
+	previewAddr.Set(ln.Addr().String())
 	if err := serveUntil(ctx, clk, ln, srv.Handler(), func() { banner(cfg, ln.Addr()) }, log); err != nil {
 		return err
 	}
@@ -134,7 +137,7 @@ func startDrivers(clk clock.Clock, set config.Config, log *slog.Logger) (map[pro
 }
 
 // managerOptions maps the settings onto the manager's options.
-func managerOptions(set config.Config, drivers map[provider.Runtime]driver.Driver, hub *Hub, clk clock.Clock, log *slog.Logger) manager.Options {
+func managerOptions(set config.Config, drivers map[provider.Runtime]driver.Driver, hub *Hub, previews *PreviewAddr, clk clock.Clock, log *slog.Logger) manager.Options {
 	autoStop := set.AutoStopMinutes
 	return manager.Options{
 		OnEvent:         hub.Publish,
@@ -150,6 +153,8 @@ func managerOptions(set config.Config, drivers map[provider.Runtime]driver.Drive
 		StopGrace:       set.StopGrace,
 		PassEnv:         set.PassEnvValues(os.Getenv),
 		BaseEnv:         config.BaseEnv(os.Getenv),
+		PreviewURL:      previews.URL,
+		PreviewLink:     previews.Link,
 		Logger:          log,
 	}
 }
@@ -207,8 +212,9 @@ func banner(cfg Config, addr net.Addr) {
 		// Never the token itself: this output may well end up in a log.
 		dashboard += " (open it once as /?token=<the token>)"
 	}
-	fmt.Fprintf(cfg.Out, "sandplane %s serving\n  API:       %s/v1\n  dashboard: %s\n  root:      %s\n  minute:    %s\n",
-		cfg.Version, url, dashboard, cfg.Settings.Root, cfg.Settings.Minute)
+	_, port, _ := net.SplitHostPort(addr.String())
+	fmt.Fprintf(cfg.Out, "sandplane %s serving\n  API:       %s/v1\n  dashboard: %s\n  previews:  http://<port>-<id>.localhost:%s/ and %s%s/<port>-<id>/\n  root:      %s\n  minute:    %s\n",
+		cfg.Version, url, dashboard, port, url, PreviewPath, cfg.Settings.Root, cfg.Settings.Minute)
 	if cfg.Ready != nil {
 		cfg.Ready(addr)
 	}

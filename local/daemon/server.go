@@ -23,6 +23,7 @@ import (
 	"github.com/sandplane/sandplane/local/manager"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/provider/relay"
 	"github.com/sandplane/sandplane/provider/wire"
 )
 
@@ -45,14 +46,18 @@ type Options struct {
 	// Containment is how native sandboxes are contained, for GET /v1/info
 	// ("pid-namespace" or "process-group"); empty when none run here.
 	Containment string
+	// PreviewIdleKeepAlive, when positive, is how long an open preview
+	// connection that moves no bytes keeps counting as activity.
+	PreviewIdleKeepAlive time.Duration
 }
 
-// Server serves the API and the dashboard.
+// Server serves the API, the dashboard and the sandboxes' previews.
 type Server struct {
-	opts    Options
-	hub     *Hub
-	metrics *metrics
-	handler http.Handler
+	opts     Options
+	hub      *Hub
+	metrics  *metrics
+	previews *relay.Relay
+	handler  http.Handler
 }
 
 // New builds the server's handler.
@@ -75,20 +80,48 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.previews, err = newPreviewRelay(s); err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", v1)
 	mux.HandleFunc("GET /v1/events", s.events)
 	s.routeOps(mux)
 	s.routeDashboard(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, provider.Errorf(provider.NotFound, "no such page %s: the API is under /v1, the dashboard at /", r.URL.Path))
+		writeError(w, provider.Errorf(provider.NotFound, "no such page %s: the API is under /v1, the dashboard at /, previews under %s/<port>-<id>/", r.URL.Path, PreviewPath))
 	})
-	s.handler = s.recoverer(s.logRequests(s.loopbackOnly(s.cors(s.authenticate(mux)))))
+	api := limitBodies(s.cors(s.authenticate(mux)))
+	s.handler = s.recoverer(s.logRequests(s.loopbackOnly(s.splitPreviews(api))))
 	return s, nil
 }
 
 // Handler is the server's root handler.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close stops the preview proxy's heartbeats.
+func (s *Server) Close() error { return s.previews.Close() }
+
+// splitPreviews sends preview traffic to the relay, which has its own
+// token rules (each sandbox's), bodies of any size and upgrades; the rest
+// goes to next.
+func (s *Server) splitPreviews(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if previewRequest(r) {
+			s.previews.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBodies bounds request bodies to maxBody.
+func limitBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		next.ServeHTTP(w, r)
+	})
+}
 
 func (s *Server) v1Handler() (http.Handler, error) {
 	spec, err := api.Spec()
@@ -238,10 +271,12 @@ func writeErrorStatus(w http.ResponseWriter, status int, err error) {
 
 // loopbackOnly refuses requests whose Host is not a loopback name, so a web
 // page on another origin cannot reach the daemon through DNS rebinding.
+// Names under localhost are loopback (browsers resolve them themselves);
+// they carry previews, never the API.
 func (s *Server) loopbackOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isLoopbackHost(r.Host) {
-			writeError(w, provider.Errorf(provider.PermissionDenied, "host %q is not loopback: sandplane answers only on 127.0.0.1, localhost and [::1]", r.Host))
+		if !isLoopbackHost(r.Host) && !isLocalhostName(r.Host) {
+			writeError(w, provider.Errorf(provider.PermissionDenied, "host %q is not loopback: sandplane answers only on 127.0.0.1, localhost and [::1], and previews on <port>-<id>.localhost", r.Host))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -373,7 +408,6 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := s.opts.Clock.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		next.ServeHTTP(rec, r)
 		took := s.opts.Clock.Since(start)
 		s.metrics.observe(r, rec.status, took)

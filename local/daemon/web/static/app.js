@@ -112,7 +112,9 @@
       el("td", { class: "links" },
         el("a", { href: `/logs/${encodeURIComponent(s.id)}` }, "logs"),
         preview ? " " : null,
-        preview ? el("a", { href: preview, target: "_blank", rel: "noopener noreferrer" }, "preview") : null),
+        // Through the daemon, which hands the sandbox's token to its
+        // preview once: the preview URL alone would answer 401.
+        preview ? el("a", { href: `/open/${encodeURIComponent(s.id)}`, title: preview, target: "_blank", rel: "noopener noreferrer" }, "preview") : null),
       actions(s));
     times(tr, s, Date.now());
     return tr;

@@ -1,0 +1,235 @@
+package daemon
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/sandplane/sandplane/local/manager"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/relay"
+)
+
+// The daemon serves its sandboxes' previews itself, through provider/relay,
+// as Daytona's proxy does: by host, http://<port>-<id>.localhost:<daemon
+// port>/ (each sandbox an origin of its own, for browsers), and by path on
+// its own host, http://127.0.0.1:<daemon port>/preview/<port>-<id>/ (for
+// any HTTP client: Go's resolver, and glibc's without nss-myhostname, do not
+// resolve *.localhost). Every request bumps the sandbox's activity, source
+// proxy, with Daytona's dedupe and heartbeat.
+
+// PreviewPath is where the daemon serves previews by path.
+const PreviewPath = "/preview"
+
+// PreviewAddr is the address the daemon's preview URLs name: its listen
+// address, known for sure once it is bound.
+type PreviewAddr struct{ addr atomic.Pointer[string] }
+
+// NewPreviewAddr starts at addr (the listen setting).
+func NewPreviewAddr(addr string) *PreviewAddr {
+	p := &PreviewAddr{}
+	p.Set(addr)
+	return p
+}
+
+// Set records the address the daemon serves on.
+func (p *PreviewAddr) Set(addr string) { p.addr.Store(&addr) }
+
+// URL is where port inside sandbox id is served to any HTTP client: by
+// path on the daemon's own host.
+func (p *PreviewAddr) URL(id string, port int) string {
+	return "http://" + *p.addr.Load() + PreviewPath + "/" + strconv.Itoa(port) + "-" + id
+}
+
+// Link is the preview a browser opens: by host, so that each sandbox is an
+// origin of its own, unless the id cannot be a host name (uppercase
+// letters, which browsers lowercase, dots, or too long for a DNS label).
+func (p *PreviewAddr) Link(id string, port int) string {
+	label := strconv.Itoa(port) + "-" + id
+	if !hostLabel(label) {
+		return p.URL(id, port)
+	}
+	_, daemonPort, err := net.SplitHostPort(*p.addr.Load())
+	if err != nil {
+		return p.URL(id, port)
+	}
+	return "http://" + label + ".localhost:" + daemonPort
+}
+
+// hostLabel reports whether s is a DNS label that keeps its spelling.
+func hostLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// previewRequest reports whether r is preview traffic, which the relay
+// answers with the sandbox's own token rules: a name under localhost, or a
+// path under PreviewPath.
+func previewRequest(r *http.Request) bool {
+	return isLocalhostName(r.Host) || r.URL.Path == PreviewPath || strings.HasPrefix(r.URL.Path, PreviewPath+"/")
+}
+
+// isLocalhostName reports whether hostport names something under
+// localhost, which browsers and curl resolve to loopback themselves (RFC
+// 6761), so that no DNS can rebind it.
+func isLocalhostName(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	return strings.HasSuffix(strings.ToLower(strings.TrimSuffix(host, ".")), ".localhost")
+}
+
+// newPreviewRelay is the relay over the manager.
+func newPreviewRelay(s *Server) (*relay.Relay, error) {
+	return relay.New(previewResolver{m: s.opts.Manager, hub: s.hub}, relay.Options{
+		Domain:        "localhost",
+		PathPrefix:    PreviewPath,
+		Clock:         s.opts.Clock,
+		Logger:        s.opts.Logger,
+		IdleKeepAlive: s.opts.PreviewIdleKeepAlive,
+		// A refresh is a record written here, not a call to make: keep
+		// Daytona's 45 s and 50 s whatever the interval.
+		DaytonaTiming: true,
+		Registerer:    s.metrics.reg,
+	})
+}
+
+// previewResolver is the relay's Resolver over the manager, in process.
+type previewResolver struct {
+	m   *manager.Manager
+	hub *Hub
+}
+
+var (
+	_ relay.Resolver    = previewResolver{}
+	_ relay.Invalidator = previewResolver{}
+)
+
+func (p previewResolver) Resolve(ctx context.Context, idOrName string, port int) (relay.Target, error) {
+	t, err := p.m.PreviewTarget(ctx, idOrName, port)
+	if err != nil {
+		return relay.Target{}, err
+	}
+	tg := relay.Target{
+		ID:       t.ID,
+		URL:      &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(t.HostPort))},
+		Token:    t.Token,
+		AutoStop: t.AutoStop,
+		Minute:   t.Minute,
+	}
+	if t.Token != "" {
+		// The default workload, the toolbox, wants the token too.
+		tg.Header = http.Header{relay.TokenHeader: {t.Token}}
+	}
+	return tg, nil
+}
+
+// RefreshActivity is preview traffic's bump: an activity event with source
+// proxy, as on Daytona's proxy.
+func (p previewResolver) RefreshActivity(ctx context.Context, id string) error {
+	return p.m.RefreshActivityFrom(ctx, id, provider.SourceProxy)
+}
+
+// Stale streams the sandboxes whose preview targets changed, from the hub,
+// until ctx ends: "" when the subscription fell behind and had to be made
+// again, so the relay forgets every target at once.
+func (p previewResolver) Stale(ctx context.Context) (<-chan string, error) {
+	out := make(chan string)
+	go func() {
+		defer close(out)
+		for {
+			sub, _, _, _ := p.hub.subscribe(0, false, nil)
+			lagged := p.relay(ctx, sub, out)
+			p.hub.unsubscribe(sub)
+			if !lagged {
+				return
+			}
+			select {
+			case out <- "":
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// relay passes sub's stale sandboxes on until ctx ends (false) or sub lags
+// (true).
+func (p previewResolver) relay(ctx context.Context, sub *subscriber, out chan<- string) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-sub.lagged:
+			return true
+		case ev := <-sub.ch:
+			switch ev.Type {
+			case provider.EventStopped, provider.EventStarted, provider.EventDeleted, provider.EventUpdated:
+			default:
+				continue
+			}
+			select {
+			case out <- ev.Sandbox.ID:
+			case <-ctx.Done():
+				return false
+			}
+		}
+	}
+}
+
+// openPreview sends a browser to a sandbox's preview with its token once,
+// which the relay trades for a cookie of that sandbox's host and drops from
+// the address: the dashboard's preview link, behind the daemon's token.
+func (s *Server) openPreview(w http.ResponseWriter, r *http.Request) {
+	port := 0
+	if q := r.URL.Query().Get("port"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 || n > 65535 {
+			writeError(w, provider.Errorf(provider.InvalidArgument, "port %q is not a TCP port (1-65535)", q))
+			return
+		}
+		port = n
+	}
+	id := r.PathValue("idOrName")
+	sb, err := s.opts.Manager.Get(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	p, err := s.opts.Manager.PreviewURL(r.Context(), sb.ID, port)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	link := sb.PreviewURL
+	if port != 0 {
+		link = p.URL
+	}
+	u, err := url.Parse(link)
+	if err != nil {
+		writeError(w, provider.Errorf(provider.Internal, "the preview link of sandbox %s does not parse", sb.ID))
+		return
+	}
+	if u.Path == "" {
+		u.Path = "/"
+	}
+	if p.Token != "" {
+		u.RawQuery = url.Values{relay.TokenParam: {p.Token}}.Encode()
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	http.Redirect(w, r, u.String(), http.StatusSeeOther)
+}

@@ -1,0 +1,341 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/drivertest"
+	"github.com/sandplane/sandplane/local/manager"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/relay"
+)
+
+// previewHarness is a daemon whose sandboxes' ports are real HTTP servers
+// of the test: the in-memory driver spawns nothing, so the test serves each
+// host port the manager hands out, as the workload would.
+type previewHarness struct {
+	t      *testing.T
+	ts     *httptest.Server
+	m      *manager.Manager
+	addr   string // the daemon's host:port
+	events chan provider.Event
+}
+
+func newPreviewHarness(t *testing.T, token string) *previewHarness {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	h := &previewHarness{t: t, addr: ln.Addr().String(), events: make(chan provider.Event, 1024)}
+	hub := NewHub(nil)
+	addr := NewPreviewAddr(h.addr)
+	h.m, err = manager.New(manager.Options{
+		OnEvent:  hub.Publish,
+		Root:     t.TempDir(),
+		Runtimes: map[provider.Runtime]driver.Driver{provider.RuntimeNative: drivertest.New(provider.RuntimeNative)},
+		Snapshots: map[string]manager.Snapshot{
+			manager.DefaultSnapshot: {Command: []string{"w"}, Ready: "none"},
+			"web":                   {Command: []string{"w"}, Ready: "none", Ports: []int{3000}},
+		},
+		PortMin: 15300, PortMax: 15399,
+		Minute:      time.Minute,
+		PreviewURL:  addr.URL,
+		PreviewLink: addr.Link,
+	})
+	require.NoError(t, err)
+	t.Cleanup(h.m.Close)
+	s, err := New(Options{Manager: h.m, Hub: hub, Version: "test", Token: token})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	h.ts = httptest.NewUnstartedServer(s.Handler())
+	h.ts.Listener.Close()
+	h.ts.Listener = ln
+	h.ts.Start()
+	t.Cleanup(h.ts.Close)
+	sub, _, _, _ := hub.subscribe(0, false, nil)
+	t.Cleanup(func() { hub.unsubscribe(sub) })
+	go func() {
+		for ev := range sub.ch {
+			h.events <- ev
+		}
+	}()
+	return h
+}
+
+// serve makes the test the workload behind host port port: it answers with
+// what it saw of the request, and port names which one it is.
+func (h *previewHarness) serve(port int) {
+	h.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	require.NoError(h.t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"port": port, "host": r.Host, "uri": r.RequestURI, "header": r.Header})
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	h.t.Cleanup(func() { _ = srv.Close() })
+}
+
+type seenRequest struct {
+	Port   int
+	Host   string
+	URI    string
+	Header http.Header
+}
+
+// get sends a GET to the daemon with host as the Host ("" for its own).
+func (h *previewHarness) get(host, path string, header ...string) (int, string, http.Header) {
+	h.t.Helper()
+	req, err := http.NewRequest("GET", h.ts.URL+path, nil)
+	require.NoError(h.t, err)
+	if host != "" {
+		req.Host = host
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := noRedirects.Do(req)
+	require.NoError(h.t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func (h *previewHarness) proxyRefreshes(id string) int {
+	n := 0
+	for {
+		select {
+		case ev := <-h.events:
+			if ev.Type == provider.EventActivity && ev.Source == provider.SourceProxy && ev.Sandbox.ID == id {
+				n++
+			}
+		default:
+			return n
+		}
+	}
+}
+
+func TestPreviewURLNamesAPortInsideTheSandbox(t *testing.T) {
+	h := newPreviewHarness(t, "")
+	ctx := context.Background()
+	sb, err := h.m.Create(ctx, provider.CreateRequest{ID: "web1", Snapshot: "web"})
+	require.NoError(t, err)
+	_, port, _ := net.SplitHostPort(h.addr)
+	assert.Equal(t, "http://4000-web1.localhost:"+port, sb.PreviewURL, "a browser's preview: an origin of its own")
+
+	code, body, _ := h.get("", "/v1/sandboxes/web1/preview-url?port=4000")
+	require.Equal(t, http.StatusOK, code, body)
+	var pv provider.Preview
+	require.NoError(t, json.Unmarshal([]byte(body), &pv))
+	assert.Equal(t, "http://"+h.addr+"/preview/4000-web1", pv.URL, "any client's: by path on the daemon")
+	tok := pv.Token
+	require.NotEmpty(t, tok)
+
+	code, body, _ = h.get("", "/v1/sandboxes/web1/preview-url?port=5000")
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, "port 5000 is not declared by snapshot web (it declares 3000, 4000): declare it in the daemon config's snapshot ports")
+	code, body, _ = h.get("", "/v1/sandboxes/web1/preview-url")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "/preview/4000-web1", "no port: the workload's")
+
+	t.Run("each declared port reaches its host port", func(t *testing.T) {
+		extra, err := h.m.PreviewTarget(ctx, "web1", 3000)
+		require.NoError(t, err)
+		h.serve(sb.Port)
+		h.serve(extra.HostPort)
+		for port, want := range map[int]int{4000: sb.Port, 3000: extra.HostPort} {
+			for _, via := range []struct{ host, path string }{
+				{strconv.Itoa(port) + "-web1.localhost:1", "/x?y=1"},
+				{"", "/preview/" + strconv.Itoa(port) + "-web1/x?y=1"},
+			} {
+				code, body, _ := h.get(via.host, via.path, provider.PreviewTokenHeader, tok)
+				require.Equal(t, http.StatusOK, code, body)
+				var seen seenRequest
+				require.NoError(t, json.Unmarshal([]byte(body), &seen))
+				assert.Equal(t, want, seen.Port, "%+v", via)
+				assert.Equal(t, "/x?y=1", seen.URI)
+				assert.Equal(t, tok, seen.Header.Get(provider.PreviewTokenHeader), "the workload (the toolbox) gets the sandbox's token")
+				assert.Equal(t, "127.0.0.1:"+strconv.Itoa(want), seen.Host, "and a loopback Host, which the toolbox's guard wants")
+			}
+		}
+	})
+
+	t.Run("a preview needs the sandbox's token, never the daemon's", func(t *testing.T) {
+		code, body, _ := h.get("4000-web1.localhost", "/")
+		assert.Equal(t, http.StatusUnauthorized, code, body)
+		code, body, _ = h.get("5000-web1.localhost", "/", provider.PreviewTokenHeader, tok)
+		assert.Equal(t, http.StatusBadRequest, code, body)
+		assert.Contains(t, body, "port 5000 is not declared")
+	})
+}
+
+func TestPreviewsNeedNoDaemonTokenAndReachNoAPI(t *testing.T) {
+	h := newPreviewHarness(t, "daemon-token")
+	ctx := context.Background()
+	sb, err := h.m.Create(ctx, provider.CreateRequest{ID: "w"})
+	require.NoError(t, err)
+	h.serve(sb.Port)
+	pv, err := h.m.PreviewURL(ctx, "w", 0)
+	require.NoError(t, err)
+
+	code, body, _ := h.get("4000-w.localhost", "/v1/sandboxes", provider.PreviewTokenHeader, pv.Token)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `"port":`+strconv.Itoa(sb.Port), "a sandbox's /v1 is its own, not the daemon's API")
+
+	tests := []struct {
+		name, host, path string
+		header           []string
+		status           int
+	}{
+		{"the API without the daemon token", "", "/v1/sandboxes", nil, http.StatusUnauthorized},
+		{"the API on another name under localhost", "app.localhost", "/v1/sandboxes", []string{"Authorization", "Bearer daemon-token"}, http.StatusForbidden},
+		{"a rebinding name", "evil.example:4025", "/preview/4000-w/", []string{provider.PreviewTokenHeader, pv.Token}, http.StatusForbidden},
+		{"a sandbox's page calling the API", "", "/v1/sandboxes", []string{"Authorization", "Bearer daemon-token", "Origin", "http://4000-w.localhost:4025"}, http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body, _ := h.get(tt.host, tt.path, tt.header...)
+			assert.Equal(t, tt.status, code, body)
+		})
+	}
+}
+
+func TestPreviewTrafficIsProxyActivity(t *testing.T) {
+	h := newPreviewHarness(t, "")
+	ctx := context.Background()
+	sb, err := h.m.Create(ctx, provider.CreateRequest{ID: "busy"})
+	require.NoError(t, err)
+	h.serve(sb.Port)
+	pv, err := h.m.PreviewURL(ctx, "busy", 0)
+	require.NoError(t, err)
+	h.proxyRefreshes("busy")
+
+	var wg sync.WaitGroup
+	for i := 0; i < 200; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("GET", pv.URL+"/", nil)
+			req.Header.Set(provider.PreviewTokenHeader, pv.Token)
+			resp, err := http.DefaultClient.Do(req)
+			if assert.NoError(t, err) {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				assert.Equal(t, http.StatusOK, resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool { return len(h.events) > 0 }, 5*time.Second, time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // a second refresh, had there been one, would be here by now
+	assert.Equal(t, 1, h.proxyRefreshes("busy"), "200 requests within Daytona's 45 s: one activity event, source proxy")
+
+	req, _ := http.NewRequest("GET", pv.URL+"/", nil)
+	req.Header.Set(provider.PreviewTokenHeader, pv.Token)
+	req.Header.Set(relay.SkipActivityHeader, "true")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	_, metrics, _ := h.get("", "/metrics")
+	assert.Contains(t, metrics, `sandplane_relay_requests_total 201`)
+	assert.Contains(t, metrics, `sandplane_relay_refreshes_skipped_total{reason="skip_header"} 1`)
+	assert.Contains(t, metrics, `sandplane_http_requests_total{code="200",route="/preview"} 201`, "one route label for every preview")
+}
+
+func TestStoppedSandboxesPreviewAnswers503(t *testing.T) {
+	h := newPreviewHarness(t, "")
+	ctx := context.Background()
+	sb, err := h.m.Create(ctx, provider.CreateRequest{ID: "s"})
+	require.NoError(t, err)
+	h.serve(sb.Port)
+	pv, err := h.m.PreviewURL(ctx, "s", 0)
+	require.NoError(t, err)
+	code, body, _ := h.get("4000-s.localhost", "/", provider.PreviewTokenHeader, pv.Token)
+	require.Equal(t, http.StatusOK, code, body)
+	_, err = h.m.Stop(ctx, "s")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		code, _, _ := h.get("4000-s.localhost", "/", provider.PreviewTokenHeader, pv.Token)
+		return code == http.StatusServiceUnavailable
+	}, 5*time.Second, 10*time.Millisecond, "the stop reaches the relay's cache through the hub")
+	_, body, _ = h.get("4000-s.localhost", "/", provider.PreviewTokenHeader, pv.Token)
+	assert.Contains(t, body, "is stopped: start it, then retry")
+}
+
+func TestDashboardPreviewLinkOpensThePreviewInABrowser(t *testing.T) {
+	h := newPreviewHarness(t, "daemon-token")
+	ctx := context.Background()
+	sb, err := h.m.Create(ctx, provider.CreateRequest{ID: "page"})
+	require.NoError(t, err)
+	h.serve(sb.Port)
+	pv, err := h.m.PreviewURL(ctx, "page", 0)
+	require.NoError(t, err)
+
+	code, page, _ := h.get("", "/", "Cookie", tokenCookie+"=daemon-token")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, page, `<a href="/open/page" title="`+sb.PreviewURL+`"`, "the link goes through the daemon")
+
+	code, _, _ = h.get("", "/open/page")
+	assert.Equal(t, http.StatusUnauthorized, code, "behind the daemon's token")
+	code, body, hdr := h.get("", "/open/page", "Cookie", tokenCookie+"=daemon-token")
+	require.Equal(t, http.StatusSeeOther, code, body)
+	loc, err := url.Parse(hdr.Get("Location"))
+	require.NoError(t, err)
+	assert.Equal(t, strings.TrimPrefix(sb.PreviewURL, "http://"), loc.Host)
+	assert.Equal(t, pv.Token, loc.Query().Get(relay.TokenParam))
+	assert.Equal(t, "no-store", hdr.Get("Cache-Control"))
+
+	// The browser follows it: the relay trades the token for a cookie of
+	// the sandbox's host and loads the page again without it.
+	code, _, hdr = h.get(loc.Host, loc.RequestURI(), "Sec-Fetch-Mode", "navigate")
+	require.Equal(t, http.StatusTemporaryRedirect, code)
+	assert.Equal(t, "/", hdr.Get("Location"))
+	cookie := hdr.Get("Set-Cookie")
+	require.Contains(t, cookie, relay.CookieName+"=")
+	assert.NotContains(t, cookie, pv.Token)
+	code, body, _ = h.get(loc.Host, "/", "Cookie", strings.Split(cookie, ";")[0], "Sec-Fetch-Mode", "navigate")
+	assert.Equal(t, http.StatusOK, code, "the page loads with its cookie: %s", body)
+
+	code, body, _ = h.get("", "/open/page?port=3000", "Cookie", tokenCookie+"=daemon-token")
+	assert.Equal(t, http.StatusBadRequest, code, body)
+	code, _, _ = h.get("", "/open/nobody", "Cookie", tokenCookie+"=daemon-token")
+	assert.Equal(t, http.StatusNotFound, code)
+}
+
+func TestPreviewLinks(t *testing.T) {
+	p := NewPreviewAddr("127.0.0.1:4025")
+	tests := []struct {
+		id   string
+		want string
+	}{
+		{"3c8d4f0e-1b2a-4c3d-9e8f-0a1b2c3d4e5f", "http://4000-3c8d4f0e-1b2a-4c3d-9e8f-0a1b2c3d4e5f.localhost:4025"},
+		{"web", "http://4000-web.localhost:4025"},
+		{"Web", "http://127.0.0.1:4025/preview/4000-Web"},
+		{"my.box", "http://127.0.0.1:4025/preview/4000-my.box"},
+		{"under_score", "http://127.0.0.1:4025/preview/4000-under_score"},
+		{"ends-", "http://127.0.0.1:4025/preview/4000-ends-"},
+		{strings.Repeat("a", 60), "http://127.0.0.1:4025/preview/4000-" + strings.Repeat("a", 60)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id, func(t *testing.T) {
+			assert.Equal(t, tt.want, p.Link(tt.id, 4000))
+		})
+	}
+	p.Set("[::1]:5000")
+	assert.Equal(t, "http://[::1]:5000/preview/3000-web", p.URL("web", 3000))
+	assert.Equal(t, "http://3000-web.localhost:5000", p.Link("web", 3000))
+}
