@@ -296,10 +296,13 @@ type SandboxInfo struct {
 	LastActivityAt time.Time         `json:"lastActivityAt"`
 	Name           string            `json:"name"`
 
-	// Port The host port of the workload; 0 while stopped.
+	// Port The host port the workload's own port is mapped to; 0 while stopped.
 	Port int `json:"port"`
 
-	// PreviewURL Where the workload port is reachable; empty while stopped.
+	// PreviewURL The preview of the workload's own port for a browser,
+	// http://<port>-<id>.localhost:<daemon port> (each sandbox an
+	// origin of its own), or by path on the daemon for an id that
+	// cannot be a host name; empty while stopped.
 	PreviewURL string       `json:"previewUrl"`
 	Runtime    Runtime      `json:"runtime"`
 	Snapshot   string       `json:"snapshot"`

@@ -25,7 +25,7 @@ type Error = wire.ErrorResponse
 
 // GetPreviewURLParams defines parameters for GetPreviewURL.
 type GetPreviewURLParams struct {
-	// Port The port inside the sandbox; defaults to the sandbox port.
+	// Port The port inside the sandbox; defaults to the snapshot's workload port (4000 unless the snapshot says otherwise).
 	Port int `form:"port,omitempty" json:"port,omitempty"`
 }
 
@@ -184,6 +184,14 @@ type ClientInterface interface {
 	GetEntrypointLogs(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetPreviewURL performs a GET /sandboxes/{idOrName}/preview-url (the `GetPreviewURL` operationId) request.
+	//
+	// Where a port inside the sandbox is reachable from the host, as on
+	// Daytona: the daemon proxies `/preview/<port>-<id>/` on its own port
+	// (and `<port>-<id>.localhost`, the sandbox's `previewUrl`) to the host
+	// port the sandbox's runtime mapped it to, checking the sandbox's token
+	// and counting each request as activity (source `proxy`). Only the
+	// ports its snapshot declares have one: the workload port (`port`, 4000
+	// by default) and its `ports`; any other is `invalid_argument`.
 	GetPreviewURL(ctx context.Context, idOrName IDOrName, params *GetPreviewURLParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RefreshActivity Reset the idle clock (lastActivityAt) without changing state.
@@ -388,6 +396,14 @@ func (c *Client) GetEntrypointLogs(ctx context.Context, idOrName IDOrName, reqEd
 }
 
 // GetPreviewURL performs a GET /sandboxes/{idOrName}/preview-url (the `GetPreviewURL` operationId) request.
+//
+// Where a port inside the sandbox is reachable from the host, as on
+// Daytona: the daemon proxies `/preview/<port>-<id>/` on its own port
+// (and `<port>-<id>.localhost`, the sandbox's `previewUrl`) to the host
+// port the sandbox's runtime mapped it to, checking the sandbox's token
+// and counting each request as activity (source `proxy`). Only the
+// ports its snapshot declares have one: the workload port (`port`, 4000
+// by default) and its `ports`; any other is `invalid_argument`.
 func (c *Client) GetPreviewURL(ctx context.Context, idOrName IDOrName, params *GetPreviewURLParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetPreviewURLRequest(c.Server, idOrName, params)
 	if err != nil {
@@ -1087,6 +1103,14 @@ type ClientWithResponsesInterface interface {
 	GetEntrypointLogsWithResponse(ctx context.Context, idOrName IDOrName, reqEditors ...RequestEditorFn) (*GetEntrypointLogsResponse, error)
 
 	// GetPreviewURLWithResponse performs a GET /sandboxes/{idOrName}/preview-url (the `GetPreviewURL` operationId) request.
+	//
+	// Where a port inside the sandbox is reachable from the host, as on
+	// Daytona: the daemon proxies `/preview/<port>-<id>/` on its own port
+	// (and `<port>-<id>.localhost`, the sandbox's `previewUrl`) to the host
+	// port the sandbox's runtime mapped it to, checking the sandbox's token
+	// and counting each request as activity (source `proxy`). Only the
+	// ports its snapshot declares have one: the workload port (`port`, 4000
+	// by default) and its `ports`; any other is `invalid_argument`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	GetPreviewURLWithResponse(ctx context.Context, idOrName IDOrName, params *GetPreviewURLParams, reqEditors ...RequestEditorFn) (*GetPreviewURLResponse, error)
@@ -1833,6 +1857,14 @@ func (c *ClientWithResponses) GetEntrypointLogsWithResponse(ctx context.Context,
 }
 
 // GetPreviewURLWithResponse performs a GET /sandboxes/{idOrName}/preview-url (the `GetPreviewURL` operationId) request.
+//
+// Where a port inside the sandbox is reachable from the host, as on
+// Daytona: the daemon proxies `/preview/<port>-<id>/` on its own port
+// (and `<port>-<id>.localhost`, the sandbox's `previewUrl`) to the host
+// port the sandbox's runtime mapped it to, checking the sandbox's token
+// and counting each request as activity (source `proxy`). Only the
+// ports its snapshot declares have one: the workload port (`port`, 4000
+// by default) and its `ports`; any other is `invalid_argument`.
 //
 // Returns a wrapper object for the known response body format(s).
 func (c *ClientWithResponses) GetPreviewURLWithResponse(ctx context.Context, idOrName IDOrName, params *GetPreviewURLParams, reqEditors ...RequestEditorFn) (*GetPreviewURLResponse, error) {

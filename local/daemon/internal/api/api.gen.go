@@ -26,7 +26,7 @@ type Error = wire.ErrorResponse
 
 // GetPreviewURLParams defines parameters for GetPreviewURL.
 type GetPreviewURLParams struct {
-	// Port The port inside the sandbox; defaults to the sandbox port.
+	// Port The port inside the sandbox; defaults to the snapshot's workload port (4000 unless the snapshot says otherwise).
 	Port int `form:"port,omitempty" json:"port,omitempty"`
 }
 
