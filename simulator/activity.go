@@ -1,19 +1,15 @@
 package simulator
 
-import (
-	"context"
-	"net/http"
-	"time"
-)
+import "time"
 
 // Daytona's activity timings, in wall-clock seconds at Minute = 1m.
 const (
 	// activityThrottle: the API records at most one bump per sandbox per 5 s.
 	activityThrottle = 5 * time.Second
-	// proxyDedupe: the proxy calls the API at most once per 45 s per sandbox.
+	// proxyDedupe: the proxy calls the API at most once per 45 s per
+	// sandbox. (Its 50 s re-bump while a request stays open is the relay's
+	// heartbeat; see proxy.go.)
 	proxyDedupe = 45 * time.Second
-	// proxyRebump: while a request stays open the proxy bumps every 50 s.
-	proxyRebump = 50 * time.Second
 )
 
 // skipActivityHeader lets a client opt a proxied request out of activity.
@@ -42,38 +38,4 @@ func (s *Simulator) proxyBumpLocked(sb *sandbox) {
 	}
 	sb.lastProxyBump = now
 	s.bumpLocked(sb)
-}
-
-// trackProxied bumps activity for a proxied request now and every 50 s
-// until the returned stop is called, unless the client opted out.
-func (s *Simulator) trackProxied(r *http.Request, sb *sandbox) (stop func()) {
-	if r.Header.Get(skipActivityHeader) == "true" {
-		return func() {}
-	}
-	s.mu.Lock()
-	s.proxyBumpLocked(sb)
-	s.mu.Unlock()
-	ctx, cancel := context.WithCancel(r.Context())
-	t := s.clk.NewTicker(s.cfg.scaled(proxyRebump))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C():
-				s.mu.Lock()
-				if !sb.gone {
-					s.proxyBumpLocked(sb)
-				}
-				s.mu.Unlock()
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
 }

@@ -74,6 +74,12 @@ type Config struct {
 	// CostHistory is how many deleted sandboxes keep their own row in the
 	// cost report; older ones count in its totals only. Default 1000.
 	CostHistory int
+	// ProxyIdleKeepAlive, when positive, is how long an open preview or
+	// toolbox connection that moves no bytes keeps its sandbox alive. Not
+	// Daytona's: its proxy counts an open connection for as long as it is
+	// open (the default, 0). Set it to hold a host to the daemon's
+	// previewIdleKeepAlive.
+	ProxyIdleKeepAlive time.Duration
 	// Logger receives operational messages. Default: discard.
 	Logger *slog.Logger
 }

@@ -29,7 +29,10 @@
 // Preview URLs use a path scheme so that they work on loopback without DNS:
 // getPreviewLink(3000) answers http://<sim>/_preview/3000-<sandboxId>/. The
 // host form that Daytona uses, <port>-<sandboxId>.<anything>, is routed too
-// when a request arrives with such a Host header.
+// when a request arrives with such a Host header. Both proxies are
+// provider/relay handlers over the simulator's own store, as the local
+// daemon's previews are over its manager: the same code decides what counts
+// as activity.
 //
 // Run serves a simulator as `sandplane sim` does: it applies the listen
 // rules (any API key on loopback only), builds the backend (native, docker

@@ -2,20 +2,301 @@ package simulator
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	"crypto/subtle"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/provider/relay"
 )
 
 const previewTokenHeader = "X-Daytona-Preview-Token"
+
+// The simulator is its own proxy, as Daytona's proxy stands in front of its
+// sandboxes: previews by host (<port>-<id>.<domain>) and by path
+// (/_preview/<port>-<id>/), and the toolbox under /toolbox/<id>/. Both run
+// on provider/relay, the code the local daemon serves its previews with, so
+// that proxied traffic counts as activity as on Daytona: a bump per request,
+// deduplicated for 45 s, and every 50 s while a request or WebSocket stays
+// open, unless X-Daytona-Skip-Last-Activity-Update says otherwise. The
+// relays resolve sandboxes in the simulator's own store; their transport
+// re-checks every request against the backend, so a request reaches only a
+// port a process of its sandbox listens on.
+
+// toolboxPort names the toolbox in the toolbox relay's routes; the backend
+// says where the toolbox really is.
+const toolboxPort = 2280
+
+// Kinds of upstream, in the relays' virtual target hosts:
+// <id>.<kind>.invalid:<port>, which the transport turns into the backend's
+// route for that sandbox and port.
+const (
+	kindPreview = "preview"
+	kindToolbox = "toolbox"
+)
+
+// proxies are the simulator's relays.
+type proxies struct {
+	preview *relay.Relay
+	toolbox *relay.Relay
+}
+
+func (p *proxies) close() {
+	_ = p.preview.Close()
+	_ = p.toolbox.Close()
+}
+
+// newProxies makes the relays. Their options are the simulator's own, so
+// an error is a bug.
+func (s *Simulator) newProxies() *proxies {
+	mk := func(kind string, o relay.Options) *relay.Relay {
+		o.Clock, o.Logger = s.clk, s.cfg.Logger
+		o.Transport = &proxyTransport{s: s, kind: kind}
+		o.IdleKeepAlive = s.cfg.ProxyIdleKeepAlive
+		// In process: the store answers at once and a bump is a write, so
+		// no cache, no timers per request, Daytona's own timing, and the
+		// bump is done before the request goes on.
+		o.DaytonaTiming, o.InlineRefresh = true, true
+		o.CacheTTL, o.ResolveTimeout, o.RefreshTimeout = -1, -1, -1
+		o.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"proxy": kind}, s.metrics.reg)
+		rl, err := relay.New(storeResolver{s: s, kind: kind}, o)
+		if err != nil {
+			panic(fmt.Sprintf("simulator: the %s proxy: %v", kind, err))
+		}
+		return rl
+	}
+	return &proxies{
+		preview: mk(kindPreview, relay.Options{Domain: "*", PathPrefix: "/_preview"}),
+		toolbox: mk(kindToolbox, relay.Options{}),
+	}
+}
+
+// storeResolver resolves sandboxes in the simulator's store.
+type storeResolver struct {
+	s    *Simulator
+	kind string
+}
+
+// Resolve finds label's sandbox: a sandbox id, or for previews the token
+// of a signed preview URL, which opens one port of it without the preview
+// token. not_found, failed_precondition (not started).
+func (r storeResolver) Resolve(_ context.Context, label string, port int) (relay.Target, error) {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, token := s.byID[label], ""
+	switch {
+	case r.kind == kindToolbox:
+		// The API key was checked before; the backend adds the secret.
+	case sb != nil:
+		if !sb.Public {
+			token = sb.AuthToken
+		}
+	default:
+		sb = s.signedSandboxLocked(label, port)
+	}
+	if sb == nil || sb.gone {
+		return relay.Target{}, provider.Errorf(provider.NotFound, "preview URL not found or expired")
+	}
+	if sb.State != stStarted {
+		return relay.Target{}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s", sb.ID, sb.State)
+	}
+	return relay.Target{
+		ID:       sb.ID,
+		URL:      &url.URL{Scheme: "http", Host: net.JoinHostPort(sb.ID+"."+r.kind+".invalid", strconv.Itoa(port))},
+		Token:    token,
+		AutoStop: time.Duration(sb.AutoStop) * s.cfg.Minute,
+		Minute:   s.cfg.Minute,
+	}, nil
+}
+
+// signedSandboxLocked is the sandbox a signed preview token opens port of,
+// if it has not expired; an expired one is forgotten. Called with s.mu held.
+func (s *Simulator) signedSandboxLocked(token string, port int) *sandbox {
+	t := s.signed[token]
+	if t == nil {
+		return nil
+	}
+	if !s.clk.Now().Before(t.expires) {
+		delete(s.signed, token)
+		return nil
+	}
+	if t.port != port {
+		return nil
+	}
+	return s.byID[t.sandboxID]
+}
+
+// RefreshActivity is the proxy's bump, through its 45 s dedupe and the
+// API's throttle.
+func (r storeResolver) RefreshActivity(_ context.Context, id string) error {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.byID[id]
+	if sb == nil || sb.gone {
+		return provider.Errorf(provider.NotFound, "sandbox %s not found", id)
+	}
+	s.proxyBumpLocked(sb)
+	return nil
+}
+
+// callKey carries a proxied request's call-log entry to the transport,
+// which notes the fault it applies and answers errors in the request's
+// name.
+type callKey struct{}
+
+func callOf(ctx context.Context) *Call {
+	c, _ := ctx.Value(callKey{}).(*Call)
+	if c == nil {
+		c = &Call{}
+	}
+	return c
+}
+
+// proxyTransport carries the relays' requests to the sandboxes: for each
+// request it asks the backend for the route to the sandbox's port (so
+// nothing reaches a port that is not the sandbox's, whatever held it a
+// moment ago), applies the preview faults, and drops the caller's
+// credentials. What it refuses it answers itself, as Daytona's proxy would.
+type proxyTransport struct {
+	s    *Simulator
+	kind string
+}
+
+func (t *proxyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	s, log := t.s, callOf(req.Context())
+	id, port, ok := virtualTarget(req.URL, t.kind)
+	if !ok {
+		return t.answer(req, errorf(http.StatusBadGateway, "no route to %s", req.URL.Host)), nil
+	}
+	s.mu.Lock()
+	sb := s.byID[id]
+	s.mu.Unlock()
+	if sb == nil {
+		return t.answer(req, t.notFound(id)), nil
+	}
+	if t.kind == kindPreview {
+		if ft, ok := s.faults.match("preview", sb.OrgID, id, sb.Name); ok {
+			log.Fault = ft.ID
+			if e := s.applyProxyFault(req.Context(), sb, ft); e != nil {
+				return t.answer(req, e), nil
+			}
+		}
+	}
+	s.mu.Lock()
+	state, gone := sb.State, sb.gone
+	s.mu.Unlock()
+	switch {
+	case gone:
+		return t.answer(req, t.notFound(id)), nil
+	case state != stStarted:
+		return t.answer(req, errorf(http.StatusBadRequest, msgNotStarted)), nil
+	}
+	route, err := t.route(req.Context(), id, port)
+	if err != nil {
+		return t.answer(req, routeError(err)), nil
+	}
+	resp, err := route.Transport.RoundTrip(t.toRoute(req, route))
+	if err != nil && req.Context().Err() == nil {
+		// The port was the sandbox's, but nothing answered there (in a
+		// container, whose ports the backend does not list).
+		return t.answer(req, errorf(http.StatusBadGateway, "sandbox workload unreachable: %v", err)), nil
+	}
+	return resp, err
+}
+
+func (t *proxyTransport) notFound(id string) *apiError {
+	if t.kind == kindToolbox {
+		return errorf(http.StatusNotFound, "sandbox %s not found", id)
+	}
+	return errorf(http.StatusNotFound, "preview URL not found or expired")
+}
+
+func (t *proxyTransport) route(ctx context.Context, id string, port int) (Route, error) {
+	if t.kind == kindToolbox {
+		return t.s.backend.Toolbox(ctx, id)
+	}
+	return t.s.backend.Port(ctx, id, port)
+}
+
+// toRoute is req aimed at route: its address and Host, without the
+// caller's API key, and with the sandbox's own secret for the toolbox.
+func (t *proxyTransport) toRoute(req *http.Request, route Route) *http.Request {
+	out := req.Clone(req.Context())
+	virtual := req.URL.Scheme + "://" + req.URL.Host
+	out.URL.Scheme, out.URL.Host = route.URL.Scheme, route.URL.Host
+	out.URL.Path = strings.TrimRight(route.URL.Path, "/") + req.URL.Path
+	out.URL.RawPath = ""
+	out.Host = route.Host
+	out.Header.Del("Authorization")
+	out.Header.Del(previewTokenHeader)
+	if route.Token != "" {
+		out.Header.Set(previewTokenHeader, route.Token)
+	}
+	if out.Header.Get("Origin") == virtual {
+		// The relay made a page of the sandbox's own same-origin with the
+		// upstream: the workload's own Host it is.
+		out.Header.Set("Origin", route.URL.Scheme+"://"+route.Host)
+	}
+	return out
+}
+
+// virtualTarget reads the sandbox and port of a relay's target URL.
+func virtualTarget(u *url.URL, kind string) (id string, port int, ok bool) {
+	id, ok = strings.CutSuffix(u.Hostname(), "."+kind+".invalid")
+	port, err := strconv.Atoi(u.Port())
+	return id, port, ok && err == nil
+}
+
+// answer is the gin error body the proxy answers e with, in the name of
+// the caller's request.
+func (t *proxyTransport) answer(req *http.Request, e *apiError) *http.Response {
+	log := callOf(req.Context())
+	body, _ := json.Marshal(ginBody{
+		StatusCode: e.Status,
+		Message:    e.Message,
+		Code:       ginCode(e.Status),
+		Timestamp:  t.s.clk.Now().UTC().Format(time.RFC3339Nano),
+		Path:       log.Path,
+		Method:     log.Method,
+	})
+	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}}
+	for k, vs := range e.Header {
+		h[k] = append(h[k], vs...)
+	}
+	return &http.Response{
+		Status: fmt.Sprintf("%d %s", e.Status, http.StatusText(e.Status)), StatusCode: e.Status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req,
+	}
+}
+
+// routeError is the answer for a request the backend found no route for. A
+// port that is not the sandbox's gets the answer of a port nothing listens
+// on: the proxy never says whether something else holds it.
+func routeError(err error) *apiError {
+	switch {
+	case errors.Is(err, ErrNoWorkload):
+		return errorf(http.StatusServiceUnavailable, "%s", err.Error())
+	case errors.Is(err, ErrNotListening):
+		return errorf(http.StatusBadGateway, "%s", err.Error())
+	}
+	return errorf(http.StatusBadGateway, "%s: %v", ErrNotListening.Error(), err)
+}
 
 // serveToolbox proxies {toolboxProxyUrl}/{sandboxId}/<path> to the
 // sandbox's toolbox, as Daytona's proxy does, bumping activity on the way.
@@ -24,7 +305,7 @@ func (s *Simulator) serveToolbox(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("sandboxId")
 	rec := &statusRecorder{ResponseWriter: w}
 	c := Call{Time: start, Method: r.Method, Path: r.URL.Path, Operation: "toolbox", SandboxID: id}
-	s.proxyToolbox(rec, r, id, &c)
+	s.proxyToolbox(rec, r.WithContext(context.WithValue(r.Context(), callKey{}, &c)), id, &c)
 	c.Status = rec.status
 	s.calls.add(c)
 }
@@ -70,29 +351,7 @@ func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id stri
 		s.writeGinError(w, r, errorf(http.StatusServiceUnavailable, "%s", ErrNoWorkload.Error()))
 		return
 	}
-	route, err := s.backend.Toolbox(r.Context(), id)
-	if err != nil {
-		s.writeRouteError(w, r, err)
-		return
-	}
-	stop := s.trackProxied(r, sb)
-	defer stop()
-	s.reverseProxy(route, "/"+r.PathValue("rest")).ServeHTTP(w, r)
-	return
-}
-
-// writeRouteError answers a request the backend found no route for. A port
-// that is not the sandbox's gets the answer of a port nothing listens on:
-// the proxy never says whether something else holds it.
-func (s *Simulator) writeRouteError(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, ErrNoWorkload):
-		s.writeGinError(w, r, errorf(http.StatusServiceUnavailable, "%s", err.Error()))
-	case errors.Is(err, ErrNotListening):
-		s.writeGinError(w, r, errorf(http.StatusBadGateway, "%s", err.Error()))
-	default:
-		s.writeGinError(w, r, errorf(http.StatusBadGateway, "%s: %v", ErrNotListening.Error(), err))
-	}
+	s.proxies.toolbox.Forward(w, r, id, toolboxPort, "/"+r.PathValue("rest"))
 }
 
 // applyProxyFault applies a fault's delay, vanish and status to a proxied
@@ -116,38 +375,6 @@ func (s *Simulator) applyProxyFault(ctx context.Context, sb *sandbox, ft Fault) 
 	return nil
 }
 
-// reverseProxy forwards along route with path, dropping the caller's
-// credentials: the workload never sees the API key or the preview token.
-// A route with a Token (the toolbox's) carries the sandbox's own secret
-// instead.
-func (s *Simulator) reverseProxy(route Route, path string) *httputil.ReverseProxy {
-	target := route.URL
-	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme = target.Scheme
-			pr.Out.URL.Host = target.Host
-			pr.Out.URL.Path = strings.TrimRight(target.Path, "/") + path
-			pr.Out.URL.RawPath = ""
-			pr.Out.Host = route.Host
-			pr.Out.Header.Del("Authorization")
-			pr.Out.Header.Del(previewTokenHeader)
-			pr.Out.Header.Del(skipActivityHeader)
-			if route.Token != "" {
-				pr.Out.Header.Set(previewTokenHeader, route.Token)
-			}
-			pr.SetXForwarded()
-		},
-		Transport:     route.Transport,
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if errors.Is(err, context.Canceled) {
-				return
-			}
-			s.writeGinError(w, r, errorf(http.StatusBadGateway, "sandbox workload unreachable: %v", err))
-		},
-	}
-}
-
 var (
 	previewHost  = regexp.MustCompile(`^([0-9]{1,5})-([A-Za-z0-9-]+)\.`)
 	previewLabel = regexp.MustCompile(`^[0-9]{1,5}-[a-z0-9-]+$`)
@@ -158,7 +385,7 @@ var (
 func (s *Simulator) hostRouter(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if m := previewHost.FindStringSubmatch(r.Host); m != nil {
-			s.servePreview(w, r, m[1]+"-"+m[2], r.URL.Path)
+			s.servePreview(w, r, m[2])
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -166,95 +393,36 @@ func (s *Simulator) hostRouter(next http.Handler) http.Handler {
 }
 
 func (s *Simulator) servePreviewPath(w http.ResponseWriter, r *http.Request) {
-	s.servePreview(w, r, r.PathValue("label"), "/"+r.PathValue("rest"))
+	_, label, _ := strings.Cut(r.PathValue("label"), "-")
+	s.servePreview(w, r, label)
 }
 
-// servePreview proxies preview traffic. label is <port>-<sandboxId> for a
-// preview link, authorised by the X-Daytona-Preview-Token header (or a
-// public sandbox), or <port>-<token> for a signed preview URL.
-func (s *Simulator) servePreview(w http.ResponseWriter, r *http.Request, label, path string) {
+// servePreview proxies preview traffic through the preview relay: label
+// is the sandbox id of a preview link, authorised by its preview token (or
+// a public sandbox), or the token of a signed preview URL.
+func (s *Simulator) servePreview(w http.ResponseWriter, r *http.Request, label string) {
 	start := s.clk.Now()
 	rec := &statusRecorder{ResponseWriter: w}
 	c := Call{Time: start, Method: r.Method, Path: r.URL.Path, Operation: "preview"}
-	s.proxyPreview(rec, r, label, path, &c)
+	s.noteSandbox(&c, label)
+	s.proxies.preview.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), callKey{}, &c)))
 	c.Status = rec.status
 	s.calls.add(c)
 }
 
-// proxyPreview serves a preview request and notes its sandbox, the
-// sandbox's organization and the fault in log.
-func (s *Simulator) proxyPreview(w http.ResponseWriter, r *http.Request, label, path string, log *Call) {
-	portStr, rest, ok := strings.Cut(label, "-")
-	port, err := strconv.Atoi(portStr)
-	if !ok || err != nil || port < 1 || port > 65535 {
-		s.writeGinError(w, r, errorf(http.StatusNotFound, "preview URL not found"))
-		return
-	}
-	now := s.clk.Now()
+// noteSandbox puts in c the sandbox label names, and its organization.
+func (s *Simulator) noteSandbox(c *Call, label string) {
 	s.mu.Lock()
-	sb := s.byID[rest]
-	authorised := false
-	switch {
-	case sb != nil && !sb.gone:
-		authorised = sb.Public || subtle.ConstantTimeCompare([]byte(r.Header.Get(previewTokenHeader)), []byte(sb.AuthToken)) == 1
-	case s.signed[rest] != nil:
-		t := s.signed[rest]
-		if now.Before(t.expires) && t.port == port {
-			sb = s.byID[t.sandboxID]
-			authorised = true
-		} else {
-			if !now.Before(t.expires) {
-				delete(s.signed, rest)
-			}
-			sb = nil
-		}
-	default:
-		sb = nil
-	}
-	var id, name string
-	if sb != nil {
-		id, name = sb.ID, sb.Name
-		log.SandboxID, log.Org = sb.ID, sb.OrgID
-		if sb.gone {
-			sb = nil
-		}
-	}
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	sb := s.byID[label]
 	if sb == nil {
-		s.writeGinError(w, r, errorf(http.StatusNotFound, "preview URL not found or expired"))
-		return
-	}
-	if !authorised {
-		s.writeGinError(w, r, errorf(http.StatusUnauthorized, "missing or invalid %s header", previewTokenHeader))
-		return
-	}
-	if ft, ok := s.faults.match("preview", sb.OrgID, id, name); ok {
-		log.Fault = ft.ID
-		if e := s.applyProxyFault(r.Context(), sb, ft); e != nil {
-			s.writeGinError(w, r, e)
-			return
+		if t := s.signed[label]; t != nil {
+			sb = s.byID[t.sandboxID]
 		}
 	}
-	s.mu.Lock()
-	state, gone := sb.State, sb.gone
-	s.mu.Unlock()
-	if gone {
-		s.writeGinError(w, r, errorf(http.StatusNotFound, "preview URL not found or expired"))
-		return
+	if sb != nil {
+		c.SandboxID, c.Org = sb.ID, sb.OrgID
 	}
-	if state != stStarted {
-		s.writeGinError(w, r, errorf(http.StatusBadRequest, msgNotStarted))
-		return
-	}
-	route, err := s.backend.Port(r.Context(), id, port)
-	if err != nil {
-		s.writeRouteError(w, r, err)
-		return
-	}
-	stop := s.trackProxied(r, sb)
-	defer stop()
-	s.reverseProxy(route, path).ServeHTTP(w, r)
-	return
 }
 
 // statusRecorder notes the status of a proxied response for the call log
@@ -282,6 +450,14 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 }
 
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Flush passes a streamed response's flushes on.
+func (r *statusRecorder) Flush() {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	_ = http.NewResponseController(r.ResponseWriter).Flush()
+}
 
 // Hijack takes over the connection for an upgrade, whose 101 the proxy
 // writes to the connection itself.

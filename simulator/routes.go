@@ -82,6 +82,7 @@ func apiRoutes() []route {
 var publicOps = map[string]bool{"HealthController_check": true, "ConfigController_getConfig": true}
 
 func (s *Simulator) routes() http.Handler {
+	s.proxies = s.newProxies()
 	mux := http.NewServeMux()
 	for _, rt := range apiRoutes() {
 		mux.Handle(rt.method+" "+rt.pattern, s.apiHandler(rt))

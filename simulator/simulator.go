@@ -26,6 +26,7 @@ type Simulator struct {
 	calls     *callLog
 	events    *eventBus
 	metrics   *simMetrics
+	proxies   *proxies // the preview and toolbox proxies (proxy.go)
 	snapshots map[string]Snapshot
 	anySnap   bool
 
@@ -141,6 +142,7 @@ func (s *Simulator) Close() error {
 	}
 	s.mu.Unlock()
 	s.cancel()
+	s.proxies.close()
 	s.wg.Wait()
 	s.events.close()
 	return s.backend.Close()
