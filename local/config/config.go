@@ -181,7 +181,9 @@ func DefaultRoot() string {
 }
 
 // LoadFile merges a YAML file into c. Snapshots in the file add to or replace
-// the built-in ones by name.
+// the built-in ones by name; one that names a built-in snapshot but neither a
+// command nor an image keeps the built-in's, so that a file can declare
+// ports or env for the default snapshot without restating how it runs.
 func (c *Config) LoadFile(path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -194,6 +196,9 @@ func (c *Config) LoadFile(path string) error {
 	}
 	merged := builtin
 	for name, s := range c.Snapshots {
+		if b, ok := builtin[name]; ok && len(s.Command) == 0 && s.Image == "" {
+			s.Command, s.Image, s.ImageCommand = b.Command, b.Image, b.ImageCommand
+		}
 		merged[name] = s
 	}
 	c.Snapshots = merged

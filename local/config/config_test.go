@@ -51,6 +51,23 @@ snapshots:
 	assert.Equal(t, map[string]string{"MY_KEY": "v"}, c.PassEnvValues(envOf(map[string]string{"MY_KEY": "v", "OTHER": "x"})))
 }
 
+func TestFileDeclaresPortsOfTheDefaultSnapshot(t *testing.T) {
+	c := Default([]string{"sandplane", "toolbox"})
+	file := filepath.Join(t.TempDir(), "sandplane.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("snapshots:\n  default:\n    ports: [3000]\n    env: {A: b}\n"), 0o600))
+	require.NoError(t, c.LoadFile(file))
+	require.NoError(t, c.Validate())
+	def := c.Snapshots[DefaultSnapshot]
+	assert.Equal(t, []string{"sandplane", "toolbox"}, def.Command, "a default that names no command keeps the built-in one")
+	assert.Equal(t, []int{3000}, def.Ports)
+	assert.Equal(t, "b", def.Env["A"])
+
+	replaced := Default([]string{"sandplane", "toolbox"})
+	require.NoError(t, os.WriteFile(file, []byte("snapshots:\n  default:\n    command: [my-server]\n"), 0o600))
+	require.NoError(t, replaced.LoadFile(file))
+	assert.Equal(t, []string{"my-server"}, replaced.Snapshots[DefaultSnapshot].Command, "one that names a command replaces it")
+}
+
 func TestInvalid(t *testing.T) {
 	tests := []struct {
 		name string
