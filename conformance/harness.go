@@ -41,6 +41,15 @@ type Expectations struct {
 	// Traits must equal what the provider reports; the scenarios then check
 	// the behaviour each trait describes.
 	Traits provider.Traits
+	// WorkloadPort is the port inside the sandbox where the default
+	// snapshot's workload, a toolbox, serves previews (4000 on the local
+	// control plane, as a host server written for Daytona asks for). 0: the
+	// default workload serves no preview (Daytona, whose toolbox answers
+	// only its own proxy), and scenarios start a server of their own.
+	WorkloadPort int
+	// DeclaredPorts means a preview names only ports the snapshot declares:
+	// any other is invalid_argument. Daytona previews any port.
+	DeclaredPorts bool
 }
 
 // Labels every sandbox of the suite carries.

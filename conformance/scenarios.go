@@ -300,13 +300,19 @@ func previewReachesWorkload(e *env) {
 	require.Len(e.t, ls, 1, out.Result)
 	dir := ls[0]
 
-	// The local default workload is a toolbox, which reads files back. A
-	// backend with no port of its own (Daytona, the simulator) previews a
-	// small web server the sandbox starts: its toolbox answers only its
-	// own proxy, which preview traffic never passes through.
-	path := "/files/download?path=" + dir + "/preview.txt"
-	preview, err := e.p.PreviewURL(e.ctx, sb.ID, 0)
-	if provider.Code(err) == provider.InvalidArgument {
+	// A host server asks for the workload's port inside the sandbox, as on
+	// Daytona. The local default workload is a toolbox there, which reads
+	// files back. A backend whose default workload serves no preview
+	// (Daytona, the simulator) previews a small web server the sandbox
+	// starts: its toolbox answers only its own proxy.
+	var preview *provider.Preview
+	var path string
+	if port := e.want.WorkloadPort; port != 0 {
+		var err error
+		preview, err = e.p.PreviewURL(e.ctx, sb.ID, port)
+		require.NoError(e.t, err, "preview URL of the workload port %d", port)
+		path = "/files/download?path=" + dir + "/preview.txt"
+	} else {
 		// Port 0: the sandbox picks a free one, and the scenario reads it
 		// from the server's banner (native sandboxes share the host's
 		// ports, and a replay must see the port its recording saw).
@@ -316,10 +322,11 @@ func previewReachesWorkload(e *env) {
 		var n int
 		_, serr := fmt.Sscanf(strings.TrimSpace(out.Result), "port %d", &n)
 		require.NoError(e.t, serr, "the web server's port: %s", out.Result)
-		path = "/preview.txt"
+		var err error
 		preview, err = e.p.PreviewURL(e.ctx, sb.ID, n)
+		require.NoError(e.t, err, "preview URL")
+		path = "/preview.txt"
 	}
-	require.NoError(e.t, err, "preview URL")
 	url := strings.TrimRight(preview.URL, "/") + path
 	var status int
 	var body string
@@ -337,6 +344,14 @@ func previewReachesWorkload(e *env) {
 	}
 	require.Equal(e.t, http.StatusOK, status, "GET %s: %s", url, body)
 	assert.Equal(e.t, marker, strings.TrimSpace(body), "the preview reached this sandbox's workload")
+
+	if e.want.DeclaredPorts {
+		// A port nothing declares is a clear error, not a URL to nothing.
+		const undeclared = 5999
+		_, err := e.p.PreviewURL(e.ctx, sb.ID, undeclared)
+		assert.Equal(e.t, provider.InvalidArgument, provider.Code(err), "preview of undeclared port %d: %v", undeclared, err)
+		assert.ErrorContains(e.t, err, "not declared", "says why and what to do")
+	}
 }
 
 func execThroughToolbox(e *env) {
