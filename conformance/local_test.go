@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -86,6 +87,12 @@ func randHex(n int) string {
 // whatever it left behind.
 func startDaemon(t *testing.T, env *dockerEnv) *testdaemon.Daemon {
 	t.Helper()
+	return startDaemonWith(t, env, "", *minuteFlag)
+}
+
+// startDaemonWith is startDaemon with more config and its own minute.
+func startDaemonWith(t *testing.T, env *dockerEnv, extra string, minute time.Duration) *testdaemon.Daemon {
+	t.Helper()
 	root := t.TempDir()
 	t.Cleanup(func() { testdaemon.KillMarked(t, root) })
 	config := ""
@@ -93,9 +100,10 @@ func startDaemon(t *testing.T, env *dockerEnv) *testdaemon.Daemon {
 		t.Cleanup(func() { env.removeRoot(t, root) })
 		config = "dockerImage: " + env.image + "\n"
 	}
+	config += extra
 	return testdaemon.Start(t, testdaemon.Options{
 		Root:   root,
-		Minute: *minuteFlag,
+		Minute: minute,
 		Config: config,
 		Env:    []string{"AGENT_CONTROL_PLANE_URL=", "SANDPLANE_TOKEN="},
 		Ports:  20,

@@ -6,10 +6,6 @@ import "time"
 const (
 	// activityThrottle: the API records at most one bump per sandbox per 5 s.
 	activityThrottle = 5 * time.Second
-	// proxyDedupe: the proxy calls the API at most once per 45 s per
-	// sandbox. (Its 50 s re-bump while a request stays open is the relay's
-	// heartbeat; see proxy.go.)
-	proxyDedupe = 45 * time.Second
 )
 
 // skipActivityHeader lets a client opt a proxied request out of activity.
@@ -27,15 +23,4 @@ func (s *Simulator) bumpLocked(sb *sandbox) {
 		sb.LastActivity = now
 		s.activityMovedLocked(sb)
 	}
-}
-
-// proxyBumpLocked is the proxy's bump: deduplicated for 45 s per sandbox,
-// then through the API's throttle.
-func (s *Simulator) proxyBumpLocked(sb *sandbox) {
-	now := s.clk.Now()
-	if !sb.lastProxyBump.IsZero() && now.Sub(sb.lastProxyBump) < s.cfg.scaled(proxyDedupe) {
-		return
-	}
-	sb.lastProxyBump = now
-	s.bumpLocked(sb)
 }

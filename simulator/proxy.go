@@ -140,8 +140,10 @@ func (s *Simulator) signedSandboxLocked(token string, port int) *sandbox {
 	return s.byID[t.sandboxID]
 }
 
-// RefreshActivity is the proxy's bump, through its 45 s dedupe and the
-// API's throttle.
+// RefreshActivity is the proxy's bump, through the API's throttle. The
+// proxy's own 45 s dedupe and 50 s heartbeat are the relay's: a second
+// dedupe here, on another clock, would drop the bump a relay's heartbeat
+// is timed from.
 func (r storeResolver) RefreshActivity(_ context.Context, id string) error {
 	s := r.s
 	s.mu.Lock()
@@ -150,7 +152,7 @@ func (r storeResolver) RefreshActivity(_ context.Context, id string) error {
 	if sb == nil || sb.gone {
 		return provider.Errorf(provider.NotFound, "sandbox %s not found", id)
 	}
-	s.proxyBumpLocked(sb)
+	s.bumpLocked(sb)
 	return nil
 }
 

@@ -103,8 +103,7 @@ type sandbox struct {
 	failNext *failure
 
 	// activity bookkeeping (see activity.go)
-	lastBump      time.Time // last accepted bump through the throttle
-	lastProxyBump time.Time // last proxy bump, for its 45 s dedupe
+	lastBump time.Time // last accepted bump through the throttle
 
 	// workload
 	toolboxURL string
