@@ -196,7 +196,9 @@ func testDockerLifecycle(t *testing.T, env *dockerEnv) {
 	assert.True(t, c.State.Running)
 	assert.Equal(t, env.image, c.Config.Image)
 	assert.Equal(t, d.Root, c.Config.Labels[docker.LabelRoot])
-	assert.Equal(t, "http://127.0.0.1:"+strconv.Itoa(s.Port), s.PreviewURL)
+	_, daemonPort, err := net.SplitHostPort(d.Addr)
+	require.NoError(t, err)
+	assert.Equal(t, "http://4000-"+s.ID+".localhost:"+daemonPort, s.PreviewURL, "the workload's port inside the sandbox, served by the daemon")
 	checkToolbox(t, d.P, s) // the toolbox knows its sandbox
 
 	got := execute(t, d.P, s, "echo kept > state.txt; pwd; echo $CALLBACK_URL; echo token=$SECRET_TOKEN")

@@ -67,7 +67,15 @@ func toolboxDo(t *testing.T, p *local.Provider, s *provider.Sandbox, method, pat
 func checkToolbox(t *testing.T, p *local.Provider, s *provider.Sandbox) {
 	t.Helper()
 	resp := toolboxDo(t, p, s, http.MethodGet, "/api/info", "")
+	// A daemon that just restarted checks the sandboxes it adopts before
+	// it proxies to them: until then their previews answer 503.
+	for deadline := time.Now().Add(20 * time.Second); resp.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline); {
+		resp.Body.Close()
+		time.Sleep(50 * time.Millisecond)
+		resp = toolboxDo(t, p, s, http.MethodGet, "/api/info", "")
+	}
 	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the toolbox's /api/info")
 	var info struct {
 		PID       int    `json:"pid"`
 		SandboxID string `json:"sandboxId"`

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -83,10 +85,16 @@ func TestToolboxNeedsTheSandboxToken(t *testing.T) {
 	require.NoError(t, err)
 	token := preview.Token
 	require.Len(t, token, 43, "32 random bytes, URL-safe")
-	assert.Equal(t, s.PreviewURL, preview.URL)
+	label := "4000-" + s.ID
+	assert.Equal(t, d.URL+"/preview/"+label, preview.URL, "the workload's port, served by the daemon")
+	_, daemonPort, err := net.SplitHostPort(d.Addr)
+	require.NoError(t, err)
+	assert.Equal(t, "http://"+label+".localhost:"+daemonPort, s.PreviewURL, "the browser's form")
 
+	// At the toolbox's own port, where any local process can reach it.
+	toolbox := "http://127.0.0.1:" + strconv.Itoa(s.Port)
 	attack := func(host, origin, ctype, tok string) int {
-		req, err := http.NewRequest(http.MethodPost, s.PreviewURL+"/process/execute", strings.NewReader(`{"command":"id"}`))
+		req, err := http.NewRequest(http.MethodPost, toolbox+"/process/execute", strings.NewReader(`{"command":"id"}`))
 		require.NoError(t, err)
 		if host != "" {
 			req.Host = host
@@ -109,9 +117,22 @@ func TestToolboxNeedsTheSandboxToken(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, attack("", "", "application/json", "not-"+token), "a wrong token")
 	assert.Equal(t, http.StatusUnsupportedMediaType, attack("", "", "text/plain", token), "a form body, even with the token")
 
+	// Through the daemon's preview, which wants the same token.
+	req, err := http.NewRequest(http.MethodGet, preview.URL+"/api/info", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the preview without the token")
+	req.Header.Set(provider.PreviewTokenHeader, token)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "the preview with it")
+
 	// Through local.Provider's Toolbox, as `sandplane run` and the
 	// conformance suite call it.
-	resp := toolboxDo(t, d.P, s, http.MethodPost, "/process/execute",
+	resp = toolboxDo(t, d.P, s, http.MethodPost, "/process/execute",
 		`{"command":"echo \"seen=${SANDPLANE_SANDBOX_TOKEN:-none}\"; echo \"tok=`+token+`\" >> /proc/$PPID/fd/1"}`)
 	var out struct {
 		ExitCode int    `json:"exitCode"`

@@ -94,9 +94,10 @@ func TestRelayCommandInFrontOfTheLocalDaemon(t *testing.T) {
 	r, base := startRelay(t, nil, "--provider", "local://"+strings.TrimPrefix(d.url, "http://"))
 	assert.Contains(t, r.stderr.String(), "in front of local")
 
-	pv, err := d.p.PreviewURL(ctx, sb.ID, sb.Port)
+	// The workload's port inside the sandbox, as a preview names it.
+	pv, err := d.p.PreviewURL(ctx, sb.ID, 4000)
 	require.NoError(t, err)
-	label := strconv.Itoa(sb.Port) + "-" + sb.ID
+	label := "4000-" + sb.ID
 	code, body := get(t, base, label+".localhost:1", "/api/info")
 	assert.Equal(t, http.StatusUnauthorized, code, "a local sandbox is private: %s", body)
 	assert.NotContains(t, body, pv.Token)

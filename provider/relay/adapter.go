@@ -51,6 +51,12 @@ func (a *providerResolver) Resolve(ctx context.Context, idOrName string, port in
 // sandbox here and goes upstream in X-Daytona-Preview-Token, as the sandbox
 // (Daytona's proxy, or the local toolbox) expects. An empty token means the
 // URL carries its own authorisation (Daytona's signed preview URLs).
+//
+// The upstream is a proxy that counts activity itself (Daytona's, the local
+// daemon's), and would count an open connection for as long as it is open:
+// the relay tells it not to, so that the relay alone decides what is
+// activity (its idle keep-alive limit included) and says so through the
+// provider.
 func previewTarget(ctx context.Context, p provider.Provider, id string, port int) (Target, error) {
 	pv, err := p.PreviewURL(ctx, id, port)
 	if err != nil {
@@ -60,9 +66,9 @@ func previewTarget(ctx context.Context, p provider.Provider, id string, port int
 	if err != nil {
 		return Target{}, provider.Errorf(provider.Internal, "the provider's preview URL for sandbox %s does not parse", id)
 	}
-	t := Target{URL: u, Token: pv.Token}
+	t := Target{URL: u, Token: pv.Token, Header: http.Header{SkipActivityHeader: {"true"}}}
 	if pv.Token != "" {
-		t.Header = http.Header{TokenHeader: {pv.Token}}
+		t.Header.Set(TokenHeader, pv.Token)
 	}
 	return t, nil
 }

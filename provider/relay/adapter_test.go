@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -65,7 +66,8 @@ func TestFromProvider(t *testing.T) {
 		assert.Equal(t, 30*time.Second, tg.AutoStop)
 		assert.Equal(t, 2*time.Second, tg.Minute)
 		assert.Empty(t, tg.Token, "a URL-only preview answer (a signed URL) makes a public target")
-		assert.Empty(t, tg.Header)
+		assert.Equal(t, http.Header{SkipActivityHeader: {"true"}}, tg.Header,
+			"no token to send; the upstream proxy leaves activity to the relay")
 		_, err = r.Resolve(ctx, "demo", 4100)
 		require.NoError(t, err)
 		assert.Equal(t, 1, p.infoCalls, "the minute is asked once")

@@ -35,6 +35,10 @@
 //     daemon run with --minute 1s behaves like Daytona in seconds.
 //   - Skip header: X-Daytona-Skip-Last-Activity-Update: true means no
 //     refresh and no heartbeat for that request; the header is not forwarded.
+//     FromProvider's targets send it upstream instead: Daytona's proxy and
+//     the local daemon count activity themselves, an open connection for as
+//     long as it is open, so a relay in front of them tells them not to and
+//     decides alone, its idle keep-alive limit included.
 //   - Fire and forget: RefreshActivity runs in its own goroutine, bounded by
 //     Options.RefreshTimeout and Options.MaxConcurrentRefreshes. A refresh
 //     that fails, hangs or is skipped for the bound never fails, delays or

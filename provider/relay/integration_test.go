@@ -83,6 +83,10 @@ func serveWorkload() int {
 	return 0
 }
 
+// workloadPort is the workload's port inside the sandbox, the daemon's
+// default: what a preview names, whatever host port it runs on.
+const workloadPort = 4000
+
 // minute is the daemon's interval minute: a one-minute auto-stop interval
 // lasts two seconds, and Daytona's 45 s and 50 s scale to 1.5 s and 1.67 s.
 const minute = 2 * time.Second
@@ -109,7 +113,7 @@ func setup(t *testing.T, autoStop int, o relay.Options) *env {
 	sb, err := d.P.Create(ctx, provider.CreateRequest{Snapshot: "relay-workload", AutoStopInterval: &autoStop})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.P.Delete(context.Background(), sb.ID) })
-	pv, err := d.P.PreviewURL(ctx, sb.ID, sb.Port)
+	pv, err := d.P.PreviewURL(ctx, sb.ID, workloadPort)
 	require.NoError(t, err)
 	require.NotEmpty(t, pv.Token, "local sandboxes are private")
 	rl, err := relay.New(relay.FromProvider(d.P), o)
@@ -119,7 +123,7 @@ func setup(t *testing.T, autoStop int, o relay.Options) *env {
 		srv.Close()
 		_ = rl.Close()
 	})
-	return &env{d: d, sb: sb, relay: rl, url: srv.URL, host: strconv.Itoa(sb.Port) + "-" + sb.ID + ".localhost", token: pv.Token}
+	return &env{d: d, sb: sb, relay: rl, url: srv.URL, host: strconv.Itoa(workloadPort) + "-" + sb.ID + ".localhost", token: pv.Token}
 }
 
 // request is a request to the sandbox through the relay, with its token.
@@ -331,9 +335,9 @@ func TestIntegrationStoppedSandboxAnswers503AtOnce(t *testing.T) {
 	_, err = e.d.P.Start(ctx, e.sb.ID)
 	require.NoError(t, err)
 	sb := e.state(t)
-	pv, err := e.d.P.PreviewURL(ctx, sb.ID, sb.Port)
+	pv, err := e.d.P.PreviewURL(ctx, sb.ID, workloadPort)
 	require.NoError(t, err)
-	path := "/" + strconv.Itoa(sb.Port) + "-" + sb.ID + "/"
+	path := "/" + strconv.Itoa(workloadPort) + "-" + sb.ID + "/"
 
 	// By path, as a browser: no token, then the preview link once, then
 	// the cookie it got.
