@@ -169,7 +169,12 @@ func TestIsolatedDaemonEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, provider.StateStarted, s.State, "ready through the forwarder")
 
-	resp := postJSON(t, d.P, s, "/process/execute", map[string]any{"command": `sh -c 'echo "$HOME"; ls -d /proc/[0-9]* | wc -l; ls "$SANDPLANE_ROOT" | wc -l'`})
+	// The toolbox is reached as a host server asks for it: the preview of
+	// port 4000 inside the sandbox, where it really listens.
+	pv, err := d.P.PreviewURL(ctx, s.ID, 4000)
+	require.NoError(t, err)
+	assert.Contains(t, pv.URL, "/preview/4000-"+s.ID)
+	resp := postJSON(t, d.P, s, "/process/execute", map[string]any{"command": `sh -c 'echo "$HOME"; ls -d /proc/[0-9]* | wc -l; ls "$SANDPLANE_ROOT" | wc -l; echo "$PORT"'`})
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var out struct {
@@ -179,12 +184,13 @@ func TestIsolatedDaemonEndToEnd(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
 	require.Zero(t, out.ExitCode, out.Result)
 	lines := strings.Fields(out.Result)
-	require.Len(t, lines, 3, out.Result)
+	require.Len(t, lines, 4, out.Result)
 	assert.True(t, strings.HasPrefix(lines[0], d.Root), "HOME is the sandbox's own: %s", lines[0])
 	procs, err := strconv.Atoi(lines[1])
 	require.NoError(t, err)
 	assert.Less(t, procs, 10, "the sandbox sees only its own processes")
 	assert.Equal(t, "1", lines[2], "the daemon's root shows only the sandbox's own directory")
+	assert.Equal(t, "4000", lines[3], "the workload listens on its declared port inside its network namespace")
 
 	require.NoError(t, d.P.Delete(ctx, s.ID))
 	assert.Empty(t, sandboxProcesses(t, s.ID))
