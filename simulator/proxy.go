@@ -65,6 +65,7 @@ func (s *Simulator) newProxies() *proxies {
 	mk := func(kind string, o relay.Options) *relay.Relay {
 		o.Clock, o.Logger = s.clk, s.cfg.Logger
 		o.Transport = &proxyTransport{s: s, kind: kind}
+		o.WriteError = s.writeProxyError
 		o.IdleKeepAlive = s.cfg.ProxyIdleKeepAlive
 		// In process: the store answers at once and a bump is a write, so
 		// no cache, no timers per request, Daytona's own timing, and the
@@ -92,7 +93,7 @@ type storeResolver struct {
 
 // Resolve finds label's sandbox: a sandbox id, or for previews the token
 // of a signed preview URL, which opens one port of it without the preview
-// token. not_found, failed_precondition (not started).
+// token. not_found.
 func (r storeResolver) Resolve(_ context.Context, label string, port int) (relay.Target, error) {
 	s := r.s
 	s.mu.Lock()
@@ -111,9 +112,8 @@ func (r storeResolver) Resolve(_ context.Context, label string, port int) (relay
 	if sb == nil || sb.gone {
 		return relay.Target{}, provider.Errorf(provider.NotFound, "preview URL not found or expired")
 	}
-	if sb.State != stStarted {
-		return relay.Target{}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s", sb.ID, sb.State)
-	}
+	// A sandbox that is not started resolves too: the transport answers
+	// for it as Daytona's proxy does (400), after the token check.
 	return relay.Target{
 		ID:       sb.ID,
 		URL:      &url.URL{Scheme: "http", Host: net.JoinHostPort(sb.ID+"."+r.kind+".invalid", strconv.Itoa(port))},
@@ -152,8 +152,26 @@ func (r storeResolver) RefreshActivity(_ context.Context, id string) error {
 	if sb == nil || sb.gone {
 		return provider.Errorf(provider.NotFound, "sandbox %s not found", id)
 	}
-	s.bumpLocked(sb)
+	if sb.State == stStarted {
+		// A request to a sandbox that is not started is refused, not
+		// activity.
+		s.bumpLocked(sb)
+	}
 	return nil
+}
+
+// writeProxyError answers what the relays refuse themselves (a missing or
+// wrong preview token, an unknown sandbox) with the gin body of Daytona's
+// proxy, in the name of the caller's request.
+func (s *Simulator) writeProxyError(w http.ResponseWriter, r *http.Request, err error) {
+	in := r
+	if log := callOf(r.Context()); log.Path != "" {
+		u := *r.URL
+		u.Path = log.Path
+		in = r.WithContext(r.Context())
+		in.URL = &u
+	}
+	s.writeGinError(w, in, errorf(provider.HTTPStatus(provider.Code(err)), "%s", provider.Message(err)))
 }
 
 // callKey carries a proxied request's call-log entry to the transport,

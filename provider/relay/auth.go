@@ -47,11 +47,11 @@ func (rl *Relay) authorize(w http.ResponseWriter, r *http.Request, rt route, e *
 		if equal(got, want) {
 			return allowed
 		}
-		return rl.deny(w, rt, "the preview token in "+TokenHeader+" is not this sandbox's")
+		return rl.deny(w, r, rt, "the preview token in "+TokenHeader+" is not this sandbox's")
 	}
 	if got, _, found := cutParam(r.URL.RawQuery, TokenParam); found {
 		if !equal(got, want) {
-			return rl.deny(w, rt, "the preview token in "+TokenParam+" is not this sandbox's")
+			return rl.deny(w, r, rt, "the preview token in "+TokenParam+" is not this sandbox's")
 		}
 		http.SetCookie(w, rl.cookie(r, rt, e))
 		if r.Header.Get("Sec-Fetch-Mode") == "navigate" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
@@ -73,11 +73,11 @@ func (rl *Relay) authorize(w http.ResponseWriter, r *http.Request, rt route, e *
 		if crossOrigin(r) {
 			// Under *.localhost every sandbox is the same site, so SameSite
 			// alone would let one sandbox's page use another's cookie.
-			return rl.deny(w, rt, "its cookie came with a request from another origin")
+			return rl.deny(w, r, rt, "its cookie came with a request from another origin")
 		}
 		return allowed
 	}
-	return rl.deny(w, rt, "it is private")
+	return rl.deny(w, r, rt, "it is private")
 }
 
 // crossOrigin reports whether a browser sent r on behalf of a page of
@@ -102,8 +102,8 @@ func sameHost(origin, host string) bool {
 	return err == nil && u.Host != "" && hostname(u.Host) == hostname(host)
 }
 
-func (rl *Relay) deny(w http.ResponseWriter, rt route, why string) access {
-	writeError(w, provider.Errorf(provider.Unauthenticated,
+func (rl *Relay) deny(w http.ResponseWriter, r *http.Request, rt route, why string) access {
+	rl.writeError(w, r, provider.Errorf(provider.Unauthenticated,
 		"sandbox %s port %d: %s; send its preview token in the %s header, or open the preview link once with ?%s=<token>",
 		rt.id, rt.port, why, TokenHeader, TokenParam))
 	return denied

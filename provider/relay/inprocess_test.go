@@ -2,8 +2,10 @@ package relay
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,4 +185,25 @@ func TestNegativeDurationsAreAccepted(t *testing.T) {
 	assert.NoError(t, err)
 	_, err = New(newBackend(), Options{PathPrefix: "preview"})
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
+}
+
+func TestWriteErrorAnswersInTheBackendsShape(t *testing.T) {
+	var seen []string
+	f := newFixture(t, Options{WriteError: func(w http.ResponseWriter, r *http.Request, err error) {
+		seen = append(seen, r.Host)
+		w.WriteHeader(provider.HTTPStatus(provider.Code(err)))
+		_, _ = io.WriteString(w, "backend says: "+provider.Message(err))
+	}})
+	up := upstream(t, ok)
+	priv := target("priv", up.URL)
+	priv.Token = "s3cret"
+	f.backend.set("priv", priv)
+
+	rec := f.do(t, "GET", "3000-nope.localhost", "/", nil)
+	assert.Equal(t, http.StatusNotFound, rec.Code)
+	assert.Equal(t, "backend says: no sandbox nope: check the id in the address", rec.Body.String())
+	rec = f.do(t, "GET", "3000-priv.localhost", "/", nil)
+	assert.Equal(t, http.StatusUnauthorized, rec.Code)
+	assert.True(t, strings.HasPrefix(rec.Body.String(), "backend says: sandbox priv port 3000: it is private"), rec.Body.String())
+	assert.Equal(t, []string{"3000-nope.localhost", "3000-priv.localhost"}, seen, "with the request it answers")
 }

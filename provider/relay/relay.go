@@ -77,6 +77,13 @@ type Options struct {
 	// unbounded, for an in-process resolver that never blocks.
 	ResolveTimeout time.Duration
 
+	// WriteError, when set, answers the errors the relay itself gives (a
+	// bad token, an unknown or stopped sandbox, an upstream that does not
+	// answer) in the backend's own shape: the simulator answers as
+	// Daytona's proxy does. err carries the provider code and message.
+	// Default: the project's JSON body {"error": {"code", "message"}}.
+	WriteError func(w http.ResponseWriter, r *http.Request, err error)
+
 	// CookieKey signs access cookies. Default: random per relay, so cookies
 	// end with the process.
 	CookieKey []byte
@@ -262,7 +269,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // streaming, errors.
 func (rl *Relay) Forward(w http.ResponseWriter, r *http.Request, idOrName string, port int, path string) {
 	if port < 1 || port > 65535 || !validID(idOrName) {
-		writeError(w, provider.Errorf(provider.NotFound, "no sandbox %.130q with a port %d", idOrName, port))
+		rl.writeError(w, r, provider.Errorf(provider.NotFound, "no sandbox %.130q with a port %d", idOrName, port))
 		return
 	}
 	if !strings.HasPrefix(path, "/") {
@@ -288,7 +295,7 @@ func (rl *Relay) serve(w http.ResponseWriter, r *http.Request, rt route, rest st
 	}
 	e, err := rl.res.resolve(r.Context(), rt.key())
 	if err != nil {
-		writeError(w, resolveError(rt, err))
+		rl.writeError(w, r, resolveError(rt, err))
 		return
 	}
 	if rl.authorize(w, r, rt, e) != allowed {
@@ -331,7 +338,7 @@ func (rl *Relay) route(r *http.Request) (route, string, bool) {
 // serveOwn answers what is not a sandbox's: the metrics, or a clear 404.
 func (rl *Relay) serveOwn(w http.ResponseWriter, r *http.Request) {
 	if _, sandboxHost := parseHost(r.Host, rl.opts.Domain); !sandboxHost && !isOwnHost(r.Host, rl.opts.Domain) {
-		writeError(w, provider.Errorf(provider.PermissionDenied,
+		rl.writeError(w, r, provider.Errorf(provider.PermissionDenied,
 			"host %q is not served here: address a sandbox as <port>-<id>.%s", hostname(r.Host), rl.opts.Domain))
 		return
 	}
@@ -339,7 +346,7 @@ func (rl *Relay) serveOwn(w http.ResponseWriter, r *http.Request) {
 		rl.metrics.ServeHTTP(w, r)
 		return
 	}
-	writeError(w, provider.Errorf(provider.NotFound,
+	rl.writeError(w, r, provider.Errorf(provider.NotFound,
 		"no sandbox in this address: use http://<port>-<id>.%s:<relay port>/ or %s/<port>-<id>/ on the relay", rl.opts.Domain, rl.opts.PathPrefix))
 }
 
@@ -410,7 +417,7 @@ func (rl *Relay) proxyError(w http.ResponseWriter, out *http.Request, err error)
 	rs := stateOf(out)
 	var rf *resolveFailure
 	if errors.As(err, &rf) {
-		writeError(w, rf.err)
+		rl.writeError(w, out, rf.err)
 		return
 	}
 	if rs.in.Context().Err() != nil {
@@ -420,7 +427,7 @@ func (rl *Relay) proxyError(w http.ResponseWriter, out *http.Request, err error)
 	rl.res.forget(key, rs.entry)
 	e, rerr := rl.res.resolve(rs.in.Context(), key)
 	if rerr != nil {
-		writeError(w, resolveError(rs.route, rerr))
+		rl.writeError(w, out, resolveError(rs.route, rerr))
 		return
 	}
 	if !rs.retried && e != rs.entry && e.target.URL.String() != rs.entry.target.URL.String() &&
@@ -430,7 +437,7 @@ func (rl *Relay) proxyError(w http.ResponseWriter, out *http.Request, err error)
 		return
 	}
 	rl.log.Debug("relay: upstream failed", "sandbox", e.target.ID, "port", rs.route.port, "cause", causeOf(err))
-	writeError(w, provider.Errorf(provider.Unavailable,
+	rl.writeError(w, out, provider.Errorf(provider.Unavailable,
 		"sandbox %s does not answer on port %d (%s): is its server listening there?", rs.route.id, rs.route.port, causeOf(err)))
 }
 
@@ -464,6 +471,16 @@ func resolveError(rt route, err error) error {
 		return provider.Errorf(provider.Unavailable, "sandbox %s cannot be resolved now (%s): retry shortly", rt.id, provider.Message(err))
 	}
 	return provider.Errorf(provider.Internal, "sandbox %s cannot be resolved (%s)", rt.id, provider.Message(err))
+}
+
+// writeError answers err in the backend's shape (Options.WriteError), or
+// the project's.
+func (rl *Relay) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if rl.opts.WriteError != nil {
+		rl.opts.WriteError(w, r, err)
+		return
+	}
+	writeError(w, err)
 }
 
 // writeError writes the project's error body with the code's status.
