@@ -190,10 +190,17 @@ func countProxyEvents(t *testing.T, p *local.Provider, id string) func() int {
 	require.NoError(t, err)
 	var n atomic.Int64
 	var wg sync.WaitGroup
+	snapshot := make(chan struct{})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		first := true
 		for ev := range ch {
+			if first {
+				// The stream begins with a snapshot: what follows is new.
+				close(snapshot)
+				first = false
+			}
 			if ev.Type == provider.EventActivity && ev.Source == provider.SourceProxy && ev.Sandbox != nil && ev.Sandbox.ID == id {
 				n.Add(1)
 			}
@@ -203,10 +210,11 @@ func countProxyEvents(t *testing.T, p *local.Provider, id string) func() int {
 		cancel()
 		wg.Wait()
 	})
-	// The stream begins with a snapshot: once it is read, what follows is
-	// from now on. An event to wait for would be more exact; a short pause
-	// is enough for a loopback stream.
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-snapshot:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the event stream sent no snapshot")
+	}
 	base := n.Load()
 	return func() int {
 		time.Sleep(200 * time.Millisecond) // let the last events arrive
@@ -342,7 +350,7 @@ func (c *relayCase) startServer() *provider.Preview {
 		arg = "${PORT_" + strconv.Itoa(serverPort) + "}"
 	}
 	out := c.exec("cat > relay_server.py <<'EOF'\n" + serverScript + "EOF\n" +
-		"nohup python3 -u relay_server.py " + arg + " </dev/null >relay_server.log 2>&1 & " +
+		": >relay_server.log; nohup python3 -u relay_server.py " + arg + " </dev/null >>relay_server.log 2>&1 & " +
 		"for i in $(seq 100); do grep -o 'port [0-9]*' relay_server.log && exit 0; sleep 0.1; done; cat relay_server.log; exit 1")
 	var n int
 	_, err := fmt.Sscanf(strings.TrimSpace(out), "port %d", &n)
