@@ -29,6 +29,14 @@
 // files back through the toolbox in the preview scenario), so a provider
 // under test implements it.
 //
+// Preview traffic as activity (a stream or WebSocket held open through the
+// relay keeps a sandbox started, a burst of ten thousand requests sends a
+// handful of refreshes, an idle WebSocket stops counting past the keep-alive
+// limit) is TestRelayActivity, run on the backends that serve previews
+// through provider/relay themselves: the local daemon, native and on Docker,
+// and the simulator. Those cases hold connections open for minutes and send
+// more requests than a cassette should hold, so they are not scenarios.
+//
 // Differences between backends are never accidents: a harness states the
 // Traits its provider must report, and the scenarios check the behaviour
 // each trait describes.
