@@ -317,7 +317,7 @@ func previewReachesWorkload(e *env) {
 		// from the server's banner (native sandboxes share the host's
 		// ports, and a replay must see the port its recording saw).
 		out := e.exec(sb, "nohup python3 -u -m http.server 0 --bind 127.0.0.1 --directory "+dir+" </dev/null >server.log 2>&1 & "+
-			"for i in $(seq 100); do grep -o 'port [0-9]*' server.log && exit 0; sleep 0.1; done; cat server.log; exit 1")
+			"for i in $(seq 100); do grep -o 'port [0-9]*' server.log 2>/dev/null && exit 0; sleep 0.1; done; cat server.log; exit 1")
 		require.Zero(e.t, out.ExitCode, out.Result)
 		var n int
 		_, serr := fmt.Sscanf(strings.TrimSpace(out.Result), "port %d", &n)

@@ -166,7 +166,7 @@ func serveInSandbox(t *testing.T, p provider.Provider, id, hello string) int {
 	require.NoError(t, err)
 	cmd := "echo '" + hello + "' > hello.txt && " +
 		"nohup python3 -u -m http.server 0 --bind 127.0.0.1 </dev/null >server.log 2>&1 & " +
-		"for i in $(seq 100); do grep -o 'port [0-9]*' server.log && exit 0; sleep 0.1; done; cat server.log; exit 1"
+		"for i in $(seq 100); do grep -o 'port [0-9]*' server.log 2>/dev/null && exit 0; sleep 0.1; done; cat server.log; exit 1"
 	body, err := json.Marshal(map[string]string{"command": cmd})
 	require.NoError(t, err)
 	req, err := http.NewRequest(http.MethodPost, base+"/process/execute", bytes.NewReader(body))
