@@ -53,6 +53,25 @@ type Spec struct {
 	// Mounts are engine volumes the workload sees at their Target (docker).
 	// The native runtime ignores them; its callers map volumes themselves.
 	Mounts []Mount
+	// Binds are host directories a native workload sees at other paths, in
+	// a mount namespace of its own, without any change to the host's file
+	// system (runtimes whose Binder says so; others refuse them). WorkDir
+	// may name a path inside a bind's Target. Docker ignores them.
+	Binds []Bind
+}
+
+// Bind shows the host directory Source at Target inside a workload.
+type Bind struct {
+	Source string
+	Target string
+}
+
+// Binder is implemented by runtimes that can honour Spec.Binds.
+type Binder interface {
+	// CanBind reports whether this runtime, on this platform, shows a
+	// workload Spec.Binds; false means a spec with binds fails preflight
+	// (preflight_failed).
+	CanBind() bool
 }
 
 // PortMapping is a port of a workload: where it serves in a network of its

@@ -56,6 +56,17 @@
 //   - The init is the daemon's binary: replacing that file does not change
 //     running inits (they run the old one from /proc/self/exe).
 //
+// # Binds
+//
+// Spec.Binds show a host directory at another path (the simulator shows a
+// sandbox's private home at /home/daytona), in the init's own mount
+// namespace: a Target that exists is covered; one that does not is made in
+// a tmpfs over its parent into which each of the parent's entries is bound
+// back, so the host's file system never changes. The init enters WorkDir
+// after the binds. Binds need that mount namespace (CanBind): a runtime in
+// process groups, or whose init cannot mount, refuses them with
+// preflight_failed. With bwrap isolation, bwrap makes them.
+//
 // # Containment: process-group (fallback)
 //
 // Where PID namespaces are unavailable (clone answers EPERM, or the binary

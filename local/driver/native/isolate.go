@@ -248,16 +248,28 @@ func bwrapArgs(spec driver.Spec, path, dir string) []string {
 		"--bind", filepath.Join(spec.Dir, runDir), innerRun,
 		"--ro-bind-fd", strconv.Itoa(exeFD), innerInit,
 	)
+	for _, b := range spec.Binds {
+		a = append(a, "--bind", b.Source, b.Target)
+	}
 	// The command stays reachable where it lies even if that is hidden
 	// (the daemon's own binary under a home directory, say).
 	if under(path, hidden) && !under(path, []string{home}) {
 		a = append(a, "--ro-bind", path, path)
 	}
-	a = append(a,
-		"--chdir", dir,
-		"--setenv", "HOME", home,
-		"--setenv", "TMPDIR", "/tmp",
-	)
+	if len(spec.Binds) > 0 {
+		// The workload's own view: its directory and HOME (spec.Env) are
+		// where the binds show them.
+		if filepath.IsAbs(spec.WorkDir) {
+			dir = spec.WorkDir
+		}
+		a = append(a, "--chdir", dir, "--setenv", "TMPDIR", "/tmp")
+	} else {
+		a = append(a,
+			"--chdir", dir,
+			"--setenv", "HOME", home,
+			"--setenv", "TMPDIR", "/tmp",
+		)
+	}
 	if os.Geteuid() == 0 {
 		// Root in the sandbox's user namespace keeps no capability there.
 		a = append(a, "--cap-drop", "ALL")

@@ -141,7 +141,20 @@ func (r *Driver) Preflight(ctx context.Context, spec driver.Spec) error {
 	if err != nil {
 		return err
 	}
+	if err := r.checkBinds(spec); err != nil {
+		return err
+	}
 	return r.preflightIsolation(ctx, spec, path)
+}
+
+// checkBinds refuses binds that spec's workload would not get.
+func (r *Driver) checkBinds(spec driver.Spec) error {
+	if len(spec.Binds) == 0 || r.isolationOf(spec) == IsolationBwrap || (r.containment == ContainPIDNamespace && r.ownProc) {
+		return nil
+	}
+	return provider.Errorf(provider.PreflightFailed,
+		"this platform gives workloads no mount namespace of their own, so %s cannot be shown at %s: run without binds",
+		spec.Binds[0].Source, spec.Binds[0].Target)
 }
 
 // resolve returns the executable spec runs and the directory it runs in: the
@@ -163,7 +176,7 @@ func (r *Driver) resolve(spec driver.Spec) (path, dir string, err error) {
 	}
 	if spec.WorkDir != "" {
 		base := dir
-		dir = spec.WorkDir
+		dir = hostPath(spec.WorkDir, spec.Binds)
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(base, dir)
 		}
@@ -180,6 +193,24 @@ func (r *Driver) resolve(spec driver.Spec) (path, dir string, err error) {
 		return "", "", classify(phasePreflight, fmt.Sprintf("command %q", spec.Command[0]), err)
 	}
 	return path, dir, nil
+}
+
+// hostPath is where p, a path as the workload sees it, lies on the host:
+// under the Source of the bind whose Target holds it, else p itself.
+func hostPath(p string, binds []driver.Bind) string {
+	for _, b := range binds {
+		if rel, err := filepath.Rel(b.Target, p); err == nil && filepath.IsAbs(p) && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return filepath.Join(b.Source, rel)
+		}
+	}
+	return p
+}
+
+// CanBind reports whether workloads get a mount namespace of their own, in
+// which Spec.Binds are made: under PID-namespace containment where the init
+// can mount (or with bwrap isolation, which binds them itself).
+func (r *Driver) CanBind() bool {
+	return r.checkBinds(driver.Spec{Binds: []driver.Bind{{}}}) == nil
 }
 
 func isDir(p string) error {

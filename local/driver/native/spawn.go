@@ -103,6 +103,9 @@ func (r *Driver) prepare(spec driver.Spec, path, dir string, env []string) (*lau
 		return nil, err
 	}
 	isolation := r.isolationOf(spec)
+	if err := r.checkBinds(spec); err != nil {
+		return nil, err
+	}
 	if r.containment == ContainProcessGroup {
 		return &launch{cmd: &exec.Cmd{
 			Path: path, Args: spec.Command, Env: env, Dir: dir,
@@ -113,6 +116,13 @@ func (r *Driver) prepare(spec driver.Spec, path, dir string, env []string) (*lau
 	}
 	l := &launch{}
 	cfg := nsinit.Config{Path: path, Args: spec.Command}
+	for _, b := range spec.Binds {
+		cfg.Binds = append(cfg.Binds, nsinit.Bind{Source: b.Source, Target: b.Target})
+	}
+	if len(spec.Binds) > 0 && filepath.IsAbs(spec.WorkDir) {
+		// dir is its place on the host; the init enters the bound one.
+		cfg.Dir = spec.WorkDir
+	}
 	var extra []*os.File
 	if isolation == IsolationBwrap {
 		var err error

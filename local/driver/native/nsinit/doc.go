@@ -12,6 +12,8 @@
 // What the init does, and nothing more:
 //   - it refuses to run unless it is PID 1, so that its kill(-1) can only
 //     ever reach its own namespace;
+//   - with -mount-proc, it mounts a /proc of its namespace, then makes each
+//     -bind SOURCE -bind-at TARGET (Config.Binds) and enters -dir;
 //   - it starts the main command (argv after the flags) with its own
 //     environment, working directory, stdout and stderr, and stdin from
 //     /dev/null;

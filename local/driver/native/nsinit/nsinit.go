@@ -70,6 +70,15 @@ type Config struct {
 	// processes by pids that mean nothing inside. The runtime starts the
 	// init in a mount namespace of its own for it.
 	MountProc bool
+	// Binds show host directories at other paths, in the init's mount
+	// namespace (with MountProc only): each Source appears at its Target.
+	// A Target that does not exist is made in a copy of its parent (a
+	// tmpfs over it into which each of the parent's entries is bound back),
+	// so the host's file system never changes.
+	Binds []Bind
+	// Dir is the main command's working directory, entered after the
+	// binds; empty keeps the init's own.
+	Dir string
 	// Probe makes the init exit at once, 0 when it is PID 1 (and could mount
 	// /proc, with MountProc): the runtime's check of what this platform
 	// gives it.
@@ -98,6 +107,13 @@ func (c Config) Flags() []string {
 	}
 	if c.Probe {
 		return append(out, "-probe")
+	}
+	for _, b := range c.Binds {
+		// Two flags: any byte but NUL may be in a path.
+		out = append(out, "-bind", b.Source, "-bind-at", b.Target)
+	}
+	if c.Dir != "" {
+		out = append(out, "-dir", c.Dir)
 	}
 	if c.NoSignals {
 		out = append(out, "-signals=false")
@@ -143,6 +159,22 @@ func parse(args []string) (Config, error) {
 		c.Serves = append(c.Serves, Serve{Socket: v[:i], Target: v[i+1:]})
 		return nil
 	})
+	fs.StringVar(&c.Dir, "dir", "", "")
+	fs.Func("bind", "", func(s string) error {
+		if !filepath.IsAbs(s) {
+			return fmt.Errorf("bind %q: want an absolute path", s)
+		}
+		c.Binds = append(c.Binds, Bind{Source: s})
+		return nil
+	})
+	fs.Func("bind-at", "", func(s string) error {
+		n := len(c.Binds)
+		if n == 0 || c.Binds[n-1].Target != "" || !filepath.IsAbs(s) {
+			return fmt.Errorf("bind-at %q: want an absolute path after each -bind", s)
+		}
+		c.Binds[n-1].Target = s
+		return nil
+	})
 	fs.Func("keep-fd", "", func(s string) error {
 		fd, err := strconv.Atoi(s)
 		if err != nil || fd <= StatusFD {
@@ -157,6 +189,11 @@ func parse(args []string) (Config, error) {
 	c.NoSignals = !*signals
 	if c.Probe {
 		return c, nil
+	}
+	for _, b := range c.Binds {
+		if b.Target == "" {
+			return c, fmt.Errorf("bind %q: no -bind-at", b.Source)
+		}
 	}
 	rest := fs.Args()
 	if len(rest) < 2 {
@@ -291,6 +328,16 @@ func run(args []string) int {
 	if cfg.Probe {
 		return 0
 	}
+	if len(cfg.Binds) > 0 && !cfg.MountProc {
+		p.report(Status{Err: "init: binds need a mount namespace of its own (-mount-proc)"})
+		return exitSetup
+	}
+	for _, b := range cfg.Binds {
+		if err := bindAt(b.Source, b.Target); err != nil {
+			p.report(Status{Err: "init: " + err.Error()})
+			return exitSetup
+		}
+	}
 	return p.serve()
 }
 
@@ -335,7 +382,7 @@ func (p *initProc) serve() int {
 	// on the thread that forks.
 	runtime.LockOSThread()
 	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-	pid, err := syscall.ForkExec(p.cfg.Path, p.cfg.Args, &syscall.ProcAttr{Env: os.Environ(), Files: files})
+	pid, err := syscall.ForkExec(p.cfg.Path, p.cfg.Args, &syscall.ProcAttr{Dir: p.cfg.Dir, Env: os.Environ(), Files: files})
 	if relayW != nil {
 		// Only the command may hold the write end, so that EOF means it
 		// and everything it handed the pipe on to are gone.
