@@ -142,6 +142,15 @@ func (b *runtimeBackend) Name() string { return string(b.cfg.Runtime.Name()) }
 
 func (b *runtimeBackend) native() bool { return b.cfg.Runtime.Name() == provider.RuntimeNative }
 
+// bindsHome reports whether native sandboxes see their private home at
+// /home/daytona, as on Daytona: the runtime shows it there in a mount
+// namespace of the workload's own, and the host's /home is never touched.
+// Without one, a sandbox's home is its private directory at its host path.
+func (b *runtimeBackend) bindsHome() bool {
+	binder, ok := b.cfg.Runtime.(driver.Binder)
+	return b.native() && ok && binder.CanBind()
+}
+
 // Start launches the sandbox's workload unless it runs: its directories and
 // secret, the launcher's steps (a port, its last one when still free, so
 // that a restarted container keeps its published port; the spec; preflight;
@@ -221,6 +230,10 @@ func (b *runtimeBackend) launchRequest(w Workload, wl *workload, home, token str
 	}
 	if b.native() {
 		spec.WorkDir = home
+		if b.bindsHome() {
+			spec.Binds = []driver.Bind{{Source: home, Target: nativeHome}}
+			spec.WorkDir = nativeHome
+		}
 	}
 	secrets := copyMap(w.Env)
 	secrets[TokenEnv] = token
@@ -319,6 +332,9 @@ func (b *runtimeBackend) environ(w Workload, home string, port int, token string
 		"LANG": "C.UTF-8",
 		"HOME": home,
 		"USER": w.User,
+	}
+	if b.bindsHome() {
+		env["HOME"] = nativeHome
 	}
 	if !b.native() {
 		env["HOME"] = "/home/daytona"

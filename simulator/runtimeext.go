@@ -83,7 +83,10 @@ func (n nativeBackend) RemoveVolume(_ context.Context, volumeID string) error {
 // directory stands for in mount paths.
 const nativeHome = "/home/daytona"
 
-func (nativeBackend) VolumeMountNote() string {
+func (n nativeBackend) VolumeMountNote() string {
+	if n.bindsHome() {
+		return "native sandboxes see host paths but their home at " + nativeHome + ": a volume mounted at " + nativeHome + "/X is there, and one at any other /P is $HOME/P (a link to the volume's directory)"
+	}
 	return "native sandboxes see host paths: a volume mounted at " + nativeHome + "/X is $HOME/X of the sandbox, and one at any other /P is $HOME/P (a link to the volume's directory)"
 }
 
