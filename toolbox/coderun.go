@@ -113,7 +113,7 @@ func (s *server) handleCodeRun(w http.ResponseWriter, r *http.Request) {
 	res := s.run(r.Context(), runSpec{
 		command: strings.Join(words, " "),
 		dir:     s.opts.WorkDir,
-		env:     envList(req.Envs),
+		env:     s.envList(req.Envs),
 		timeout: timeoutDuration(req.Timeout),
 	})
 	switch {

@@ -102,7 +102,7 @@ func (s *server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	res := s.run(r.Context(), runSpec{
 		command: req.Command,
 		dir:     s.absPath(cwd),
-		env:     envList(req.Envs),
+		env:     s.envList(req.Envs),
 		timeout: timeoutDuration(req.Timeout),
 	})
 	switch {
@@ -131,17 +131,20 @@ func (s *server) absPath(p string) string {
 	return filepath.Clean(p)
 }
 
-func envList(env map[string]string) []string {
-	if len(env) == 0 {
-		return nil
-	}
+// envList is the environment of a command given env: the toolbox's
+// (POST /env included), env on top.
+func (s *server) envList(env map[string]string) []string {
+	return appendEnv(s.opts.env.environ(), env)
+}
+
+// appendEnv appends env to out in name order; exec keeps the last of
+// duplicate names, so these override what out had.
+func appendEnv(out []string, env map[string]string) []string {
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	// exec keeps the last of duplicate names, so these override ours.
-	out := os.Environ()
 	for _, k := range keys {
 		out = append(out, k+"="+env[k])
 	}

@@ -171,6 +171,8 @@ type gitCmd struct {
 	creds *gitCreds
 	env   []string
 	args  []string
+	// stdin is what git reads (the credential protocol); empty: nothing.
+	stdin string
 	// quietExit1 makes an exit status 1 with nothing on stderr
 	// errQuietExit1 (git config --get of a key that is not set).
 	quietExit1 bool
@@ -187,7 +189,7 @@ func (s *server) git(ctx context.Context, c gitCmd) (string, error) {
 	for _, rw := range s.opts.GitURLRewrites {
 		args = append(args, "-c", "url."+rw.To+".insteadOf="+rw.From)
 	}
-	env := append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	env := append(s.opts.env.environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
 	if c.creds != nil {
 		dir, err := os.MkdirTemp("", "sandplane-git-")
 		if err != nil {
@@ -206,6 +208,9 @@ func (s *server) git(ctx context.Context, c gitCmd) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", append(args, c.args...)...)
 	cmd.Dir = c.dir
 	cmd.Env = append(env, c.env...)
+	if c.stdin != "" {
+		cmd.Stdin = strings.NewReader(c.stdin)
+	}
 	stdout, stderr := &boundedBuffer{limit: maxGitOutput}, &boundedBuffer{limit: 64 << 10}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Run(); err != nil {

@@ -95,6 +95,7 @@ type interpContext struct {
 	cwd       string
 	createdAt time.Time
 	turn      chan struct{} // holds a token while a run owns the context
+	env       *procEnv      // what each of its workers starts with
 
 	mu     sync.Mutex
 	worker *interpWorker
@@ -126,7 +127,7 @@ func (in *interpreters) create(req CreateContextRequest) (*interpContext, error)
 }
 
 func (in *interpreters) newContext(id, cwd string) *interpContext {
-	return &interpContext{id: id, cwd: cwd, createdAt: in.srv.opts.Clock.Now().UTC(), turn: make(chan struct{}, 1)}
+	return &interpContext{id: id, cwd: cwd, createdAt: in.srv.opts.Clock.Now().UTC(), turn: make(chan struct{}, 1), env: in.srv.opts.env}
 }
 
 // get returns a context; the empty id is the default context, made on
@@ -218,7 +219,7 @@ func (c *interpContext) ensureWorker() error {
 	if c.worker != nil && !c.worker.isDead() {
 		return nil
 	}
-	w, err := startWorker(c.cwd)
+	w, err := startWorker(c.cwd, c.env.environ())
 	if err != nil {
 		return err
 	}
@@ -264,7 +265,7 @@ type interpRun struct {
 
 func (r *interpRun) finish() { r.once.Do(func() { close(r.done) }) }
 
-func startWorker(cwd string) (*interpWorker, error) {
+func startWorker(cwd string, environ []string) (*interpWorker, error) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		return nil, errorf(http.StatusInternalServerError, "python3 is not installed in the sandbox: the interpreter needs it")
@@ -282,7 +283,7 @@ func startWorker(cwd string) (*interpWorker, error) {
 	w := &interpWorker{reqs: reqW, marker: []byte("<sandplane-end-" + randomHex(16) + ">"), dead: make(chan struct{})}
 	cmd := exec.Command(python, "-u", "-c", interpreterDriver)
 	cmd.Dir = cwd
-	cmd.Env = append(os.Environ(), "SANDPLANE_INTERPRETER_MARKER="+string(w.marker), "PYTHONIOENCODING=utf-8")
+	cmd.Env = append(environ, "SANDPLANE_INTERPRETER_MARKER="+string(w.marker), "PYTHONIOENCODING=utf-8")
 	cmd.ExtraFiles = []*os.File{ctlW, reqR} // fds 3 and 4
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -150,7 +150,7 @@ func (ls *lspServers) start(ctx context.Context, req LspServerRequest) error {
 	case len(ls.m) >= maxLSPServers:
 		return errorf(http.StatusConflict, "too many language servers: at most %d; stop one first", maxLSPServers)
 	}
-	c, err := startLSP(ctx, ls.srv.opts.Clock, req.LanguageID, dir)
+	c, err := startLSP(ctx, ls.srv.opts.Clock, req.LanguageID, dir, ls.srv.opts.env.environ())
 	if err != nil {
 		return err
 	}
@@ -233,14 +233,14 @@ type rpcMessage struct {
 // rpcMethodNotFound is JSON-RPC's code for a method a server lacks.
 const rpcMethodNotFound = -32601
 
-func startLSP(ctx context.Context, clk clock.Clock, language, root string) (*lspClient, error) {
+func startLSP(ctx context.Context, clk clock.Clock, language, root string, environ []string) (*lspClient, error) {
 	argv := lspCommands[language]
 	bin, err := exec.LookPath(argv[0])
 	if err != nil {
 		return nil, errorf(http.StatusInternalServerError, "the %s language server (%s) is not installed in the sandbox", language, argv[0])
 	}
 	cmd := exec.Command(bin, argv[1:]...)
-	cmd.Dir = root
+	cmd.Dir, cmd.Env = root, environ
 	setProcessGroup(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -190,10 +190,8 @@ func (pm *ptyManager) newSession(req PtyCreateRequest) (*ptySession, error) {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	env := append(os.Environ(), "TERM=xterm-256color")
-	if e := envList(req.Envs); e != nil {
-		env = append(env, e[len(os.Environ()):]...)
-	}
+	// TERM before the request's env, which may set its own.
+	env := appendEnv(append(pm.srv.opts.env.environ(), "TERM=xterm-256color"), req.Envs)
 	return &ptySession{
 		id: req.ID, cwd: cwd, env: env, envNames: names,
 		createdAt: pm.srv.opts.Clock.Now().UTC(), lazy: req.LazyStart, opts: pm.srv.opts,

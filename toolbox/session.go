@@ -262,7 +262,7 @@ func startSession(id string, opts Options, all *sessions) (*session, error) {
 		return nil, err
 	}
 	cmd := shellCommand(opts.Shell)
-	cmd.Dir = opts.WorkDir
+	cmd.Dir, cmd.Env = opts.WorkDir, opts.env.environ()
 	cmd.Stdout, cmd.Stderr = outW, errW
 	setSession(cmd)
 	stdin, err := cmd.StdinPipe()

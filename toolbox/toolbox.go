@@ -96,6 +96,10 @@ type Options struct {
 	// ShutdownGrace is how long Serve lets requests finish after ctx ends
 	// before cutting them off (which kills their commands).
 	ShutdownGrace time.Duration
+
+	// env is what processes the toolbox starts inherit (POST /env); set
+	// by newServer and shared by every copy of these options.
+	env *procEnv
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -165,6 +169,7 @@ type server struct {
 	initToken string // from POST /init; never logged or echoed
 	interp    *interpreters
 	ptys      *ptyManager
+	cpu       cpuMeter
 }
 
 // NewHandler returns the toolbox API. The handler also implements io.Closer:
@@ -184,11 +189,13 @@ func newServer(opts Options) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts.env = newProcEnv()
 	fsys, err := newFsys(opts.Root, opts.WorkDir, opts.Hidden)
 	if err != nil {
 		return nil, err
 	}
 	s := &server{opts: opts, fs: fsys, mux: http.NewServeMux()}
+	s.cpu.usedPct() // the first request measures from here
 	s.sessions = newSessions(s)
 	s.lsp = newLSPServers(s)
 	s.interp = newInterpreters(s)
@@ -258,6 +265,7 @@ func (s *server) routes() {
 		{"POST /files/replace", json, s.handleReplace},
 
 		{"POST /git/clone", json, s.handleGitClone},
+		{"POST /git/credentials", json, s.handleGitCredentials},
 		{"GET /git/status", none, s.handleGitStatus},
 		{"GET /git/branches", none, s.handleGitBranches},
 		{"POST /git/branches", json, s.handleGitCreateBranch},
@@ -281,6 +289,8 @@ func (s *server) routes() {
 		{"GET /port", none, s.handleGetPorts},
 		{"GET /port/{port}/in-use", none, s.handlePortInUse},
 		{"POST /init", anyType, s.handleInit},
+		{"POST /env", json, s.handleUpdateEnv},
+		{"GET /system/metrics", none, s.handleSystemMetrics},
 		{"/computeruse/", none, s.handleComputerUse},
 
 		{"POST /lsp/start", json, s.handleLSPStart},

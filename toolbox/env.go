@@ -1,0 +1,116 @@
+package toolbox
+
+import (
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// UpdateEnvRequest is the body of POST /env (toolbox releases after
+// v0.190.0; the SDK's sandbox.updateEnv).
+type UpdateEnvRequest struct {
+	// Set maps names to values that every process started afterwards
+	// (execute, code-run, sessions, PTYs, interpreters, git, LSP) inherits.
+	Set map[string]string `json:"set"`
+	// Unset names variables to remove before Set is applied.
+	Unset []string `json:"unset"`
+	// UnsetValuePrefix removes every variable whose value starts with it
+	// and whose name is not a key of Set, before Set is applied.
+	UnsetValuePrefix string `json:"unsetValuePrefix"`
+}
+
+// procEnv is the environment the toolbox hands the processes it starts:
+// its own, changed by POST /env. Changes live in the toolbox only (never
+// in the process's real environment, which other servers in the same
+// process share) and are lost with it.
+type procEnv struct {
+	mu    sync.Mutex
+	set   map[string]string
+	unset map[string]bool
+}
+
+func newProcEnv() *procEnv {
+	return &procEnv{set: map[string]string{}, unset: map[string]bool{}}
+}
+
+// environ is the environment for a new process, in os.Environ's form.
+func (e *procEnv) environ() []string {
+	if e == nil {
+		return os.Environ()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	base := os.Environ()
+	out := make([]string, 0, len(base)+len(e.set))
+	for _, kv := range base {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, ok := e.set[name]; ok || e.unset[name] {
+			continue
+		}
+		out = append(out, kv)
+	}
+	names := make([]string, 0, len(e.set))
+	for k := range e.set {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		out = append(out, k+"="+e.set[k])
+	}
+	return out
+}
+
+// update applies req: the removals first, then Set.
+func (e *procEnv) update(req UpdateEnvRequest) {
+	current := e.environ()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	remove := func(name string) {
+		delete(e.set, name)
+		e.unset[name] = true
+	}
+	for _, name := range req.Unset {
+		remove(name)
+	}
+	if req.UnsetValuePrefix != "" {
+		for _, kv := range current {
+			name, value, _ := strings.Cut(kv, "=")
+			if _, keep := req.Set[name]; !keep && strings.HasPrefix(value, req.UnsetValuePrefix) {
+				remove(name)
+			}
+		}
+	}
+	for k, v := range req.Set {
+		delete(e.unset, k)
+		e.set[k] = v
+	}
+}
+
+// handleUpdateEnv changes the environment of the processes started from
+// now on; running sessions keep theirs, as their shells already run.
+func (s *server) handleUpdateEnv(w http.ResponseWriter, r *http.Request) {
+	var req UpdateEnvRequest
+	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(req.Set) == 0 && len(req.Unset) == 0 && req.UnsetValuePrefix == "" {
+		s.fail(w, r, errorf(http.StatusBadRequest, "nothing to change: give set, unset or unsetValuePrefix"))
+		return
+	}
+	if err := validateEnv(req.Set); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	for _, name := range req.Unset {
+		if err := validateEnv(map[string]string{name: ""}); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	s.opts.env.update(req)
+	// Names only: values are secrets.
+	writeJSON(w, http.StatusOK, map[string]string{"message": "environment updated"})
+}
