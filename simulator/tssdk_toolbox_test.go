@@ -45,6 +45,7 @@ var toolboxSteps = []string{
 var newerToolboxSteps = []string{
 	"fs.listFiles depth", "git.clone depth", "git.push branch", "git.pull branch", "git.init and remotes",
 	"git.config", "git.reset and restore", "git.status detached",
+	"sandbox.updateEnv", "sandbox.getMetricsLatest", "git.dangerouslyAuthenticate",
 }
 
 // sandboxTools are the programs toolbox-test.js makes the sandbox's toolbox

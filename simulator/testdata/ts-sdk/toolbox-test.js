@@ -709,6 +709,30 @@ async function preview(sandbox, wd) {
   })
 }
 
+// later runs what releases after 0.190.1 added to the sandbox itself:
+// its process environment, its current metrics, stored git credentials.
+async function later(sandbox) {
+  await step('sandbox.updateEnv', async () => {
+    await sandbox.updateEnv({ SANDPLANE_SDK_ENV: 'from-sdk', SANDPLANE_SDK_GONE: 'soon' })
+    equal(await sh(sandbox, 'echo "$SANDPLANE_SDK_ENV|$SANDPLANE_SDK_GONE"'), 'from-sdk|soon\n', 'commands inherit the set variables')
+    await sandbox.updateEnv({}, { unset: ['SANDPLANE_SDK_GONE'] })
+    equal(await sh(sandbox, 'echo "$SANDPLANE_SDK_ENV|$SANDPLANE_SDK_GONE"'), 'from-sdk|\n', 'an unset variable is gone')
+  }, { newerOnly: true })
+  await step('sandbox.getMetricsLatest', async () => {
+    const m = await sandbox.getMetricsLatest()
+    check(m.cpuCount >= 1, 'a CPU count', m)
+    check(m.cpuUsedPct >= 0 && m.cpuUsedPct <= 100, 'a CPU percentage', m)
+    check(m.memTotal > 0 && m.memUsed <= m.memTotal, 'memory in bytes', m)
+    check(m.diskTotal > 0 && m.diskUsed <= m.diskTotal, 'disk in bytes', m)
+    check(m.timestamp instanceof Date && !isNaN(m.timestamp), 'a timestamp', m)
+  }, { newerOnly: true })
+  await step('git.dangerouslyAuthenticate', async () => {
+    await sandbox.git.dangerouslyAuthenticate('sdk-user', 'sdk-token', 'git.example.com')
+    const out = await sh(sandbox, "printf 'protocol=https\\nhost=git.example.com\\n\\n' | git credential fill")
+    check(out.includes('username=sdk-user') && out.includes('password=sdk-token'), 'git finds the stored credentials', out)
+  }, { newerOnly: true })
+}
+
 async function main() {
   const daytona = new Daytona({ apiKey: process.env.DAYTONA_API_KEY, apiUrl: process.env.DAYTONA_API_URL })
   const sandbox = await daytona.create({ labels: { suite: 'ts-sdk-toolbox' } }, { timeout: 60 })
@@ -724,6 +748,7 @@ async function main() {
     await lsp(sandbox, wd)
     await interpreter(sandbox, wd)
     await preview(sandbox, wd)
+    if (laterSDK) await later(sandbox)
   } finally {
     await sandbox.delete()
     for (const dir of localDirs) fs.rmSync(dir, { recursive: true, force: true })
