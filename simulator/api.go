@@ -772,6 +772,6 @@ func (s *Simulator) buildLogsURL(c *call) (reply, *apiError) {
 		if sb.BuildInfo == nil {
 			return reply{}, errorf(http.StatusNotFound, "Sandbox %s has no build info", c.params["sandboxIdOrName"])
 		}
-		return reply{http.StatusOK, map[string]string{"url": base + "/sandboxes/" + sb.ID + "/build-logs"}}, nil
+		return reply{http.StatusOK, map[string]string{"url": base + "/api/sandbox/" + sb.ID + "/build-logs"}}, nil
 	})
 }

@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"io"
 )
 
 // The optional capabilities of a Backend beyond running workloads. The
@@ -34,6 +35,9 @@ type ImageSpec struct {
 	ImageName  string
 	Dockerfile string
 	Entrypoint []string
+	// Logs, when set, gets what the pull or build prints as it prints it,
+	// for followers of the build logs.
+	Logs io.Writer
 }
 
 // VolumeBackend is implemented by backends that give volumes storage and

@@ -156,17 +156,19 @@ func containerIP(cli *client.Client) func(context.Context, driver.Handle) (netip
 func (d dockerBackend) PrepareImage(ctx context.Context, spec ImageSpec) (string, string, error) {
 	e := d.ext
 	var logs strings.Builder
+	var w io.Writer = &logs
+	if spec.Logs != nil {
+		w = io.MultiWriter(&logs, spec.Logs)
+	}
 	base := spec.ImageName
 	if spec.Dockerfile != "" {
 		base = "sandplane-sim/build:" + shortID(spec.SnapshotID)
-		out, err := e.build(ctx, base, map[string]string{"Dockerfile": spec.Dockerfile})
-		logs.WriteString(out)
-		if err != nil {
+		if err := e.build(ctx, base, map[string]string{"Dockerfile": spec.Dockerfile}, w); err != nil {
 			return "", logs.String(), fmt.Errorf("build the image: %w", err)
 		}
 		// The derived image keeps it as a parent; the tag goes.
 		defer func() { _, _ = e.cli.ImageRemove(context.WithoutCancel(ctx), base, image.RemoveOptions{}) }()
-	} else if err := e.present(ctx, base, &logs); err != nil {
+	} else if err := e.present(ctx, base, w); err != nil {
 		return "", logs.String(), err
 	}
 	ref := snapshotRepo + ":" + shortID(spec.SnapshotID)
@@ -174,9 +176,8 @@ func (d dockerBackend) PrepareImage(ctx context.Context, spec ImageSpec) (string
 	if err != nil {
 		return "", logs.String(), err
 	}
-	out, err := e.build(ctx, ref, map[string]string{"Dockerfile": dockerfile})
-	logs.WriteString(out)
-	if err != nil {
+	fmt.Fprintf(w, "adding the toolbox to %s\n", base)
+	if err := e.build(ctx, ref, map[string]string{"Dockerfile": dockerfile}, w); err != nil {
 		return "", logs.String(), fmt.Errorf("add the toolbox to image %s: %w", base, err)
 	}
 	e.note(e.images, ref, true)
@@ -243,7 +244,7 @@ func (e *dockerExt) derived(ctx context.Context, base, snapshotID string) (strin
 
 // build runs a classic build of files (a Dockerfile, no other context) as
 // tag and returns its output.
-func (e *dockerExt) build(ctx context.Context, tag string, files map[string]string) (string, error) {
+func (e *dockerExt) build(ctx context.Context, tag string, files map[string]string, logs io.Writer) error {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	names := make([]string, 0, len(files))
@@ -253,25 +254,25 @@ func (e *dockerExt) build(ctx context.Context, tag string, files map[string]stri
 	sort.Strings(names)
 	for _, n := range names {
 		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(files[n])), ModTime: time.Unix(0, 0)}); err != nil {
-			return "", err
+			return err
 		}
 		if _, err := tw.Write([]byte(files[n])); err != nil {
-			return "", err
+			return err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return "", err
+		return err
 	}
 	resp, err := e.cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{
 		Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: map[string]string{labelSim: "image"},
 	})
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer resp.Body.Close()
-	var out bytes.Buffer
-	err = jsonmessage.DisplayJSONMessagesStream(resp.Body, &out, 0, false, nil)
-	return out.String(), err
+	// The engine's JSON messages as the docker CLI prints them, each
+	// step as it runs.
+	return jsonmessage.DisplayJSONMessagesStream(resp.Body, logs, 0, false, nil)
 }
 
 // RemoveImage deletes a snapshot image; a container still using it keeps

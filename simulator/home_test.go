@@ -119,3 +119,25 @@ func TestNativeSandboxHomeIsHomeDaytona(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "0\n", res.Result)
 }
+
+// A declarative build on the native backend is refused at create, for a
+// sandbox and a snapshot alike, naming the backend that builds.
+func TestNativeBackendRefusesDeclarativeBuilds(t *testing.T) {
+	h := nativeHarness(t)
+	build := map[string]any{"dockerfileContent": "FROM debian:12-slim\n"}
+	for _, tt := range []struct{ name, path string }{
+		{"sandbox", "/api/sandbox"},
+		{"snapshot", "/api/snapshots"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body, _ := h.raw("POST", tt.path, map[string]any{"name": "built-" + tt.name, "buildInfo": build})
+			require.Equal(t, http.StatusBadRequest, code, string(body))
+			nest := h.nestError(body)
+			assert.Contains(t, nest.Message, "--backend docker")
+			assert.Equal(t, "Bad Request", nest.Error)
+		})
+	}
+	code, body, _ := h.raw("GET", "/api/sandbox", nil)
+	require.Equal(t, http.StatusOK, code)
+	assert.NotContains(t, string(body), "built-sandbox", "nothing was created")
+}

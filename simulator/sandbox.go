@@ -88,7 +88,7 @@ type sandbox struct {
 	// imageRef is the image its workload runs (ImageBackend); "" is the
 	// default workload. buildLogs is what building it printed.
 	imageRef  string
-	buildLogs string
+	buildLogs *liveLog
 
 	// gen increments at every step the engine takes, so a step that
 	// completes after the row moved on (or vanished) is dropped.

@@ -3,6 +3,7 @@ package simulator
 import (
 	"context"
 	"crypto/subtle"
+	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -331,10 +332,11 @@ func pageOf(c *call) int {
 	return 1
 }
 
-// sandboxBuildLogs is the deprecated build-logs route: what building the
-// sandbox's image printed, as plain text.
+// sandboxBuildLogs answers the deprecated build-logs route and the URL of
+// getBuildLogsUrl: what building the sandbox's image printed, as plain
+// text; with follow=true, as it prints it, until the build ends.
 func (s *Simulator) sandboxBuildLogs(c *call) (reply, *apiError) {
-	var logs string
+	var logs *liveLog
 	rep, err := s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		if sb.BuildInfo == nil {
 			return reply{}, errorf(http.StatusNotFound, "Sandbox %s has no build info", c.params["sandboxIdOrName"])
@@ -345,9 +347,7 @@ func (s *Simulator) sandboxBuildLogs(c *call) (reply, *apiError) {
 	if err != nil {
 		return rep, err
 	}
-	c.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	c.w.WriteHeader(http.StatusOK)
-	_, _ = c.w.Write([]byte(logs))
+	serveLogs(c.w, c.r, logs, "")
 	return reply{status: rawReply}, nil
 }
 
@@ -485,7 +485,11 @@ func (s *Simulator) resizeSandbox(c *call) (reply, *apiError) {
 // snapshot (with the image it runs), the volumes, the linked sandbox.
 // Called with s.mu held.
 func (s *Simulator) createChecksLocked(org string, req createRequest, build bool) (snap Snapshot, ref string, owner *sandbox, err *apiError) {
-	if !build {
+	if build {
+		if err := s.buildRefused(); err != nil {
+			return Snapshot{}, "", nil, err
+		}
+	} else {
 		name := s.cfg.DefaultSnapshot
 		if req.Snapshot != nil && *req.Snapshot != "" {
 			name = *req.Snapshot
@@ -510,6 +514,21 @@ func (s *Simulator) createChecksLocked(org string, req createRequest, build bool
 	return snap, ref, owner, nil
 }
 
+// buildRefused is the answer to a declarative build (buildInfo: Dockerfile
+// content) on a backend that runs real workloads but no images (native):
+// nothing there could run what the Dockerfile describes, so the create is
+// refused, as Daytona refuses what its runners cannot do, rather than run
+// the default workload under the image's name. The none backend, a pure
+// state machine, keeps the build as a record.
+func (s *Simulator) buildRefused() *apiError {
+	if _, ok := s.backend.(ImageBackend); ok || s.backend.Name() == "none" {
+		return nil
+	}
+	return errorf(http.StatusBadRequest,
+		"Building an image from a Dockerfile (buildInfo) is not available on the %s backend, whose sandboxes run host processes rather than images: run the simulator with --backend docker, or create the sandbox from a snapshot",
+		s.backend.Name())
+}
+
 // buildWork is the image build of a create with buildInfo: a real build on
 // an ImageBackend, whose reference the sandbox then runs; nothing
 // elsewhere. Its logs are the sandbox's build logs. Called with s.mu held.
@@ -518,12 +537,16 @@ func (s *Simulator) buildWork(sb *sandbox) func(ctx context.Context) (string, er
 	if !ok || sb.BuildInfo == nil {
 		return nil
 	}
-	spec := ImageSpec{SnapshotID: "build-" + sb.ID, Dockerfile: sb.BuildInfo.DockerfileContent}
+	logs := newLiveLog()
+	sb.buildLogs = logs
+	spec := ImageSpec{SnapshotID: sb.ID, Dockerfile: sb.BuildInfo.DockerfileContent, Logs: logs}
 	return func(ctx context.Context) (string, error) {
-		ref, logs, err := ib.PrepareImage(ctx, spec)
-		s.mu.Lock()
-		sb.buildLogs = logs
-		s.mu.Unlock()
+		defer logs.finish()
+		ref, _, err := ib.PrepareImage(ctx, spec)
+		if err != nil {
+			// Followers read why it failed at the end, as the state says.
+			_, _ = io.WriteString(logs, "build failed: "+err.Error()+"\n")
+		}
 		return ref, err
 	}
 }

@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -44,7 +45,7 @@ type snapshotRec struct {
 	// owned marks a ref the backend made (built or committed), which goes
 	// with the snapshot.
 	owned bool
-	logs  string
+	logs  *liveLog
 	gone  bool
 }
 
@@ -191,6 +192,11 @@ func (s *Simulator) createSnapshot(c *call) (reply, *apiError) {
 	if req.RegionID != nil && *req.RegionID != "" && !contains(s.cfg.Regions, *req.RegionID) {
 		return reply{}, errorf(http.StatusNotFound, "Region not found")
 	}
+	if req.BuildInfo != nil {
+		if err := s.buildRefused(); err != nil {
+			return reply{}, err
+		}
+	}
 	for _, v := range []struct {
 		name string
 		v    *int
@@ -239,7 +245,11 @@ func (s *Simulator) prepareSnapshotLocked(sn *snapshotRec, spec ImageSpec) {
 		via, delay = snapBuilding, s.cfg.Profile.Build.draw(s.rng)
 	}
 	ib, real := s.backend.(ImageBackend)
+	logs := newLiveLog()
+	sn.logs = logs
+	spec.Logs = logs
 	s.goBackground(func(ctx context.Context) {
+		defer logs.finish()
 		s.mu.Lock()
 		if sn.gone {
 			s.mu.Unlock()
@@ -247,19 +257,21 @@ func (s *Simulator) prepareSnapshotLocked(sn *snapshotRec, spec ImageSpec) {
 		}
 		s.setSnapshotState(sn, via)
 		s.mu.Unlock()
-		var ref, logs string
+		var ref string
 		var err error
 		if real {
-			ref, logs, err = ib.PrepareImage(ctx, spec)
+			ref, _, err = ib.PrepareImage(ctx, spec)
 		} else {
-			logs = "the " + s.backend.Name() + " backend runs the default workload for every snapshot: nothing to pull or build\n"
+			_, _ = io.WriteString(logs, "the "+s.backend.Name()+" backend runs the default workload for every snapshot: nothing to pull or build\n")
 		}
 		if delay > 0 {
 			_ = clockSleep(ctx, s, delay)
 		}
+		if err != nil {
+			_, _ = io.WriteString(logs, "failed: "+err.Error()+"\n")
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		sn.logs = logs
 		if sn.gone {
 			if real && ref != "" && spec.ImageName == "" {
 				go func() { _ = ib.RemoveImage(context.WithoutCancel(ctx), ref) }()
@@ -476,7 +488,7 @@ func (s *Simulator) snapshotBuildLogsURL(c *call) (reply, *apiError) {
 func (s *Simulator) snapshotBuildLogs(c *call) (reply, *apiError) {
 	s.mu.Lock()
 	sn := s.findSnapshotLocked(c.org, c.params["id"])
-	var logs string
+	var logs *liveLog
 	if sn != nil {
 		logs = sn.logs
 	}
@@ -484,9 +496,7 @@ func (s *Simulator) snapshotBuildLogs(c *call) (reply, *apiError) {
 	if sn == nil {
 		return reply{}, snapshotNotFound(c.params["id"])
 	}
-	c.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	c.w.WriteHeader(http.StatusOK)
-	_, _ = c.w.Write([]byte(logs))
+	serveLogs(c.w, c.r, logs, "")
 	return reply{status: -1}, nil
 }
 

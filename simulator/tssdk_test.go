@@ -237,3 +237,25 @@ func runSDKWithKey(t *testing.T, h *harness, pkg, scenario string, env ...string
 	t.Helper()
 	return runSDK(t, pkg, scenario, h.srv.URL, append(env, "SANDPLANE_SIM_ADMIN_KEY="+testAdminKey)...)
 }
+
+// Declarative images with the official SDKs: on the docker backend a
+// sandbox and a snapshot are built from Dockerfile content with the
+// Engine API, their build logs streamed to onSnapshotCreateLogs and onLogs;
+// on the native backend both are refused, naming the fix.
+func TestOfficialTypeScriptSDKDeclarativeBuilds(t *testing.T) {
+	for _, sdk := range tsSDKs {
+		t.Run(sdk.name, func(t *testing.T) {
+			tsSDKDir(t, sdk.pkg)
+			t.Run("docker", func(t *testing.T) {
+				h, _, tag := dockerExtHarness(t)
+				out := runSDKWithKey(t, h, sdk.pkg, "docker-build", "BASE_IMAGE="+tag)
+				assert.Contains(t, string(out), `"ok":true`)
+			})
+			t.Run("native", func(t *testing.T) {
+				h := nativeHarness(t)
+				out := runSDKWithKey(t, h, sdk.pkg, "native-build")
+				assert.Contains(t, string(out), `"ok":true`)
+			})
+		})
+	}
+}

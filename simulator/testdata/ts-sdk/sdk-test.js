@@ -9,7 +9,7 @@
 // process.exit on success: the process must end by itself.
 'use strict'
 
-const { Daytona } = require(process.env.SDK_PACKAGE || '@daytonaio/sdk')
+const { Daytona, Image } = require(process.env.SDK_PACKAGE || '@daytonaio/sdk')
 
 const seen = {}
 
@@ -203,13 +203,68 @@ async function dockerNetwork(daytona) {
   await sandbox.delete()
 }
 
+// dockerBuild creates a sandbox and a snapshot from declarative images
+// (Dockerfile content) on the docker backend, reading the build logs as
+// they stream, then runs what was built. BASE_IMAGE is an image the engine
+// has, since no registry is reachable.
+async function dockerBuild(daytona) {
+  const base = process.env.BASE_IMAGE
+  const logs = []
+  const sandbox = await daytona.create(
+    { image: Image.base(base).runCommands('echo built-by-sdk > /built.txt') },
+    { timeout: 180, onSnapshotCreateLogs: (line) => logs.push(line) },
+  )
+  seen.sandboxLogs = logs
+  check(logs.join('\n').includes('echo built-by-sdk'), 'the sandbox build logs stream the RUN step')
+  const built = await sandbox.process.executeCommand('cat /built.txt')
+  check(built.result.trim() === 'built-by-sdk', 'the sandbox runs the built image')
+  await sandbox.delete()
+
+  const snapLogs = []
+  const snap = await daytona.snapshot.create(
+    { name: 'ts-built', image: Image.base(base).runCommands('echo snapshot-by-sdk > /snap.txt') },
+    { timeout: 180, onLogs: (line) => snapLogs.push(line) },
+  )
+  seen.snapshotLogs = snapLogs
+  check(snap.state === 'active', 'the snapshot is active')
+  check(snapLogs.join('\n').includes('echo snapshot-by-sdk'), 'the snapshot build logs stream the RUN step')
+  const fromSnap = await daytona.create({ snapshot: 'ts-built' }, { timeout: 60 })
+  const out = await fromSnap.process.executeCommand('cat /snap.txt')
+  check(out.result.trim() === 'snapshot-by-sdk', 'a sandbox of the snapshot runs its image')
+  await fromSnap.delete()
+  await daytona.snapshot.delete(snap)
+
+  const failed = await failsWith(
+    () => daytona.snapshot.create({ name: 'ts-broken', image: Image.base(base).runCommands('exit 3') }, { timeout: 180, onLogs: () => {} }),
+    'a failing build',
+  )
+  seen.buildFailure = failed
+  check(/build/i.test(failed), 'the failure says the build failed')
+}
+
+// nativeBuild: declarative images are refused on the native backend.
+async function nativeBuild(daytona) {
+  const err = await failsWith(
+    () => daytona.create({ image: Image.debianSlim('3.12') }, { timeout: 60 }),
+    'a declarative image on native',
+  )
+  seen.sandboxError = err
+  check(/--backend docker/.test(err), 'refused, naming the fix')
+  const snapErr = await failsWith(
+    () => daytona.snapshot.create({ name: 'ts-native-built', image: Image.debianSlim('3.12') }),
+    'a declarative snapshot on native',
+  )
+  seen.snapshotError = snapErr
+  check(/--backend docker/.test(snapErr), 'the snapshot too')
+}
+
 async function main() {
   const daytona = new Daytona({
     apiKey: process.env.DAYTONA_API_KEY,
     apiUrl: process.env.DAYTONA_API_URL,
   })
   const scenario = process.env.SDK_SCENARIO || 'lifecycle'
-  const run = { lifecycle, resources, 'docker-network': dockerNetwork }[scenario]
+  const run = { lifecycle, resources, 'docker-network': dockerNetwork, 'docker-build': dockerBuild, 'native-build': nativeBuild }[scenario]
   check(run, 'a known scenario')
   await run(daytona)
   console.log(JSON.stringify({ ok: true, scenario, id: seen.id, seen }))
