@@ -141,3 +141,37 @@ func TestNativeBackendRefusesDeclarativeBuilds(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	assert.NotContains(t, string(body), "built-sandbox", "nothing was created")
 }
+
+// Where workloads get no mount namespace (process groups), a native
+// sandbox's home stays its private directory, and the toolbox maps the
+// SDKs' /home/daytona paths onto it: the host's /home/daytona is never
+// made or written.
+func TestNativeSandboxHomeWithoutAMountNamespace(t *testing.T) {
+	if _, err := os.Lstat(nativeHome); err == nil {
+		t.Skipf("this machine has a %s of its own, which this test must not write to", nativeHome)
+	}
+	rt := native.New(clock.Real(), native.WithContainment(native.ContainProcessGroup))
+	require.False(t, rt.CanBind())
+	root := t.TempDir()
+	be, err := NewRuntimeBackend(RuntimeBackendConfig{
+		Runtime: rt, Root: root, Command: []string{toolboxBinary(t)}, StopGrace: 2 * time.Second,
+	})
+	require.NoError(t, err)
+	h := newHarness(t, func(c *Config) { c.Backend = be })
+	repo := gitFixture(t)
+	sb := h.create(apiclient.CreateSandbox{})
+	require.Equal(t, apiclient.SANDBOXSTATE_STARTED, sb.GetState(), sb.GetErrorReason())
+	private := filepath.Join(root, "sandboxes", sb.Id, "home")
+
+	require.Equal(t, http.StatusOK, h.upload(sb.Id, "/home/daytona/x.txt", "uploaded"))
+	code, body, _ := h.raw("POST", "/toolbox/"+sb.Id+"/git/clone", map[string]any{"url": repo, "path": "/home/daytona/repo"})
+	require.Equal(t, http.StatusOK, code, string(body))
+	code, res, body := h.execute(sb.Id, map[string]any{"command": `ls; echo "$HOME"; cat repo/README.md`, "cwd": "/home/daytona"})
+	require.Equal(t, http.StatusOK, code, string(body))
+	assert.Equal(t, "repo\nx.txt\n"+private+"\nfixture\n", res.Result)
+	got, err := os.ReadFile(filepath.Join(private, "x.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "uploaded", string(got))
+	_, err = os.Lstat(nativeHome)
+	assert.True(t, os.IsNotExist(err), "the host's %s was made: %v", nativeHome, err)
+}

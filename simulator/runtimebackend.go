@@ -26,6 +26,7 @@ import (
 	"github.com/sandplane/sandplane/local/launcher"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/toolbox"
 )
 
 // RuntimeBackendConfig configures NewRuntimeBackend.
@@ -335,6 +336,10 @@ func (b *runtimeBackend) environ(w Workload, home string, port int, token string
 	}
 	if b.bindsHome() {
 		env["HOME"] = nativeHome
+	} else if b.native() {
+		// No mount namespace to show the home at /home/daytona: the
+		// toolbox maps that path onto it in the paths requests name.
+		env[toolbox.HomeAliasEnv] = nativeHome
 	}
 	if !b.native() {
 		env["HOME"] = "/home/daytona"

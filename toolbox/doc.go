@@ -11,7 +11,12 @@
 // sandplane's own probe at GET /api/info. What later toolbox releases
 // added for the newer SDKs is answered too: listings of a given depth,
 // shallow clones, pushes and pulls that name branch and remote, git init,
-// remotes, config, reset and restore. Computer use answers 503 "not
+// remotes, config, reset and restore; and from the newest SDKs POST /env
+// (the environment of every process started afterwards, kept in the
+// toolbox, never in its own environment), GET /system/metrics (CPU,
+// memory of the sandbox's cgroup or the machine, disk of the home) and
+// POST /git/credentials (git's credential store as the global helper,
+// ~/.git-credentials 0600). Computer use answers 503 "not
 // available", as on a Daytona sandbox without a desktop. The simulator's
 // toolbox proxy forwards {toolboxProxyUrl}/{sandboxId}/<path> here unchanged,
 // so status codes and bodies follow Daytona v0.190.0, errors included: every
@@ -48,7 +53,10 @@
 // answer 404, and no client may create a session of that name.
 //
 // Paths given to the file endpoints are host paths as the sandbox user sees
-// them; relative ones resolve against the work directory. With Options.Root
+// them; relative ones resolve against the work directory. Options.HomeAlias
+// (SANDPLANE_HOME_ALIAS) names a path, /home/daytona for the simulator's
+// native sandboxes that cannot be shown their home there, which stands for
+// the home directory in every path a request names. With Options.Root
 // set, the file endpoints refuse anything that resolves outside that
 // directory, through ".." or through symlinks, with 403. Process execution is
 // never confined: it runs arbitrary shell commands as the sandbox user.

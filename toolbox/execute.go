@@ -128,7 +128,7 @@ func (s *server) absPath(p string) string {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(s.opts.WorkDir, p)
 	}
-	return filepath.Clean(p)
+	return mapHome(filepath.Clean(p), s.opts.HomeAlias, s.opts.HomeDir)
 }
 
 // envList is the environment of a command given env: the toolbox's

@@ -26,6 +26,8 @@ type fsys struct {
 	base    string // the tree's absolute path
 	workDir string
 	hidden  []string // absolute, symlinks resolved; see Options.Hidden
+	// homeAlias stands for home in request paths; see Options.HomeAlias.
+	homeAlias, home string
 }
 
 // tree is the part of *os.Root that fsys uses; names are relative to it.
@@ -129,6 +131,21 @@ func (h hostTree) Chmod(name string, mode os.FileMode) error { return os.Chmod(h
 func (h hostTree) Chown(name string, uid, gid int) error     { return os.Chown(h.abs(name), uid, gid) }
 func (hostTree) FS() fs.FS                                   { return os.DirFS(string(filepath.Separator)) }
 
+// mapHome takes a clean absolute path at or under alias to the same place
+// under home; any other path, or an empty alias, stays as it is.
+func mapHome(p, alias, home string) string {
+	if alias == "" || home == "" {
+		return p
+	}
+	if p == alias {
+		return home
+	}
+	if rest, ok := strings.CutPrefix(p, alias+string(filepath.Separator)); ok {
+		return filepath.Join(home, rest)
+	}
+	return p
+}
+
 // target is a resolved request path.
 type target struct {
 	given string // as the client sent it, for messages
@@ -150,7 +167,7 @@ func (f *fsys) resolve(p string) (target, error) {
 	if !filepath.IsAbs(abs) {
 		abs = filepath.Join(f.workDir, abs)
 	}
-	abs = filepath.Clean(abs)
+	abs = mapHome(filepath.Clean(abs), f.homeAlias, f.home)
 	rel, err := filepath.Rel(f.base, abs)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return target{}, errorf(http.StatusForbidden, "path %s is outside the toolbox root", p)

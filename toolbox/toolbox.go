@@ -29,6 +29,11 @@ const (
 	defaultMaxJSONBodyBytes   int64 = 16 << 20
 )
 
+// HomeAliasEnv is the variable through which whoever starts `sandplane
+// toolbox` sets Options.HomeAlias (the simulator, for native sandboxes
+// whose home cannot be shown at /home/daytona).
+const HomeAliasEnv = "SANDPLANE_HOME_ALIAS"
+
 // Options configures the toolbox server. Only WorkDir matters in practice;
 // everything else has a default.
 type Options struct {
@@ -37,6 +42,14 @@ type Options struct {
 	WorkDir string
 	// HomeDir is reported by GET /user-home-dir. Empty means the user's home.
 	HomeDir string
+	// HomeAlias, when set, is a path that stands for HomeDir in every path
+	// a request names (files, git, working directories): the simulator's
+	// native sandboxes, where no mount namespace shows their home at
+	// Daytona's /home/daytona, map that path here so that an SDK's
+	// /home/daytona/x lands in the sandbox's own home and never in the
+	// host's /home/daytona. Commands see HomeDir itself ($HOME); the
+	// alias means nothing to a shell.
+	HomeAlias string
 	// Version is reported by GET /version and GET /api/info.
 	Version string
 	// SandboxID is reported by GET /api/info; the command sets it from
@@ -122,6 +135,12 @@ func (o Options) withDefaults() (Options, error) {
 			o.HomeDir = o.WorkDir
 		}
 	}
+	if o.HomeAlias != "" {
+		if !filepath.IsAbs(o.HomeAlias) {
+			return o, fmt.Errorf("toolbox: home alias %q is not an absolute path", o.HomeAlias)
+		}
+		o.HomeAlias = filepath.Clean(o.HomeAlias)
+	}
 	if o.Root != "" {
 		r, err := filepath.Abs(o.Root)
 		if err != nil {
@@ -194,6 +213,7 @@ func newServer(opts Options) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	fsys.homeAlias, fsys.home = opts.HomeAlias, opts.HomeDir
 	s := &server{opts: opts, fs: fsys, mux: http.NewServeMux()}
 	s.cpu.usedPct() // the first request measures from here
 	s.sessions = newSessions(s)

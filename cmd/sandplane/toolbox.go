@@ -98,6 +98,7 @@ entrypoint, and whatever it started, ends when the toolbox stops.`,
 			defer stop()
 			return toolbox.Serve(ctx, addr, toolbox.Options{
 				WorkDir:   wd,
+				HomeAlias: os.Getenv(toolbox.HomeAliasEnv),
 				Version:   versionString(),
 				SandboxID: os.Getenv("SANDPLANE_SANDBOX_ID"),
 				Root:      root,

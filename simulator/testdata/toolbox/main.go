@@ -68,6 +68,7 @@ func fetch(url string) int {
 func serve(ctx context.Context, addr, wd string) error {
 	tb := toolbox.NewHandler(toolbox.Options{
 		WorkDir:   wd,
+		HomeAlias: os.Getenv(toolbox.HomeAliasEnv),
 		Version:   "sim-test",
 		SandboxID: os.Getenv("DAYTONA_SANDBOX_ID"),
 		// The simulator's backend hands every workload its secret, and its
