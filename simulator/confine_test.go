@@ -238,8 +238,12 @@ func TestToolboxGetsTheSandboxSecretNeverTheCallersCredentials(t *testing.T) {
 	assert.NotEqual(t, secret, h.shell(b.Id, "printf %s \"$"+TokenEnv+"\""), "each sandbox has its own")
 
 	t.Run("kept 0600 in the sandbox's state directory", func(t *testing.T) {
-		home := strings.TrimSpace(h.shell(a.Id, "echo $HOME"))
-		p := filepath.Join(filepath.Dir(home), tokenFile)
+		// The sandbox sees its home at /home/daytona; the state directory
+		// is where the backend keeps it.
+		nb, ok := h.sim.backend.(nativeBackend)
+		require.True(t, ok, "a native harness")
+		wl, _, _ := nb.entry(a.Id)
+		p := filepath.Join(wl.dir, tokenFile)
 		fi, err := os.Stat(p)
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
