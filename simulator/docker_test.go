@@ -124,17 +124,15 @@ func containersOf(t *testing.T, cli *client.Client, root string) []container.Sum
 	return cs
 }
 
-// containerOf inspects the container that runs sandbox id.
-func containerOf(t *testing.T, cli *client.Client, id string) container.InspectResponse {
+// containerOf inspects the container that runs sandbox id in h's
+// simulator: by its name, which its workload id makes its own.
+func containerOf(t *testing.T, cli *client.Client, h *harness, id string) container.InspectResponse {
 	t.Helper()
-	cs, err := cli.ContainerList(context.Background(), container.ListOptions{
-		All:     true,
-		Filters: filters.NewArgs(filters.Arg("label", docker.LabelPrefix+labelSimSandbox+"="+id)),
-	})
+	b, ok := h.sim.backend.(interface{ workloadID(string) string })
+	require.True(t, ok, "the harness runs a runtime backend")
+	c, err := cli.ContainerInspect(context.Background(), docker.ContainerName(b.workloadID(id)))
 	require.NoError(t, err)
-	require.Len(t, cs, 1, "one container runs sandbox %s", id)
-	c, err := cli.ContainerInspect(context.Background(), cs[0].ID)
-	require.NoError(t, err)
+	assert.Equal(t, id, c.Config.Labels[docker.LabelPrefix+labelSimSandbox])
 	return c
 }
 

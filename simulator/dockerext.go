@@ -22,6 +22,7 @@ import (
 	dockervolume "github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
+	"github.com/google/uuid"
 
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/docker"
@@ -52,6 +53,9 @@ const (
 type dockerExt struct {
 	b   *runtimeBackend
 	cli *client.Client
+	// instance tells this backend's images from those of another
+	// simulator with the same seed (see tagOf).
+	instance string
 
 	mu sync.Mutex
 	// home holds, per sandbox, the networks its container was on before
@@ -76,7 +80,7 @@ var (
 )
 
 func newDockerBackend(b *runtimeBackend) Backend {
-	b.ext = &dockerExt{b: b, cli: b.cfg.Docker, home: map[string][]string{}, linked: map[string]string{},
+	b.ext = &dockerExt{b: b, cli: b.cfg.Docker, instance: uuid.NewString()[:8], home: map[string][]string{}, linked: map[string]string{},
 		images: map[string]bool{}, volumes: map[string]bool{}, networks: map[string]bool{}}
 	return dockerBackend{b}
 }
@@ -122,6 +126,10 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
+// tagOf names what the engine holds for id (an image tag, a probe): id's
+// prefix and this backend's instance, since seeded simulators repeat ids.
+func (e *dockerExt) tagOf(id string) string { return shortID(id) + "-" + e.instance }
+
 func shortID(id string) string {
 	if len(id) > 12 {
 		return id[:12]
@@ -162,7 +170,7 @@ func (d dockerBackend) PrepareImage(ctx context.Context, spec ImageSpec) (string
 	}
 	base := spec.ImageName
 	if spec.Dockerfile != "" {
-		base = "sandplane-sim/build:" + shortID(spec.SnapshotID)
+		base = "sandplane-sim/build:" + e.tagOf(spec.SnapshotID)
 		if err := e.build(ctx, base, map[string]string{"Dockerfile": spec.Dockerfile}, w); err != nil {
 			return "", logs.String(), fmt.Errorf("build the image: %w", err)
 		}
@@ -171,7 +179,7 @@ func (d dockerBackend) PrepareImage(ctx context.Context, spec ImageSpec) (string
 	} else if err := e.present(ctx, base, w); err != nil {
 		return "", logs.String(), err
 	}
-	ref := snapshotRepo + ":" + shortID(spec.SnapshotID)
+	ref := snapshotRepo + ":" + e.tagOf(spec.SnapshotID)
 	dockerfile, err := e.derived(ctx, base, spec.SnapshotID)
 	if err != nil {
 		return "", logs.String(), err
@@ -208,7 +216,7 @@ func (e *dockerExt) derived(ctx context.Context, base, snapshotID string) (strin
 	tb := e.b.cfg.Image
 	// The toolbox image may still have to be built: the runtime's preflight
 	// runs its image source.
-	probe := driver.Spec{SandboxID: "image-probe-" + shortID(snapshotID), Root: e.b.cfg.Root, Image: tb, Port: 1}
+	probe := driver.Spec{SandboxID: "image-probe-" + e.tagOf(snapshotID), Root: e.b.cfg.Root, Image: tb, Port: 1}
 	if err := e.b.cfg.Runtime.Preflight(ctx, probe); err != nil {
 		return "", fmt.Errorf("the toolbox image %s: %w", tb, err)
 	}
@@ -292,7 +300,7 @@ func (d dockerBackend) RemoveImage(ctx context.Context, ref string) error {
 // snapshot image; it keeps the container's entrypoint, so sandboxes from
 // it start the toolbox as the sandbox did.
 func (d dockerBackend) CommitSandbox(ctx context.Context, sandboxID, snapshotID string) (string, error) {
-	ref := snapshotRepo + ":" + shortID(snapshotID)
+	ref := snapshotRepo + ":" + d.ext.tagOf(snapshotID)
 	_, err := d.ext.cli.ContainerCommit(ctx, d.ext.containerName(sandboxID), container.CommitOptions{
 		Reference: ref,
 		Config:    &container.Config{Labels: map[string]string{labelSim: "snapshot"}},
