@@ -6,11 +6,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
 	"io/fs"
 	"net/http"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +20,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
 	"github.com/sandplane/sandplane/provider/clock"
@@ -87,30 +84,10 @@ func dockerHarness(t *testing.T) (*harness, *client.Client, string) {
 		Root:         root,
 		Image:        tag,
 		StopGrace:    2 * time.Second,
-		WorkloadAddr: containerAddr(cli),
+		WorkloadAddr: containerIP(cli),
 	})
 	require.NoError(t, err)
 	return newHarness(t, func(c *Config) { c.Backend = be }), cli, root
-}
-
-// containerAddr is the docker backend's WorkloadAddr, as `sandplane sim`
-// wires it: the running container's IP on its network.
-func containerAddr(cli *client.Client) func(context.Context, driver.Handle) (netip.Addr, error) {
-	return func(ctx context.Context, h driver.Handle) (netip.Addr, error) {
-		c, err := cli.ContainerInspect(ctx, h.ContainerID)
-		if err != nil {
-			return netip.Addr{}, err
-		}
-		if c.State == nil || !c.State.Running || c.NetworkSettings == nil {
-			return netip.Addr{}, errors.New("the container is not running")
-		}
-		for _, n := range c.NetworkSettings.Networks {
-			if ip, err := netip.ParseAddr(n.IPAddress); err == nil {
-				return ip, nil
-			}
-		}
-		return netip.Addr{}, errors.New("the container has no IP address")
-	}
 }
 
 // containersOf lists every container, running or not, labelled with root.

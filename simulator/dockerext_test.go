@@ -73,7 +73,7 @@ func dockerExtHarness(t *testing.T) (*harness, *client.Client, string) {
 		Root:         root,
 		Image:        tag,
 		StopGrace:    2 * time.Second,
-		WorkloadAddr: containerAddr(cli),
+		WorkloadAddr: containerIP(cli),
 		Docker:       cli,
 	})
 	require.NoError(t, err)

@@ -1,10 +1,5 @@
 package manager
 
-import (
-	"sort"
-	"strings"
-)
-
 // sandboxEnv merges a sandbox's persisted environment. Precedence, lowest
 // first: the snapshot's env, the daemon's pass-through values (only for keys
 // the request lacks), the request's envVars.
@@ -29,31 +24,4 @@ func spawnEnv(base, sandbox map[string]string) map[string]string {
 		env[k] = v
 	}
 	return env
-}
-
-// minSecretLen keeps redaction from shredding logs over values such as "1"
-// or "true", which are not secrets.
-const minSecretLen = 4
-
-const redacted = "[REDACTED]"
-
-// newRedactor returns a function that hides every env value of at least
-// minSecretLen characters. Longer values are replaced first so that a value
-// containing another is hidden whole.
-func newRedactor(env map[string]string) func(string) string {
-	var secrets []string
-	for _, v := range env {
-		if len(v) >= minSecretLen {
-			secrets = append(secrets, v)
-		}
-	}
-	if len(secrets) == 0 {
-		return func(s string) string { return s }
-	}
-	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
-	pairs := make([]string, 0, 2*len(secrets))
-	for _, s := range secrets {
-		pairs = append(pairs, s, redacted)
-	}
-	return strings.NewReplacer(pairs...).Replace
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/launcher"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -378,7 +379,7 @@ func (m *Manager) EntrypointLogs(ctx context.Context, idOrName string) (provider
 	if err != nil {
 		return provider.EntrypointLogs{}, err
 	}
-	redact := newRedactor(env)
+	redact := launcher.Redactor(env)
 	out, errOut := redact(string(stdout)), redact(string(stderr))
 	return provider.EntrypointLogs{Stdout: out, Stderr: errOut, Output: out + errOut}, nil
 }

@@ -91,7 +91,7 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 				hook.AfterExit(rec.ID)
 			}
 		},
-		Redact: newRedactor(env),
+		Redact: launcher.Redactor(env),
 	})
 	return err
 }
