@@ -20,7 +20,7 @@ const envSimAdminKey = simulator.EnvAdminKey
 type simFlags struct {
 	listen, profile, backend, root, baseURL, image, adminKey, specPath string
 	apiKeys, snapshots                                                 []string
-	minute                                                             time.Duration
+	minute, proxyIdleKeepAlive                                         time.Duration
 	seed                                                               uint64
 	warmPool                                                           int
 	noValidate, debug                                                  bool
@@ -68,6 +68,7 @@ func (s *simFlags) bind(cmd *cobra.Command) {
 	f.StringVar(&s.profile, "profile", "instant", "transition delays: instant, or daytona (create 1.2-1.7 s, start 0.7-0.8 s, restore 33-66 s)")
 	f.DurationVar(&s.minute, "minute", time.Minute, "length of one interval minute; the 10 s jobs and activity timings scale with it")
 	f.StringVar(&s.backend, "backend", simulator.WorkloadsNative, "what runs each sandbox: native (processes), docker (containers) or none (state machine only)")
+	f.DurationVar(&s.proxyIdleKeepAlive, "proxy-idle-keep-alive", 0, "how long an open preview or toolbox connection that moves no bytes keeps its sandbox alive (0: while open, as Daytona)")
 	f.Uint64Var(&s.seed, "seed", 0, "seed for ids, delay jitter and random faults (0 picks one)")
 	f.StringVar(&s.root, "root", "", "state directory for workloads (default: a temporary directory removed on exit)")
 	f.StringVar(&s.baseURL, "base-url", "", "public base URL for toolboxProxyUrl and preview links (default: from each request's Host)")
@@ -89,6 +90,9 @@ func (s *simFlags) runConfig(getenv func(string) string) (simulator.RunConfig, e
 	if s.minute <= 0 {
 		return simulator.RunConfig{}, provider.Errorf(provider.InvalidArgument, "--minute must be positive")
 	}
+	if s.proxyIdleKeepAlive < 0 {
+		return simulator.RunConfig{}, provider.Errorf(provider.InvalidArgument, "--proxy-idle-keep-alive must be 0 (open connections count while open) or positive")
+	}
 	adminKey := s.adminKey
 	if adminKey == "" {
 		adminKey = getenv(envSimAdminKey)
@@ -99,16 +103,17 @@ func (s *simFlags) runConfig(getenv func(string) string) (simulator.RunConfig, e
 	}
 	return simulator.RunConfig{
 		Config: simulator.Config{
-			APIKeys:           s.apiKeys,
-			AdminKey:          adminKey,
-			Profile:           prof,
-			Minute:            s.minute,
-			Seed:              s.seed,
-			BaseURL:           s.baseURL,
-			DisableValidation: s.noValidate,
-			SpecPath:          s.specPath,
-			Snapshots:         snaps,
-			WarmPool:          s.warmPool,
+			APIKeys:            s.apiKeys,
+			AdminKey:           adminKey,
+			Profile:            prof,
+			Minute:             s.minute,
+			Seed:               s.seed,
+			BaseURL:            s.baseURL,
+			DisableValidation:  s.noValidate,
+			SpecPath:           s.specPath,
+			Snapshots:          snaps,
+			WarmPool:           s.warmPool,
+			ProxyIdleKeepAlive: s.proxyIdleKeepAlive,
 		},
 		Listen:      s.listen,
 		Workloads:   s.backend,

@@ -144,13 +144,14 @@ func TestSimFlagsMapOntoRunConfig(t *testing.T) {
 			"--listen", "0.0.0.0:4100", "--api-key", "a,b", "--api-key", "c", "--admin-key", "adm", "--profile", "daytona",
 			"--minute", "2s", "--backend", "docker", "--seed", "7", "--root", "/state", "--base-url", "http://sim.example",
 			"--snapshot", "one", "--snapshot", "*", "--warm-pool", "3", "--docker-image", "img:1", "--spec", "/spec.yaml",
-			"--no-validate", "--debug",
+			"--no-validate", "--debug", "--proxy-idle-keep-alive", "90s",
 		}, want: func(c *simulator.RunConfig) {
 			c.Listen, c.Workloads, c.Root, c.DockerImage = "0.0.0.0:4100", "docker", "/state", "img:1"
 			c.APIKeys, c.AdminKey = []string{"a", "b", "c"}, "adm"
 			c.Profile, c.Minute, c.Seed = simulator.DaytonaProfile(), 2*time.Second, 7
 			c.BaseURL, c.SpecPath, c.DisableValidation = "http://sim.example", "/spec.yaml", true
 			c.Snapshots, c.WarmPool = []simulator.Snapshot{{Name: "one"}, {Name: "*"}}, 3
+			c.ProxyIdleKeepAlive = 90 * time.Second
 		}},
 		{name: "the admin key from the environment", env: map[string]string{envSimAdminKey: "from-env"},
 			want: func(c *simulator.RunConfig) { c.AdminKey = "from-env" }},
@@ -158,6 +159,7 @@ func TestSimFlagsMapOntoRunConfig(t *testing.T) {
 			want: func(c *simulator.RunConfig) { c.AdminKey = "from-flag" }},
 		{name: "an unknown profile", args: []string{"--profile", "slow"}, code: provider.InvalidArgument},
 		{name: "a minute that is not positive", args: []string{"--minute", "0s"}, code: provider.InvalidArgument},
+		{name: "a negative idle keep-alive", args: []string{"--proxy-idle-keep-alive", "-1s"}, code: provider.InvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
