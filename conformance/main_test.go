@@ -18,7 +18,10 @@ import (
 var (
 	providerFlag = flag.String("provider", "", "run against one provider: local, docker, sim, daytona or replay (default: every one this machine can run)")
 	recordFlag   = flag.Bool("record", false, "record the HTTP exchanges of a sim or daytona run into testdata/<provider>/<scenario>.replay")
-	minuteFlag   = flag.Duration("minute", 600*time.Millisecond, "the interval minute of the local daemons and the simulator")
+	// The default minute leaves the scenarios that refresh four times a
+	// minute a margin of most of a second against a stalled scheduler:
+	// eight scenarios run at once, under -race, on machines with two CPUs.
+	minuteFlag = flag.Duration("minute", 1200*time.Millisecond, "the interval minute of the local daemons and the simulator")
 )
 
 func TestMain(m *testing.M) {
