@@ -99,6 +99,11 @@ func newPreviewRelay(s *Server) (*relay.Relay, error) {
 		Clock:         s.opts.Clock,
 		Logger:        s.opts.Logger,
 		IdleKeepAlive: s.opts.PreviewIdleKeepAlive,
+		StripCookies:  []string{tokenCookie}, // the daemon's token: never a sandbox's
+		// The manager answers from memory: every request sees a stop at
+		// once, and never reaches a port the stop released.
+		CacheTTL:       -1,
+		ResolveTimeout: -1,
 		// A refresh is a record written here, not a call to make: keep
 		// Daytona's 45 s and 50 s whatever the interval.
 		DaytonaTiming: true,
@@ -217,6 +222,9 @@ func (s *Server) openPreview(w http.ResponseWriter, r *http.Request) {
 	link := sb.PreviewURL
 	if port != 0 {
 		link = p.URL
+		if l := s.opts.Manager.PreviewLink(sb.ID, port); l != "" {
+			link = l
+		}
 	}
 	u, err := url.Parse(link)
 	if err != nil {

@@ -196,12 +196,22 @@ func TestPreviewsNeedNoDaemonTokenAndReachNoAPI(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, `"port":`+strconv.Itoa(sb.Port), "a sandbox's /v1 is its own, not the daemon's API")
 
+	// A browser sends the daemon's cookie to every port of 127.0.0.1 and
+	// to the sandbox's hosts: the sandbox never receives it.
+	code, body, _ = h.get("", "/preview/4000-w/", provider.PreviewTokenHeader, pv.Token,
+		"Cookie", tokenCookie+"=daemon-token; app=1")
+	require.Equal(t, http.StatusOK, code, body)
+	var seen seenRequest
+	require.NoError(t, json.Unmarshal([]byte(body), &seen))
+	assert.Equal(t, []string{"app=1"}, seen.Header["Cookie"], "the sandbox's own cookie only")
+
 	tests := []struct {
 		name, host, path string
 		header           []string
 		status           int
 	}{
 		{"the API without the daemon token", "", "/v1/sandboxes", nil, http.StatusUnauthorized},
+		{"a path preview opened by link", "", "/preview/4000-w/?DAYTONA_SANDBOX_AUTH_KEY=" + pv.Token, nil, http.StatusUnauthorized},
 		{"the API on another name under localhost", "app.localhost", "/v1/sandboxes", []string{"Authorization", "Bearer daemon-token"}, http.StatusForbidden},
 		{"a rebinding name", "evil.example:4025", "/preview/4000-w/", []string{provider.PreviewTokenHeader, pv.Token}, http.StatusForbidden},
 		{"a sandbox's page calling the API", "", "/v1/sandboxes", []string{"Authorization", "Bearer daemon-token", "Origin", "http://4000-w.localhost:4025"}, http.StatusForbidden},

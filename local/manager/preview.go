@@ -87,6 +87,16 @@ func (m *Manager) previewLink(r *record) string {
 	return m.previewURL(r, port, r.Port)
 }
 
+// PreviewLink is where a browser opens port inside sandbox id: the host
+// form, each sandbox an origin of its own, where the id allows it; "" when
+// the manager has no browser form (then PreviewURL's is the one).
+func (m *Manager) PreviewLink(id string, port int) string {
+	if m.opts.PreviewLink == nil {
+		return ""
+	}
+	return m.opts.PreviewLink(id, port)
+}
+
 // PreviewURL returns where port inside the sandbox (0: its workload port)
 // is reachable from the host, and the sandbox's token. invalid_argument:
 // the port is not one the sandbox's snapshot declares. failed_precondition:

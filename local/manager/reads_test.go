@@ -88,10 +88,17 @@ func TestAReadRecordsAnExitTheWatchCouldNot(t *testing.T) {
 	require.NoError(t, os.Rename(dir, dir+".away"))
 	h.rt.Kill(h.handle("moved"), "exited: code 4")
 	h.eventually(func() bool {
+		// The watch holds the sandbox's operation lock while it tries to
+		// record the exit; a read skips a sandbox whose lock is held.
+		e, err := h.m.lookup("moved")
+		if err != nil || !e.op.tryLock() {
+			return false
+		}
+		defer e.op.unlock()
 		h.m.mu.Lock()
 		defer h.m.mu.Unlock()
 		return h.m.reg.unsettled == 1
-	}, "the watch learnt of the exit")
+	}, "the watch learnt of the exit and failed to record it")
 	assert.Equal(t, provider.StateStarted, h.get("moved").State, "not on disk, so not in memory")
 
 	require.NoError(t, os.Rename(dir+".away", dir))

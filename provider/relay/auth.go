@@ -49,6 +49,17 @@ func (rl *Relay) authorize(w http.ResponseWriter, r *http.Request, rt route, e *
 		}
 		return rl.deny(w, r, rt, "the preview token in "+TokenHeader+" is not this sandbox's")
 	}
+	if rt.prefix != "" {
+		// Every path route shares the relay's origin (the daemon's, with
+		// its API and dashboard): a cookie or a link token there would let
+		// one sandbox's page, or any page served at that origin, act as
+		// another sandbox's. Only the header, which a page cannot get
+		// without the token, opens a path route.
+		rl.writeError(w, r, provider.Errorf(provider.Unauthenticated,
+			"sandbox %s port %d: it is private; a path route opens only with its preview token in the %s header: in a browser open http://%d-%s.%s:<port>/ instead",
+			rt.id, rt.port, TokenHeader, rt.port, rt.id, rl.opts.Domain))
+		return denied
+	}
 	if got, _, found := cutParam(r.URL.RawQuery, TokenParam); found {
 		if !equal(got, want) {
 			return rl.deny(w, r, rt, "the preview token in "+TokenParam+" is not this sandbox's")
@@ -109,17 +120,13 @@ func (rl *Relay) deny(w http.ResponseWriter, r *http.Request, rt route, why stri
 	return denied
 }
 
-// cookie is host-only (a host-routed sandbox has a host of its own) and, for
-// path routing, scoped to the sandbox's path. HttpOnly keeps it from the
-// sandbox's own scripts; SameSite=Lax sends it on the top-level navigation
-// that follows the redirect, which Strict would not after a cross-site link.
+// cookie is host-only: only host routes set one, and a host-routed sandbox
+// has a host of its own. HttpOnly keeps it from the sandbox's own scripts;
+// SameSite=Lax sends it on the top-level navigation that follows the
+// redirect, which Strict would not after a cross-site link.
 func (rl *Relay) cookie(r *http.Request, rt route, e *entry) *http.Cookie {
-	path := "/"
-	if rt.prefix != "" {
-		path = rt.prefix + "/"
-	}
 	return &http.Cookie{
-		Name: CookieName, Value: rl.cookieValue(rt, e), Path: path,
+		Name: CookieName, Value: rl.cookieValue(rt, e), Path: "/",
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil,
 	}
 }
@@ -160,11 +167,13 @@ func cutParam(rawQuery, name string) (value, rest string, found bool) {
 	return value, strings.Join(kept, "&"), found
 }
 
-// stripCookie removes the relay's cookie from a Cookie header, keeping the
-// sandbox's own cookies as they were.
-func stripCookie(h http.Header) {
+// stripCookies removes the cookies named names from a Cookie header,
+// keeping the sandbox's own cookies as they were.
+func stripCookies(h http.Header, names []string) {
 	lines := h.Values("Cookie")
-	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, CookieName) }) {
+	if !slices.ContainsFunc(lines, func(l string) bool {
+		return slices.ContainsFunc(names, func(n string) bool { return strings.Contains(l, n) })
+	}) {
 		return
 	}
 	var out []string
@@ -173,7 +182,7 @@ func stripCookie(h http.Header) {
 		var kept []string
 		for _, part := range strings.Split(line, ";") {
 			name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
-			if name == CookieName {
+			if slices.Contains(names, name) {
 				changed = true
 				continue
 			}

@@ -99,8 +99,10 @@
 // X-Daytona-Preview-Token, or in the query parameter DAYTONA_SANDBOX_AUTH_KEY,
 // which a browser opening a preview link carries. The relay answers that
 // parameter with a cookie: sandplane_preview, HttpOnly, SameSite=Lax,
-// host-only (a host-routed sandbox has a host of its own) or scoped to
-// /<port>-<id>/ for path routing, Secure over TLS. Its value is an HMAC of the
+// host-only (a host-routed sandbox has a host of its own), Secure over TLS.
+// A path route takes the header only: every path route shares the relay's
+// origin (the daemon's, with its API), where a cookie or a link token would
+// let one sandbox's page act as another's or as the daemon's. Its value is an HMAC of the
 // sandbox id, port and token under the relay's key, so it never holds the
 // token, opens nothing else, and dies with a rotated token. A browser
 // navigation (Sec-Fetch-Mode: navigate) is redirected to the same address

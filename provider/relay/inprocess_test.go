@@ -52,17 +52,17 @@ func TestPathPrefix(t *testing.T) {
 	})
 }
 
-func TestPathPrefixScopesTheCookie(t *testing.T) {
+func TestPathPrefixRoutesOpenWithTheHeaderOnly(t *testing.T) {
 	up := upstream(t, ok)
 	f := newFixture(t, Options{PathPrefix: "/preview"})
 	tg := target("sb1", up.URL)
 	tg.Token = "secret-token"
 	f.backend.set("sb1", tg)
 	rec := f.do(t, "GET", "", "/preview/3000-sb1/?"+TokenParam+"=secret-token", nil)
+	require.Equal(t, http.StatusUnauthorized, rec.Code, rec.Body.String())
+	assert.Empty(t, rec.Result().Cookies(), "no cookie on the origin every path route shares")
+	rec = f.do(t, "GET", "", "/preview/3000-sb1/", http.Header{TokenHeader: {"secret-token"}})
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-	cookies := rec.Result().Cookies()
-	require.Len(t, cookies, 1)
-	assert.Equal(t, "/preview/3000-sb1/", cookies[0].Path)
 }
 
 func TestAnyDomainRoutesByTheFirstLabel(t *testing.T) {

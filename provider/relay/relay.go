@@ -68,6 +68,11 @@ type Options struct {
 	// keep a forgotten sandbox running forever. Traffic makes it count
 	// again. Default 0: an open connection counts for as long as it is open.
 	IdleKeepAlive time.Duration
+	// StripCookies names the cookies of the server the relay is mounted in
+	// (the daemon's token cookie) that a browser sends along with preview
+	// requests to its host: they never reach a sandbox. The relay's own
+	// cookie is always stripped.
+	StripCookies []string
 
 	// CacheTTL is how long a resolution is reused. Default 30 s; negative:
 	// never, for an in-process resolver whose answer is a lookup, so that
@@ -100,6 +105,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Domain = "localhost"
 	}
 	o.Domain = strings.ToLower(strings.Trim(o.Domain, "."))
+	o.StripCookies = append([]string{CookieName}, o.StripCookies...)
 	if o.Clock == nil {
 		o.Clock = clock.Real()
 	}
@@ -373,7 +379,7 @@ func (rl *Relay) rewrite(pr *httputil.ProxyRequest) {
 	}
 	h.Del(TokenHeader)
 	h.Del(SkipActivityHeader)
-	stripCookie(h)
+	stripCookies(h, rl.opts.StripCookies)
 	for k, vs := range t.Header {
 		h.Del(k)
 		for _, v := range vs {

@@ -259,12 +259,14 @@ func TestPrivateSandbox(t *testing.T) {
 		decodeError(t, rec, http.StatusUnauthorized)
 		assert.Empty(t, rec.Result().Cookies())
 	})
-	t.Run("path routing scopes the cookie to the sandbox's path", func(t *testing.T) {
+	t.Run("a path route, one origin for every sandbox, opens with the header only", func(t *testing.T) {
 		rec := f.do(t, "GET", "", "/3000-sb1/?"+TokenParam+"=s3cret", nil)
-		decodeSeen(t, rec)
-		c := cookieOf(t, rec)
-		assert.Equal(t, "/3000-sb1/", c.Path)
-		decodeSeen(t, f.do(t, "GET", "", "/3000-sb1/x", http.Header{"Cookie": {CookieName + "=" + c.Value}}))
+		e := decodeError(t, rec, http.StatusUnauthorized)
+		assert.Contains(t, e.Error.Message, "3000-sb1.localhost", "names the host form a browser opens")
+		assert.Empty(t, rec.Result().Cookies(), "no cookie for a shared origin")
+		host := cookieOf(t, f.do(t, "GET", "3000-sb1.localhost", "/?"+TokenParam+"=s3cret", nil))
+		decodeError(t, f.do(t, "GET", "", "/3000-sb1/x", http.Header{"Cookie": {CookieName + "=" + host.Value}}), http.StatusUnauthorized)
+		decodeSeen(t, f.do(t, "GET", "", "/3000-sb1/x", http.Header{TokenHeader: {"s3cret"}}))
 	})
 	t.Run("a cookie opens its own sandbox and port only", func(t *testing.T) {
 		c := cookieOf(t, f.do(t, "GET", host, "/?"+TokenParam+"=s3cret", nil))
@@ -448,12 +450,13 @@ func TestCutParam(t *testing.T) {
 	}
 }
 
-func TestStripCookie(t *testing.T) {
-	h := http.Header{"Cookie": {"a=1; " + CookieName + "=x; b=2", CookieName + "=y"}}
-	stripCookie(h)
-	assert.Equal(t, []string{"a=1; b=2"}, h["Cookie"])
+func TestStripCookies(t *testing.T) {
+	names := []string{CookieName, "daemon_token"}
+	h := http.Header{"Cookie": {"a=1; " + CookieName + "=x; b=2", CookieName + "=y", "daemon_token=t; c=3"}}
+	stripCookies(h, names)
+	assert.Equal(t, []string{"a=1; b=2", "c=3"}, h["Cookie"])
 	h = http.Header{"Cookie": {"a=1"}}
-	stripCookie(h)
+	stripCookies(h, names)
 	assert.Equal(t, []string{"a=1"}, h["Cookie"])
 }
 
