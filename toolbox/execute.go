@@ -66,7 +66,8 @@ func validCommand(command string) error {
 func validateEnv(env map[string]string) error {
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return errorf(http.StatusBadRequest, "invalid environment variable name %q", k)
+			// Not quoted: a name sent as KEY=value would echo the value.
+			return errorf(http.StatusBadRequest, "invalid environment variable name: a name must be non-empty, without '=' or NUL bytes")
 		}
 		if strings.IndexByte(v, 0) >= 0 {
 			return errorf(http.StatusBadRequest, "environment variable %s has a NUL byte in its value", k)

@@ -259,13 +259,27 @@ func gitError(args []string, err error, stderr []byte) error {
 	return errorf(http.StatusBadRequest, "%s failed: %s", op, msg)
 }
 
+// gitPath resolves a path a git operation names as the file API does, so
+// that git reaches nothing the file API refuses (the daemon's state
+// directory, what lies outside the toolbox root).
+func (s *server) gitPath(p string) (string, error) {
+	t, err := s.fs.resolve(p)
+	if err != nil {
+		return "", err
+	}
+	return t.abs, nil
+}
+
 // repoDir resolves a repository path against the work dir and checks that
 // it exists.
 func (s *server) repoDir(p string) (string, error) {
 	if strings.TrimSpace(p) == "" {
 		return "", errorf(http.StatusBadRequest, "path is required")
 	}
-	dir := s.absPath(p)
+	dir, err := s.gitPath(p)
+	if err != nil {
+		return "", err
+	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -307,7 +321,11 @@ func (s *server) handleGitClone(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(http.StatusBadRequest, "depth must not be negative"))
 		return
 	}
-	dest := s.absPath(req.Path)
+	dest, err := s.gitPath(req.Path)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	args := []string{}
 	if req.InsecureSkipTLS {
 		args = append(args, "-c", "http.sslVerify=false")

@@ -110,7 +110,12 @@ func (s *server) handleGitInit(w http.ResponseWriter, r *http.Request) {
 	if req.InitialBranch != "" {
 		args = append(args, "--initial-branch="+req.InitialBranch)
 	}
-	args = append(args, "--", s.absPath(req.Path))
+	dest, err := s.gitPath(req.Path)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	args = append(args, "--", dest)
 	if _, err := s.git(r.Context(), gitCmd{dir: s.opts.WorkDir, args: args}); err != nil {
 		s.fail(w, r, err)
 		return

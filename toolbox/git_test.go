@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -366,4 +367,25 @@ func TestGitCredentials(t *testing.T) {
 	gitOK(t, ts, http.MethodPost, "/git/push", GitRepoRequest{Path: "private", Username: "alice", Password: "s3cret-token"}, 200)
 	gitOK(t, ts, http.MethodPost, "/git/pull", GitRepoRequest{Path: "private", Username: "alice", Password: "s3cret-token"}, 200)
 	assert.Equal(t, gitRun(t, dir, "rev-parse", "HEAD"), gitRun(t, filepath.Join(root, "private.git"), "rev-parse", "main"))
+}
+
+// Git reaches nothing the file API refuses: a hidden directory (the
+// daemon's state, other sandboxes' secrets) is neither cloned into, nor
+// read as a repository, nor initialised.
+func TestGitRefusesHiddenDirectories(t *testing.T) {
+	isolateGit(t)
+	bare := filepath.Join(t.TempDir(), "origin.git")
+	bareFixture(t, bare)
+	hidden := t.TempDir()
+	other := filepath.Join(hidden, "other-sandbox")
+	require.NoError(t, os.MkdirAll(other, 0o700))
+	ts := newTestServer(t, Options{Hidden: []string{hidden}})
+
+	gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: "file://" + bare, Path: filepath.Join(other, "repo")}, http.StatusForbidden)
+	assert.NoDirExists(t, filepath.Join(other, "repo"))
+	resp := ts.do(t, http.MethodGet, "/git/status?path="+url.QueryEscape(other), nil, "")
+	assert.Equal(t, http.StatusForbidden, resp.status, resp.body)
+	gitOK(t, ts, http.MethodPost, "/git/init", map[string]any{"path": other}, http.StatusForbidden)
+	assert.NoDirExists(t, filepath.Join(other, ".git"))
+	gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: "file://" + bare, Path: "mine"}, http.StatusOK)
 }

@@ -65,7 +65,7 @@ func (rl *Relay) authorize(w http.ResponseWriter, r *http.Request, rt route, e *
 			return rl.deny(w, r, rt, "the preview token in "+TokenParam+" is not this sandbox's")
 		}
 		http.SetCookie(w, rl.cookie(r, rt, e))
-		if r.Header.Get("Sec-Fetch-Mode") == "navigate" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		if topLevelNavigation(r) {
 			// A browser loads the page again without the token in its
 			// address bar, history or Referer.
 			_, rest, _ := cutParam(r.URL.RawQuery, TokenParam)
@@ -94,7 +94,7 @@ func (rl *Relay) authorize(w http.ResponseWriter, r *http.Request, rt route, e *
 // crossOrigin reports whether a browser sent r on behalf of a page of
 // another origin; a top-level navigation (a link followed) is fine.
 func crossOrigin(r *http.Request) bool {
-	if r.Header.Get("Sec-Fetch-Mode") == "navigate" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	if topLevelNavigation(r) {
 		return false
 	}
 	switch r.Header.Get("Sec-Fetch-Site") {
@@ -104,6 +104,15 @@ func crossOrigin(r *http.Request) bool {
 	}
 	o := r.Header.Get("Origin")
 	return o != "" && !sameHost(o, r.Host)
+}
+
+// topLevelNavigation reports whether r is a browser loading a page in its
+// window (a link followed, an address typed): not a frame, which another
+// sandbox's page could embed to act through this one's cookie.
+func topLevelNavigation(r *http.Request) bool {
+	dest := r.Header.Get("Sec-Fetch-Dest")
+	return r.Header.Get("Sec-Fetch-Mode") == "navigate" && (dest == "document" || dest == "") &&
+		(r.Method == http.MethodGet || r.Method == http.MethodHead)
 }
 
 // sameHost reports whether origin names the host of the request. Schemes

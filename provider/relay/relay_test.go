@@ -286,7 +286,8 @@ func TestPrivateSandbox(t *testing.T) {
 			{"an old browser's POST from another origin", http.Header{"Origin": {"http://3000-sb2.localhost:4030"}}, 401},
 			{"the sandbox's own page", http.Header{"Sec-Fetch-Site": {"same-origin"}, "Origin": {"http://" + host}}, 200},
 			{"a link followed from elsewhere", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}}, 200},
-			{"an address typed in", http.Header{"Sec-Fetch-Site": {"none"}, "Sec-Fetch-Mode": {"navigate"}}, 200},
+			{"an address typed in", http.Header{"Sec-Fetch-Site": {"none"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}}, 200},
+			{"a frame in another sandbox's page", http.Header{"Sec-Fetch-Site": {"same-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"iframe"}}, 401},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
