@@ -127,6 +127,11 @@ func (p previewResolver) Resolve(ctx context.Context, idOrName string, port int)
 	if err != nil {
 		return relay.Target{}, err
 	}
+	if t.Token == "" {
+		// Without a token the relay would let anyone in: fail closed.
+		return relay.Target{}, provider.Errorf(provider.FailedPrecondition,
+			"sandbox %s has no preview token yet (it was started before sandboxes had them): stop and start it to make one", t.ID)
+	}
 	tg := relay.Target{
 		ID:       t.ID,
 		URL:      &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(t.HostPort))},
@@ -134,10 +139,9 @@ func (p previewResolver) Resolve(ctx context.Context, idOrName string, port int)
 		AutoStop: t.AutoStop,
 		Minute:   t.Minute,
 	}
-	if t.Token != "" {
-		// The default workload, the toolbox, wants the token too.
-		tg.Header = http.Header{relay.TokenHeader: {t.Token}}
-	}
+	// The default workload, the toolbox, wants the token too; any other
+	// workload is the sandbox's own code, which has it in its environment.
+	tg.Header = http.Header{relay.TokenHeader: {t.Token}}
 	return tg, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +34,7 @@ type previewHarness struct {
 	ts     *httptest.Server
 	m      *manager.Manager
 	addr   string // the daemon's host:port
+	root   string // the manager's
 	events chan provider.Event
 }
 
@@ -39,12 +42,12 @@ func newPreviewHarness(t *testing.T, token string) *previewHarness {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	h := &previewHarness{t: t, addr: ln.Addr().String(), events: make(chan provider.Event, 1024)}
+	h := &previewHarness{t: t, addr: ln.Addr().String(), root: t.TempDir(), events: make(chan provider.Event, 1024)}
 	hub := NewHub(nil)
 	addr := NewPreviewAddr(h.addr)
 	h.m, err = manager.New(manager.Options{
 		OnEvent:  hub.Publish,
-		Root:     t.TempDir(),
+		Root:     h.root,
 		Runtimes: map[provider.Runtime]driver.Driver{provider.RuntimeNative: drivertest.New(provider.RuntimeNative)},
 		Snapshots: map[string]manager.Snapshot{
 			manager.DefaultSnapshot: {Command: []string{"w"}, Ready: "none"},
@@ -348,4 +351,19 @@ func TestPreviewLinks(t *testing.T) {
 	p.Set("[::1]:5000")
 	assert.Equal(t, "http://[::1]:5000/preview/3000-web", p.URL("web", 3000))
 	assert.Equal(t, "http://3000-web.localhost:5000", p.Link("web", 3000))
+}
+
+// A sandbox without a token (made before sandboxes had them) is not open
+// to anyone: its previews fail closed until a start makes one.
+func TestPreviewOfASandboxWithoutATokenFailsClosed(t *testing.T) {
+	h := newPreviewHarness(t, "daemon-token")
+	ctx := context.Background()
+	sb, err := h.m.Create(ctx, provider.CreateRequest{ID: "old"})
+	require.NoError(t, err)
+	h.serve(sb.Port)
+	require.NoError(t, os.Remove(filepath.Join(h.root, "old", "sandbox-token")))
+
+	code, body, _ := h.get("4000-old.localhost", "/")
+	assert.NotEqual(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "stop and start it")
 }
