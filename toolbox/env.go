@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -83,6 +84,36 @@ func (e *procEnv) update(req UpdateEnvRequest) {
 		}
 	}
 	for k, v := range req.Set {
+		delete(e.unset, k)
+		e.set[k] = v
+	}
+}
+
+// gitConfig adds key=value to the git configuration of every process
+// started from now on, through git's GIT_CONFIG_COUNT variables: no
+// configuration file changes, so a sandbox whose HOME is the user's own
+// leaves the user's git configuration as it was. Adding a pair already
+// there does nothing.
+func (e *procEnv) gitConfig(key, value string) {
+	current := e.environ()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	vars := map[string]string{}
+	for _, kv := range current {
+		name, v, _ := strings.Cut(kv, "=")
+		vars[name] = v
+	}
+	n, _ := strconv.Atoi(vars["GIT_CONFIG_COUNT"])
+	for i := range n {
+		if vars["GIT_CONFIG_KEY_"+strconv.Itoa(i)] == key && vars["GIT_CONFIG_VALUE_"+strconv.Itoa(i)] == value {
+			return
+		}
+	}
+	for k, v := range map[string]string{
+		"GIT_CONFIG_KEY_" + strconv.Itoa(n):   key,
+		"GIT_CONFIG_VALUE_" + strconv.Itoa(n): value,
+		"GIT_CONFIG_COUNT":                    strconv.Itoa(n + 1),
+	} {
 		delete(e.unset, k)
 		e.set[k] = v
 	}

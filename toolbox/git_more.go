@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -410,10 +411,12 @@ func (s *server) handleGitCredentials(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := s.setConfig(r.Context(), "global", "", "credential.helper", "store"); err != nil {
-		s.fail(w, r, err)
-		return
-	}
+	// The store is the sandbox's own file (in its working directory, which
+	// goes with it), named to every git the toolbox starts from now on: a
+	// native sandbox's HOME may be the user's, whose git configuration and
+	// ~/.git-credentials must not change.
+	store := filepath.Join(s.opts.WorkDir, ".git-credentials")
+	s.opts.env.gitConfig("credential.helper", "store --file="+store)
 	in := "protocol=" + req.Protocol + "\nhost=" + req.Host + "\nusername=" + req.Username + "\npassword=" + req.Password + "\n\n"
 	if _, err := s.git(r.Context(), gitCmd{dir: s.opts.WorkDir, stdin: in, args: []string{"credential", "approve"}}); err != nil {
 		s.fail(w, r, err)

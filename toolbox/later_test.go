@@ -80,25 +80,32 @@ func TestSystemMetrics(t *testing.T) {
 	}
 }
 
-// POST /git/credentials stores credentials that later git commands use.
+// POST /git/credentials stores credentials that later git commands use, in
+// the sandbox's own file: the global git configuration and the home's
+// ~/.git-credentials (the user's, for a native sandbox) stay as they were.
 func TestGitStoredCredentials(t *testing.T) {
 	globalConfig := isolateGit(t)
+	before, err := os.ReadFile(globalConfig)
+	require.NoError(t, err)
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	ts := newTestServer(t, Options{HomeDir: home})
 
 	resp := ts.postJSON(t, "/git/credentials", GitAuthenticateRequest{Username: "ada", Password: "s3cret-token", Host: "git.example.com"})
 	require.Equal(t, http.StatusOK, resp.status, string(resp.body))
-	p := filepath.Join(home, ".git-credentials")
+	resp = ts.postJSON(t, "/git/credentials", GitAuthenticateRequest{Username: "ada", Password: "s3cret-token", Host: "git.example.com"})
+	require.Equal(t, http.StatusOK, resp.status, "twice is fine: %s", resp.body)
+	assert.NoFileExists(t, filepath.Join(home, ".git-credentials"))
+	p := filepath.Join(ts.workDir, ".git-credentials")
 	fi, err := os.Stat(p)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the store holds a secret")
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
 	assert.Equal(t, "https://ada:s3cret-token@git.example.com\n", string(b))
-	cfg, err := os.ReadFile(globalConfig)
+	after, err := os.ReadFile(globalConfig)
 	require.NoError(t, err)
-	assert.Contains(t, string(cfg), "helper = store")
+	assert.Equal(t, string(before), string(after), "the global git configuration is untouched")
 
 	resp = ts.postJSON(t, "/process/execute", ExecuteRequest{Command: `printf 'protocol=https\nhost=git.example.com\n\n' | git credential fill`})
 	require.Equal(t, http.StatusOK, resp.status)
