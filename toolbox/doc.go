@@ -15,8 +15,9 @@
 // (the environment of every process started afterwards, kept in the
 // toolbox, never in its own environment), GET /system/metrics (CPU,
 // memory of the sandbox's cgroup or the machine, disk of the home) and
-// POST /git/credentials (git's credential store as the global helper,
-// ~/.git-credentials 0600). Computer use answers 503 "not
+// POST /git/credentials (git's credential store, .git-credentials 0600 in
+// the working directory, the helper named to every git started afterwards
+// through GIT_CONFIG_COUNT, so no git configuration file changes). Computer use answers 503 "not
 // available", as on a Daytona sandbox without a desktop. The simulator's
 // toolbox proxy forwards {toolboxProxyUrl}/{sandboxId}/<path> here unchanged,
 // so status codes and bodies follow Daytona v0.190.0, errors included: every
