@@ -28,7 +28,19 @@ import (
 // The CLI tests run the built binary against a daemon process of their own:
 // real processes, real HTTP, real signals.
 
-func TestMain(m *testing.M) { os.Exit(testdaemon.Main(m)) }
+// TestMain gives the daemons and sandboxes of these tests a HOME of their
+// own: a native sandbox's interactive bash (exec -it) sources ~/.bashrc, and
+// a developer's rc file must not decide whether a test sees its output.
+func TestMain(m *testing.M) {
+	home, err := os.MkdirTemp("", "sandplane-cli-test-home-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("HOME", home)
+	code := testdaemon.Main(m)
+	os.RemoveAll(home)
+	os.Exit(code)
+}
 
 // cliConfig adds snapshots whose workload is not the default toolbox.
 func cliConfig(t *testing.T) string {
