@@ -29,16 +29,11 @@ import (
 // real processes, real HTTP, real signals.
 
 // TestMain gives the daemons and sandboxes of these tests a HOME of their
-// own: a native sandbox's interactive bash (exec -it) sources ~/.bashrc, and
-// a developer's rc file must not decide whether a test sees its output.
+// own: a native sandbox's interactive bash (exec -it) sources ~/.bashrc.
 func TestMain(m *testing.M) {
-	home, err := os.MkdirTemp("", "sandplane-cli-test-home-")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("HOME", home)
+	remove := testdaemon.PrivateHome()
 	code := testdaemon.Main(m)
-	os.RemoveAll(home)
+	remove()
 	os.Exit(code)
 }
 
