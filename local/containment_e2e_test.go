@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local"
+	"github.com/sandplane/sandplane/local/driver/native"
+	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -41,6 +44,21 @@ func sandboxProcesses(t *testing.T, id string) []string {
 		out = append(out, e.Name()+": "+string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
 	}
 	return out
+}
+
+// initProgramOf is the executable the init of sandbox id runs.
+func initProgramOf(t *testing.T, id string) string {
+	t.Helper()
+	for _, p := range sandboxProcesses(t, id) {
+		pid, cmdline, _ := strings.Cut(p, ": ")
+		if strings.HasPrefix(cmdline, nsinit.Name+" ") {
+			exe, err := os.Readlink("/proc/" + pid + "/exe")
+			require.NoError(t, err)
+			return exe
+		}
+	}
+	t.Fatalf("sandbox %s has no init", id)
+	return ""
 }
 
 func postJSON(t *testing.T, p *local.Provider, s *provider.Sandbox, path string, body any) *http.Response {
@@ -136,6 +154,8 @@ func TestNothingOfASandboxOutlivesIt(t *testing.T) {
 			s, err := d.P.Create(context.Background(), provider.CreateRequest{AutoStopInterval: ptr(0)})
 			require.NoError(t, err)
 			port := escape(t, d.P, s)
+			assert.Equal(t, filepath.Join(filepath.Dir(testdaemon.Binary(t)), native.InitProgramName), initProgramOf(t, s.ID),
+				"the sandbox's init is the small program installed beside the daemon")
 
 			tt.end(t, d, s)
 			assert.Empty(t, sandboxProcesses(t, s.ID), "processes of the sandbox outlived it")

@@ -11,7 +11,10 @@ import (
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 )
 
-const mainPackage = "github.com/sandplane/sandplane/cmd/sandplane"
+const (
+	mainPackage = "github.com/sandplane/sandplane/cmd/sandplane"
+	initPackage = "github.com/sandplane/sandplane/cmd/sandplane-init"
+)
 
 var built struct {
 	once sync.Once
@@ -21,8 +24,9 @@ var built struct {
 }
 
 // Binary is the path of a sandplane binary built from this tree, the same
-// for every test of the process. The first call builds it; a failed build
-// fails every test that asks.
+// for every test of the process, with sandplane-init beside it as `make
+// build` installs them. The first call builds them; a failed build fails
+// every test that asks.
 func Binary(t testing.TB) string {
 	t.Helper()
 	built.once.Do(build)
@@ -42,7 +46,7 @@ func build() {
 	path := filepath.Join(dir, "sandplane")
 	// Static, so that the same binary runs on the host and in the docker
 	// runtime's FROM-scratch toolbox image.
-	cmd := exec.Command("go", "build", "-o", path, mainPackage)
+	cmd := exec.Command("go", "build", "-o", dir+"/", mainPackage, initPackage)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		built.err = fmt.Errorf("%w\n%s", err, out)

@@ -125,6 +125,9 @@ func startDrivers(clk clock.Clock, set config.Config, log *slog.Logger) (map[pro
 	if err := nat.ContainmentFallback(); err != nil {
 		log.Warn("native sandboxes are contained by process groups only: a process that calls setsid outlives its sandbox", "reason", err)
 	}
+	if err := nat.InitFallback(); err != nil {
+		log.Warn("native sandboxes start more slowly: this binary is their init, as "+native.InitProgramName+" beside it was refused", "reason", err)
+	}
 	drivers := map[provider.Runtime]driver.Driver{provider.RuntimeNative: nat}
 	d, err := docker.New(clk)
 	if err != nil {

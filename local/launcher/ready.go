@@ -45,6 +45,13 @@ func ReadyHTTP(path string) Readiness { return Readiness{mode: modeHTTP, path: p
 // probeTimeout bounds one readiness check.
 const probeTimeout = time.Second
 
+// maxProbeBackoff caps the wait between readiness checks. A check that
+// finds nothing costs microseconds (a refused connect, a memory read), and
+// whatever the cap is, a launch pays on average half of it after the
+// workload is up: a millisecond keeps that small against a start-up of
+// ten or more.
+const maxProbeBackoff = time.Millisecond
+
 // probeClient asks HTTP readiness; no keep-alive, so that no connection to a
 // workload outlives its check.
 var probeClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
@@ -84,7 +91,7 @@ func (l *Launcher) waitReady(ctx context.Context, h driver.Handle, port int, r R
 			return &NotReadyError{Port: port, Timeout: l.cfg.ReadyTimeout, ready: r}
 		case <-t.C():
 		}
-		if backoff < 5*time.Millisecond {
+		if backoff < maxProbeBackoff {
 			backoff *= 2
 		}
 	}

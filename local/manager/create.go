@@ -2,7 +2,9 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -200,25 +202,80 @@ func (m *Manager) makeDir(rec *record, env map[string]string) error {
 	if err != nil {
 		return provider.Errorf(provider.Internal, "create sandbox directory: %w", err)
 	}
-	// The staged files need not be durable one by one: one sync of the
-	// staged directory makes them all durable before the rename publishes
-	// it.
-	err = writeEnvIn(staged, env)
-	if err != nil {
-		err = provider.Errorf(provider.Internal, "write %s: %w", envFile, err)
-	} else if err = writeToken(staged); err != nil {
-		err = provider.Errorf(provider.Internal, "write %s: %w", tokenFile, err)
-	} else if err = persistIn(staged, rec, false); err == nil {
-		if err = syncDir(staged); err != nil {
-			err = provider.Errorf(provider.Internal, "sync the new sandbox directory: %w", err)
-		} else {
-			err = m.publish(staged, rec.ID)
-		}
+	if err = fillStaged(staged, rec, env); err == nil {
+		err = m.publish(staged, rec.ID)
 	}
 	if err != nil {
 		_ = os.RemoveAll(staged)
 	}
 	return err
+}
+
+// fillStaged writes a new sandbox's first files (env, token, record) into
+// its staging directory, durably: every file, then the directory, is synced
+// before the rename publishes them, so that no machine crash brings back a
+// published sandbox with an empty record. Written in place, without the
+// temp file and rename of writeFileAtomic: nothing reads a staging
+// directory, and a crash leaves it to clearLeftovers. All are written
+// before any is synced, so that one journal commit carries them all.
+func fillStaged(dir string, rec *record, env map[string]string) error {
+	envData, err := json.Marshal(env)
+	if err != nil {
+		return provider.Errorf(provider.Internal, "encode %s: %w", envFile, err)
+	}
+	recData, err := encodeRecord(rec)
+	if err != nil {
+		return err
+	}
+	files := []struct {
+		name string
+		data []byte
+		perm os.FileMode
+	}{
+		{envFile, envData, 0o600},
+		{tokenFile, []byte(newToken() + "\n"), 0o600},
+		{recordFile, recData, 0o644},
+	}
+	var written []*os.File
+	defer func() {
+		for _, f := range written {
+			f.Close()
+		}
+	}()
+	for _, f := range files {
+		fh, err := writeNew(filepath.Join(dir, f.name), f.data, f.perm)
+		if err != nil {
+			return provider.Errorf(provider.Internal, "write %s: %w", f.name, err)
+		}
+		written = append(written, fh)
+	}
+	for i, fh := range written {
+		if err := fh.Sync(); err != nil {
+			return provider.Errorf(provider.Internal, "sync %s: %w", files[i].name, err)
+		}
+	}
+	if err := syncDir(dir); err != nil {
+		return provider.Errorf(provider.Internal, "sync the new sandbox directory: %w", err)
+	}
+	return nil
+}
+
+// writeNew creates path, which must not exist, with data and perm, and
+// returns it open for a later sync.
+func writeNew(path string, data []byte, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(perm); err != nil { // past the umask, as writeFileAtomic
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 func (m *Manager) resolve(rtName provider.Runtime, snapName string) (Snapshot, error) {
 	if _, ok := m.opts.Runtimes[rtName]; !ok {

@@ -129,7 +129,7 @@ func (m *Manager) persist(r *record) error { return persistIn(m.dir(r.ID), r, tr
 // persistIn writes r as dir's sandbox.json, durably or not (see
 // writeFileAtomic). internal.
 func persistIn(dir string, r *record, durable bool) error {
-	data, err := json.MarshalIndent(r, "", "  ")
+	data, err := encodeRecord(r)
 	if err != nil {
 		return err
 	}
@@ -139,14 +139,13 @@ func persistIn(dir string, r *record, durable bool) error {
 	return nil
 }
 
-// writeEnvIn writes env as dir's env file, not durably: dir is a staging
-// directory, synced whole before it is published.
-func writeEnvIn(dir string, env map[string]string) error {
-	data, err := json.Marshal(env)
+// encodeRecord is r as a record file holds it.
+func encodeRecord(r *record) ([]byte, error) {
+	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
-		return err
+		return nil, provider.Errorf(provider.Internal, "encode sandbox %s: %w", r.ID, err)
 	}
-	return writeFileAtomic(filepath.Join(dir, envFile), data, 0o600, false)
+	return data, nil
 }
 
 func (m *Manager) readEnv(id string) (map[string]string, error) {

@@ -33,20 +33,13 @@ func (m *Manager) sandboxToken(id string) (string, error) {
 	if err != nil || tok != "" {
 		return tok, err
 	}
-	return writeTokenIn(m.dir(id), true)
+	return writeTokenIn(m.dir(id))
 }
 
-// writeToken gives a new sandbox, staged in dir, its token, not durably:
-// the staged directory is synced whole before it is published.
-func writeToken(dir string) error {
-	_, err := writeTokenIn(dir, false)
-	return err
-}
-
-// writeTokenIn makes a token and writes it as dir's token file.
-func writeTokenIn(dir string, durable bool) (string, error) {
+// writeTokenIn makes a token and writes it as dir's token file, durably.
+func writeTokenIn(dir string) (string, error) {
 	tok := newToken()
-	if err := writeFileAtomic(filepath.Join(dir, tokenFile), []byte(tok+"\n"), 0o600, durable); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, tokenFile), []byte(tok+"\n"), 0o600, true); err != nil {
 		return "", err
 	}
 	return tok, nil

@@ -14,7 +14,7 @@
 //
 // The default wherever the platform allows (Containment reports which mode a
 // Driver uses; the daemon shows it in GET /v1/info). Each workload runs
-// under an init of its own (package nsinit: this same binary re-executed) as
+// under an init of its own (package nsinit; see "The init program") as
 // PID 1 of a new PID namespace, in a session of its own, and, where the init
 // can mount one, with a /proc of its own in a private mount namespace. An
 // unprivileged daemon adds a user namespace that maps only its own uid and
@@ -53,8 +53,21 @@
 //   - Without a /proc of its own (a platform where the init cannot mount
 //     one), /proc shows the host's processes, under pids that mean nothing
 //     inside the namespace.
-//   - The init is the daemon's binary: replacing that file does not change
-//     running inits (they run the old one from /proc/self/exe).
+//   - Replacing the init's file does not change running inits, nor the
+//     program later ones run (see "The init program").
+//
+// # The init program
+//
+// Every init runs sandplane-init (InitProgramName) when it sits beside the
+// daemon's executable, as `make build` installs it, and the daemon's own
+// binary re-executed otherwise: both run nsinit.Main, but the small program
+// starts in about a millisecond, where the daemon's binary pays its whole
+// start-up (tens of milliseconds) once more per sandbox. The program is
+// checked once, at New: a regular file only its owner may change, that
+// answers this build's nsinit.Protocol. It is then held open and run from
+// that descriptor, so a file replaced later (an upgrade, a stale copy) is
+// never run; one that fails the check is skipped, InitFallback says why and
+// the daemon logs it. WithInitProgram names another file.
 //
 // # Binds
 //

@@ -155,7 +155,7 @@ func (r *Driver) planBwrap(spec driver.Spec, path, dir string) (nsinit.Config, [
 			return fail(classify(phaseSpawn, "make the sandbox's "+d+" directory", err))
 		}
 	}
-	exeFd, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+	exeFd, err := unix.Open(r.init.path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fail(classify(phaseSpawn, "open this program for the sandbox's init", err))
 	}

@@ -3,6 +3,7 @@ package native
 import (
 	"net"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
@@ -18,7 +19,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(listenVar) != "" {
 		listenForever()
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if builtInit.path != "" {
+		os.RemoveAll(filepath.Dir(builtInit.path))
+	}
+	os.Exit(code)
 }
 
 func listenForever() {

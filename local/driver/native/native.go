@@ -58,6 +58,12 @@ type Driver struct {
 	isolation string
 	// bwrapOK is set once bubblewrap has proven it can isolate here.
 	bwrapOK atomic.Bool
+	// init is the program every init runs; initErr why it is not the one
+	// that was there or asked for (see InitFallback); initSet: an option
+	// chose it.
+	init    initProgram
+	initErr error
+	initSet bool
 
 	mu sync.Mutex
 	// children are the processes this value spawned and reaps, keyed by pid
@@ -114,6 +120,9 @@ func New(clk clock.Clock, opts ...Option) *Driver {
 	r := &Driver{clk: clk, children: make(map[procKey]*child), userNS: os.Geteuid() != 0}
 	for _, o := range opts {
 		o(r)
+	}
+	if !r.initSet {
+		r.init, r.initErr = defaultInit()
 	}
 	if r.containment == "" {
 		p := probeNamespaces(r.userNS)

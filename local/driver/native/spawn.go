@@ -168,9 +168,10 @@ func (r *Driver) initCmd(cfg nsinit.Config) *exec.Cmd {
 		}
 	}
 	return &exec.Cmd{
-		// The binary this process runs, even if its file was replaced
-		// since: the init is always the daemon's own version.
-		Path:        "/proc/self/exe",
+		// Never a path that names a file: the init is the program that
+		// was checked (or this process's own), even if a file was
+		// replaced since.
+		Path:        r.init.path,
 		Args:        append([]string{nsinit.Name}, cfg.Flags()...),
 		SysProcAttr: attr,
 	}
@@ -330,7 +331,7 @@ func probeNamespaces(userNS bool) platform {
 				return err
 			}
 			defer r.Close()
-			cmd := (&Driver{userNS: userNS, ownProc: ownProc}).initCmd(nsinit.Config{Probe: true})
+			cmd := (&Driver{userNS: userNS, ownProc: ownProc, init: selfInit}).initCmd(nsinit.Config{Probe: true})
 			cmd.Env, cmd.ExtraFiles = []string{}, []*os.File{w}
 			err = cmd.Run()
 			w.Close()

@@ -1,13 +1,16 @@
 // Package nsinit is the small init process that the native runtime runs as
 // PID 1 of each workload's own PID namespace (Linux only).
 //
-// It is this same binary re-executed: the runtime starts /proc/self/exe with
-// argv[0] set to Name, and Main, which main() and the TestMain of every test
-// binary that spawns native workloads call first, recognises that argv[0],
-// runs the init and exits. So the daemon, the simulator and the tests carry
-// the init with nothing else installed. A binary that never calls Main is not
-// used as an init: Enabled reports false and the runtime falls back to
-// process groups.
+// Main, which main() and the TestMain of every test binary that spawns
+// native workloads call first, recognises argv[0] Name, runs the init and
+// exits. So the daemon, the simulator and the tests carry the init with
+// nothing else installed: the runtime starts /proc/self/exe with argv[0] set
+// to Name. Where the small program cmd/sandplane-init (which runs Main and
+// nothing else) is installed beside them, the runtime starts that instead,
+// since it starts far faster; Protocol, asked with ProtocolFlag, keeps a
+// program from another build from being handed flags it would misread. A
+// binary that never calls Main is not used as an init: Enabled reports false
+// and the runtime falls back to process groups.
 //
 // What the init does, and nothing more:
 //   - it refuses to run unless it is PID 1, so that its kill(-1) can only

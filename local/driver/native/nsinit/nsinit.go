@@ -25,6 +25,17 @@ const Name = "sandplane-nsinit"
 // StatusFD is the descriptor an init reports its status on.
 const StatusFD = 3
 
+// Protocol numbers the command line and status lines an init understands
+// and writes. Raise it with any change to Config.Flags, parse or
+// Status.line: a runtime refuses an init program that answers another
+// number (see ProtocolFlag), so that one left from an older build is never
+// handed flags it would misread.
+const Protocol = 1
+
+// ProtocolFlag, as an init's only argument, makes it print Protocol on
+// stdout and exit 0, whatever its PID.
+const ProtocolFlag = "-protocol"
+
 // exitSetup is the init's exit code when it could not start the command.
 const exitSetup = 125
 
@@ -303,6 +314,10 @@ func (p *initProc) report(s Status) { _, _ = io.WriteString(p.status, s.line()+"
 
 // run is the init; it returns the exit code.
 func run(args []string) int {
+	if len(args) == 1 && args[0] == ProtocolFlag {
+		fmt.Println(Protocol)
+		return 0
+	}
 	p := &initProc{status: os.NewFile(StatusFD, "status")}
 	// The status pipe is the init's alone: the workload must not hold it
 	// open (or write lies into it).
