@@ -76,8 +76,13 @@ func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provi
 	if err := m.register(e, sandboxEnv(snap.Env, m.opts.PassEnv, req.EnvVars)); err != nil {
 		return provider.Sandbox{}, err
 	}
+	rootSynced := m.syncRoot()
 	if err := m.spawn(ctx, e, snap); err != nil {
 		return provider.Sandbox{}, m.rollBackCreate(e, err)
+	}
+	if err := <-rootSynced; err != nil {
+		m.abandon(e)
+		return provider.Sandbox{}, m.rollBackCreate(e, provider.Errorf(provider.CreateFailed, "sync the daemon root %s: %v; the create was rolled back", m.opts.Root, err))
 	}
 	s, err := m.update(e, func(r *record) {
 		r.State = provider.StateStarted
@@ -209,6 +214,19 @@ func (m *Manager) makeDir(rec *record, env map[string]string) error {
 		_ = os.RemoveAll(staged)
 	}
 	return err
+}
+
+// syncRoot makes the rename that published a new sandbox's directory
+// durable, in the background, so that the sync overlaps the workload's
+// start-up: a create waits for it before it records the sandbox started.
+// Until then a machine crash may undo the rename, which leaves the staged
+// directory to clearLeftovers, and the create, never answered, undone; a
+// daemon killed meanwhile finds the directory, which the kernel already
+// shows.
+func (m *Manager) syncRoot() <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- syncDir(m.opts.Root) }()
+	return done
 }
 
 // fillStaged writes a new sandbox's first files (env, token, record) into
