@@ -65,7 +65,7 @@ func (s *Simulator) adminScope(r *http.Request) (sc scope, ok bool, e *apiError)
 		if len(s.cfg.APIKeys) > 0 && !containsSecret(s.cfg.APIKeys, key) {
 			return scope{}, false, errorf(http.StatusUnauthorized, "the %s header holds no accepted API key", AdminAPIKeyHeader)
 		}
-		org := orgOf(key)
+		org := s.orgNames.of(key)
 		if param != "" && param != org {
 			return scope{}, false, errorf(http.StatusBadRequest, "org=%s is not the organization of the API key in %s", param, AdminAPIKeyHeader)
 		}

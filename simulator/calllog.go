@@ -1,6 +1,8 @@
 package simulator
 
 import (
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -47,13 +49,47 @@ func (l *callLog) add(c Call) {
 	defer l.mu.Unlock()
 	l.seq++
 	c.Seq = l.seq
-	l.push(c)
+	l.push(c.owned())
 	ops := l.count[c.Org]
 	if ops == nil {
 		ops = map[string]uint64{}
 		l.count[c.Org] = ops
 	}
 	ops[c.Operation]++
+}
+
+// owned is c with strings that hold nothing else alive. A request's Method
+// and Path are slices of its whole request line, and the log outlives the
+// request by thousands of calls: each entry kept the line, and a create's
+// entry the id of its sandbox, as allocations of their own, long after
+// the sandbox was deleted. Method becomes one of net/http's constants,
+// Path and SandboxID share one allocation sized for them (the id inside the
+// path when it is there).
+func (c Call) owned() Call {
+	c.Method = knownMethod(c.Method)
+	if i := strings.Index(c.Path, c.SandboxID); c.SandboxID != "" && i >= 0 {
+		c.Path = strings.Clone(c.Path)
+		c.SandboxID = c.Path[i : i+len(c.SandboxID)]
+		return c
+	}
+	var b strings.Builder
+	b.Grow(len(c.Path) + len(c.SandboxID))
+	b.WriteString(c.Path)
+	b.WriteString(c.SandboxID)
+	packed := b.String()
+	c.Path, c.SandboxID = packed[:len(c.Path)], packed[len(c.Path):]
+	return c
+}
+
+// knownMethod is m as net/http's constant when it is one, else a copy.
+func knownMethod(m string) string {
+	for _, k := range [...]string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPut,
+		http.MethodPatch, http.MethodHead, http.MethodOptions, http.MethodConnect, http.MethodTrace} {
+		if m == k {
+			return k
+		}
+	}
+	return strings.Clone(m)
 }
 
 func (l *callLog) push(c Call) {

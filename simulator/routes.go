@@ -201,7 +201,7 @@ func (s *Simulator) authenticate(r *http.Request) (string, *apiError) {
 	if len(s.cfg.APIKeys) > 0 && !containsSecret(s.cfg.APIKeys, key) {
 		return "", errorf(http.StatusUnauthorized, msgInvalidCredentials)
 	}
-	return orgOf(key), nil
+	return s.orgNames.of(key), nil
 }
 
 // keyOrg is the organization of an accepted API key, or "".
@@ -209,7 +209,7 @@ func (s *Simulator) keyOrg(key string) string {
 	if key == "" || len(s.cfg.APIKeys) > 0 && !containsSecret(s.cfg.APIKeys, key) {
 		return ""
 	}
-	return orgOf(key)
+	return s.orgNames.of(key)
 }
 
 // containsSecret reports whether key is one of keys, comparing each in

@@ -24,6 +24,7 @@ type Simulator struct {
 	spec      *spec
 	faults    *faults
 	calls     *callLog
+	orgNames  *orgNames
 	events    *eventBus
 	metrics   *simMetrics
 	proxies   *proxies // the preview and toolbox proxies (proxy.go)
@@ -86,6 +87,7 @@ func New(cfg Config) (*Simulator, error) {
 		ids:       rand.NewChaCha8(seed),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		calls:     newCallLog(cfg.CallLogSize),
+		orgNames:  newOrgNames(),
 		costs:     newCostBook(cfg.CostHistory),
 	}
 	_, s.syncWork = cfg.Backend.(noneBackend)

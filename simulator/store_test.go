@@ -189,3 +189,32 @@ func TestIndexesFollowTheRows(t *testing.T) {
 	assert.NotContains(t, h.sim.orgs, org, "an organization without sandboxes keeps no index")
 	assert.Empty(t, h.sim.linked)
 }
+
+// TestChurnLeavesOnlyLiveRows creates and deletes sandboxes beside live
+// ones, with labels, and checks that nothing keeps an entry of a deleted
+// sandbox beyond the bounded cost history and call log: the id and name
+// maps, the organization's indexes and label sets, the links.
+func TestChurnLeavesOnlyLiveRows(t *testing.T) {
+	const live, pairs, history, calls = 5, 60, 10, 50
+	h := newHarness(t, func(c *Config) { c.CostHistory, c.CallLogSize = history, calls })
+	org := orgOf(testKey)
+	for i := range live {
+		h.create(apiclient.CreateSandbox{Labels: &map[string]string{"live": fmt.Sprint(i)}})
+	}
+	for i := range pairs {
+		sb := h.create(apiclient.CreateSandbox{Labels: &map[string]string{"churn": fmt.Sprint(i)}})
+		code, body, _ := h.raw("DELETE", "/api/sandbox/"+sb.Id, nil)
+		require.Equal(t, http.StatusOK, code, string(body))
+	}
+
+	h.sim.mu.RLock()
+	defer h.sim.mu.RUnlock()
+	assert.Len(t, h.sim.byID, live)
+	assert.Len(t, h.sim.byName, live)
+	assert.Equal(t, live, h.sim.countLocked(org))
+	assert.Equal(t, live, h.sim.orgs[org].activity.Len())
+	assert.Len(t, h.sim.orgs[org].labels, live, "label sets of deleted sandboxes are gone")
+	assert.Empty(t, h.sim.linked)
+	assert.Equal(t, live+history, h.sim.costs.len(), "rows: the live sandboxes and the last deleted ones")
+	assert.Len(t, h.sim.Calls(), calls)
+}
