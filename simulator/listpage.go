@@ -91,11 +91,12 @@ func (s *Simulator) pageLocked(org string, f *filter, field string, desc bool, a
 	if o == nil {
 		return nil, false
 	}
-	accept := func(sb *sandbox) (keyed, bool) {
+	// accept keeps a row that matches and comes after the cursor; k is its
+	// sortKey, keyOf(sb, field).
+	accept := func(sb *sandbox, k sortKey) (keyed, bool) {
 		if !f.match(sb) {
 			return keyed{}, false
 		}
-		k := keyOf(sb, field)
 		if after != nil && !afterCursor(k, sb.ID, afterKey, after.ID, desc) {
 			return keyed{}, false
 		}
@@ -106,7 +107,7 @@ func (s *Simulator) pageLocked(org string, f *filter, field string, desc bool, a
 	if tree == nil || cands != nil && len(cands) <= labelScanFactor*(limit+1) {
 		var rows []keyed
 		o.each(cands, func(sb *sandbox) bool {
-			if r, ok := accept(sb); ok {
+			if r, ok := accept(sb, keyOf(sb, field)); ok {
 				rows = append(rows, r)
 			}
 			return true
@@ -118,8 +119,10 @@ func (s *Simulator) pageLocked(org string, f *filter, field string, desc bool, a
 		return rows, false
 	}
 	rows := make([]keyed, 0, limit+1)
+	// The tree's key is keyOf(sb, field): the field's time, cut to the
+	// millisecond, kept up to date as the row moves.
 	visit := func(e entry) bool {
-		if r, ok := accept(e.sb); ok {
+		if r, ok := accept(e.sb, sortKey{t: e.key.t}); ok {
 			rows = append(rows, r)
 		}
 		return len(rows) <= limit
