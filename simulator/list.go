@@ -304,9 +304,14 @@ func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
 	tbx := appendJSONString(make([]byte, 0, 64), s.toolboxProxyURL(c.r))
 	enc := newEncodedJSON()
 	body := append(*enc.b, `{"items":[`...)
+	buf := pageBufs.Get().(*[]keyed)
+	defer func() {
+		clear((*buf)[:cap(*buf)]) // the pool keeps no row alive
+		pageBufs.Put(buf)
+	}()
 
 	s.mu.RLock()
-	rows, more := s.pageLocked(c.org, &f, field, desc, after, afterKey, limit)
+	rows, more := s.pageLocked(c.org, &f, field, desc, after, afterKey, limit, (*buf)[:0])
 	writes := s.mu.writeCount()
 	for i, r := range rows {
 		if i > 0 {
