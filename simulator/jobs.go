@@ -18,33 +18,72 @@ func (s *Simulator) startJobs() {
 // tick runs the three jobs and re-arms itself. It runs on an AfterFunc, so
 // with a fake clock the jobs have run by the time Advance returns.
 func (s *Simulator) tick() {
+	s.runJobs(everyOrg)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return
+	if !s.closed {
+		s.jobs = s.clk.AfterFunc(s.cfg.scaled(jobPeriod), s.tick)
 	}
-	s.runJobsLocked(everyOrg)
-	s.jobs = s.clk.AfterFunc(s.cfg.scaled(jobPeriod), s.tick)
 }
 
 // RunJobs runs the auto-stop, auto-archive and auto-delete jobs once, now,
 // for every organization.
 func (s *Simulator) RunJobs() { s.runJobs(everyOrg) }
 
-// runJobs runs the jobs now for the sandboxes of sc only.
+// runJobs applies Daytona's three crons, now, to the sandboxes of sc. It
+// looks for the sandboxes they reach under the lock shared, beside gets
+// and lists, and takes it exclusively only to act on those, checking each
+// again: it may have moved on in between.
 func (s *Simulator) runJobs(sc scope) {
+	now := s.clk.Now()
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return
+	}
+	var due []*sandbox
+	for _, sb := range s.byID {
+		if sc.owns(sb.OrgID) && s.jobFor(sb, now) != jobNone {
+			due = append(due, sb)
+		}
+	}
+	s.mu.RUnlock()
+	if len(due) == 0 {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.runJobsLocked(sc)
+	if s.closed {
+		return
+	}
+	var touched []*sandbox
+	for _, sb := range due {
+		if s.runJobLocked(sb, now) {
+			touched = append(touched, sb)
+		}
+	}
+	for _, sb := range touched {
+		s.kick(sb)
+	}
 }
 
-// runJobsLocked applies Daytona's three crons. Each compares lastActivityAt
+// job is what the crons do to one sandbox.
+type job int
+
+const (
+	jobNone job = iota
+	jobStop
+	jobDelete
+	jobArchive
+)
+
+// jobFor is the job the crons owe sb at now. Each compares lastActivityAt
 // with now minus the interval, and only considers rows that are settled
-// (state equals desired and nothing pending), of sc. Called with s.mu held.
-func (s *Simulator) runJobsLocked(sc scope) {
-	now := s.clk.Now()
+// (state equals desired and nothing pending). Called with s.mu held
+// (shared is enough).
+func (s *Simulator) jobFor(sb *sandbox, now time.Time) job {
 	minute := s.cfg.Minute
-	idle := func(sb *sandbox, interval int) bool {
+	idle := func(interval int) bool {
 		// Daytona's intervals reach 2^31-1 minutes, beyond what a Duration
 		// holds: one that overflows never runs out.
 		if interval > int(math.MaxInt64/minute) {
@@ -52,34 +91,42 @@ func (s *Simulator) runJobsLocked(sc scope) {
 		}
 		return sb.LastActivity.Before(now.Add(-time.Duration(interval) * minute))
 	}
-	var touched []*sandbox
-	for _, sb := range s.byID {
-		if sb.OrgID == warmPoolOrg || !sc.owns(sb.OrgID) || sb.Pending || sb.busy || sb.State != sb.Desired {
-			continue
-		}
-		switch {
-		case sb.State == stStarted && sb.AutoStop != 0 && idle(sb, sb.AutoStop):
-			if sb.ephemeral() {
-				s.softDeleteLocked(sb)
-			} else {
-				sb.Desired = dsStopped
-				sb.Pending = true
-				sb.forceStop = false
-				sb.notify()
-			}
-			touched = append(touched, sb)
-		case sb.State == stStopped && sb.AutoDelete >= 0 && idle(sb, sb.AutoDelete):
+	if sb.OrgID == warmPoolOrg || sb.Pending || sb.busy || sb.State != sb.Desired {
+		return jobNone
+	}
+	switch {
+	case sb.State == stStarted && sb.AutoStop != 0 && idle(sb.AutoStop):
+		return jobStop
+	case sb.State == stStopped && sb.AutoDelete >= 0 && idle(sb.AutoDelete):
+		return jobDelete
+	case sb.State == stStopped && idle(sb.AutoArchive):
+		return jobArchive
+	}
+	return jobNone
+}
+
+// runJobLocked does the job the crons owe sb at now, if any, and reports
+// whether it did one. Called with s.mu held.
+func (s *Simulator) runJobLocked(sb *sandbox, now time.Time) bool {
+	switch s.jobFor(sb, now) {
+	case jobStop:
+		if sb.ephemeral() {
 			s.softDeleteLocked(sb)
-			touched = append(touched, sb)
-		case sb.State == stStopped && idle(sb, sb.AutoArchive):
-			// Daytona's auto-archive sets only the desired state, so the
-			// sandbox shows as archiving until the archive runs.
-			sb.Desired = dsArchived
+		} else {
+			sb.Desired = dsStopped
+			sb.Pending = true
+			sb.forceStop = false
 			sb.notify()
-			touched = append(touched, sb)
 		}
+	case jobDelete:
+		s.softDeleteLocked(sb)
+	case jobArchive:
+		// Daytona's auto-archive sets only the desired state, so the
+		// sandbox shows as archiving until the archive runs.
+		sb.Desired = dsArchived
+		sb.notify()
+	default:
+		return false
 	}
-	for _, sb := range touched {
-		s.kick(sb)
-	}
+	return true
 }

@@ -300,17 +300,26 @@ func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
 		}
 		after, afterKey = &cur, k
 	}
-	tbx := s.toolboxProxyURL(c.r)
-
-	s.mu.RLock()
-	rows, more := s.pageLocked(c.org, &f, field, desc, after, afterKey, limit)
+	// The toolboxProxyUrl, the same in every item, is quoted once.
+	tbx := appendJSONString(make([]byte, 0, 64), s.toolboxProxyURL(c.r))
 	enc := newEncodedJSON()
 	body := append(*enc.b, `{"items":[`...)
+	buf := pageBufs.Get().(*[]keyed)
+	defer func() {
+		clear((*buf)[:cap(*buf)]) // the pool keeps no row alive
+		pageBufs.Put(buf)
+	}()
+
+	s.mu.RLock()
+	rows, more := s.pageLocked(c.org, &f, field, desc, after, afterKey, limit, (*buf)[:0])
+	writes := s.mu.writeCount()
 	for i, r := range rows {
 		if i > 0 {
 			body = append(body, ',')
 		}
-		body = appendListItem(body, r.sb, tbx)
+		body = append(body, cachedListItemHead(r.sb, writes)...)
+		body = append(body, tbx...)
+		body = append(body, '}')
 	}
 	s.mu.RUnlock()
 	body = append(body, `],"nextCursor":`...)

@@ -13,7 +13,8 @@ import (
 // can be encoded after the lock. appendListItem writes an item straight
 // from the row instead, byte for byte what encoding/json makes of
 // sandboxListItemDTO (TestListItemEncoding holds the two together), so a
-// page costs a few microseconds per item.
+// page costs a few microseconds per item. listcache.go keeps each row's
+// encoded item between pages, so that a page of unchanged rows copies them.
 
 // encodedJSON is a body writeJSON sends as it is, then gives back to
 // bodyBufs: a page is tens of kilobytes, and with 10,000 sandboxes on the
@@ -35,66 +36,74 @@ func newEncodedJSON() encodedJSON {
 // release gives the buffer back once the body is written.
 func (e encodedJSON) release() { bodyBufs.Put(e.b) }
 
-// appendListItem appends the SandboxListItem of sb. Called with s.mu held
-// (shared is enough).
+// appendListItem appends the SandboxListItem of sb, encoded afresh.
+// Called with s.mu held (shared is enough).
 func appendListItem(b []byte, sb *sandbox, toolboxProxyURL string) []byte {
-	b = append(b, `{"id":`...)
-	b = appendJSONString(b, sb.ID)
-	b = append(b, `,"organizationId":`...)
-	b = appendJSONString(b, sb.OrgID)
-	b = append(b, `,"name":`...)
-	b = appendJSONString(b, sb.Name)
-	b = append(b, `,"target":`...)
-	b = appendJSONString(b, sb.Target)
-	b = append(b, `,"runnerId":`...)
-	b = appendNullableString(b, sb.RunnerID)
-	b = append(b, `,"sandboxClass":"container","state":`...)
-	b = appendJSONString(b, sb.displayState(true))
-	b = append(b, `,"desiredState":`...)
-	b = appendJSONString(b, sb.Desired)
-	b = append(b, `,"snapshot":`...)
-	b = appendNullableString(b, sb.Snapshot)
-	b = append(b, `,"user":`...)
-	b = appendJSONString(b, sb.User)
-	b = append(b, `,"errorReason":`...)
-	b = appendNullableString(b, sb.ErrorReason)
-	b = append(b, `,"recoverable":`...)
-	b = strconv.AppendBool(b, sb.Recoverable)
-	b = append(b, `,"public":`...)
-	b = strconv.AppendBool(b, sb.Public)
-	b = append(b, `,"cpu":`...)
-	b = strconv.AppendInt(b, int64(sb.CPU), 10)
-	b = append(b, `,"gpu":`...)
-	b = strconv.AppendInt(b, int64(sb.GPU), 10)
-	if sb.GPUType != nil {
-		b = append(b, `,"gpuType":`...)
-		b = appendJSONString(b, *sb.GPUType)
-	}
-	b = append(b, `,"memory":`...)
-	b = strconv.AppendInt(b, int64(sb.Memory), 10)
-	b = append(b, `,"disk":`...)
-	b = strconv.AppendInt(b, int64(sb.Disk), 10)
-	b = append(b, `,"labels":`...)
-	b = appendLabels(b, sb.Labels)
-	b = append(b, `,"backupState":`...)
-	b = appendJSONString(b, sb.BackupState)
-	b = append(b, `,"autoStopInterval":`...)
-	b = strconv.AppendInt(b, int64(sb.AutoStop), 10)
-	b = append(b, `,"autoArchiveInterval":`...)
-	b = strconv.AppendInt(b, int64(sb.AutoArchive), 10)
-	b = append(b, `,"autoDeleteInterval":`...)
-	b = strconv.AppendInt(b, int64(sb.AutoDelete), 10)
-	b = append(b, `,"createdAt":`...)
-	b = appendISO(b, sb.CreatedAt)
-	b = append(b, `,"updatedAt":`...)
-	b = appendISO(b, sb.UpdatedAt)
-	b = append(b, `,"lastActivityAt":`...)
-	b = appendISO(b, sb.LastActivity)
-	b = append(b, `,"daemonVersion":`...)
-	b = appendNullableString(b, sb.DaemonVersion)
-	b = append(b, `,"toolboxProxyUrl":`...)
+	f := sb.listFields()
+	b = appendListItemHead(b, &f, sb.Labels)
 	b = appendJSONString(b, toolboxProxyURL)
 	return append(b, '}')
+}
+
+// appendListItemHead appends the item that f and labels make, up to the
+// value of its last member, toolboxProxyUrl, which depends on the request
+// and is the caller's to append (then the closing brace).
+func appendListItemHead(b []byte, f *listFields, labels map[string]string) []byte {
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, f.id)
+	b = append(b, `,"organizationId":`...)
+	b = appendJSONString(b, f.orgID)
+	b = append(b, `,"name":`...)
+	b = appendJSONString(b, f.name)
+	b = append(b, `,"target":`...)
+	b = appendJSONString(b, f.target)
+	b = append(b, `,"runnerId":`...)
+	b = f.runnerID.appendJSON(b)
+	b = append(b, `,"sandboxClass":"container","state":`...)
+	b = appendJSONString(b, f.state)
+	b = append(b, `,"desiredState":`...)
+	b = appendJSONString(b, f.desired)
+	b = append(b, `,"snapshot":`...)
+	b = f.snapshot.appendJSON(b)
+	b = append(b, `,"user":`...)
+	b = appendJSONString(b, f.user)
+	b = append(b, `,"errorReason":`...)
+	b = f.errorReason.appendJSON(b)
+	b = append(b, `,"recoverable":`...)
+	b = strconv.AppendBool(b, f.recoverable)
+	b = append(b, `,"public":`...)
+	b = strconv.AppendBool(b, f.public)
+	b = append(b, `,"cpu":`...)
+	b = strconv.AppendInt(b, int64(f.cpu), 10)
+	b = append(b, `,"gpu":`...)
+	b = strconv.AppendInt(b, int64(f.gpu), 10)
+	if f.gpuType.set {
+		b = append(b, `,"gpuType":`...)
+		b = appendJSONString(b, f.gpuType.s)
+	}
+	b = append(b, `,"memory":`...)
+	b = strconv.AppendInt(b, int64(f.memory), 10)
+	b = append(b, `,"disk":`...)
+	b = strconv.AppendInt(b, int64(f.disk), 10)
+	b = append(b, `,"labels":`...)
+	b = appendLabels(b, labels)
+	b = append(b, `,"backupState":`...)
+	b = appendJSONString(b, f.backupState)
+	b = append(b, `,"autoStopInterval":`...)
+	b = strconv.AppendInt(b, int64(f.autoStop), 10)
+	b = append(b, `,"autoArchiveInterval":`...)
+	b = strconv.AppendInt(b, int64(f.autoArchive), 10)
+	b = append(b, `,"autoDeleteInterval":`...)
+	b = strconv.AppendInt(b, int64(f.autoDelete), 10)
+	b = append(b, `,"createdAt":`...)
+	b = appendISO(b, f.createdAt)
+	b = append(b, `,"updatedAt":`...)
+	b = appendISO(b, f.updatedAt)
+	b = append(b, `,"lastActivityAt":`...)
+	b = appendISO(b, f.lastActivity)
+	b = append(b, `,"daemonVersion":`...)
+	b = f.daemonVersion.appendJSON(b)
+	return append(b, `,"toolboxProxyUrl":`...)
 }
 
 // appendISO quotes iso(t) without parsing the layout each time; years
@@ -133,13 +142,6 @@ func appendDigits(b []byte, n, width int) []byte {
 		n /= 10
 	}
 	return append(b, d[:width]...)
-}
-
-func appendNullableString(b []byte, p *string) []byte {
-	if p == nil {
-		return append(b, "null"...)
-	}
-	return appendJSONString(b, *p)
 }
 
 // appendLabels writes the labels with their keys sorted, as encoding/json

@@ -1,6 +1,8 @@
 package simulator
 
 import (
+	"sync"
+
 	"github.com/google/btree"
 )
 
@@ -84,18 +86,19 @@ func compareStrings(a, b string) int {
 // match f, after the cursor (when after is set), in the order of field, and
 // whether more follow. On an ordered field it walks the index from the
 // cursor and stops after limit+1 matches; otherwise it keeps the best
-// limit+1 of the matching rows in a bounded heap. Called with s.mu held
-// (shared is enough).
-func (s *Simulator) pageLocked(org string, f *filter, field string, desc bool, after *cursor, afterKey sortKey, limit int) ([]keyed, bool) {
+// limit+1 of the matching rows in a bounded heap. The rows are appended
+// to buf (empty; from pageBufs). Called with s.mu held (shared is enough).
+func (s *Simulator) pageLocked(org string, f *filter, field string, desc bool, after *cursor, afterKey sortKey, limit int, buf []keyed) ([]keyed, bool) {
 	o := s.orgs[org]
 	if o == nil {
 		return nil, false
 	}
-	accept := func(sb *sandbox) (keyed, bool) {
+	// accept keeps a row that matches and comes after the cursor; k is its
+	// sortKey, keyOf(sb, field).
+	accept := func(sb *sandbox, k sortKey) (keyed, bool) {
 		if !f.match(sb) {
 			return keyed{}, false
 		}
-		k := keyOf(sb, field)
 		if after != nil && !afterCursor(k, sb.ID, afterKey, after.ID, desc) {
 			return keyed{}, false
 		}
@@ -103,10 +106,10 @@ func (s *Simulator) pageLocked(org string, f *filter, field string, desc bool, a
 	}
 	tree := o.treeFor(field)
 	cands := o.labelCandidates(f.labels)
+	rows := buf
 	if tree == nil || cands != nil && len(cands) <= labelScanFactor*(limit+1) {
-		var rows []keyed
 		o.each(cands, func(sb *sandbox) bool {
-			if r, ok := accept(sb); ok {
+			if r, ok := accept(sb, keyOf(sb, field)); ok {
 				rows = append(rows, r)
 			}
 			return true
@@ -117,9 +120,10 @@ func (s *Simulator) pageLocked(org string, f *filter, field string, desc bool, a
 		}
 		return rows, false
 	}
-	rows := make([]keyed, 0, limit+1)
+	// The tree's key is keyOf(sb, field): the field's time, cut to the
+	// millisecond, kept up to date as the row moves.
 	visit := func(e entry) bool {
-		if r, ok := accept(e.sb); ok {
+		if r, ok := accept(e.sb, sortKey{t: e.key.t}); ok {
 			rows = append(rows, r)
 		}
 		return len(rows) <= limit
@@ -143,6 +147,13 @@ func (s *Simulator) pageLocked(org string, f *filter, field string, desc bool, a
 	}
 	return rows, false
 }
+
+// pageBufs holds the row buffers of list pages: a page of 200 is 11 KiB
+// of rows, allocated per list otherwise.
+var pageBufs = sync.Pool{New: func() any {
+	b := make([]keyed, 0, 201)
+	return &b
+}}
 
 // pageByNumberLocked is one page of the deprecated list: the total of
 // org's rows matching f, and the limit of them from offset on, in the order

@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"encoding/json"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandplane/sandplane/provider/clock"
@@ -121,6 +122,9 @@ type sandbox struct {
 	events             *eventBus
 	proxyBase          string
 	evState, evDesired string
+
+	// listCache is the row's last encoded list item (listcache.go).
+	listCache atomic.Pointer[listItemCache]
 }
 
 type failure struct {

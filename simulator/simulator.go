@@ -38,7 +38,7 @@ type Simulator struct {
 
 	// mu guards the state below; reads (a get, a list) take it shared, so
 	// that a list never holds up a get.
-	mu     sync.RWMutex
+	mu     storeLock
 	byID   map[string]*sandbox
 	byName map[string]*sandbox // orgID + "\x00" + name
 	orgs   map[string]*orgRows // store.go
