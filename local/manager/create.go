@@ -295,6 +295,7 @@ func writeNew(path string, data []byte, perm os.FileMode) (*os.File, error) {
 	}
 	return f, nil
 }
+
 func (m *Manager) resolve(rtName provider.Runtime, snapName string) (Snapshot, error) {
 	if _, ok := m.opts.Runtimes[rtName]; !ok {
 		return Snapshot{}, provider.Errorf(provider.PreflightFailed, "runtime %q is not enabled on this daemon (enabled: %v)", rtName, m.Runtimes())

@@ -63,8 +63,9 @@
 // binary re-executed otherwise: both run nsinit.Main, but the small program
 // starts in about a millisecond, where the daemon's binary pays its whole
 // start-up (tens of milliseconds) once more per sandbox. The program is
-// checked once, at New: a regular file only its owner may change, that
-// answers this build's nsinit.Protocol. It is then held open and run from
+// checked once per process: a regular file owned by the daemon's user or
+// root that only its owner may change (no other user can plant one beside
+// a daemon), and that answers this build's nsinit.Protocol. It is then held open and run from
 // that descriptor, so a file replaced later (an upgrade, a stale copy) is
 // never run; one that fails the check is skipped, InitFallback says why and
 // the daemon logs it. WithInitProgram names another file.

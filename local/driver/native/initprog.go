@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
+	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // InitProgramName is the small program that the runtime prefers as every
@@ -56,8 +57,10 @@ func openInit(path string) (initProgram, error) {
 	return p, nil
 }
 
-// checkInit refuses anything but a regular executable that only its owner
-// may change, and answers with this build's protocol.
+// checkInit refuses anything but a regular executable owned by this
+// process's user or root that only its owner may change (so no other user
+// can plant or swap the program a daemon runs as every sandbox's init), and
+// that answers with this build's protocol.
 func checkInit(fd int, p initProgram) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -66,10 +69,13 @@ func checkInit(fd int, p initProgram) error {
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return errors.New("not a regular file")
+	case st.Uid != 0 && int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("owned by uid %d, neither this user nor root", st.Uid)
 	case st.Mode&0o022 != 0:
 		return errors.New("writable by users other than its owner")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Once per process, before any clock is handed in: the real one.
+	ctx, cancel := clock.WithTimeout(context.Background(), clock.Real(), 5*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.path, nsinit.ProtocolFlag)
 	cmd.Args[0] = nsinit.Name

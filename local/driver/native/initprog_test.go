@@ -78,10 +78,14 @@ func TestInitProgramIsCheckedBeforeUse(t *testing.T) {
 		{"a script", script("mute", "echo "+strconv.Itoa(nsinit.Protocol), 0o755), "ask its protocol"},
 		{"writable by others", script("open", "echo "+strconv.Itoa(nsinit.Protocol), 0o777), "writable by users other than its owner"},
 		{"a directory", dir, "not a regular file"},
+		{"owned by another user", ownedByNobody(t, builtInitProgram(t)), "neither this user nor root"},
 		{"missing", filepath.Join(dir, "none"), "no such file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.path == "" {
+				t.Skip("only root can give a file to another user")
+			}
 			r := New(clock.Real(), WithInitProgram(tt.path))
 			if tt.refusal == "" {
 				assert.NoError(t, r.InitFallback())
@@ -93,6 +97,16 @@ func TestInitProgramIsCheckedBeforeUse(t *testing.T) {
 			assert.Equal(t, selfInit.file, r.InitProgram(), "a refused program leaves the runtime on its own")
 		})
 	}
+}
+
+// ownedByNobody gives path to uid 65534, or returns "" when this user
+// cannot.
+func ownedByNobody(t *testing.T, path string) string {
+	t.Helper()
+	if err := os.Lchown(path, 65534, 65534); err != nil {
+		return ""
+	}
+	return path
 }
 
 func copyOf(t *testing.T, src, dst string) string {
