@@ -166,9 +166,7 @@ func BenchmarkSimMemory10kSandboxes(b *testing.B) {
 	h := sim.Handler()
 	var last string
 	for i := 0; i < n; i++ {
-		req := httptest.NewRequest("POST", "/api/sandbox", bytes.NewReader([]byte(fmt.Sprintf(`{"name":"sb-%d","labels":{"i":"%d"}}`, i, i))))
-		req.Host = "localhost" // the simulator answers loopback names only
-		req.Header.Set("Authorization", "Bearer bench")
+		req := benchRequest("POST", "/api/sandbox", bytes.NewReader([]byte(fmt.Sprintf(`{"name":"sb-%d","labels":{"i":"%d"}}`, i, i))))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -183,9 +181,7 @@ func BenchmarkSimMemory10kSandboxes(b *testing.B) {
 	heap := float64(after.HeapAlloc) - float64(before.HeapAlloc)
 
 	for b.Loop() {
-		req := httptest.NewRequest("GET", "/api/sandbox/"+last, nil)
-		req.Host = "localhost" // the simulator answers loopback names only
-		req.Header.Set("Authorization", "Bearer bench")
+		req := benchRequest("GET", "/api/sandbox/"+last, nil)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != 200 {
@@ -204,9 +200,7 @@ func populate(b *testing.B, sim *Simulator, n int) string {
 	h := sim.Handler()
 	var id string
 	for i := 0; i < n; i++ {
-		req := httptest.NewRequest("POST", "/api/sandbox", bytes.NewReader([]byte(fmt.Sprintf(`{"labels":{"i":"%d"}}`, i))))
-		req.Host = "localhost" // the simulator answers loopback names only
-		req.Header.Set("Authorization", "Bearer bench")
+		req := benchRequest("POST", "/api/sandbox", bytes.NewReader([]byte(fmt.Sprintf(`{"labels":{"i":"%d"}}`, i))))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -392,9 +386,7 @@ func BenchmarkSimChurnRSS(b *testing.B) {
 // churnPair creates a sandbox and deletes it.
 func churnPair(b *testing.B, h http.Handler) {
 	b.Helper()
-	req := httptest.NewRequest("POST", "/api/sandbox", bytes.NewReader([]byte(`{"labels":{"churn":"1"}}`)))
-	req.Host = "localhost" // the simulator answers loopback names only
-	req.Header.Set("Authorization", "Bearer bench")
+	req := benchRequest("POST", "/api/sandbox", bytes.NewReader([]byte(`{"labels":{"churn":"1"}}`)))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -405,9 +397,7 @@ func churnPair(b *testing.B, h http.Handler) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &sb); err != nil {
 		b.Fatal(err)
 	}
-	req = httptest.NewRequest("DELETE", "/api/sandbox/"+sb.ID, nil)
-	req.Host = "localhost" // the simulator answers loopback names only
-	req.Header.Set("Authorization", "Bearer bench")
+	req = benchRequest("DELETE", "/api/sandbox/"+sb.ID, nil)
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code != 200 {
@@ -443,16 +433,12 @@ func BenchmarkSimHandlerGet(b *testing.B) {
 	require.NoError(b, err)
 	defer sim.Close()
 	h := sim.Handler()
-	req := httptest.NewRequest("POST", "/api/sandbox", bytes.NewReader([]byte(`{"name":"x"}`)))
-	req.Host = "localhost" // the simulator answers loopback names only
-	req.Header.Set("Authorization", "Bearer bench")
+	req := benchRequest("POST", "/api/sandbox", bytes.NewReader([]byte(`{"name":"x"}`)))
 	req.Header.Set("Content-Type", "application/json")
 	h.ServeHTTP(httptest.NewRecorder(), req)
 	start := time.Now()
 	for b.Loop() {
-		req := httptest.NewRequest("GET", "/api/sandbox/x", nil)
-		req.Host = "localhost" // the simulator answers loopback names only
-		req.Header.Set("Authorization", "Bearer bench")
+		req := benchRequest("GET", "/api/sandbox/x", nil)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != 200 {
@@ -460,6 +446,16 @@ func BenchmarkSimHandlerGet(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s-per-core")
+}
+
+// benchRequest is a request to the handler as the benchmarks' client sends
+// it: to a loopback name (the only ones the simulator answers), with its
+// API key.
+func benchRequest(method, target string, body io.Reader) *http.Request {
+	req := httptest.NewRequest(method, target, body)
+	req.Host = "localhost"
+	req.Header.Set("Authorization", "Bearer bench")
+	return req
 }
 
 // BenchmarkSimHandlerList times one validated list of 100 among 10,000
@@ -473,9 +469,7 @@ func BenchmarkSimHandlerList(b *testing.B) {
 	h := sim.Handler()
 	b.ReportAllocs()
 	for b.Loop() {
-		req := httptest.NewRequest("GET", "/api/sandbox?limit=100", nil)
-		req.Host = "localhost" // the simulator answers loopback names only
-		req.Header.Set("Authorization", "Bearer bench")
+		req := benchRequest("GET", "/api/sandbox?limit=100", nil)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != 200 {

@@ -183,6 +183,20 @@ func describe(pids []int) string {
 	return b.String()
 }
 
+// startEscaping starts the escape script (escapeScript) on r, under root,
+// with a port of its own, and waits until all it starts runs and serves.
+func startEscaping(t *testing.T, r *Driver, root string) (driver.Spec, driver.Handle) {
+	t.Helper()
+	spec := newSpec(t, root, "sh", "-c", escapeScript(listenerCommand(t)))
+	spec.Port = freePort(t)
+	spec.Env["PORT"] = strconv.Itoa(spec.Port)
+	h := start(t, r, spec)
+	t.Cleanup(func() { killMarked(spec.SandboxID) })
+	waitForLog(t, r, h, spec.Dir, "started")
+	waitServing(t, spec.Port)
+	return spec, h
+}
+
 // killMarked SIGKILLs whatever of sandbox id a failed test left.
 func killMarked(id string) {
 	for _, pid := range marked(id) {
@@ -206,7 +220,6 @@ func TestContainmentIsReported(t *testing.T) {
 // TestNothingOutlivesTheSandbox is the regression test for workloads that
 // escaped their sandbox: every way a sandbox ends must end all of it.
 func TestNothingOutlivesTheSandbox(t *testing.T) {
-	listener := listenerCommand(t)
 	ends := []struct {
 		name string
 		end  func(t *testing.T, spawner *Driver, root string, h driver.Handle)
@@ -249,13 +262,7 @@ func TestNothingOutlivesTheSandbox(t *testing.T) {
 					useUserNS(t, r)
 				}
 				root := t.TempDir()
-				spec := newSpec(t, root, "sh", "-c", escapeScript(listener))
-				spec.Port = freePort(t)
-				spec.Env["PORT"] = strconv.Itoa(spec.Port)
-				h := start(t, r, spec)
-				t.Cleanup(func() { killMarked(spec.SandboxID) })
-				waitForLog(t, r, h, spec.Dir, "started")
-				waitServing(t, spec.Port)
+				spec, h := startEscaping(t, r, root)
 
 				ns, err := pidNS(h.PID)
 				require.NoError(t, err)
@@ -289,13 +296,7 @@ func TestNothingOutlivesTheSandbox(t *testing.T) {
 // guarantee, and that TestNothingOutlivesTheSandbox would see it.
 func TestProcessGroupsDoNotContainSetsid(t *testing.T) {
 	r := New(clock.Real(), WithContainment(ContainProcessGroup))
-	spec := newSpec(t, "", "sh", "-c", escapeScript(listenerCommand(t)))
-	spec.Port = freePort(t)
-	spec.Env["PORT"] = strconv.Itoa(spec.Port)
-	h := start(t, r, spec)
-	t.Cleanup(func() { killMarked(spec.SandboxID) })
-	waitForLog(t, r, h, spec.Dir, "started")
-	waitServing(t, spec.Port)
+	spec, h := startEscaping(t, r, "")
 
 	require.NoError(t, r.Stop(testCtx(t), h, hangGuard))
 	// The group's SIGKILL takes a moment to end its members; what then

@@ -128,13 +128,7 @@ func TestWorkloadRunsUnderTheInitProgram(t *testing.T) {
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\nexit 1\n"), 0o755))
 
-	spec := newSpec(t, "", "sh", "-c", escapeScript(listenerCommand(t)))
-	spec.Port = freePort(t)
-	spec.Env["PORT"] = strconv.Itoa(spec.Port)
-	h := start(t, r, spec)
-	t.Cleanup(func() { killMarked(spec.SandboxID) })
-	waitForLog(t, r, h, spec.Dir, "started")
-	waitServing(t, spec.Port)
+	spec, h := startEscaping(t, r, "")
 
 	exe, err := os.Readlink(procRoot + "/" + strconv.Itoa(h.PID) + "/exe")
 	require.NoError(t, err)
