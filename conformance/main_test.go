@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandplane/sandplane/conformance"
 	"github.com/sandplane/sandplane/internal/testdaemon"
+	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 )
 
 var (
@@ -25,6 +26,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Before flag.Parse: re-executed as a native sandbox's init, this binary
+	// gets the init's flags, which the test flags do not know.
+	nsinit.Main()
 	flag.Parse()
 	// The scenarios mostly wait on their backends: let more of them wait at
 	// once than there are CPUs.
@@ -39,6 +43,11 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(testdaemon.Main(m))
 }
+
+// TestThisBinaryIsItsOwnInit: the simulator's native sandboxes run in this
+// process, under this binary as their init; without it they would fall
+// back to process groups and leave behind what they start.
+func TestThisBinaryIsItsOwnInit(t *testing.T) { testdaemon.RequireOwnInit(t) }
 
 // TestConformance runs the suite against the providers -provider names, or
 // every one this machine can run.

@@ -18,12 +18,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/internal/testdaemon"
+	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/dashboard.png from this run")
 
 func TestMain(m *testing.M) {
+	nsinit.Main() // before flag.Parse, which would refuse an init's flags
 	flag.Parse()
 	os.Exit(testdaemon.Main(m))
 }

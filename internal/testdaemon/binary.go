@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -53,6 +55,25 @@ func build() {
 		return
 	}
 	built.path = path
+}
+
+// RequireOwnInit fails t unless this test binary, re-executed as a native
+// sandbox's init, runs the init: a TestMain that parses flags before it
+// calls nsinit.Main (directly or through Main) exits on the init's flags
+// instead, and every native sandbox it runs falls back to process groups,
+// from which what a sandbox starts in a session of its own escapes.
+func RequireOwnInit(t testing.TB) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, nsinit.ProtocolFlag)
+	cmd.Args[0] = nsinit.Name
+	out, err := cmd.Output()
+	if got, want := strings.TrimSpace(string(out)), strconv.Itoa(nsinit.Protocol); err != nil || got != want {
+		t.Fatalf("this test binary is not its own init (asked its protocol: %q, %v): call nsinit.Main before anything else in TestMain, flag.Parse included", got, err)
+	}
 }
 
 // Main runs the tests of m and removes the binary they built, if any; it
