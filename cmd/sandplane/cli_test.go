@@ -22,6 +22,7 @@ import (
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local"
 	"github.com/sandplane/sandplane/local/driver/native"
+	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -31,6 +32,7 @@ import (
 // TestMain gives the daemons and sandboxes of these tests a HOME of their
 // own: a native sandbox's interactive bash (exec -it) sources ~/.bashrc.
 func TestMain(m *testing.M) {
+	nsinit.Main() // first: re-executed as an init, this binary makes no home
 	remove := testdaemon.PrivateHome()
 	code := testdaemon.Main(m)
 	remove()
