@@ -62,6 +62,10 @@ func startRelay(t *testing.T, env []string, args ...string) (*running, string) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, 20*time.Second, 20*time.Millisecond, "the relay did not come up: %s", r.stderr)
+	// The relay prints its banner before it serves, but the copy of its
+	// stderr into r.stderr may lag behind the answer.
+	require.Eventually(t, func() bool { return strings.Contains(r.stderr.String(), "sandplane relay in front of") },
+		10*time.Second, 10*time.Millisecond, "the relay served without its banner: %s", r.stderr)
 	return r, "http://" + addr
 }
 
