@@ -5,11 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 
+	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 )
 
@@ -68,11 +67,9 @@ func RequireOwnInit(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, nsinit.ProtocolFlag)
-	cmd.Args[0] = nsinit.Name
-	out, err := cmd.Output()
-	if got, want := strings.TrimSpace(string(out)), strconv.Itoa(nsinit.Protocol); err != nil || got != want {
-		t.Fatalf("this test binary is not its own init (asked its protocol: %q, %v): call nsinit.Main before anything else in TestMain, flag.Parse included", got, err)
+	// The runtime's own check of an init program: it asks the protocol.
+	if err := native.New(nil, native.WithInitProgram(exe)).InitFallback(); err != nil {
+		t.Fatalf("this test binary is not its own init (%v): call nsinit.Main before anything else in TestMain, flag.Parse included", err)
 	}
 }
 
