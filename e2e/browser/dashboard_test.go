@@ -4,6 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -100,11 +105,11 @@ func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Ac
 	require.NoError(t, chromedp.Do(sctx, actions...), what)
 }
 
-func eval[T any](t *testing.T, ctx context.Context, js string) T {
+func eval[T any](t *testing.T, ctx context.Context, js string, opts ...chromedp.EvaluateOption) T {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	defer cancel()
-	v, err := chromedp.Run(sctx, chromedp.Evaluate[T](js))
+	v, err := chromedp.Run(sctx, chromedp.Evaluate[T](js, opts...))
 	require.NoError(t, err, js)
 	return v
 }
@@ -275,3 +280,107 @@ func TestDashboardInABrowser(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestDashboardWithATokenInABrowser signs in to a daemon that needs a token
+// and proves the promise of the threat model: the dashboard works with the
+// token kept in its tab, the browser holds it in no cookie, and a server on
+// another port of 127.0.0.1 (where a sandbox may listen) that the same
+// browser visits receives no credential.
+func TestDashboardWithATokenInABrowser(t *testing.T) {
+	const token = "e2e-dashboard-token+0123456789"
+	d := testdaemon.Start(t, testdaemon.Options{Minute: time.Second, Ports: 100, Token: token})
+	bg := context.Background()
+	t.Cleanup(func() {
+		if list, err := d.P.List(bg, provider.ListOptions{}); err == nil {
+			for _, s := range list {
+				_ = d.P.Delete(bg, s.ID)
+			}
+		}
+	})
+	ctx := browser(t)
+	made, err := d.P.Create(bg, provider.CreateRequest{Name: "behind-the-token", AutoStopInterval: ptr(0)})
+	require.NoError(t, err)
+
+	// A bystander on another port of 127.0.0.1: what the browser sends it.
+	var mu sync.Mutex
+	var sent []string
+	bystander := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent = append(sent, r.Header.Get("Cookie"), r.Header.Get("Authorization"))
+		mu.Unlock()
+		fmt.Fprint(w, "<!doctype html><title>bystander</title>")
+	}))
+	t.Cleanup(bystander.Close)
+
+	step(t, ctx, "a locked page asks for the token and shows nothing",
+		chromedp.Navigate(d.URL+"/"),
+		present(`#signin:not([hidden])`),
+	)
+	assert.NotContains(t, eval[string](t, ctx, `document.body.innerText`), "behind-the-token")
+	step(t, ctx, "a wrong token is refused",
+		chromedp.SendKeys(chromedp.CSS(`#signin input[name=token]`), "wrong"),
+		chromedp.Click(chromedp.CSS(`#signin-button`)),
+		present(`#signin:not([hidden])`),
+		poll(`document.getElementById("signin-why").textContent.includes("refused")`),
+	)
+
+	step(t, ctx, "open it with ?token= once",
+		chromedp.Navigate(d.URL+"/?token="+url.QueryEscape(token)),
+		present(`#live[data-status="live"]`),
+		present(row("behind-the-token", "started")),
+	)
+	assert.Equal(t, d.URL+"/", eval[string](t, ctx, `location.href`), "the token left the address bar")
+	assert.Contains(t, eval[string](t, ctx, `document.getElementById("meta").textContent`), "one interval minute = 1s")
+
+	step(t, ctx, "create from the form, with the token",
+		chromedp.SendKeys(chromedp.CSS(`#create-form input[name=name]`), "made-in-the-tab"),
+		chromedp.Click(chromedp.CSS(`#create-button`)),
+		present(row("made-in-the-tab", "started")),
+	)
+	_, err = d.P.Get(bg, "made-in-the-tab")
+	require.NoError(t, err)
+
+	// The preview link asks the daemon with the token, then opens the
+	// sandbox's own host, where its toolbox runs a command.
+	step(t, ctx, "open the preview", click(`#rows tr[data-name="behind-the-token"] a[href^="/open/"]`))
+	var previewTarget *target.Info
+	require.Eventually(t, func() bool {
+		infos, err := chromedp.Targets(ctx)
+		if err != nil {
+			return false
+		}
+		for _, info := range infos {
+			if info.Type == "page" && strings.HasPrefix(info.URL, "http://4000-"+made.ID+".localhost:") && !strings.Contains(info.URL, "DAYTONA_SANDBOX_AUTH_KEY") {
+				previewTarget = info
+				return true
+			}
+		}
+		return false
+	}, 40*time.Second, 50*time.Millisecond, "no preview tab opened")
+	pctx, cancelPreview := chromedp.NewContext(ctx, chromedp.WithTargetID(previewTarget.TargetID))
+	defer cancelPreview()
+	out := eval[string](t, pctx, `fetch("/process/execute", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({command: "echo ran-in-preview"})}).then(r => r.text()).then(t => (window.opener === null ? "no opener: " : "opener: ") + t)`, chromedp.EvalAwaitPromise)
+	assert.Contains(t, out, "ran-in-preview")
+	assert.True(t, strings.HasPrefix(out, "no opener: "), "the preview cannot reach back into the dashboard: %s", out)
+
+	logs := eval[string](t, ctx, `document.querySelector('#rows tr[data-name="behind-the-token"] a[href^="/logs/"]').href`)
+	step(t, ctx, "the logs page reads with the token",
+		chromedp.Navigate(logs),
+		poll(`document.getElementById("meta") && document.getElementById("meta").textContent.includes(`+fmt.Sprintf("%q", made.ID)+`)`),
+	)
+
+	// What the browser holds and sends elsewhere.
+	cookies, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{d.URL + "/", bystander.URL + "/"}})
+	require.NoError(t, err)
+	for _, c := range cookies.Cookies {
+		assert.NotContains(t, c.Value, "e2e-dashboard-token", "cookie %s", c.Name)
+	}
+	step(t, ctx, "visit the bystander", chromedp.Navigate(bystander.URL+"/"), poll(`document.title === "bystander"`))
+	assert.Zero(t, eval[int](t, ctx, `sessionStorage.length`), "another port cannot read the dashboard's storage")
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, sent)
+	for _, h := range sent {
+		assert.NotContains(t, h, "e2e-dashboard-token", "a server on another port received the daemon token")
+	}
+}

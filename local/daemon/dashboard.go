@@ -14,9 +14,13 @@ import (
 )
 
 // The dashboard is plain HTML, CSS and one vanilla script, embedded so the
-// binary serves it with no build step. The page is rendered on the server
-// first, so it shows the sandboxes without JavaScript; the script then
-// keeps it live from GET /v1/events and drives the /v1 API.
+// binary serves it with no build step. Without a daemon token the page is
+// rendered on the server first, so it shows the sandboxes without
+// JavaScript; the script then keeps it live from GET /v1/events and drives
+// the /v1 API. With a token, a page navigation cannot carry it (no cookie
+// holds it: see legacyTokenCookie), so the pages are a locked shell that
+// shows nothing until the script, holding the token in the tab, fills them
+// from the API.
 //
 //go:embed web/templates/*.html web/static/*
 var webFS embed.FS
@@ -60,7 +64,19 @@ func (s *Server) routeDashboard(mux *http.ServeMux) {
 	}))
 }
 
+// dashboardShell reports whether r asks for a dashboard page or asset, which
+// answer without the token: a page then renders locked, with nothing of
+// the daemon in it, and the assets are the same for everyone.
+func dashboardShell(r *http.Request) bool {
+	if r.Method != http.MethodGet {
+		return false
+	}
+	p := r.URL.Path
+	return p == "/" || strings.HasPrefix(p, "/ui/") || strings.HasPrefix(p, "/logs/") && !strings.Contains(p[len("/logs/"):], "/")
+}
+
 type dashboardData struct {
+	Locked    bool // no token came with the request: show nothing, ask for it
 	Info      provider.Info
 	Now       time.Time
 	Minute    time.Duration
@@ -68,7 +84,14 @@ type dashboardData struct {
 }
 
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
-	info := s.info(true) // the dashboard is behind the token
+	if _, err := r.Cookie(legacyTokenCookie); err == nil {
+		http.SetCookie(w, &http.Cookie{Name: legacyTokenCookie, Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	}
+	if !s.authenticated(r.Context()) {
+		s.render(w, "index.html", dashboardData{Locked: true})
+		return
+	}
+	info := s.info(true)
 	minute, err := time.ParseDuration(info.Minute)
 	if err != nil || minute <= 0 {
 		minute = time.Minute
@@ -78,6 +101,8 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 }
 
 type logsData struct {
+	Locked  bool // as dashboardData's: the script fetches the logs
+	ID      string
 	Sandbox provider.Sandbox
 	Logs    provider.EntrypointLogs
 	Err     string
@@ -85,7 +110,12 @@ type logsData struct {
 
 func (s *Server) logsPage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("idOrName")
-	var data logsData
+	data := logsData{ID: id}
+	if !s.authenticated(r.Context()) {
+		data.Locked = true
+		s.render(w, "logs.html", data)
+		return
+	}
 	sb, err := s.opts.Manager.Get(r.Context(), id)
 	if err == nil {
 		data.Sandbox = sb
@@ -107,6 +137,7 @@ func (s *Server) render(w http.ResponseWriter, name string, data any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Security-Policy", contentSecurity)
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "same-origin")
 	s.execute(w, name, data)
 }
 

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/url"
@@ -99,7 +100,7 @@ func newPreviewRelay(s *Server) (*relay.Relay, error) {
 		Clock:         s.opts.Clock,
 		Logger:        s.opts.Logger,
 		IdleKeepAlive: s.opts.PreviewIdleKeepAlive,
-		StripCookies:  []string{tokenCookie}, // the daemon's token: never a sandbox's
+		StripCookies:  []string{legacyTokenCookie}, // an older daemon's token: never a sandbox's
 		// The manager answers from memory: every request sees a stop at
 		// once, and never reaches a port the stop released.
 		CacheTTL:       -1,
@@ -202,6 +203,9 @@ func (p previewResolver) relay(ctx context.Context, sub *subscriber, out chan<- 
 // openPreview sends a browser to a sandbox's preview with its token once,
 // which the relay trades for a cookie of that sandbox's host and drops from
 // the address: the dashboard's preview link, behind the daemon's token.
+// Asked with Accept: application/json it answers {"url": ...} instead of
+// redirecting: a daemon with a token is called by the dashboard's script,
+// which alone holds the token and opens the link itself.
 func (s *Server) openPreview(w http.ResponseWriter, r *http.Request) {
 	port := 0
 	if q := r.URL.Query().Get("port"); q != "" {
@@ -243,5 +247,10 @@ func (s *Server) openPreview(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
+	if strings.Contains(r.Header.Get("Accept"), "application/json") {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"url": u.String()})
+		return
+	}
 	http.Redirect(w, r, u.String(), http.StatusSeeOther)
 }

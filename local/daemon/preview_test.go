@@ -199,10 +199,11 @@ func TestPreviewsNeedNoDaemonTokenAndReachNoAPI(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, `"port":`+strconv.Itoa(sb.Port), "a sandbox's /v1 is its own, not the daemon's API")
 
-	// A browser sends the daemon's cookie to every port of 127.0.0.1 and
-	// to the sandbox's hosts: the sandbox never receives it.
+	// A browser still holding an older daemon's token cookie sends it to
+	// every port of 127.0.0.1 and to the sandbox's hosts: the sandbox never
+	// receives it.
 	code, body, _ = h.get("", "/preview/4000-w/", provider.PreviewTokenHeader, pv.Token,
-		"Cookie", tokenCookie+"=daemon-token; app=1")
+		"Cookie", legacyTokenCookie+"=daemon-token; app=1")
 	require.Equal(t, http.StatusOK, code, body)
 	var seen seenRequest
 	require.NoError(t, json.Unmarshal([]byte(body), &seen))
@@ -298,19 +299,28 @@ func TestDashboardPreviewLinkOpensThePreviewInABrowser(t *testing.T) {
 	pv, err := h.m.PreviewURL(ctx, "page", 0)
 	require.NoError(t, err)
 
-	code, page, _ := h.get("", "/", "Cookie", tokenCookie+"=daemon-token")
+	bearer := []string{"Authorization", "Bearer daemon-token"}
+	code, page, _ := h.get("", "/", bearer...)
 	require.Equal(t, http.StatusOK, code)
 	assert.Contains(t, page, `<a href="/open/page" title="`+sb.PreviewURL+`"`, "the link goes through the daemon")
 
 	code, _, _ = h.get("", "/open/page")
 	assert.Equal(t, http.StatusUnauthorized, code, "behind the daemon's token")
-	code, body, hdr := h.get("", "/open/page", "Cookie", tokenCookie+"=daemon-token")
+	code, body, hdr := h.get("", "/open/page", bearer...)
 	require.Equal(t, http.StatusSeeOther, code, body)
 	loc, err := url.Parse(hdr.Get("Location"))
 	require.NoError(t, err)
 	assert.Equal(t, strings.TrimPrefix(sb.PreviewURL, "http://"), loc.Host)
 	assert.Equal(t, pv.Token, loc.Query().Get(relay.TokenParam))
 	assert.Equal(t, "no-store", hdr.Get("Cache-Control"))
+
+	// The locked dashboard's script asks for the same link as JSON.
+	code, body, hdr = h.get("", "/open/page", append(bearer, "Accept", "application/json")...)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "no-store", hdr.Get("Cache-Control"))
+	var asked struct{ URL string }
+	require.NoError(t, json.Unmarshal([]byte(body), &asked))
+	assert.Equal(t, loc.String(), asked.URL)
 
 	// The browser follows it: the relay trades the token for a cookie of
 	// the sandbox's host and loads the page again without it.
@@ -323,9 +333,9 @@ func TestDashboardPreviewLinkOpensThePreviewInABrowser(t *testing.T) {
 	code, body, _ = h.get(loc.Host, "/", "Cookie", strings.Split(cookie, ";")[0], "Sec-Fetch-Mode", "navigate")
 	assert.Equal(t, http.StatusOK, code, "the page loads with its cookie: %s", body)
 
-	code, body, _ = h.get("", "/open/page?port=3000", "Cookie", tokenCookie+"=daemon-token")
+	code, body, _ = h.get("", "/open/page?port=3000", bearer...)
 	assert.Equal(t, http.StatusBadRequest, code, body)
-	code, _, _ = h.get("", "/open/nobody", "Cookie", tokenCookie+"=daemon-token")
+	code, _, _ = h.get("", "/open/nobody", bearer...)
 	assert.Equal(t, http.StatusNotFound, code)
 }
 

@@ -213,7 +213,7 @@ func banner(cfg Config, addr net.Addr) {
 	dashboard := url + "/"
 	if cfg.Settings.Token != "" {
 		// Never the token itself: this output may well end up in a log.
-		dashboard += " (open it once as /?token=<the token>)"
+		dashboard += " (open it once as /#token=<the token>)"
 	}
 	_, port, _ := net.SplitHostPort(addr.String())
 	fmt.Fprintf(cfg.Out, "sandplane %s serving\n  API:       %s/v1\n  dashboard: %s\n  previews:  http://<port>-<id>.localhost:%s/ and %s%s/<port>-<id>/\n  root:      %s\n  minute:    %s\n",

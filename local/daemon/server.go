@@ -324,10 +324,14 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	})
 }
 
-// tokenCookie carries the token for the dashboard, whose EventSource
-// cannot send an Authorization header. SameSite=Strict keeps other sites
-// from riding on it; the Origin check refuses them anyway.
-const tokenCookie = "sandplane_token"
+// legacyTokenCookie is the cookie in which daemons before this one kept the
+// token for the dashboard. No credential lives in a cookie any more: a
+// browser sends a cookie of 127.0.0.1 to every port of 127.0.0.1, so a
+// sandbox's server on its host port would receive it. The dashboard keeps
+// the token in the tab's sessionStorage, which is per origin (port
+// included), and sends it as a header. A stale cookie is cleared when the
+// dashboard loads and stripped from every preview.
+const legacyTokenCookie = "sandplane_token"
 
 // authenticatedKey marks, in a request's context, a request that carried
 // the token.
@@ -356,29 +360,29 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	want := []byte(s.opts.Token)
 	valid := func(got string) bool { return subtle.ConstantTimeCompare([]byte(got), want) == 1 }
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Opening the dashboard as /?token=... once stores the token in a
-		// cookie and drops it from the address bar.
-		if t := r.URL.Query().Get("token"); r.Method == http.MethodGet && r.URL.Path == "/" && t != "" && valid(t) {
-			http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-			http.Redirect(w, r, "/", http.StatusSeeOther)
+		// Opening the dashboard as /?token=... once moves the token into
+		// the fragment, which the page keeps in its tab and which no
+		// request, log or Referer carries.
+		if t := r.URL.Query().Get("token"); r.Method == http.MethodGet && r.URL.Path == "/" && t != "" {
+			w.Header().Set("Cache-Control", "no-store")
+			w.Header().Set("Referrer-Policy", "no-referrer")
+			http.Redirect(w, r, "/#token="+url.PathEscape(t), http.StatusSeeOther)
 			return
 		}
 		got := bearer(r.Header.Get("Authorization"))
-		if c, err := r.Cookie(tokenCookie); got == "" && err == nil {
-			got = c.Value
-		}
 		if valid(got) {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true)))
 			return
 		}
 		// Open to probes, which get only what tells a sandplane daemon
-		// from a squatter.
-		if openPath(r) {
+		// from a squatter, and to the dashboard's pages, which without the
+		// token are an empty shell that asks for it.
+		if openPath(r) || dashboardShell(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
 		writeError(w, provider.Errorf(provider.Unauthenticated,
-			"missing or wrong token: send Authorization: Bearer <token> as configured with --token-file or SANDPLANE_TOKEN, or open /?token=<token> once in the browser"))
+			"missing or wrong token: send Authorization: Bearer <token> as configured with --token-file or SANDPLANE_TOKEN, or open the dashboard once as /#token=<token>"))
 	})
 }
 

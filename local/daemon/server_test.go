@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -241,26 +242,68 @@ func TestBearerToken(t *testing.T) {
 	assert.Equal(t, 401, do(t, ts, "GET", "/v1/sandboxes", "", "Authorization", "Basic s3cret-token").status)
 	assert.Equal(t, 401, do(t, ts, "GET", "/v1/sandboxes", "", "Authorization", "s3cret-token").status)
 	assert.Equal(t, 200, do(t, ts, "GET", "/v1/info", "").status, "probes identify the daemon without the token")
-	assert.Equal(t, 401, do(t, ts, "GET", "/", "").status)
-	assert.Equal(t, 401, do(t, ts, "GET", "/v1/events", "", "Cookie", tokenCookie+"=wrong").status)
+	assert.Equal(t, 401, do(t, ts, "GET", "/v1/events", "").status)
 
-	// The dashboard: /?token= once, then the cookie carries it, SSE included.
+	// No cookie is a credential: a browser sends one of 127.0.0.1 to every
+	// port of it, where a sandbox may listen.
+	for _, path := range []string{"/v1/sandboxes", "/v1/events", "/open/x"} {
+		assert.Equal(t, 401, do(t, ts, "GET", path, "", "Cookie", legacyTokenCookie+"=s3cret-token").status, path)
+	}
+
+	// The dashboard: /?token= once moves the token into the fragment, which
+	// the page's script keeps in its tab; the server sets no cookie.
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noRedirect.Get(ts.URL + "/?token=s3cret-token")
+	resp, err := noRedirect.Get(ts.URL + "/?token=s3cret%2Btoken")
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	require.Len(t, resp.Cookies(), 1)
-	c := resp.Cookies()[0]
-	assert.True(t, c.HttpOnly)
-	assert.Equal(t, http.SameSiteStrictMode, c.SameSite)
-	cookie := tokenCookie + "=" + c.Value
-	assert.Equal(t, 200, do(t, ts, "GET", "/", "", "Cookie", cookie).status)
-	assert.Equal(t, 200, do(t, ts, "GET", "/v1/sandboxes", "", "Cookie", cookie).status)
-	resp, err = noRedirect.Get(ts.URL + "/?token=wrong")
+	assert.Equal(t, "/#token=s3cret+token", resp.Header.Get("Location"))
+	assert.Equal(t, "no-referrer", resp.Header.Get("Referrer-Policy"))
+	assert.Empty(t, resp.Cookies())
+}
+
+// With a token, the dashboard's pages answer without it, locked: an empty
+// shell that shows nothing of the daemon (no root, no pid, no sandbox) and
+// whose script asks for the token. A stale cookie of an older daemon, which
+// held the token itself, is cleared.
+func TestDashboardWithATokenIsALockedShell(t *testing.T) {
+	ts, m := newTestServer(t, "s3cret-token")
+	sb, err := m.Create(context.Background(), provider.CreateRequest{Name: "private-name"})
 	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, 401, resp.StatusCode)
+
+	for _, path := range []string{"/", "/logs/" + sb.ID, "/logs/private-name"} {
+		t.Run(path, func(t *testing.T) {
+			a := do(t, ts, "GET", path, "", "Cookie", legacyTokenCookie+"=s3cret-token")
+			require.Equal(t, 200, a.status, a.body)
+			assert.Contains(t, a.body, "data-locked")
+			assert.Contains(t, a.body, `<script src="/ui/app.js"`)
+			for _, secret := range []string{m.Root(), "private-name", "s3cret-token", strconv.Itoa(os.Getpid())} {
+				if secret == "private-name" && strings.HasSuffix(path, "private-name") {
+					continue // the page names what its address named
+				}
+				assert.NotContains(t, a.body, secret)
+			}
+			assert.NotContains(t, a.body, sb.ID[:8]+"</small>", "no sandbox row")
+			if path == "/" {
+				assert.Contains(t, a.header.Get("Set-Cookie"), legacyTokenCookie+"=;")
+				assert.Contains(t, a.header.Get("Set-Cookie"), "Max-Age=0")
+			}
+		})
+	}
+	assert.Equal(t, 200, do(t, ts, "GET", "/ui/app.js", "").status, "the script is the same for everyone")
+
+	// With the token the same page is whole.
+	a := do(t, ts, "GET", "/", "", "Authorization", "Bearer s3cret-token")
+	require.Equal(t, 200, a.status)
+	assert.NotContains(t, a.body, "data-locked")
+	assert.Contains(t, a.body, "private-name")
+	assert.Contains(t, a.body, m.Root())
+
+	// Everything else stays behind the token.
+	for _, path := range []string{"/v1/sandboxes", "/open/" + sb.ID, "/logs/" + sb.ID + "/x", "/metrics"} {
+		assert.Equal(t, 401, do(t, ts, "GET", path, "").status, path)
+	}
+	assert.Equal(t, 401, do(t, ts, "POST", "/", "").status)
 }
 
 // Without the token, /v1/info says only what tells a sandplane daemon from a
@@ -280,7 +323,7 @@ func TestInfoWithoutTheTokenTellsOnlyWhatAProbeNeeds(t *testing.T) {
 		{"no credentials", nil, false},
 		{"wrong token", []string{"Authorization", "Bearer wrong"}, false},
 		{"token", []string{"Authorization", "Bearer s3cret-token"}, true},
-		{"cookie", []string{"Cookie", tokenCookie + "=s3cret-token"}, true},
+		{"an older daemon's cookie", []string{"Cookie", legacyTokenCookie + "=s3cret-token"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

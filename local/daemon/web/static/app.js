@@ -1,17 +1,90 @@
 // The sandplane dashboard: keeps the table live from GET /v1/events and
 // drives the /v1 API. Everything the API returns goes into the page as text,
 // never as markup: names and labels are user input.
+//
+// A daemon with a token serves its pages locked (data-locked): empty, and
+// filled here from the API with the token, which this script holds in the
+// tab's sessionStorage and sends as a header. Never in a cookie: a browser
+// sends a cookie of 127.0.0.1 to every port of it, sandboxes' included,
+// while sessionStorage belongs to this origin, port and all.
 (() => {
   "use strict";
 
   const $ = (id) => document.getElementById(id);
+  const locked = "locked" in document.body.dataset;
+
+  // ---- the daemon token
+
+  const tokenKey = "sandplane.token";
+  let token = takeToken();
+
+  // takeToken moves a token handed over in the address (#token=, where
+  // /?token= redirects) into the tab's storage and out of the address bar
+  // and history.
+  function takeToken() {
+    const m = /^#token=(.+)$/.exec(location.hash);
+    if (m) {
+      sessionStorage.setItem(tokenKey, decodeURIComponent(m[1]));
+      history.replaceState(null, "", location.pathname + location.search);
+    }
+    return sessionStorage.getItem(tokenKey) || "";
+  }
+
+  function setToken(t) {
+    token = t;
+    if (t) sessionStorage.setItem(tokenKey, t);
+    else sessionStorage.removeItem(tokenKey);
+  }
+
+  function authHeaders(headers) {
+    if (token) headers.Authorization = `Bearer ${token}`;
+    return headers;
+  }
+
+  // unauthorized is what api and the event stream throw on a 401.
+  class Unauthorized extends Error {}
+
+  async function api(method, path, body) {
+    const init = { method, headers: authHeaders({ Accept: "application/json" }), cache: "no-store" };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await fetch(path, init);
+    } catch (err) {
+      throw new Error("the daemon does not answer: is `sandplane serve` still running?");
+    }
+    const text = await res.text();
+    let data = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch (err) {
+      data = null;
+    }
+    if (!res.ok) {
+      const e = data && data.error;
+      const msg = e && e.message ? e.message : `HTTP ${res.status} ${res.statusText}`;
+      throw res.status === 401 ? new Unauthorized(msg) : new Error(msg);
+    }
+    return data;
+  }
+
+  const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  if (document.body.classList.contains("logs")) {
+    logsPage();
+    return;
+  }
+
   const rows = $("rows");
   const live = $("live");
   const form = $("create-form");
   const createButton = $("create-button");
   const banner = $("error");
   const bannerText = $("error-text");
-  const minuteMs = parseDuration(document.body.dataset.minute) || 60000;
+  let minuteMs = parseDuration(document.body.dataset.minute) || 60000;
 
   const sandboxes = new Map(); // id -> sandbox, as the API spells it
   const creating = new Map(); // placeholder key -> name, while a create runs
@@ -194,63 +267,79 @@
     live.textContent = text;
   }
 
-  function connect() {
-    const es = new EventSource("/v1/events");
-    es.onopen = () => setLive("live", "live");
-    es.onerror = () => {
+  // connect keeps the event stream open, resuming from the last event id
+  // after a break, as EventSource would; EventSource itself cannot send
+  // the token's header.
+  let streaming = false;
+  async function connect() {
+    if (streaming) return;
+    streaming = true;
+    let lastId = "";
+    for (;;) {
+      try {
+        await stream(lastId, (id) => { lastId = id; });
+      } catch (err) {
+        if (err instanceof Unauthorized) {
+          streaming = false;
+          askToken(`The daemon refused the token: ${err.message}`);
+          return;
+        }
+      }
       setLive("reconnecting", "reconnecting…");
-      // The browser retries by itself (resuming from the last event id)
-      // unless the daemon refused the stream outright.
-      if (es.readyState === EventSource.CLOSED) setTimeout(connect, 2000);
-    };
-    es.addEventListener("sandboxes_replaced", (m) => {
-      const ev = JSON.parse(m.data);
-      sandboxes.clear();
-      for (const s of ev.sandboxes || []) sandboxes.set(s.id, s);
-      render();
-    });
-    for (const type of ["sandbox.created", "sandbox.started", "sandbox.stopped", "sandbox.updated", "sandbox.activity"]) {
-      es.addEventListener(type, (m) => {
-        const ev = JSON.parse(m.data);
-        if (!ev.sandbox) return;
-        if (type === "sandbox.created") gone.delete(ev.sandbox.id);
-        upsert(ev.sandbox);
-        render();
-      });
+      await delay(2000);
     }
-    es.addEventListener("sandbox.deleted", (m) => {
-      const ev = JSON.parse(m.data);
-      if (ev.sandbox) remove(ev.sandbox.id);
-      render();
-    });
   }
 
-  // ---- the API
+  // stream reads one response of GET /v1/events until it ends.
+  async function stream(lastId, seen) {
+    const headers = authHeaders({ Accept: "text/event-stream" });
+    if (lastId) headers["Last-Event-ID"] = lastId;
+    const res = await fetch("/v1/events", { headers, cache: "no-store" });
+    if (res.status === 401) throw new Unauthorized(`HTTP 401`);
+    if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+    setLive("live", "live");
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += value;
+      for (let i; (i = buf.indexOf("\n\n")) >= 0;) {
+        const ev = parseEvent(buf.slice(0, i));
+        buf = buf.slice(i + 2);
+        if (ev.id) seen(ev.id);
+        if (ev.type && ev.data) onEvent(ev.type, JSON.parse(ev.data));
+      }
+    }
+  }
 
-  async function api(method, path, body) {
-    const init = { method, headers: { Accept: "application/json" } };
-    if (body !== undefined) {
-      init.headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(body);
+  // parseEvent reads one server-sent event: its id, event and data fields
+  // (comments, such as the keep-alives, carry none).
+  function parseEvent(block) {
+    const ev = { id: "", type: "", data: "" };
+    for (const line of block.split("\n")) {
+      const i = line.indexOf(":");
+      if (i <= 0) continue;
+      const field = line.slice(0, i);
+      const value = line.slice(i + 1).replace(/^ /, "");
+      if (field === "id") ev.id = value;
+      else if (field === "event") ev.type = value;
+      else if (field === "data") ev.data = ev.data ? `${ev.data}\n${value}` : value;
     }
-    let res;
-    try {
-      res = await fetch(path, init);
-    } catch (err) {
-      throw new Error("the daemon does not answer: is `sandplane serve` still running?");
+    return ev;
+  }
+
+  function onEvent(type, ev) {
+    if (type === "sandboxes_replaced") {
+      sandboxes.clear();
+      for (const s of ev.sandboxes || []) sandboxes.set(s.id, s);
+    } else if (type === "sandbox.deleted") {
+      if (ev.sandbox) remove(ev.sandbox.id);
+    } else if (ev.sandbox) {
+      if (type === "sandbox.created") gone.delete(ev.sandbox.id);
+      upsert(ev.sandbox);
     }
-    const text = await res.text();
-    let data = null;
-    try {
-      data = text ? JSON.parse(text) : null;
-    } catch (err) {
-      data = null;
-    }
-    if (!res.ok) {
-      const e = data && data.error;
-      throw new Error(e && e.message ? e.message : `HTTP ${res.status} ${res.statusText}`);
-    }
-    return data;
+    render();
   }
 
   function showError(msg) {
@@ -307,7 +396,7 @@
       form.elements.name.value = "";
       banner.hidden = true;
     } catch (err) {
-      showError(`Create failed: ${err.message}`);
+      failed("Create", err);
     } finally {
       creating.delete(key);
       createButton.disabled = false;
@@ -336,15 +425,135 @@
         upsert(await api("POST", `${path}/${action}`));
       }
     } catch (err) {
-      showError(`${action[0].toUpperCase()}${action.slice(1)} ${s.name} failed: ${err.message}`);
+      failed(`${action[0].toUpperCase()}${action.slice(1)} ${s.name}`, err);
     } finally {
       busy.delete(id);
       render();
     }
   });
 
-  $("create-fields").disabled = false;
-  setLive("reconnecting", "connecting…");
-  connect();
-  setInterval(tick, 1000);
+  // A preview link carries the sandbox's token to its preview once. With a
+  // daemon token, only this script can ask the daemon for the link: it
+  // opens the tab at the click (so no pop-up blocker stops it), cuts the
+  // tab's way back to this page, then sends it there.
+  rows.addEventListener("click", async (e) => {
+    const a = e.target.closest('a[href^="/open/"]');
+    if (!a || !locked) return;
+    e.preventDefault();
+    const tab = window.open("", "_blank");
+    if (!tab) {
+      showError("The browser blocked the preview's tab: allow pop-ups for this page.");
+      return;
+    }
+    tab.opener = null;
+    try {
+      const { url } = await api("GET", a.getAttribute("href"));
+      if (!safeURL(url)) throw new Error("the daemon answered no preview link");
+      tab.location.replace(url);
+    } catch (err) {
+      tab.close();
+      failed("Preview", err);
+    }
+  });
+
+  // failed shows an action's error, and asks for the token again when the
+  // daemon refused it.
+  function failed(what, err) {
+    if (err instanceof Unauthorized) askToken(`The daemon refused the token: ${err.message}`);
+    else showError(`${what} failed: ${err.message}`);
+  }
+
+  // ---- signing in, on a locked page
+
+  const signin = $("signin");
+
+  function askToken(why) {
+    setToken("");
+    if (!signin) {
+      // An open page whose daemon came back with a token: the server
+      // renders it locked from now on.
+      showError("The daemon now needs its token: reload the page.");
+      return;
+    }
+    setLive("static", "signed out");
+    form.hidden = true;
+    signin.hidden = false;
+    if (why) $("signin-why").textContent = why;
+    signin.elements.token.focus();
+  }
+
+  if (signin) {
+    signin.addEventListener("submit", (e) => {
+      e.preventDefault();
+      setToken(String(new FormData(signin).get("token") || "").trim());
+      signin.reset();
+      signin.hidden = true;
+      boot();
+    });
+  }
+
+  // fillInfo writes what the server renders on an open page: the daemon's
+  // line, its interval minute and the create form's choices.
+  function fillInfo(info) {
+    minuteMs = parseDuration(info.minute) || minuteMs;
+    $("meta").replaceChildren("daemon ", el("b", {}, info.version || ""), ` · pid ${info.pid || "?"} · root `,
+      el("code", {}, info.rootDir || ""), " · one interval minute = ", el("b", {}, info.minute || ""));
+    const snapshot = form.elements.snapshot;
+    snapshot.replaceChildren(...(info.snapshots || []).map((n) => el("option", { selected: n === "default" }, n)));
+    const runtime = form.elements.runtime;
+    runtime.replaceChildren(el("option", { value: "", selected: true }, "daemon default"),
+      ...(info.runtimes || []).map((n) => el("option", {}, n)));
+  }
+
+  let ticking = false;
+  async function boot() {
+    if (locked) {
+      if (!token) {
+        askToken();
+        return;
+      }
+      try {
+        fillInfo(await api("GET", "/v1/info"));
+      } catch (err) {
+        if (err instanceof Unauthorized) askToken(`The daemon refused the token: ${err.message}`);
+        else showError(err.message);
+        return;
+      }
+      form.hidden = false;
+    }
+    $("create-fields").disabled = false;
+    setLive("reconnecting", "connecting…");
+    connect();
+    if (!ticking) setInterval(tick, 1000);
+    ticking = true;
+  }
+
+  boot();
+
+  // ---- one sandbox's logs, on a locked logs page
+
+  async function logsPage() {
+    const id = document.body.dataset.id;
+    const path = `/v1/sandboxes/${encodeURIComponent(id)}`;
+    const show = (msg) => {
+      $("error-text").replaceChildren(msg, " ", el("a", { href: "/" }, "Back to the dashboard"));
+      $("error").hidden = false;
+    };
+    if (!token) {
+      show("This daemon needs its token: open the dashboard in this tab and give it there first.");
+      return;
+    }
+    try {
+      const [s, logs] = await Promise.all([api("GET", path), api("GET", `${path}/entrypoint-logs`)]);
+      document.title = `${s.name} · logs · sandplane`;
+      document.querySelector("h1").lastChild.textContent = ` / ${s.name}`;
+      $("meta").replaceChildren(`${s.id} · `, el("span", { class: "dot", "data-state": s.state }), s.state,
+        s.errorReason ? ` · ${s.errorReason}` : "", " · entrypoint logs, secret values redacted · ", el("a", { href: "" }, "reload"));
+      $("stdout").textContent = logs.stdout || "";
+      $("stderr").textContent = logs.stderr || "";
+    } catch (err) {
+      if (err instanceof Unauthorized) setToken("");
+      show(err.message);
+    }
+  }
 })();
