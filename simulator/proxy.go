@@ -72,6 +72,10 @@ func (s *Simulator) newProxies() *proxies {
 		// bump is done before the request goes on.
 		o.DaytonaTiming, o.InlineRefresh = true, true
 		o.CacheTTL, o.ResolveTimeout, o.RefreshTimeout = -1, -1, -1
+		// A missing sandbox is Daytona's 404 (its ids are random; a
+		// stopped one resolves, and the transport answers after the token
+		// check).
+		o.RevealMissing = true
 		o.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"proxy": kind}, s.metrics.reg)
 		rl, err := relay.New(storeResolver{s: s, kind: kind}, o)
 		if err != nil {

@@ -126,7 +126,8 @@ var (
 func (p previewResolver) Resolve(ctx context.Context, idOrName string, port int) (relay.Target, error) {
 	t, err := p.m.PreviewTarget(ctx, idOrName, port)
 	if err != nil {
-		return relay.Target{}, err
+		// The relay checks its caller against the token before it says why.
+		return relay.Target{ID: t.ID, Token: t.Token}, err
 	}
 	if t.Token == "" {
 		// Without a token the relay would let anyone in: fail closed.

@@ -288,6 +288,14 @@ func TestStoppedSandboxesPreviewAnswers503(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "the stop reaches the relay's cache through the hub")
 	_, body, _ = h.get("4000-s.localhost", "/", provider.PreviewTokenHeader, pv.Token)
 	assert.Contains(t, body, "is stopped: start it, then retry")
+
+	// Without its token, a stopped sandbox answers as one that does not
+	// exist: a stranger learns neither.
+	code, stopped, _ := h.get("4000-s.localhost", "/")
+	assert.Equal(t, http.StatusUnauthorized, code)
+	code, missing, _ := h.get("4000-nosuch.localhost", "/")
+	assert.Equal(t, http.StatusUnauthorized, code)
+	assert.Equal(t, strings.ReplaceAll(missing, "nosuch", "s"), stopped)
 }
 
 func TestDashboardPreviewLinkOpensThePreviewInABrowser(t *testing.T) {

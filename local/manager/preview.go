@@ -172,30 +172,32 @@ type PreviewTarget struct {
 // without asking its runtime: a proxy finds out soon enough whether the
 // workload answers. not_found. failed_precondition: not started (or still
 // being recovered after a restart). invalid_argument: an undeclared port.
+// With any error but not_found, the target still has the sandbox's ID and
+// Token, so that a proxy checks its caller before it says why.
 func (m *Manager) PreviewTarget(ctx context.Context, idOrName string, port int) (PreviewTarget, error) {
 	e, err := m.lookup(idOrName)
 	if err != nil {
 		return PreviewTarget{}, err
 	}
-	if err := m.available(e); err != nil {
-		return PreviewTarget{}, err
-	}
 	m.mu.Lock()
 	r := e.rec
 	m.mu.Unlock()
-	if r.State != provider.StateStarted {
-		return PreviewTarget{}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s", r.ID, r.State)
-	}
-	host, ok := m.hostPort(r, port)
-	if !ok {
-		return PreviewTarget{}, m.undeclared(r, port)
-	}
 	tok, err := m.readToken(r.ID)
 	if err != nil {
 		return PreviewTarget{}, provider.Errorf(provider.Internal, "read sandbox token: %w", err)
 	}
-	return PreviewTarget{
-		ID: r.ID, HostPort: host, Token: tok,
-		AutoStop: time.Duration(r.AutoStopInterval) * m.opts.Minute, Minute: m.opts.Minute,
-	}, nil
+	t := PreviewTarget{ID: r.ID, Token: tok}
+	if err := m.available(e); err != nil {
+		return t, err
+	}
+	if r.State != provider.StateStarted {
+		return t, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s", r.ID, r.State)
+	}
+	host, ok := m.hostPort(r, port)
+	if !ok {
+		return t, m.undeclared(r, port)
+	}
+	t.HostPort = host
+	t.AutoStop, t.Minute = time.Duration(r.AutoStopInterval)*m.opts.Minute, m.opts.Minute
+	return t, nil
 }

@@ -30,7 +30,10 @@ func (a *providerResolver) Resolve(ctx context.Context, idOrName string, port in
 		return Target{}, err
 	}
 	if sb.State != provider.StateStarted {
-		return Target{}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s", sb.ID, sb.State)
+		// The token, where the provider still gives one, lets the relay
+		// check its caller before it says why.
+		t, _ := previewTarget(ctx, a.p, sb.ID, port)
+		return Target{ID: sb.ID, Token: t.Token}, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s", sb.ID, sb.State)
 	}
 	minute, err := a.intervalMinute(ctx)
 	if err != nil {
@@ -38,7 +41,7 @@ func (a *providerResolver) Resolve(ctx context.Context, idOrName string, port in
 	}
 	t, err := previewTarget(ctx, a.p, sb.ID, port)
 	if err != nil {
-		return Target{}, err
+		return Target{ID: sb.ID, Token: t.Token}, err
 	}
 	t.ID = sb.ID
 	t.AutoStop = time.Duration(sb.AutoStopInterval) * minute

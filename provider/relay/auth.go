@@ -56,7 +56,7 @@ func (rl *Relay) authorize(w http.ResponseWriter, r *http.Request, rt route, e *
 		// another sandbox's. Only the header, which a page cannot get
 		// without the token, opens a path route.
 		rl.writeError(w, r, provider.Errorf(provider.Unauthenticated,
-			"sandbox %s port %d: it is private; a path route opens only with its preview token in the %s header: in a browser open http://%d-%s.%s:<port>/ instead",
+			"sandbox %s port %d: it does not exist or is private; a path route opens only with its preview token in the %s header: in a browser open http://%d-%s.%s:<port>/ instead",
 			rt.id, rt.port, TokenHeader, rt.port, rt.id, rl.opts.Domain))
 		return denied
 	}
@@ -88,7 +88,7 @@ func (rl *Relay) authorize(w http.ResponseWriter, r *http.Request, rt route, e *
 		}
 		return allowed
 	}
-	return rl.deny(w, r, rt, "it is private")
+	return rl.deny(w, r, rt, "it does not exist or is private")
 }
 
 // crossOrigin reports whether a browser sent r on behalf of a page of

@@ -23,6 +23,7 @@ type fakeBackend struct {
 	mu       sync.Mutex
 	targets  map[string]Target
 	errs     map[string]error
+	partial  map[string]Target // what Resolve returns with errs
 	resolves int
 	// refresh, when set, answers RefreshActivity after the call is recorded.
 	refresh func(ctx context.Context, id string) error
@@ -46,6 +47,18 @@ func (b *fakeBackend) fail(name string, err error) {
 	b.errs[name] = err
 }
 
+// failWith makes name fail with err and t, the ID and Token a resolver
+// still knows of a sandbox it cannot reach.
+func (b *fakeBackend) failWith(name string, t Target, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.errs[name] = err
+	if b.partial == nil {
+		b.partial = map[string]Target{}
+	}
+	b.partial[name] = t
+}
+
 func (b *fakeBackend) resolveCount() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -57,7 +70,7 @@ func (b *fakeBackend) Resolve(_ context.Context, idOrName string, _ int) (Target
 	defer b.mu.Unlock()
 	b.resolves++
 	if err := b.errs[idOrName]; err != nil {
-		return Target{}, err
+		return b.partial[idOrName], err
 	}
 	t, ok := b.targets[idOrName]
 	if !ok {

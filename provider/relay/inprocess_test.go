@@ -113,7 +113,8 @@ func TestForward(t *testing.T) {
 	f.settle(t)
 	assert.Equal(t, []string{"sb1"}, f.backend.drain(), "forwarded requests are activity, debounced as any")
 
-	decodeError(t, forward("no-such", 2280, "/", ""), http.StatusNotFound)
+	decodeError(t, forward("no-such", 2280, "/", ""), http.StatusUnauthorized) // as a private one would
+
 	decodeError(t, forward("../etc", 2280, "/", ""), http.StatusNotFound)
 	decodeError(t, forward("sb1", 0, "/", ""), http.StatusNotFound)
 }
@@ -200,10 +201,10 @@ func TestWriteErrorAnswersInTheBackendsShape(t *testing.T) {
 	f.backend.set("priv", priv)
 
 	rec := f.do(t, "GET", "3000-nope.localhost", "/", nil)
-	assert.Equal(t, http.StatusNotFound, rec.Code)
-	assert.Equal(t, "backend says: no sandbox nope: check the id in the address", rec.Body.String())
+	assert.Equal(t, http.StatusUnauthorized, rec.Code)
+	assert.True(t, strings.HasPrefix(rec.Body.String(), "backend says: sandbox nope port 3000: it does not exist or is private"), rec.Body.String())
 	rec = f.do(t, "GET", "3000-priv.localhost", "/", nil)
 	assert.Equal(t, http.StatusUnauthorized, rec.Code)
-	assert.True(t, strings.HasPrefix(rec.Body.String(), "backend says: sandbox priv port 3000: it is private"), rec.Body.String())
+	assert.True(t, strings.HasPrefix(rec.Body.String(), "backend says: sandbox priv port 3000: it does not exist or is private"), rec.Body.String())
 	assert.Equal(t, []string{"3000-nope.localhost", "3000-priv.localhost"}, seen, "with the request it answers")
 }

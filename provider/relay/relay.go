@@ -74,6 +74,13 @@ type Options struct {
 	// cookie is always stripped.
 	StripCookies []string
 
+	// RevealMissing answers not_found for a sandbox that does not exist
+	// before any credential is checked, as the Daytona simulator's proxy
+	// does. By default a missing sandbox is refused like a private one
+	// whose token the caller lacks, so that no one without a sandbox's
+	// token learns whether it exists.
+	RevealMissing bool
+
 	// CacheTTL is how long a resolution is reused. Default 30 s; negative:
 	// never, for an in-process resolver whose answer is a lookup, so that
 	// the next request sees a rotated token or a stopped sandbox.
@@ -153,6 +160,7 @@ type Relay struct {
 	clk       clock.Clock
 	log       *slog.Logger
 	cookieKey []byte
+	decoy     string // the token of every sandbox that does not exist
 	stats     *stats
 	track     *tracker
 	res       *resolver
@@ -170,7 +178,7 @@ func New(res Resolver, o Options) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	rl := &Relay{opts: o, clk: o.Clock, log: o.Logger, cookieKey: o.CookieKey, stats: &stats{}}
+	rl := &Relay{opts: o, clk: o.Clock, log: o.Logger, cookieKey: o.CookieKey, decoy: rand.Text(), stats: &stats{}}
 	rl.track = newTracker(res.RefreshActivity, o.Clock, o.Logger, rl.stats, o)
 	base, cancel := context.WithCancel(context.Background())
 	rl.base, rl.cancel = base, cancel
@@ -301,7 +309,7 @@ func (rl *Relay) serve(w http.ResponseWriter, r *http.Request, rt route, rest st
 	}
 	e, err := rl.res.resolve(r.Context(), rt.key())
 	if err != nil {
-		rl.writeError(w, r, resolveError(rt, err))
+		rl.refuse(w, r, rt, err)
 		return
 	}
 	if rl.authorize(w, r, rt, e) != allowed {
@@ -465,6 +473,27 @@ func causeOf(err error) string {
 
 // resolveError turns a resolution failure into what the client sees: a
 // sandbox that is not started is a 503 at once, never a hang.
+// refuse answers a request whose sandbox cannot be reached. Why is the
+// business of whoever may use the sandbox: the caller first passes the
+// check a reachable sandbox would make, against the token the resolver
+// still knew, or, for a sandbox that does not exist, against a token nobody
+// has, so that a stranger cannot tell a missing sandbox from a private one
+// (Options.RevealMissing aside) nor learn a private one's state.
+func (rl *Relay) refuse(w http.ResponseWriter, r *http.Request, rt route, err error) {
+	gate := &entry{target: Target{ID: rt.id, Token: rl.decoy}}
+	var u *unreachable
+	switch {
+	case errors.As(err, &u):
+		gate.target = Target{ID: u.id, Token: u.token}
+	case provider.Code(err) != provider.NotFound || rl.opts.RevealMissing:
+		rl.writeError(w, r, resolveError(rt, err))
+		return
+	}
+	if rl.authorize(w, r, rt, gate) == allowed {
+		rl.writeError(w, r, resolveError(rt, err))
+	}
+}
+
 func resolveError(rt route, err error) error {
 	switch provider.Code(err) {
 	case provider.NotFound:

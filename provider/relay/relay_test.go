@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,7 +107,7 @@ func TestErrorsAreClearAndImmediate(t *testing.T) {
 		message          string
 	}{
 		{"stopped sandbox", "3000-stopped.localhost", "/", 503, provider.Unavailable, "sandbox stopped is stopped: start it, then retry"},
-		{"unknown sandbox", "3000-nope.localhost", "/", 404, provider.NotFound, "no sandbox nope"},
+		{"unknown sandbox", "3000-nope.localhost", "/", 401, provider.Unauthenticated, "sandbox nope port 3000: it does not exist or is private"},
 		{"backend down", "3000-down.localhost", "/", 503, provider.Unavailable, "retry shortly"},
 		{"bad port", "3000-badport.localhost", "/", 400, provider.InvalidArgument, "only the sandbox port is published"},
 		{"no sandbox in the address", "", "/", 404, provider.NotFound, "use http://<port>-<id>.localhost"},
@@ -119,6 +121,64 @@ func TestErrorsAreClearAndImmediate(t *testing.T) {
 		})
 	}
 	assert.Zero(t, f.relay.Stats().RefreshesSent, "nothing was proxied, nothing refreshed")
+}
+
+// A stranger learns nothing of a private sandbox: not whether it exists,
+// nor its state, nor which ports it declares. Each answer without the token
+// is the answer a missing sandbox gives, credential for credential; with the
+// token, the real reason.
+func TestAStrangerCannotTellMissingFromPrivate(t *testing.T) {
+	up := upstream(t, ok)
+	f := newFixture(t, Options{})
+	running := target("running", up.URL)
+	running.Token = "s3cret"
+	f.backend.set("running", running)
+	f.backend.failWith("stopped", Target{ID: "stopped", Token: "s3cret"}, provider.Errorf(provider.FailedPrecondition, "sandbox stopped is stopped"))
+	f.backend.failWith("badport", Target{ID: "badport", Token: "s3cret"}, provider.Errorf(provider.InvalidArgument, "port 3000 is not declared"))
+
+	credentials := []struct {
+		name   string
+		header http.Header
+		query  string
+	}{
+		{"none", nil, ""},
+		{"a wrong header", http.Header{TokenHeader: {"guess"}}, ""},
+		{"a wrong link token", nil, "?" + TokenParam + "=guess"},
+		{"a forged cookie", http.Header{"Cookie": {CookieName + "=forged"}}, ""},
+	}
+	for _, c := range credentials {
+		for _, byHost := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s, host route %v", c.name, byHost), func(t *testing.T) {
+				answer := func(id string) (int, string) {
+					host, path := "3000-"+id+".localhost", "/"+c.query
+					if !byHost {
+						host, path = "", "/3000-"+id+"/"+c.query
+					}
+					rec := f.do(t, "GET", host, path, c.header)
+					return rec.Code, strings.ReplaceAll(rec.Body.String(), id, "<id>")
+				}
+				wantCode, wantBody := answer("missing")
+				require.Equal(t, http.StatusUnauthorized, wantCode, wantBody)
+				for _, id := range []string{"running", "stopped", "badport"} {
+					code, body := answer(id)
+					assert.Equal(t, wantCode, code, id)
+					assert.Equal(t, wantBody, body, id)
+				}
+			})
+		}
+	}
+
+	// With the token, the reason.
+	withToken := http.Header{TokenHeader: {"s3cret"}}
+	e := decodeError(t, f.do(t, "GET", "3000-stopped.localhost", "/", withToken), 503)
+	assert.Contains(t, e.Error.Message, "sandbox stopped is stopped: start it, then retry")
+	e = decodeError(t, f.do(t, "GET", "3000-badport.localhost", "/", withToken), 400)
+	assert.Contains(t, e.Error.Message, "port 3000 is not declared")
+
+	// Where ids are random (Daytona's), a missing sandbox may say so.
+	f2 := newFixture(t, Options{RevealMissing: true})
+	e = decodeError(t, f2.do(t, "GET", "3000-nope.localhost", "/", nil), 404)
+	assert.Contains(t, e.Error.Message, "no sandbox nope")
 }
 
 // deadURL is a loopback address where nothing listens.
@@ -223,7 +283,7 @@ func TestPrivateSandbox(t *testing.T) {
 
 	t.Run("no token", func(t *testing.T) {
 		e := decodeError(t, f.do(t, "GET", host, "/", nil), http.StatusUnauthorized)
-		assert.Contains(t, e.Error.Message, "it is private")
+		assert.Contains(t, e.Error.Message, "it does not exist or is private")
 		assert.Contains(t, e.Error.Message, TokenHeader)
 		assert.NotContains(t, e.Error.Message, "s3cret")
 	})

@@ -21,7 +21,10 @@ type Resolver interface {
 	// Resolve says where port of the sandbox idOrName is served.
 	// not_found: no such sandbox. failed_precondition: the sandbox is not
 	// started. invalid_argument: the port cannot be reached.
-	// unavailable: the backend does not answer.
+	// unavailable: the backend does not answer. With any error but
+	// not_found, a Target carrying the sandbox's ID and Token, when they
+	// are known, lets the relay check the caller before it says why: a
+	// stranger learns nothing of a private sandbox's state.
 	Resolve(ctx context.Context, idOrName string, port int) (Target, error)
 
 	// RefreshActivity resets the sandbox's idle clock. id is Target.ID.
@@ -151,10 +154,13 @@ func (r *resolver) fetch(k routeKey) (*entry, error) {
 	ctx, cancel := withTimeout(r.base, r.clk, r.timeout)
 	defer cancel()
 	t, err := r.res.Resolve(ctx, k.id, k.port)
-	if err == nil {
-		err = t.validate()
-	}
 	if err != nil {
+		if t.ID != "" && t.Token != "" && provider.Code(err) != provider.NotFound {
+			return nil, &unreachable{id: t.ID, token: t.Token, err: err}
+		}
+		return nil, err
+	}
+	if err := t.validate(); err != nil {
 		return nil, err
 	}
 	window, beat := timing(t.AutoStop, t.Minute, r.daytona)
@@ -211,3 +217,14 @@ func withTimeout(parent context.Context, clk clock.Clock, d time.Duration) (cont
 	}
 	return clock.WithTimeout(parent, clk, d)
 }
+
+// unreachable is a resolution that failed for a private sandbox whose token
+// the resolver still knew: the relay checks the caller against it before it
+// passes err on.
+type unreachable struct {
+	id, token string
+	err       error
+}
+
+func (u *unreachable) Error() string { return u.err.Error() }
+func (u *unreachable) Unwrap() error { return u.err }
