@@ -16,6 +16,7 @@ import (
 type procStat struct {
 	pid, ppid, pgrp, session int
 	zombie                   bool
+	start                    uint64 // clock ticks after boot: tells a process from a later one with its pid
 }
 
 // readProcStat parses /proc/<pid>/stat. The command name may contain
@@ -29,18 +30,19 @@ func readProcStat(pid int) (procStat, bool) {
 	if i < 0 {
 		return procStat{}, false
 	}
-	// After ") ": state ppid pgrp session ...
+	// After ") ": state ppid pgrp session ..., starttime the 20th.
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 4 {
+	if len(f) < 20 {
 		return procStat{}, false
 	}
 	ppid, err1 := strconv.Atoi(f[1])
 	pgrp, err2 := strconv.Atoi(f[2])
 	sid, err3 := strconv.Atoi(f[3])
-	if err1 != nil || err2 != nil || err3 != nil {
+	start, err4 := strconv.ParseUint(f[19], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
 		return procStat{}, false
 	}
-	return procStat{pid: pid, ppid: ppid, pgrp: pgrp, session: sid, zombie: f[0] == "Z"}, true
+	return procStat{pid: pid, ppid: ppid, pgrp: pgrp, session: sid, zombie: f[0] == "Z", start: start}, true
 }
 
 // allProcs lists every process this toolbox can see.
@@ -69,6 +71,36 @@ func killSession(sid int) {
 	for _, p := range allProcs() {
 		if p.session == sid {
 			syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// treeMember is a process of a session tree as read at one moment.
+type treeMember struct {
+	pid   int
+	start uint64
+}
+
+// sessionTree lists what killSessionTree would kill now: leader, the
+// processes in its session or process group, and those below it.
+func sessionTree(leader int) []treeMember {
+	procs := allProcs()
+	below := descendantsIn(procs, leader)
+	var out []treeMember
+	for _, p := range procs {
+		if !p.zombie && (p.pid == leader || p.session == leader || p.pgrp == leader || below[p.pid]) {
+			out = append(out, treeMember{p.pid, p.start})
+		}
+	}
+	return out
+}
+
+// signalMembers sends sig to each member that is still the process it was,
+// not a later one that got its pid.
+func signalMembers(ms []treeMember, sig syscall.Signal) {
+	for _, m := range ms {
+		if st, ok := readProcStat(m.pid); ok && st.start == m.start && !st.zombie {
+			syscall.Kill(m.pid, sig)
 		}
 	}
 }

@@ -2,7 +2,10 @@
 
 package toolbox
 
-import "os"
+import (
+	"os"
+	"syscall"
+)
 
 // killSession kills the session leader; without /proc the rest of the
 // session cannot be found.
@@ -17,6 +20,20 @@ func killSession(sid int) {
 func killSessionTree(leader int) {
 	killGroup(leader)
 	killSession(leader)
+}
+
+// treeMember is a session's leader: without /proc the rest of the
+// session cannot be found.
+type treeMember struct{ pid int }
+
+func sessionTree(leader int) []treeMember { return []treeMember{{leader}} }
+
+func signalMembers(ms []treeMember, sig syscall.Signal) {
+	for _, m := range ms {
+		if p, err := os.FindProcess(m.pid); err == nil {
+			p.Signal(sig)
+		}
+	}
 }
 
 // descendants is unknown without /proc.

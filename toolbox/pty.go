@@ -128,6 +128,7 @@ type ptySession struct {
 	clients  map[*ptyClient]struct{}
 	pending  []byte
 	exited   bool
+	deleted  bool // kill ended it: reported as killed
 	exitCode int
 	reason   string
 	readDone chan struct{}
@@ -337,6 +338,13 @@ func (p *ptySession) broadcast(b []byte) {
 func (p *ptySession) waitLoop() {
 	err := p.cmd.Wait()
 	code, reason := ptyExitStatus(p.cmd, err)
+	p.mu.Lock()
+	if p.deleted {
+		// Daytona reports a deleted PTY as killed, whatever its shell
+		// made of the hang-up that came first here.
+		code, reason = 128+int(syscall.SIGKILL), "terminated by signal "+syscall.SIGKILL.String()
+	}
+	p.mu.Unlock()
 	t := p.opts.Clock.NewTimer(p.opts.OutputGrace)
 	select {
 	case <-p.readDone:
@@ -377,8 +385,12 @@ func (p *ptySession) kill() {
 		return
 	}
 	cmd := p.cmd
+	p.deleted = true
 	p.mu.Unlock()
+	tree := sessionTree(cmd.Process.Pid)
+	hangUp(tree, p.done, p.opts.Clock)
 	killSession(cmd.Process.Pid)
+	signalMembers(tree, syscall.SIGKILL)
 	<-p.done
 	p.ptmx.Close()
 }

@@ -164,9 +164,18 @@ func TestPtyLifecycle(t *testing.T) {
 	ts.get(t, "/process/pty").json(t, &list)
 	require.Len(t, list.Sessions, 1)
 
+	// The shell is hung up before it is killed, as a closed terminal
+	// would: its exit trap runs.
+	trapped := filepath.Join(ts.workDir, "trapped")
+	c.send(t, "trap 'echo released > "+trapped+"' EXIT; echo trap-$((1+1))\n")
+	c.waitOutput(t, "trap-2")
+
 	resp = ts.do(t, http.MethodDelete, "/process/pty/term", nil, "")
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 	waitFor(t, "the background job to die", func() bool { return !processAlive(bg) })
+	b, err := os.ReadFile(trapped)
+	require.NoError(t, err, "the shell was killed before its exit trap ran")
+	assert.Equal(t, "released\n", string(b))
 
 	ce := c.closed(t)
 	assert.Equal(t, websocket.StatusNormalClosure, ce.Code)

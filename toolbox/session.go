@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode"
 
@@ -328,14 +329,22 @@ drain:
 }
 
 // kill ends the shell and everything it started that is still in its
-// terminal session or below it in the process tree, and frees the
-// session's logs and FIFOs.
+// terminal session or below it in the process tree, hanging it up first
+// (see hangUp), and frees the session's logs and FIFOs.
 func (s *session) kill() {
+	s.mu.Lock()
+	var tree []treeMember
+	if !s.reaped {
+		tree = sessionTree(s.cmd.Process.Pid)
+	}
+	s.mu.Unlock()
+	hangUp(tree, s.gone, s.clock)
 	s.mu.Lock()
 	if !s.reaped {
 		killSessionTree(s.cmd.Process.Pid)
 	}
 	s.mu.Unlock()
+	signalMembers(tree, syscall.SIGKILL)
 	s.stdin.Close()
 	<-s.gone
 	// Background jobs that left the group may hold the pipes; stop reading.

@@ -1,15 +1,19 @@
 package toolbox
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/provider/clock/clocktest"
 )
 
 // pgid reads the process group of pid from /proc.
@@ -77,4 +81,47 @@ func TestSessionEndsEverythingItStarted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSessionHangsUpBeforeItKills: deleting a session hangs its shell up
+// first, as closing a terminal does, so that its exit trap runs (a version
+// manager releasing its lock, say); what ignores the hang-up is killed once
+// the grace has passed.
+func TestSessionHangsUpBeforeItKills(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc to find the session's processes")
+	}
+	t.Run("the exit trap runs", func(t *testing.T) {
+		ts := newTestServer(t, Options{})
+		require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "s"}).status)
+		trapped := filepath.Join(t.TempDir(), "trapped")
+		resp, _ := ts.sessionExec(t, "s", SessionExecuteRequest{Command: "trap 'echo released > " + trapped + "' EXIT"})
+		require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
+		require.Equal(t, http.StatusNoContent, ts.do(t, http.MethodDelete, "/process/session/s", nil, "").status)
+		b, err := os.ReadFile(trapped)
+		require.NoError(t, err, "the shell was killed before its exit trap could run")
+		assert.Equal(t, "released\n", string(b))
+	})
+	t.Run("what ignores it is killed after the grace", func(t *testing.T) {
+		clk := clocktest.NewFake(time.Time{})
+		ts := newTestServer(t, Options{Clock: clk})
+		require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "s"}).status)
+		dir := t.TempDir()
+		resp, _ := ts.sessionExec(t, "s", SessionExecuteRequest{Command: "trap '' HUP; echo $$ > " + filepath.Join(dir, "sh") + "; nohup sleep 300 >/dev/null 2>&1 & echo $! > " + filepath.Join(dir, "job")})
+		require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
+		shell, job := readPID(t, filepath.Join(dir, "sh")), readPID(t, filepath.Join(dir, "job"))
+		t.Cleanup(func() { killPID(t, job) })
+
+		waiters := clk.Waiters()
+		deleted := make(chan int, 1)
+		go func() { deleted <- ts.do(t, http.MethodDelete, "/process/session/s", nil, "").status }()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, clk.BlockUntilWaiters(ctx, waiters+1), "the delete waits out the grace on the toolbox's clock")
+		assert.True(t, processAlive(shell) && processAlive(job), "both ignore the hang-up")
+		clk.Advance(hangUpGrace)
+		assert.Equal(t, http.StatusNoContent, <-deleted)
+		waitFor(t, "the shell to die", func() bool { return !processAlive(shell) })
+		waitFor(t, "the job to die", func() bool { return !processAlive(job) })
+	})
 }

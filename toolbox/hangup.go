@@ -1,0 +1,31 @@
+package toolbox
+
+import (
+	"syscall"
+	"time"
+
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// hangUpGrace is how long a hung-up terminal session has to end by itself
+// before what is left of it is killed: a shell runs its exit traps and
+// hangs up its jobs in far less.
+const hangUpGrace = 2 * time.Second
+
+// hangUp ends a terminal session as closing its terminal would: SIGHUP to
+// each process of tree, so that shells run their exit traps and release
+// what they hold (an editor its swap file, a version manager its lock)
+// rather than leave it behind as SIGKILL would. It returns once exited
+// closes or hangUpGrace has passed on clk; the caller kills what is left.
+func hangUp(tree []treeMember, exited <-chan struct{}, clk clock.Clock) {
+	if len(tree) == 0 {
+		return
+	}
+	signalMembers(tree, syscall.SIGHUP)
+	t := clk.NewTimer(hangUpGrace)
+	defer t.Stop()
+	select {
+	case <-exited:
+	case <-t.C():
+	}
+}
