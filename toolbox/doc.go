@@ -42,9 +42,10 @@
 // is a WebSocket of binary messages, each a 3-byte stream marker (01 01 01
 // stdout, 02 02 02 stderr) and that stream's bytes, closed normally once
 // the command has ended. The session's shell leads a terminal session of
-// its own; deleting the session, or closing the toolbox, kills every
-// process in it and below it, background jobs and `set -m` process groups
-// included. A process that calls setsid and loses its parent escapes;
+// its own; deleting the session, or closing the toolbox, hangs it up
+// (SIGHUP, as a closed terminal would, so that exit traps run) and two
+// seconds later kills every process still in it and below it, background
+// jobs and `set -m` process groups included. PTY sessions end the same way. A process that calls setsid and loses its parent escapes;
 // inside a sandplane sandbox the sandbox's PID-namespace init ends it at
 // stop anyway.
 //

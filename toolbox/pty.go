@@ -257,9 +257,12 @@ func (pm *ptyManager) closeAll() {
 	all := pm.m
 	pm.m = map[string]*ptySession{}
 	pm.mu.Unlock()
+	// At once: each may wait out a hang-up's grace.
+	var wg sync.WaitGroup
 	for _, s := range all {
-		s.kill()
+		wg.Go(s.kill)
 	}
+	wg.Wait()
 }
 
 // ptyShell is the user's login shell, else bash, else sh.

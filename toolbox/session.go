@@ -246,9 +246,12 @@ func (ss *sessions) closeAll() {
 	all := ss.m
 	ss.m = map[string]*session{}
 	ss.mu.Unlock()
+	// At once: each may wait out a hang-up's grace.
+	var wg sync.WaitGroup
 	for _, s := range all {
-		s.kill()
+		wg.Go(s.kill)
 	}
+	wg.Wait()
 }
 
 func startSession(id string, opts Options, all *sessions) (*session, error) {
