@@ -93,6 +93,16 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, r, s.opts.Clock, e)
 }
 
+// errs adapts a handler that returns its error instead of answering it:
+// fail answers it, so the handler reads as its steps.
+func (s *server) errs(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.fail(w, r, err)
+		}
+	}
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {

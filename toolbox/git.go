@@ -301,30 +301,25 @@ func noOption(what, v string) error {
 	return nil
 }
 
-func (s *server) handleGitClone(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitClone(w http.ResponseWriter, r *http.Request) error {
 	var req GitCloneRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if req.URL == "" || strings.TrimSpace(req.Path) == "" {
-		s.fail(w, r, errorf(http.StatusBadRequest, "url and path are required"))
-		return
+		return errorf(http.StatusBadRequest, "url and path are required")
 	}
 	for _, v := range [][2]string{{"url", req.URL}, {"branch", req.Branch}, {"commit_id", req.CommitID}} {
 		if err := noOption(v[0], v[1]); err != nil {
-			s.fail(w, r, err)
-			return
+			return err
 		}
 	}
 	if req.Depth < 0 {
-		s.fail(w, r, errorf(http.StatusBadRequest, "depth must not be negative"))
-		return
+		return errorf(http.StatusBadRequest, "depth must not be negative")
 	}
 	dest, err := s.gitPath(req.Path)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	args := []string{}
 	if req.InsecureSkipTLS {
@@ -342,30 +337,28 @@ func (s *server) handleGitClone(w http.ResponseWriter, r *http.Request) {
 	args = append(args, "--", req.URL, dest)
 	creds := credsOf(req.Username, req.Password)
 	if _, err := s.git(r.Context(), gitCmd{dir: s.opts.WorkDir, creds: creds, args: args}); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if req.CommitID != "" {
 		if _, err := s.git(r.Context(), gitCmd{dir: dest, args: []string{"checkout", "--detach", req.CommitID, "--"}}); err != nil {
-			s.fail(w, r, err)
-			return
+			return err
 		}
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
-func (s *server) handleGitStatus(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitStatus(w http.ResponseWriter, r *http.Request) error {
 	dir, err := s.repoDir(r.URL.Query().Get("path"))
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	out, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all"}})
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, parseGitStatus(out))
+	return nil
 }
 
 // gitStatusCodes maps git's XY letters to Daytona's Status enum.
@@ -433,16 +426,14 @@ func fileStatus(xy, name, orig string) FileStatus {
 	return FileStatus{Name: name, Staging: code(xy[0]), Worktree: code(xy[1]), Extra: orig}
 }
 
-func (s *server) handleGitBranches(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitBranches(w http.ResponseWriter, r *http.Request) error {
 	dir, err := s.repoDir(r.URL.Query().Get("path"))
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	out, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"for-each-ref", "--format=%(refname:short)", "refs/heads/"}})
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	branches := []string{}
 	for _, b := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -453,6 +444,7 @@ func (s *server) handleGitBranches(w http.ResponseWriter, r *http.Request) {
 	// Detached, or on a branch without commits yet: no current branch.
 	current, _ := s.git(r.Context(), gitCmd{dir: dir, args: []string{"symbolic-ref", "--quiet", "--short", "HEAD"}})
 	writeJSON(w, http.StatusOK, ListBranchResponse{Branches: branches, Current: strings.TrimSpace(current)})
+	return nil
 }
 
 // branchRequest decodes and checks a {path, name} body.
@@ -473,95 +465,83 @@ func (s *server) branchRequest(w http.ResponseWriter, r *http.Request) (string, 
 
 // handleGitCreateBranch creates the branch at HEAD and switches to it, as
 // the daemon's checkout-with-create does.
-func (s *server) handleGitCreateBranch(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitCreateBranch(w http.ResponseWriter, r *http.Request) error {
 	dir, name, err := s.branchRequest(w, r)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"checkout", "-b", name}}); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusCreated)
+	return nil
 }
 
-func (s *server) handleGitDeleteBranch(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitDeleteBranch(w http.ResponseWriter, r *http.Request) error {
 	dir, name, err := s.branchRequest(w, r)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"branch", "-D", "--", name}}); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
-func (s *server) handleGitCheckout(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitCheckout(w http.ResponseWriter, r *http.Request) error {
 	var req GitCheckoutRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if strings.TrimSpace(req.Branch) == "" {
-		s.fail(w, r, errorf(http.StatusBadRequest, "branch is required"))
-		return
+		return errorf(http.StatusBadRequest, "branch is required")
 	}
 	if err := noOption("branch", req.Branch); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	dir, err := s.repoDir(req.Path)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"checkout", req.Branch, "--"}}); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
-func (s *server) handleGitAdd(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitAdd(w http.ResponseWriter, r *http.Request) error {
 	var req GitAddRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if len(req.Files) == 0 {
-		s.fail(w, r, errorf(http.StatusBadRequest, "files is required (use [\".\"] for everything)"))
-		return
+		return errorf(http.StatusBadRequest, "files is required (use [\".\"] for everything)")
 	}
 	dir, err := s.repoDir(req.Path)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	args := append([]string{"add", "--"}, req.Files...)
 	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: args}); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
-func (s *server) handleGitCommit(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitCommit(w http.ResponseWriter, r *http.Request) error {
 	var req GitCommitRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if strings.TrimSpace(req.Message) == "" || strings.TrimSpace(req.Author) == "" || strings.TrimSpace(req.Email) == "" {
-		s.fail(w, r, errorf(http.StatusBadRequest, "message, author and email are required"))
-		return
+		return errorf(http.StatusBadRequest, "message, author and email are required")
 	}
 	dir, err := s.repoDir(req.Path)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	args := []string{"commit", "--no-verify", "-m", req.Message}
 	if req.AllowEmpty {
@@ -572,39 +552,36 @@ func (s *server) handleGitCommit(w http.ResponseWriter, r *http.Request) {
 		"GIT_COMMITTER_NAME=" + req.Author, "GIT_COMMITTER_EMAIL=" + req.Email,
 	}
 	if _, err := s.git(r.Context(), gitCmd{dir: dir, env: who, args: args}); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	hash, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"rev-parse", "HEAD"}})
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, GitCommitResponse{Hash: strings.TrimSpace(hash)})
+	return nil
 }
 
 // handleGitHistory lists the commits reachable from HEAD, newest first.
-func (s *server) handleGitHistory(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitHistory(w http.ResponseWriter, r *http.Request) error {
 	dir, err := s.repoDir(r.URL.Query().Get("path"))
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	// A repository without commits has no history, not a broken HEAD.
 	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"rev-parse", "--verify", "--quiet", "HEAD"}}); err != nil {
 		if _, rerr := s.git(r.Context(), gitCmd{dir: dir, args: []string{"rev-parse", "--git-dir"}}); rerr != nil {
-			s.fail(w, r, rerr)
-			return
+			return rerr
 		}
 		writeJSON(w, http.StatusOK, []GitCommitInfo{})
-		return
+		return nil
 	}
 	out, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"log", "--format=%H%x1f%an%x1f%ae%x1f%aI%x1f%B%x1e", "HEAD"}})
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, parseGitLog(out))
+	return nil
 }
 
 func parseGitLog(out string) []GitCommitInfo {
@@ -645,11 +622,10 @@ func (s *server) hasUpstream(ctx context.Context, dir string) bool {
 
 // handleGitPush pushes the current branch; one that tracks nothing yet is
 // published to origin under its own name and tracks it from then on.
-func (s *server) handleGitPush(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitPush(w http.ResponseWriter, r *http.Request) error {
 	dir, req, err := s.repoRequest(w, r)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	args := []string{"push"}
 	switch {
@@ -662,21 +638,20 @@ func (s *server) handleGitPush(w http.ResponseWriter, r *http.Request) {
 		args = append(args, "--set-upstream", "origin", "HEAD")
 	}
 	if _, err := s.git(r.Context(), gitCmd{dir: dir, creds: credsOf(req.Username, req.Password), args: args}); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
 // handleGitPull fast-forwards the current branch, as the daemon's pull
 // does: from the upstream, or from Remote's Branch when either is given
 // or there is no upstream (origin and the current branch's name standing
 // in for what is missing).
-func (s *server) handleGitPull(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitPull(w http.ResponseWriter, r *http.Request) error {
 	dir, req, err := s.repoRequest(w, r)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	args := []string{"pull", "--ff-only"}
 	if req.Branch != "" || req.Remote != "" || !s.hasUpstream(r.Context(), dir) {
@@ -684,18 +659,17 @@ func (s *server) handleGitPull(w http.ResponseWriter, r *http.Request) {
 		if branch == "" {
 			out, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"symbolic-ref", "--short", "HEAD"}})
 			if err != nil {
-				s.fail(w, r, err)
-				return
+				return err
 			}
 			branch = strings.TrimSpace(out)
 		}
 		args = append(args, "--", orDefault(req.Remote, "origin"), branch)
 	}
 	if _, err := s.git(r.Context(), gitCmd{dir: dir, creds: credsOf(req.Username, req.Password), args: args}); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
 func orDefault(v, def string) string {

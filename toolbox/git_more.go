@@ -90,19 +90,16 @@ type GitRestoreRequest struct {
 	Source string `json:"source"`
 }
 
-func (s *server) handleGitInit(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitInit(w http.ResponseWriter, r *http.Request) error {
 	var req GitInitRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if strings.TrimSpace(req.Path) == "" {
-		s.fail(w, r, errorf(http.StatusBadRequest, "path is required"))
-		return
+		return errorf(http.StatusBadRequest, "path is required")
 	}
 	if err := noOption("initial_branch", req.InitialBranch); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	args := []string{"init", "--quiet"}
 	if req.Bare {
@@ -113,34 +110,30 @@ func (s *server) handleGitInit(w http.ResponseWriter, r *http.Request) {
 	}
 	dest, err := s.gitPath(req.Path)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	args = append(args, "--", dest)
 	if _, err := s.git(r.Context(), gitCmd{dir: s.opts.WorkDir, args: args}); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
-func (s *server) handleGitListRemotes(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitListRemotes(w http.ResponseWriter, r *http.Request) error {
 	dir, err := s.repoDir(r.URL.Query().Get("path"))
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	names, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"remote"}})
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	remotes := []GitRemote{}
 	for _, name := range strings.Fields(names) {
 		url, err := s.gitConfigValue(r.Context(), dir, "--local", "remote."+name+".url")
 		if err != nil {
-			s.fail(w, r, err)
-			return
+			return err
 		}
 		if url != nil {
 			remotes = append(remotes, GitRemote{Name: name, URL: *url})
@@ -148,33 +141,29 @@ func (s *server) handleGitListRemotes(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(remotes, func(i, j int) bool { return remotes[i].Name < remotes[j].Name })
 	writeJSON(w, http.StatusOK, ListRemotesResponse{Remotes: remotes})
+	return nil
 }
 
-func (s *server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) error {
 	var req GitAddRemoteRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if req.Name == "" || req.URL == "" {
-		s.fail(w, r, errorf(http.StatusBadRequest, "name and url are required"))
-		return
+		return errorf(http.StatusBadRequest, "name and url are required")
 	}
 	for _, v := range [][2]string{{"name", req.Name}, {"url", req.URL}} {
 		if err := noOption(v[0], v[1]); err != nil {
-			s.fail(w, r, err)
-			return
+			return err
 		}
 	}
 	dir, err := s.repoDir(req.Path)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	exists, err := s.gitConfigValue(r.Context(), dir, "--local", "remote."+req.Name+".url")
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	// Without overwrite, git refuses a name that exists.
 	args := []string{"remote", "add", "--", req.Name, req.URL}
@@ -182,16 +171,15 @@ func (s *server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) {
 		args = []string{"remote", "set-url", "--", req.Name, req.URL}
 	}
 	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: args}); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if req.Fetch {
 		if _, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"fetch", "--quiet", "--", req.Name}}); err != nil {
-			s.fail(w, r, err)
-			return
+			return err
 		}
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
 // configScope turns a request's scope into git config's option and the
@@ -231,24 +219,22 @@ func (s *server) gitConfigValue(ctx context.Context, dir, scope, key string) (*s
 	return &v, nil
 }
 
-func (s *server) handleGitGetConfig(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitGetConfig(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	key := q.Get("key")
 	if err := gitConfigKey(key); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	flag, dir, err := s.configScope(q.Get("scope"), q.Get("path"))
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	v, err := s.gitConfigValue(r.Context(), dir, flag, key)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, GitConfigResponse{Value: v})
+	return nil
 }
 
 // setConfig writes key=value pairs at scope.
@@ -265,64 +251,55 @@ func (s *server) setConfig(ctx context.Context, scope, path string, kv ...string
 	return nil
 }
 
-func (s *server) handleGitSetConfig(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitSetConfig(w http.ResponseWriter, r *http.Request) error {
 	var req GitSetConfigRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if err := gitConfigKey(req.Key); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if err := s.setConfig(r.Context(), req.Scope, req.Path, req.Key, req.Value); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
-func (s *server) handleGitConfigureUser(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitConfigureUser(w http.ResponseWriter, r *http.Request) error {
 	var req GitConfigureUserRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if strings.TrimSpace(req.Name) == "" || strings.TrimSpace(req.Email) == "" {
-		s.fail(w, r, errorf(http.StatusBadRequest, "name and email are required"))
-		return
+		return errorf(http.StatusBadRequest, "name and email are required")
 	}
 	if err := s.setConfig(r.Context(), req.Scope, req.Path, "user.name", req.Name, "user.email", req.Email); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
 var resetModes = []string{"soft", "mixed", "hard", "merge", "keep"}
 
-func (s *server) handleGitReset(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitReset(w http.ResponseWriter, r *http.Request) error {
 	var req GitResetRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if req.Mode != "" && !slices.Contains(resetModes, req.Mode) {
-		s.fail(w, r, errorf(http.StatusBadRequest, "mode must be one of %s, not %q", strings.Join(resetModes, ", "), req.Mode))
-		return
+		return errorf(http.StatusBadRequest, "mode must be one of %s, not %q", strings.Join(resetModes, ", "), req.Mode)
 	}
 	if len(req.Files) > 0 && req.Mode != "" && req.Mode != "mixed" {
-		s.fail(w, r, errorf(http.StatusBadRequest, "a reset of files resets the index only: mode %s does not apply", req.Mode))
-		return
+		return errorf(http.StatusBadRequest, "a reset of files resets the index only: mode %s does not apply", req.Mode)
 	}
 	if err := noOption("target", req.Target); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	dir, err := s.repoDir(req.Path)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	args := []string{"reset", "--quiet"}
 	if len(req.Files) == 0 {
@@ -331,30 +308,26 @@ func (s *server) handleGitReset(w http.ResponseWriter, r *http.Request) {
 	args = append(args, orDefault(req.Target, "HEAD"), "--")
 	args = append(args, req.Files...)
 	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: args}); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
-func (s *server) handleGitRestore(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitRestore(w http.ResponseWriter, r *http.Request) error {
 	var req GitRestoreRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if len(req.Files) == 0 {
-		s.fail(w, r, errorf(http.StatusBadRequest, "files is required (use [\".\"] for everything)"))
-		return
+		return errorf(http.StatusBadRequest, "files is required (use [\".\"] for everything)")
 	}
 	if err := noOption("source", req.Source); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	dir, err := s.repoDir(req.Path)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	args := []string{"restore"}
 	if req.Staged {
@@ -368,10 +341,10 @@ func (s *server) handleGitRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	args = append(append(args, "--"), req.Files...)
 	if _, err := s.git(r.Context(), gitCmd{dir: dir, args: args}); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
 // GitAuthenticateRequest is the body of POST /git/credentials (toolbox
@@ -388,15 +361,13 @@ type GitAuthenticateRequest struct {
 // store (~/.git-credentials, 0600, in plain text as the SDK warns), with
 // the store as the user's global helper, so that later clones, pulls and
 // pushes to that host authenticate without being given them.
-func (s *server) handleGitCredentials(w http.ResponseWriter, r *http.Request) {
+func (s *server) handleGitCredentials(w http.ResponseWriter, r *http.Request) error {
 	var req GitAuthenticateRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if req.Username == "" || req.Password == "" {
-		s.fail(w, r, errorf(http.StatusBadRequest, "username and password are required"))
-		return
+		return errorf(http.StatusBadRequest, "username and password are required")
 	}
 	if req.Host == "" {
 		req.Host = "github.com"
@@ -407,8 +378,7 @@ func (s *server) handleGitCredentials(w http.ResponseWriter, r *http.Request) {
 	// The credential protocol is one attribute a line.
 	for _, v := range []string{req.Username, req.Password, req.Host, req.Protocol} {
 		if strings.ContainsAny(v, "\n\r\x00") {
-			s.fail(w, r, errorf(http.StatusBadRequest, "credentials must not contain line breaks or NUL bytes"))
-			return
+			return errorf(http.StatusBadRequest, "credentials must not contain line breaks or NUL bytes")
 		}
 	}
 	// The store is the sandbox's own file (in its working directory, which
@@ -419,8 +389,8 @@ func (s *server) handleGitCredentials(w http.ResponseWriter, r *http.Request) {
 	s.opts.env.gitConfig("credential.helper", "store --file="+store)
 	in := "protocol=" + req.Protocol + "\nhost=" + req.Host + "\nusername=" + req.Username + "\npassword=" + req.Password + "\n\n"
 	if _, err := s.git(r.Context(), gitCmd{dir: s.opts.WorkDir, stdin: in, args: []string{"credential", "approve"}}); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
