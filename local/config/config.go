@@ -1,10 +1,14 @@
 package config
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -191,7 +195,7 @@ func (c *Config) LoadFile(path string) error {
 	}
 	builtin := c.Snapshots
 	c.Snapshots = nil
-	if err := yaml.Unmarshal(data, c); err != nil {
+	if err := decodeStrict(data, c); err != nil {
 		return fmt.Errorf("parse config %s: %w", path, err)
 	}
 	merged := builtin
@@ -203,6 +207,54 @@ func (c *Config) LoadFile(path string) error {
 	}
 	c.Snapshots = merged
 	return nil
+}
+
+// decodeStrict decodes YAML into c, refusing keys c does not have: a key
+// misspelt (isolaton: bwrap) must not quietly leave a sandbox without the
+// isolation its author asked for.
+func decodeStrict(data []byte, c *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(c)
+	var te *yaml.TypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil // an empty file
+	case errors.As(err, &te):
+		for i, e := range te.Errors {
+			te.Errors[i] = unknownKey(e)
+		}
+	}
+	return err
+}
+
+// unknownFieldRE matches yaml's "line N: field K not found in type T".
+var unknownFieldRE = regexp.MustCompile(`^(line \d+): field (\S+) not found in type (.+)$`)
+
+// unknownKey says a yaml error about an unknown field in the words of
+// whoever wrote the file: the key, and the keys that would do.
+func unknownKey(msg string) string {
+	m := unknownFieldRE.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	var t reflect.Type
+	where := "at the top level"
+	switch m[3] {
+	case "config.Config":
+		t = reflect.TypeFor[Config]()
+	case "config.Snapshot":
+		t, where = reflect.TypeFor[Snapshot](), "in a snapshot"
+	default:
+		return fmt.Sprintf("%s: unknown key %q", m[1], m[2])
+	}
+	var keys []string
+	for f := range t.Fields() {
+		if k, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return fmt.Sprintf("%s: unknown key %q %s (a typo? the keys there are %s)", m[1], m[2], where, strings.Join(keys, ", "))
 }
 
 // LoadEnv applies the environment variables that are set.

@@ -91,6 +91,9 @@ func TestInvalid(t *testing.T) {
 		{name: "the workload port among the others", yaml: "snapshots: {x: {command: [a], port: 3000, ports: [3000]}}"},
 		{name: "the default workload port among the others", yaml: "snapshots: {x: {command: [a], ports: [4000]}}"},
 		{name: "negative idle keep-alive", yaml: "previewIdleKeepAlive: -1s"},
+		{name: "a misspelt snapshot key", yaml: "snapshots: {x: {command: [a], isolaton: bwrap}}"},
+		{name: "a misspelt key", yaml: "autoStopMinute: 5"},
+		{name: "a misspelt port range key", yaml: "ports: {minimum: 10}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,6 +113,29 @@ func TestInvalid(t *testing.T) {
 			assert.Error(t, err)
 		})
 	}
+}
+
+// A key the daemon does not know is refused, naming it, where it stands
+// and the keys that would do: a typo in isolation must not leave a sandbox
+// unisolated without a word.
+func TestUnknownKeysAreRefusedByName(t *testing.T) {
+	tests := []struct{ yaml, want string }{
+		{"snapshots:\n  x:\n    command: [a]\n    isolaton: bwrap\n", `line 4: unknown key "isolaton" in a snapshot (a typo? the keys there are command, image, imageCommand, env, workDir, user, ready, isolation, network, port, ports)`},
+		{"autoStopMinute: 5\n", `line 1: unknown key "autoStopMinute" at the top level (a typo? the keys there are listen, root, minute`},
+		{"ports: {minimum: 10}\n", `line 1: unknown key "minimum"`},
+	}
+	for _, tt := range tests {
+		c := Default([]string{"x"})
+		f := filepath.Join(t.TempDir(), "c.yaml")
+		require.NoError(t, os.WriteFile(f, []byte(tt.yaml), 0o600))
+		err := c.LoadFile(f)
+		require.Error(t, err, tt.yaml)
+		assert.Contains(t, err.Error(), tt.want)
+	}
+	c := Default([]string{"x"})
+	f := filepath.Join(t.TempDir(), "empty.yaml")
+	require.NoError(t, os.WriteFile(f, nil, 0o600))
+	assert.NoError(t, c.LoadFile(f), "an empty file is no settings")
 }
 
 func TestTokenFile(t *testing.T) {
