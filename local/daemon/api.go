@@ -97,10 +97,11 @@ func labelFilter(r *http.Request) (map[string]string, error) {
 }
 
 func (a strictAPI) CreateSandbox(ctx context.Context, req api.CreateSandboxRequestObject) (api.CreateSandboxResponseObject, error) {
-	if req.Body == nil {
-		return nil, provider.Errorf(provider.InvalidArgument, "a JSON body is required (it may be {})")
+	var body wire.CreateSandboxRequest // no body: every default
+	if req.Body != nil {
+		body = *req.Body
 	}
-	s, err := a.s.opts.Manager.Create(ctx, *req.Body)
+	s, err := a.s.opts.Manager.Create(ctx, body)
 	if err != nil {
 		return nil, err
 	}

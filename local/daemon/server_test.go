@@ -102,7 +102,6 @@ func TestErrorsAreCodedAndMapped(t *testing.T) {
 		{"negative autostop", "POST", "/v1/sandboxes", `{"autoStopInterval":-1}`, 400, provider.InvalidArgument},
 		{"unknown runtime", "POST", "/v1/sandboxes", `{"runtime":"vm"}`, 400, provider.InvalidArgument},
 		{"not json", "POST", "/v1/sandboxes", `{`, 400, provider.InvalidArgument},
-		{"no body", "POST", "/v1/sandboxes", ``, 400, provider.InvalidArgument},
 		{"conflict", "POST", "/v1/sandboxes", `{"id":"taken"}`, 409, provider.AlreadyExists},
 		{"unknown snapshot", "POST", "/v1/sandboxes", `{"snapshot":"nope"}`, 422, provider.PreflightFailed},
 		{"missing", "GET", "/v1/sandboxes/nope", ``, 404, provider.NotFound},
@@ -130,6 +129,17 @@ func TestErrorsAreCodedAndMapped(t *testing.T) {
 			assert.Equal(t, tt.code, errorCode(t, a))
 		})
 	}
+}
+
+// Every field of a create is optional, and so is the body: none is {}.
+func TestCreateWithoutABodyTakesEveryDefault(t *testing.T) {
+	ts, _ := newTestServer(t, "")
+	a := do(t, ts, "POST", "/v1/sandboxes", "")
+	require.Equal(t, 201, a.status, a.body)
+	var s provider.Sandbox
+	require.NoError(t, json.Unmarshal([]byte(a.body), &s))
+	assert.Equal(t, provider.StateStarted, s.State)
+	assert.Equal(t, "default", s.Snapshot)
 }
 
 func manyLabels(n int) string {

@@ -137,7 +137,8 @@ type ClientInterface interface {
 	// Answers 201 once the sandbox is `started`. On any failure the daemon
 	// rolls back everything it did (process, port, directory) and answers
 	// `preflight_failed` (the request cannot run here, nothing was spawned) or
-	// `create_failed` (the workload did not come up).
+	// `create_failed` (the workload did not come up). Every field is
+	// optional, the body too: no body is `{}`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -149,7 +150,8 @@ type ClientInterface interface {
 	// Answers 201 once the sandbox is `started`. On any failure the daemon
 	// rolls back everything it did (process, port, directory) and answers
 	// `preflight_failed` (the request cannot run here, nothing was spawned) or
-	// `create_failed` (the workload did not come up).
+	// `create_failed` (the workload did not come up). Every field is
+	// optional, the body too: no body is `{}`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -279,7 +281,8 @@ func (c *Client) ListSandboxes(ctx context.Context, reqEditors ...RequestEditorF
 // Answers 201 once the sandbox is `started`. On any failure the daemon
 // rolls back everything it did (process, port, directory) and answers
 // `preflight_failed` (the request cannot run here, nothing was spawned) or
-// `create_failed` (the workload did not come up).
+// `create_failed` (the workload did not come up). Every field is
+// optional, the body too: no body is `{}`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -301,7 +304,8 @@ func (c *Client) CreateSandboxWithBody(ctx context.Context, contentType string, 
 // Answers 201 once the sandbox is `started`. On any failure the daemon
 // rolls back everything it did (process, port, directory) and answers
 // `preflight_failed` (the request cannot run here, nothing was spawned) or
-// `create_failed` (the workload did not come up).
+// `create_failed` (the workload did not come up). Every field is
+// optional, the body too: no body is `{}`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1050,7 +1054,8 @@ type ClientWithResponsesInterface interface {
 	// Answers 201 once the sandbox is `started`. On any failure the daemon
 	// rolls back everything it did (process, port, directory) and answers
 	// `preflight_failed` (the request cannot run here, nothing was spawned) or
-	// `create_failed` (the workload did not come up).
+	// `create_failed` (the workload did not come up). Every field is
+	// optional, the body too: no body is `{}`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1062,7 +1067,8 @@ type ClientWithResponsesInterface interface {
 	// Answers 201 once the sandbox is `started`. On any failure the daemon
 	// rolls back everything it did (process, port, directory) and answers
 	// `preflight_failed` (the request cannot run here, nothing was spawned) or
-	// `create_failed` (the workload did not come up).
+	// `create_failed` (the workload did not come up). Every field is
+	// optional, the body too: no body is `{}`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1762,7 +1768,8 @@ func (c *ClientWithResponses) ListSandboxesWithResponse(ctx context.Context, req
 // Answers 201 once the sandbox is `started`. On any failure the daemon
 // rolls back everything it did (process, port, directory) and answers
 // `preflight_failed` (the request cannot run here, nothing was spawned) or
-// `create_failed` (the workload did not come up).
+// `create_failed` (the workload did not come up). Every field is
+// optional, the body too: no body is `{}`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1780,7 +1787,8 @@ func (c *ClientWithResponses) CreateSandboxWithBodyWithResponse(ctx context.Cont
 // Answers 201 once the sandbox is `started`. On any failure the daemon
 // rolls back everything it did (process, port, directory) and answers
 // `preflight_failed` (the request cannot run here, nothing was spawned) or
-// `create_failed` (the workload did not come up).
+// `create_failed` (the workload did not come up). Every field is
+// optional, the body too: no body is `{}`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
