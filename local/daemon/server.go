@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	middleware "github.com/oapi-codegen/nethttp-middleware"
@@ -231,11 +232,30 @@ func classifyValidation(r *http.Request, err error) error {
 		if re.Parameter != nil {
 			msg = fmt.Sprintf("parameter %q: %v", re.Parameter.Name, re.Err)
 		} else if re.RequestBody != nil && re.Err != nil {
-			msg = fmt.Sprintf("request body: %v", re.Err)
+			msg = "request body: " + schemaMessage(re.Err)
 		}
 		return provider.Errorf(provider.InvalidArgument, "%s", firstLine(msg))
 	}
 	return provider.Errorf(provider.InvalidArgument, "%s", firstLine(err.Error()))
+}
+
+// schemaMessage says what is wrong with a request body in a reader's
+// words: the field, and the rule it breaks, as the contract's x-rule
+// spells it for fields whose pattern no one should have to read. Only
+// such fields (names and ids, never secrets) have their value quoted.
+func schemaMessage(err error) string {
+	var se *openapi3.SchemaError
+	if !errors.As(err, &se) {
+		return err.Error()
+	}
+	field := strings.Join(se.JSONPointer(), ".")
+	if rule, ok := se.Schema.Extensions["x-rule"].(string); ok && se.SchemaField == "pattern" {
+		return fmt.Sprintf("%s %q must %s", field, fmt.Sprint(se.Value), rule)
+	}
+	if field == "" {
+		return se.Reason
+	}
+	return field + ": " + se.Reason
 }
 
 func firstLine(s string) string {

@@ -131,6 +131,26 @@ func TestErrorsAreCodedAndMapped(t *testing.T) {
 	}
 }
 
+// A body the contract refuses is explained in a reader's words: the field
+// and the rule, never a regular expression or the validator's own phrasing.
+func TestValidationMessagesNameTheFieldAndTheRule(t *testing.T) {
+	ts, _ := newTestServer(t, "")
+	tests := []struct{ path, body, want string }{
+		{"/v1/sandboxes", `{"name":"bad name!"}`, `request body: name "bad name!" must be 1 to 63 letters, digits, '.', '_' or '-', beginning with a letter or digit`},
+		{"/v1/sandboxes", `{"id":"-x"}`, `request body: id "-x" must be 1 to 63 letters, digits`},
+		{"/v1/sandboxes", `{"bogus":1}`, `request body: property "bogus" is unsupported`},
+		{"/v1/sandboxes", `{"labels":"x"}`, `request body: labels: value must be an object`},
+	}
+	for _, tt := range tests {
+		a := do(t, ts, "POST", tt.path, tt.body)
+		require.Equal(t, 400, a.status, a.body)
+		var e wire.ErrorResponse
+		require.NoError(t, json.Unmarshal([]byte(a.body), &e))
+		assert.Contains(t, e.Error.Message, tt.want)
+		assert.NotContains(t, e.Error.Message, "regular expression")
+	}
+}
+
 // Every field of a create is optional, and so is the body: none is {}.
 func TestCreateWithoutABodyTakesEveryDefault(t *testing.T) {
 	ts, _ := newTestServer(t, "")
