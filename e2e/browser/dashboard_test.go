@@ -323,6 +323,7 @@ func TestDashboardWithATokenInABrowser(t *testing.T) {
 		present(`#signin:not([hidden])`),
 		poll(`document.getElementById("signin-why").textContent.includes("refused")`),
 	)
+	assert.Empty(t, eval[string](t, ctx, `document.getElementById("meta").textContent`), "nothing of the daemon shows with a wrong token")
 
 	step(t, ctx, "open it with ?token= once",
 		chromedp.Navigate(d.URL+"/?token="+url.QueryEscape(token)),

@@ -92,9 +92,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := serveUntil(ctx, clk, ln, srv.Handler(), func() { banner(cfg, ln.Addr()) }, log); err != nil {
 		return err
 	}
-	if set.ReapOnExit {
-		m.StopAll(context.Background())
+	if !set.ReapOnExit {
+		log.Info("sandboxes keep running: the next sandplane serve on this root adopts them (" + config.EnvReapOnExit + "=1 stops them at exit)")
+		return nil
 	}
+	log.Info("stopping every sandbox (" + config.EnvReapOnExit + "=1); their reason is \"daemon shutdown\"")
+	m.StopAll(context.Background())
 	return nil
 }
 
@@ -197,7 +200,7 @@ func serveUntil(ctx context.Context, clk clock.Clock, ln net.Listener, h http.Ha
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down; sandboxes keep running unless " + config.EnvReapOnExit + "=1")
+	log.Info("shutting down")
 	cancelBase()
 	shutdown, cancel := clock.WithTimeout(context.Background(), clk, shutdownTimeout)
 	defer cancel()

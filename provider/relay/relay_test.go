@@ -168,9 +168,14 @@ func TestAStrangerCannotTellMissingFromPrivate(t *testing.T) {
 		}
 	}
 
+	// A path route's refusal names the host route to open in a browser,
+	// on the relay's own port.
+	e := decodeError(t, f.do(t, "GET", "", "/3000-running/", nil), 401)
+	assert.Contains(t, e.Error.Message, "in a browser open http://3000-running.localhost:4030/ instead")
+
 	// With the token, the reason.
 	withToken := http.Header{TokenHeader: {"s3cret"}}
-	e := decodeError(t, f.do(t, "GET", "3000-stopped.localhost", "/", withToken), 503)
+	e = decodeError(t, f.do(t, "GET", "3000-stopped.localhost", "/", withToken), 503)
 	assert.Contains(t, e.Error.Message, "sandbox stopped is stopped: start it, then retry")
 	e = decodeError(t, f.do(t, "GET", "3000-badport.localhost", "/", withToken), 400)
 	assert.Contains(t, e.Error.Message, "port 3000 is not declared")

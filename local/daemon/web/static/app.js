@@ -513,7 +513,10 @@
         return;
       }
       try {
-        fillInfo(await api("GET", "/v1/info"));
+        const info = await api("GET", "/v1/info");
+        // /v1/info answers a wrong token too, with name and versions only.
+        if (!info.rootDir) throw new Unauthorized("the token is not this daemon's");
+        fillInfo(info);
       } catch (err) {
         if (err instanceof Unauthorized) askToken(`The daemon refused the token: ${err.message}`);
         else showError(err.message);
