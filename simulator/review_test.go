@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sync"
 	"testing"
@@ -162,4 +163,22 @@ func TestAutoStopIsNotForcedByAnEarlierForcedStop(t *testing.T) {
 	be.mu.Lock()
 	defer be.mu.Unlock()
 	assert.Equal(t, []bool{true, false}, be.forces)
+}
+
+// A seed makes a run's ids repeat, never its credentials: two simulators
+// with one seed hand out the same sandbox ids and different preview
+// tokens, so that knowing the seed (tests share theirs) opens nothing.
+func TestSeedsRepeatIDsNeverTokens(t *testing.T) {
+	tokenOf := func(h *harness) (string, string) {
+		sb := h.create(apiclient.CreateSandbox{})
+		var pv struct{ Token string }
+		require.NoError(t, json.Unmarshal(mustGet(t, h, "/api/sandbox/"+sb.Id+"/ports/3000/preview-url"), &pv))
+		require.NotEmpty(t, pv.Token)
+		return sb.Id, pv.Token
+	}
+	id1, tok1 := tokenOf(newHarness(t))
+	id2, tok2 := tokenOf(newHarness(t))
+	assert.Equal(t, id1, id2, "the same seed, the same ids")
+	assert.NotEqual(t, tok1, tok2, "a token is drawn from crypto/rand")
+	assert.Regexp(t, `^[a-z0-9_-]{32}$`, tok1)
 }

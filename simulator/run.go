@@ -241,7 +241,9 @@ func (cfg RunConfig) newBackend(ctx context.Context) (be Backend, release func()
 
 // nativeRuntime runs the workloads as processes of the toolbox.
 func (cfg RunConfig) nativeRuntime(rb *RuntimeBackendConfig) error {
-	rb.Runtime, rb.Command = native.New(cfg.Clock), cfg.Toolbox
+	// Its sandboxes end with it, however it ends: a simulator keeps them
+	// in memory only, and a later one would never find them again.
+	rb.Runtime, rb.Command = native.New(cfg.Clock, native.WithParentDeath()), cfg.Toolbox
 	if len(rb.Command) == 0 {
 		self, err := os.Executable()
 		if err != nil {

@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -159,12 +160,24 @@ func (s *Simulator) newID() string {
 	return id.String()
 }
 
-// token draws n characters of Daytona's lowercased nanoid alphabet. Called
-// with s.mu held.
+// token draws n characters of Daytona's lowercased nanoid alphabet from
+// crypto/rand, never from the seeded source: a token is a credential (a
+// sandbox's preview and toolbox secret, a signed preview, SSH access), and
+// a seed, which tests and --seed share, must not predict it.
 func (s *Simulator) token(n int, alphabet string) string {
 	b := make([]byte, n)
-	for i := range b {
-		b[i] = alphabet[s.rng.IntN(len(alphabet))]
+	// Bytes at or past the last whole multiple of the alphabet's length
+	// are drawn again, so that every character is equally likely.
+	limit := 256 - 256%len(alphabet)
+	var buf [64]byte
+	for i := 0; i < n; {
+		crand.Read(buf[:]) // never fails
+		for _, c := range buf {
+			if int(c) < limit && i < n {
+				b[i] = alphabet[int(c)%len(alphabet)]
+				i++
+			}
+		}
 	}
 	return string(b)
 }

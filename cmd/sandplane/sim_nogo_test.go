@@ -20,10 +20,29 @@ import (
 // PATH and an empty HOME (so no module cache either) it starts, validates
 // requests against its embedded spec and runs native sandboxes.
 func TestSimRunsWithoutGoOrHome(t *testing.T) {
+	_, do := startBareSim(t)
+	code, body := do("POST", "/api/sandbox", `{"autoStopInterval":"x"}`)
+	assert.Equal(t, http.StatusBadRequest, code, "validated against the embedded spec: %s", body)
+	assert.Contains(t, body, "autoStopInterval must be a number")
+	code, body = do("POST", "/api/sandbox", `{"name":"nogo"}`)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `"state":"started"`)
+	code, body = do("POST", "/toolbox/"+idOf(t, body)+"/process/execute", `{"command":"echo hi"}`)
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `"result":"hi\n"`)
+	code, body = do("DELETE", "/api/sandbox/nogo", "")
+	assert.Equal(t, http.StatusOK, code, body)
+}
+
+// idOf reads the id out of a Sandbox body.
+// startBareSim runs `sandplane sim` with nothing in its environment but
+// an empty PATH, HOME and TMPDIR, until the test ends, and returns it with
+// a function that calls its API with an API key of its own.
+func startBareSim(t *testing.T) (*exec.Cmd, func(method, path, body string) (int, string)) {
+	t.Helper()
 	bin := testdaemon.Binary(t)
 	addr := testdaemon.FreeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "sim", "--listen", addr, "--admin-key", "nogo-admin")
 	// Nothing else: no PATH (so no go), no HOME, no GOMODCACHE or GOPATH.
 	cmd.Env = []string{"PATH=", "HOME=" + t.TempDir(), "TMPDIR=" + t.TempDir()}
@@ -67,20 +86,9 @@ func TestSimRunsWithoutGoOrHome(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	code, body := do("POST", "/api/sandbox", `{"autoStopInterval":"x"}`)
-	assert.Equal(t, http.StatusBadRequest, code, "validated against the embedded spec: %s", body)
-	assert.Contains(t, body, "autoStopInterval must be a number")
-	code, body = do("POST", "/api/sandbox", `{"name":"nogo"}`)
-	require.Equal(t, http.StatusOK, code, body)
-	assert.Contains(t, body, `"state":"started"`)
-	code, body = do("POST", "/toolbox/"+idOf(t, body)+"/process/execute", `{"command":"echo hi"}`)
-	assert.Equal(t, http.StatusOK, code, body)
-	assert.Contains(t, body, `"result":"hi\n"`)
-	code, body = do("DELETE", "/api/sandbox/nogo", "")
-	assert.Equal(t, http.StatusOK, code, body)
+	return cmd, do
 }
 
-// idOf reads the id out of a Sandbox body.
 func idOf(t *testing.T, body string) string {
 	t.Helper()
 	_, rest, ok := strings.Cut(body, `"id":"`)

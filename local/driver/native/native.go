@@ -64,6 +64,8 @@ type Driver struct {
 	init    initProgram
 	initErr error
 	initSet bool
+	// parentDeath ends each workload when this process dies.
+	parentDeath bool
 
 	mu sync.Mutex
 	// children are the processes this value spawned and reaps, keyed by pid
@@ -108,6 +110,17 @@ func WithContainment(mode string) Option {
 // or IsolationBwrap); Preflight refuses an unknown one.
 func WithIsolation(isolation string) Option {
 	return func(r *Driver) { r.isolation = isolation }
+}
+
+// WithParentDeath ends every workload when this process dies, SIGKILL
+// included: for a runtime whose sandboxes must not outlive it (the
+// simulator's, which keeps no registry to find them by again), unlike the
+// daemon's, whose sandboxes the next daemon adopts. The kernel kills the
+// init, and with it the PID namespace, when the thread that spawned it
+// ends; the Go runtime ends a thread only with a goroutine that locked it,
+// which no spawn does.
+func WithParentDeath() Option {
+	return func(r *Driver) { r.parentDeath = true }
 }
 
 // New returns a Driver whose grace periods and polls run on clk. It

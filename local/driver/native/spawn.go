@@ -111,7 +111,7 @@ func (r *Driver) prepare(spec driver.Spec, path, dir string, env []string) (*lau
 			Path: path, Args: spec.Command, Env: env, Dir: dir,
 			// A new session detaches the workload from the daemon's
 			// terminal and makes its pid the process group Stop signals.
-			SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+			SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: r.deathSignal()},
 		}}, nil
 	}
 	l := &launch{}
@@ -152,7 +152,7 @@ func (r *Driver) prepare(spec driver.Spec, path, dir string, env []string) (*lau
 // and gid onto themselves so that the workload keeps its user and files),
 // and, when this platform allows, in a mount namespace with its own /proc.
 func (r *Driver) initCmd(cfg nsinit.Config) *exec.Cmd {
-	attr := &syscall.SysProcAttr{Setsid: true, Cloneflags: syscall.CLONE_NEWPID}
+	attr := &syscall.SysProcAttr{Setsid: true, Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: r.deathSignal()}
 	if r.ownProc {
 		cfg.MountProc = true
 		attr.Cloneflags |= syscall.CLONE_NEWNS
@@ -175,6 +175,15 @@ func (r *Driver) initCmd(cfg nsinit.Config) *exec.Cmd {
 		Args:        append([]string{nsinit.Name}, cfg.Flags()...),
 		SysProcAttr: attr,
 	}
+}
+
+// deathSignal is what the kernel sends a workload's first process when
+// this one dies: SIGKILL with WithParentDeath, else nothing.
+func (r *Driver) deathSignal() syscall.Signal {
+	if r.parentDeath {
+		return syscall.SIGKILL
+	}
+	return 0
 }
 
 // spawn starts l, waits until the workload runs, and records it as a child

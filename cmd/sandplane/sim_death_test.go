@@ -1,0 +1,47 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A simulator keeps its sandboxes in memory only, so none may outlive it:
+// killed with SIGKILL, with no chance to clean up, it still leaves no
+// workload behind.
+func TestSimKilledLeavesNoSandbox(t *testing.T) {
+	sim, do := startBareSim(t)
+	code, body := do("POST", "/api/sandbox", `{"name":"orphan-to-be"}`)
+	require.Equal(t, http.StatusOK, code, body)
+	id := idOf(t, body)
+	code, body = do("POST", "/toolbox/"+id+"/process/execute", `{"command":"sleep 300 & echo started"}`)
+	require.Equal(t, http.StatusOK, code, body)
+	require.NotEmpty(t, processesNaming(id), "the sandbox's init names its directory, and so its id")
+
+	require.NoError(t, sim.Process.Kill())
+	require.Eventually(t, func() bool { return len(processesNaming(id)) == 0 }, 30*time.Second, 20*time.Millisecond,
+		"the sandbox outlived its simulator: %v", processesNaming(id))
+}
+
+// processesNaming lists the pids whose command line contains s.
+func processesNaming(s string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), s) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
