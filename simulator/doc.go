@@ -14,7 +14,9 @@
 //	/api/socket.io/            Daytona's event gateway (socket.io; organization rooms)
 //	/api/toolbox/{id}/toolbox/ the deprecated toolbox routes: the toolbox proxy
 //	/metrics                   Prometheus metrics
-//	/toolbox/{sandboxId}/...   the toolbox proxy: forwards to the sandbox's workload
+//	/toolbox/{sandboxId}/...   the toolbox proxy: forwards to the sandbox's workload;
+//	                           a pre-signed file URL opens its one download or
+//	                           upload without the API key (fileurls.go)
 //	/_preview/{port}-{id}/...  preview traffic for getPreviewLink URLs
 //	/_preview/{port}-{token}/  the same for signed preview URLs
 //	/_sim/...                  the admin API (its own key, one organization

@@ -234,11 +234,19 @@ func (t *proxyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return t.answer(req, routeError(err)), nil
 	}
-	resp, err := route.Transport.RoundTrip(t.toRoute(req, route))
+	out := t.toRoute(req, route)
+	upload, isUpload := uploadV2Of(req)
+	if isUpload {
+		asMultipart(out, upload)
+	}
+	resp, err := route.Transport.RoundTrip(out)
 	if err != nil && req.Context().Err() == nil {
 		// The port was the sandbox's, but nothing answered there (in a
 		// container, whose ports the backend does not list).
 		return t.answer(req, errorf(http.StatusBadGateway, "sandbox workload unreachable: %v", err)), nil
+	}
+	if err == nil && isUpload {
+		resp = uploadedAnswer(resp, upload)
 	}
 	return resp, err
 }
@@ -323,20 +331,39 @@ func routeError(err error) *apiError {
 }
 
 // serveToolbox proxies {toolboxProxyUrl}/{sandboxId}/<path> to the
-// sandbox's toolbox, as Daytona's proxy does, bumping activity on the way.
+// sandbox's toolbox, as Daytona's proxy does, bumping activity on the way:
+// with the API key of the sandbox's organization, or, for a pre-signed
+// file URL, with its signature.
 func (s *Simulator) serveToolbox(w http.ResponseWriter, r *http.Request) {
+	s.serveToolboxAs(w, r, true)
+}
+
+// serveDeprecatedToolbox proxies the API's deprecated toolbox routes,
+// which only the API key opens: signed file URLs name the proxy.
+func (s *Simulator) serveDeprecatedToolbox(w http.ResponseWriter, r *http.Request) {
+	s.serveToolboxAs(w, r, false)
+}
+
+func (s *Simulator) serveToolboxAs(w http.ResponseWriter, r *http.Request, fileURLs bool) {
 	start := s.clk.Now()
 	id := r.PathValue("sandboxId")
 	rec := &statusRecorder{ResponseWriter: w}
 	c := Call{Time: start, Method: r.Method, Path: r.URL.Path, Operation: "toolbox", SandboxID: id}
-	s.proxyToolbox(rec, r.WithContext(context.WithValue(r.Context(), callKey{}, &c)), id, &c)
+	s.proxyToolbox(rec, r.WithContext(context.WithValue(r.Context(), callKey{}, &c)), id, &c, fileURLs)
 	c.Status = rec.status
 	s.calls.add(c)
 }
 
 // proxyToolbox serves a toolbox request and notes its organization and
-// fault in log.
-func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id string, log *Call) {
+// fault in log. fileURLs lets a signature stand in for the API key.
+func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id string, log *Call, fileURLs bool) {
+	rest := r.PathValue("rest")
+	if fileURLs {
+		if op, ok := signedFileOp(r, rest); ok {
+			s.proxySignedFile(w, r, id, op, log)
+			return
+		}
+	}
 	org, aerr := s.authenticate(r)
 	if aerr != nil {
 		s.writeGinError(w, r, aerr)
@@ -345,16 +372,66 @@ func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id stri
 	log.Org = org
 	s.mu.Lock()
 	sb := s.lookupID(org, id)
-	name := ""
-	if sb != nil {
-		name = sb.Name
-	}
 	s.mu.Unlock()
 	if sb == nil {
 		s.writeGinError(w, r, errorf(http.StatusNotFound, "sandbox %s not found", id))
 		return
 	}
-	if ft, ok := s.faults.match("toolbox", org, id, name); ok {
+	path := "/" + rest
+	if r.Method == http.MethodPost && rest == "files/upload-v2" {
+		// The newer toolbox's upload; the toolbox serves it as its upload.
+		r, path = uploadV2(r, r.URL.Query().Get("path")), signedUpload.target
+	}
+	s.forwardToolbox(w, r, sb, id, path, log)
+}
+
+// proxySignedFile serves a pre-signed file URL: it checks the signature
+// against the signing key of the sandbox the path names and forwards the
+// one operation it signs, on the one path it signs, with nothing else of
+// the caller's query or credentials. Whatever fails answers 400 or 401 in
+// the proxy's gin shape and is never forwarded. A sandbox that does not
+// exist, has no key yet or is another's is one more signature that does
+// not hold: the answer never says which ids exist.
+func (s *Simulator) proxySignedFile(w http.ResponseWriter, r *http.Request, id string, op fileOp, log *Call) {
+	s.mu.RLock()
+	sb, key := s.byID[id], ""
+	if sb != nil && !sb.gone {
+		key = sb.signingKey
+		log.Org = sb.OrgID // the owner's call log shows what was tried
+	}
+	s.mu.RUnlock()
+	path, expires, sig, perr := s.parseFileURL(r)
+	if perr != nil {
+		s.writeGinError(w, r, perr)
+		return
+	}
+	if !validFileSignature(key, op.method, path, expires, sig) {
+		s.writeGinError(w, r, errorf(http.StatusUnauthorized, "invalid signature"))
+		return
+	}
+	fwd := r.Clone(r.Context())
+	u := *r.URL
+	u.RawQuery = url.Values{"path": {path}}.Encode()
+	fwd.URL = &u
+	// The signature, not the caller, opens the operation: nothing of what
+	// the caller's client carries for other sites reaches the toolbox.
+	for _, h := range []string{"Authorization", "Cookie", "Origin", "Referer", previewTokenHeader,
+		"Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Sec-Fetch-User"} {
+		fwd.Header.Del(h)
+	}
+	if op.upload {
+		fwd = uploadV2(fwd, path)
+	}
+	s.forwardToolbox(w, fwd, sb, id, op.target, log)
+}
+
+// forwardToolbox applies the toolbox faults and the sandbox's state to a
+// request its caller may make, and forwards it to path of the toolbox.
+func (s *Simulator) forwardToolbox(w http.ResponseWriter, r *http.Request, sb *sandbox, id, path string, log *Call) {
+	s.mu.Lock()
+	name := sb.Name
+	s.mu.Unlock()
+	if ft, ok := s.faults.match("toolbox", log.Org, id, name); ok {
 		log.Fault = ft.ID
 		if e := s.applyProxyFault(r.Context(), sb, ft); e != nil {
 			s.writeGinError(w, r, e)
@@ -375,7 +452,7 @@ func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id stri
 		s.writeGinError(w, r, errorf(http.StatusServiceUnavailable, "%s", ErrNoWorkload.Error()))
 		return
 	}
-	s.proxies.toolbox.Forward(w, r, id, toolboxPort, "/"+r.PathValue("rest"))
+	s.proxies.toolbox.Forward(w, r, id, toolboxPort, path)
 }
 
 // applyProxyFault applies a fault's delay, vanish and status to a proxied

@@ -99,7 +99,7 @@ func (s *Simulator) routes() http.Handler {
 	mux.HandleFunc("/toolbox/{sandboxId}/{rest...}", s.serveToolbox)
 	// The deprecated toolbox routes of the API, which older SDKs use: the
 	// same proxy.
-	mux.HandleFunc("/api/toolbox/{sandboxId}/toolbox/{rest...}", s.serveToolbox)
+	mux.HandleFunc("/api/toolbox/{sandboxId}/toolbox/{rest...}", s.serveDeprecatedToolbox)
 	mux.HandleFunc("/_preview/{label}/{rest...}", s.servePreviewPath)
 	mux.HandleFunc("/_preview/{label}", s.servePreviewPath)
 	s.adminRoutes(mux)

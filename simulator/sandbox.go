@@ -86,6 +86,11 @@ type sandbox struct {
 	AuthToken        string
 	LinkedSandboxID  *string
 
+	// signingKey signs the sandbox's pre-signed file URLs (signingkey.go):
+	// made at the first getSandboxSigningKey, replaced by rotateSigningKey,
+	// never in a DTO.
+	signingKey string
+
 	// imageRef is the image its workload runs (ImageBackend); "" is the
 	// default workload. buildLogs is what building it printed.
 	imageRef  string

@@ -15,7 +15,8 @@ import (
 )
 
 // extraRoutes are the routes beyond the sandbox lifecycle: snapshots,
-// volumes, network settings, SSH access, fork, telemetry, health.
+// volumes, network settings, SSH access, fork, telemetry, health, and the
+// signing key of pre-signed file URLs.
 func extraRoutes() []route {
 	return []route{
 		{"GET", "/api/health/ready", "HealthController_check", (*Simulator).healthReady},
@@ -48,6 +49,10 @@ func extraRoutes() []route {
 		{"DELETE", "/api/volumes/{volumeId}", "deleteVolume", (*Simulator).deleteVolume},
 		{"GET", "/api/volumes/by-name/{name}", "getVolumeByName", (*Simulator).getVolumeByName},
 		{"GET", "/api/object-storage/push-access", "getPushAccess", (*Simulator).pushAccess},
+		// Beyond the document (newerOps in coverage_test.go): the signing key of pre-signed
+		// file URLs, which @daytonaio/sdk 0.218.0 calls.
+		{"GET", "/api/sandbox/{sandboxId}/signing-key", "getSandboxSigningKey", (*Simulator).getSigningKey},
+		{"POST", "/api/sandbox/{sandboxId}/signing-key/rotate", "rotateSigningKey", (*Simulator).rotateSigningKey},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -218,6 +219,51 @@ func TestOfficialTypeScriptSDKResources(t *testing.T) {
 		assert.NotZero(t, counts[op], "the SDK run made no %s call", op)
 	}
 	assertCallsSucceeded(t, sim, "forkSandbox", "pauseSandbox", "getVolumeByName")
+	assert.Empty(t, sim.SpecViolations())
+}
+
+// The newest SDK's pre-signed file URLs, used with plain fetch and no API
+// key against a simulator whose sandboxes run the real toolbox: uploads
+// (multipart and raw) and downloads go through, a rotated key ends the URLs
+// signed before, expiry holds. The requests the script expects refused are
+// the only calls that fail, each a toolbox 401 on a file URL, never
+// forwarded.
+func TestOfficialTypeScriptSDKFileURLs(t *testing.T) {
+	sdk := tsSDKs[1]
+	tsSDKDir(t, sdk.pkg)
+	sim, url := tsHarness(t)
+	out := runSDK(t, sdk.pkg, "file-urls", url)
+	var res struct {
+		OK   bool   `json:"ok"`
+		ID   string `json:"id"`
+		Seen struct {
+			Refused  int               `json:"refused"`
+			Uploaded map[string]string `json:"uploaded"`
+		} `json:"seen"`
+	}
+	require.NoError(t, json.Unmarshal(out, &res), string(out))
+	assert.True(t, res.OK)
+	assert.Equal(t, map[string]string{"name": "hello.txt", "path": "signed/hello.txt", "type": "file"}, res.Seen.Uploaded)
+	counts := sim.calls.counts(everyOrg)
+	assert.NotZero(t, counts["getSandboxSigningKey"], "the SDK fetched the signing key")
+	assert.EqualValues(t, 1, counts["rotateSigningKey"], "the SDK rotated the key once")
+	refused, signed := 0, 0
+	prefix := "/toolbox/" + res.ID + "/files/"
+	for _, c := range sim.Calls() {
+		if c.Operation == "toolbox" && (c.Path == prefix+"download" || c.Path == prefix+"upload-v2") {
+			signed++
+		}
+		switch {
+		case c.Operation == "getSandbox" && c.Status == 404:
+		case c.Status >= 300:
+			refused++
+			assert.Equal(t, "toolbox", c.Operation, "%s %s answered %d", c.Method, c.Path, c.Status)
+			assert.Equal(t, http.StatusUnauthorized, c.Status, "%s %s", c.Method, c.Path)
+			assert.Contains(t, []string{prefix + "download", prefix + "upload-v2"}, c.Path)
+		}
+	}
+	assert.Equal(t, res.Seen.Refused, refused, "the simulator refused what the script expected refused, and nothing else")
+	assert.GreaterOrEqual(t, signed, 10, "the run's file-URL requests")
 	assert.Empty(t, sim.SpecViolations())
 }
 

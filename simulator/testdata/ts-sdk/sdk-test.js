@@ -3,7 +3,8 @@
 // the SDK (@daytonaio/sdk, the pinned release, or sdk-latest, the newest);
 // SDK_SCENARIO picks what to drive: "lifecycle" (default), "resources"
 // (snapshots, volumes, links, the calls a container answers with an error,
-// SSH, metrics, resize, network settings) or "docker-network" (the network
+// SSH, metrics, resize, network settings), "file-urls" (pre-signed file
+// URLs, newest SDK only) or "docker-network" (the network
 // block, with OUTSIDE_URL a server beyond the sandbox's network). Prints one
 // JSON line of observations after its last call, and never calls
 // process.exit on success: the process must end by itself.
@@ -203,6 +204,80 @@ async function dockerNetwork(daytona) {
   await sandbox.delete()
 }
 
+// fileURLs drives the newest SDK's pre-signed file URLs with plain fetch,
+// no API key: an upload (multipart, and a raw body as curl --data-binary
+// sends it), downloads, a signature that opens nothing but what it signs,
+// a rotated key that ends every URL signed before, a URL that never
+// expires and one that does. seen.refused counts the requests the
+// simulator had to refuse, which the Go test finds in its call log.
+async function fileURLs(daytona) {
+  const sandbox = await daytona.create({ labels: { suite: 'ts-sdk-file-urls' } }, { timeout: 60 })
+  seen.refused = 0
+  const refused = async (res, message, what) => {
+    seen.refused++
+    const body = await res.json()
+    check(res.status === 401 && body.statusCode === 401 && body.code === 'UNAUTHORIZED', what + ' is refused with a 401 (' + JSON.stringify(body) + ')')
+    check(body.message === message, what + ' says ' + message + ' (' + body.message + ')')
+  }
+  const text = 'hello through a signed URL\n'
+  const binary = Buffer.from(Array.from({ length: 256 }, (_, i) => i))
+  const home = await sandbox.getUserHomeDir()
+
+  const upURL = await sandbox.uploadUrl('signed/hello.txt', 300)
+  seen.uploadUrl = upURL.replace(/signature=[^&]+/, 'signature=…')
+  check(upURL.startsWith(sandbox.toolboxProxyUrl + '/' + sandbox.id + '/files/upload-v2?'), 'the upload URL is the toolbox proxy\'s')
+  const form = () => {
+    const f = new FormData()
+    f.append('file', new Blob([text]), 'hello.txt')
+    return f
+  }
+  let res = await fetch(upURL, { method: 'POST', body: form() })
+  check(res.status === 200, 'a multipart upload through the signed URL answers 200 (' + res.status + ')')
+  const uploaded = await res.json()
+  seen.uploaded = uploaded
+  check(uploaded.name === 'hello.txt' && uploaded.path === 'signed/hello.txt' && uploaded.type === 'file', 'upload-v2 answers the UploadedFile')
+  check((await sandbox.fs.downloadFile('signed/hello.txt')).toString() === text, 'the uploaded file is in the sandbox')
+
+  const rawURL = await sandbox.uploadUrl(home + '/signed/raw.bin')
+  res = await fetch(rawURL, { method: 'POST', body: binary, headers: { 'Content-Type': 'application/octet-stream' } })
+  check(res.status === 200, 'a raw upload through the signed URL answers 200 (' + res.status + ')')
+  check(Buffer.compare(await sandbox.fs.downloadFile(home + '/signed/raw.bin'), binary) === 0, 'every byte of the raw upload arrived')
+
+  const downURL = await sandbox.downloadUrl('signed/hello.txt', 300)
+  res = await fetch(downURL)
+  check(res.status === 200 && (await res.text()) === text, 'the signed download answers the file')
+  res = await fetch(await sandbox.downloadUrl(home + '/signed/raw.bin'))
+  check(res.status === 200 && Buffer.compare(Buffer.from(await res.arrayBuffer()), binary) === 0, 'the signed download of a binary file')
+
+  await refused(await fetch(downURL.replace('hello.txt', 'raw.bin')), 'invalid signature', 'another path than signed')
+  await refused(await fetch(downURL, { method: 'POST', body: form() }), 'Invalid credentials', 'a POST to the download URL')
+
+  await sandbox.rotateSigningKey()
+  await refused(await fetch(downURL), 'invalid signature', 'a download signed with the rotated key')
+  await refused(await fetch(upURL, { method: 'POST', body: form() }), 'invalid signature', 'an upload signed with the rotated key')
+  res = await fetch(await sandbox.downloadUrl('signed/hello.txt', 300))
+  check(res.status === 200 && (await res.text()) === text, 'a URL signed with the new key works')
+
+  const forever = await sandbox.downloadUrl('signed/hello.txt', 0)
+  check(/[?&]expires=0(&|$)/.test(forever), 'a ttl of 0 signs expires=0')
+  res = await fetch(forever)
+  check(res.status === 200, 'a URL that never expires works')
+
+  const brief = await sandbox.downloadUrl('signed/hello.txt', 1)
+  const expired = await eventually(async () => {
+    const r = await fetch(brief)
+    if (r.status === 200) {
+      await r.arrayBuffer()
+      return false
+    }
+    return r
+  }, 'the one-second URL expires')
+  await refused(expired, 'signature is expired', 'an expired URL')
+
+  await sandbox.delete()
+  seen.id = sandbox.id
+}
+
 // dockerBuild creates a sandbox and a snapshot from declarative images
 // (Dockerfile content) on the docker backend, reading the build logs as
 // they stream, then runs what was built. BASE_IMAGE is an image the engine
@@ -264,7 +339,14 @@ async function main() {
     apiUrl: process.env.DAYTONA_API_URL,
   })
   const scenario = process.env.SDK_SCENARIO || 'lifecycle'
-  const run = { lifecycle, resources, 'docker-network': dockerNetwork, 'docker-build': dockerBuild, 'native-build': nativeBuild }[scenario]
+  const run = {
+    lifecycle,
+    resources,
+    'file-urls': fileURLs,
+    'docker-network': dockerNetwork,
+    'docker-build': dockerBuild,
+    'native-build': nativeBuild,
+  }[scenario]
   check(run, 'a known scenario')
   await run(daytona)
   console.log(JSON.stringify({ ok: true, scenario, id: seen.id, seen }))

@@ -1,0 +1,59 @@
+package simulator
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"net/http"
+	"strconv"
+)
+
+// The signing key of a sandbox's pre-signed file URLs (fileurls.go), which
+// releases of the SDKs after v0.190.0 read with getSandboxSigningKey and
+// replace with rotateSigningKey. Neither operation is in the v0.190.0
+// document; both answer for the caller's organization only, as every
+// sandbox route does.
+
+// newSigningKey is a sandbox's signing key: 32 bytes from the system's
+// random source (never the seeded one that ids come from: the key opens
+// files without the API key), as unpadded base64url.
+func newSigningKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// getSigningKey answers the sandbox's signing key, made at the first ask
+// and kept, across stop and start, until rotateSigningKey or the sandbox's
+// delete. The body is the key itself as text, as NestJS sends a string a
+// handler returns (every SDK reads it as the string it is).
+func (s *Simulator) getSigningKey(c *call) (reply, *apiError) {
+	return s.signingKeyReply(c, false)
+}
+
+// rotateSigningKey replaces the sandbox's signing key, so that every URL
+// signed with the old one is refused, and answers the new key.
+func (s *Simulator) rotateSigningKey(c *call) (reply, *apiError) {
+	return s.signingKeyReply(c, true)
+}
+
+func (s *Simulator) signingKeyReply(c *call, rotate bool) (reply, *apiError) {
+	s.mu.Lock()
+	sb, err := s.lookup(c.org, c.params["sandboxId"])
+	if err != nil {
+		s.mu.Unlock()
+		return reply{}, err
+	}
+	c.sandboxID = sb.ID
+	if rotate || sb.signingKey == "" {
+		sb.signingKey = newSigningKey()
+	}
+	key := sb.signingKey
+	s.mu.Unlock()
+	h := c.w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(key)))
+	h.Set("Cache-Control", "no-store")
+	c.w.WriteHeader(http.StatusOK)
+	_, _ = c.w.Write([]byte(key))
+	return reply{status: rawReply}, nil
+}
