@@ -1,17 +1,10 @@
 package simulator
 
 import (
-	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
-	"io"
-	"mime"
-	"mime/multipart"
 	"net/http"
-	pathpkg "path"
 	"strconv"
 )
 
@@ -45,13 +38,11 @@ type fileOp struct {
 	method string
 	// target is the toolbox route the request goes to.
 	target string
-	// upload marks upload-v2, answered with an UploadedFile.
-	upload bool
 }
 
 var (
 	signedDownload = fileOp{method: http.MethodGet, target: "/files/download"}
-	signedUpload   = fileOp{method: http.MethodPost, target: "/files/upload", upload: true}
+	signedUpload   = fileOp{method: http.MethodPost, target: "/files/upload-v2"}
 )
 
 // signedFileOp is the operation r asks for with a signature, when it asks
@@ -123,77 +114,4 @@ func (s *Simulator) parseFileURL(r *http.Request) (path string, expires int64, s
 		return "", 0, "", errorf(http.StatusUnauthorized, "unsupported signature scheme")
 	}
 	return path, expires, sig, nil
-}
-
-// uploadV2Key marks, in a request's context, an upload-v2 that goes to the
-// toolbox's upload: the transport gives a raw body the multipart shape the
-// toolbox takes and answers the toolbox's 200 with an UploadedFile.
-type uploadV2Key struct{}
-
-// uploadV2 is r marked as upload-v2 of path.
-func uploadV2(r *http.Request, path string) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), uploadV2Key{}, path))
-}
-
-// uploadV2Of is the path of an upload-v2 request, if req is one.
-func uploadV2Of(req *http.Request) (string, bool) {
-	p, ok := req.Context().Value(uploadV2Key{}).(string)
-	return p, ok
-}
-
-// asMultipart gives out, an upload-v2 on its way to the toolbox, the
-// multipart body the toolbox's upload takes: a body that is multipart
-// already goes as it is; any other (upload-v2 also takes the file as the
-// raw body) streams as the part "file". The transport closes out's body
-// once it is done with it, which ends the copy.
-func asMultipart(out *http.Request, path string) {
-	if mt, _, err := mime.ParseMediaType(out.Header.Get("Content-Type")); err == nil && mt == "multipart/form-data" {
-		return
-	}
-	raw := out.Body
-	if raw == nil {
-		raw = http.NoBody
-	}
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	go func() {
-		part, err := mw.CreateFormFile("file", pathpkg.Base(path))
-		if err == nil {
-			_, err = io.Copy(part, raw)
-		}
-		if err == nil {
-			err = mw.Close()
-		}
-		_ = raw.Close()
-		pw.CloseWithError(err)
-	}()
-	out.Body, out.ContentLength = pr, -1
-	out.GetBody = nil
-	out.Header.Del("Content-Length")
-	out.Header.Set("Content-Type", mw.FormDataContentType())
-}
-
-// uploadedFile is the answer of upload-v2.
-type uploadedFile struct {
-	Name string `json:"name"`
-	Path string `json:"path"`
-	Type string `json:"type"`
-}
-
-// uploadedAnswer turns the toolbox's 200 to an upload into upload-v2's
-// answer: the file's name, its path as the request gave it, type "file".
-func uploadedAnswer(resp *http.Response, path string) *http.Response {
-	if resp.StatusCode != http.StatusOK {
-		return resp
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
-	body, _ := json.Marshal(uploadedFile{Name: pathpkg.Base(path), Path: path, Type: "file"})
-	h := resp.Header.Clone()
-	h.Del("Content-Length")
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	out := *resp
-	out.Header, out.Body, out.ContentLength = h, io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	out.TransferEncoding = nil
-	return &out
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	pathpkg "path"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,8 +41,8 @@ type toolboxRequest struct {
 }
 
 // recBackend is a backend whose every sandbox's toolbox is one recording
-// server: downloads answer "content of <path>", uploads keep the part
-// "file". It shows what the proxy forwarded, and that it forwarded nothing
+// server: downloads answer "content of <path>", uploads (upload-v2) keep
+// the part "file" or the raw body and answer as the toolbox does. It shows what the proxy forwarded, and that it forwarded nothing
 // else.
 type recBackend struct {
 	noneBackend
@@ -57,25 +58,27 @@ func newRecBackend(t *testing.T) *recBackend {
 		switch {
 		case r.URL.Path == "/files/download" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 			_, _ = io.WriteString(w, "content of "+r.URL.Query().Get("path"))
-		case r.URL.Path == "/files/upload" && r.Method == http.MethodPost:
-			mr, err := r.MultipartReader()
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusUnsupportedMediaType)
-				break
-			}
-			for {
-				part, err := mr.NextPart()
-				if err != nil {
-					http.Error(w, "file is required", http.StatusBadRequest)
-					break
+		case r.URL.Path == "/files/upload-v2" && r.Method == http.MethodPost:
+			// As the toolbox: the part "file" of a form, or the raw body.
+			if mr, err := r.MultipartReader(); err == nil {
+				for {
+					part, err := mr.NextPart()
+					if err != nil {
+						break
+					}
+					if part.FormName() == "file" {
+						b, _ := io.ReadAll(part)
+						rec.Body = string(b)
+						break
+					}
 				}
-				if part.FormName() == "file" {
-					b, _ := io.ReadAll(part)
-					rec.Body = string(b)
-					w.WriteHeader(http.StatusOK)
-					break
-				}
+			} else {
+				b, _ := io.ReadAll(r.Body)
+				rec.Body = string(b)
 			}
+			p := r.URL.Query().Get("path")
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			_ = json.NewEncoder(w).Encode(map[string]string{"name": pathpkg.Base(p), "path": p, "type": "file"})
 		default:
 			http.Error(w, "route not found", http.StatusNotFound)
 		}
@@ -205,7 +208,7 @@ func TestSignedFileURLsOpenTheirOperation(t *testing.T) {
 		assert.JSONEq(t, `{"name":"data.bin","path":"/home/daytona/in/data.bin","type":"file"}`, string(b))
 		got := be.take()
 		require.Len(t, got, 1)
-		assert.Equal(t, "/files/upload", got[0].Path)
+		assert.Equal(t, "/files/upload-v2", got[0].Path)
 		assert.Equal(t, "path=%2Fhome%2Fdaytona%2Fin%2Fdata.bin", got[0].RawQuery)
 		assert.Equal(t, "uploaded bytes", got[0].Body)
 	})
@@ -216,7 +219,7 @@ func TestSignedFileURLsOpenTheirOperation(t *testing.T) {
 		assert.JSONEq(t, `{"name":"raw.bin","path":"raw.bin","type":"file"}`, string(b))
 		got := be.take()
 		require.Len(t, got, 1)
-		assert.Equal(t, "raw body bytes", got[0].Body, "a raw body reaches the toolbox as the part file")
+		assert.Equal(t, "raw body bytes", got[0].Body, "a raw body reaches the toolbox as it came")
 	})
 	t.Run("until the second it expires", func(t *testing.T) {
 		u := h.fileURL(sb.Id, "files/download", key, "GET", "soon.txt", fileURLNow.Add(time.Minute).Unix())
@@ -250,7 +253,7 @@ func TestSignedFileURLsOpenTheirOperation(t *testing.T) {
 		assert.JSONEq(t, `{"name":"keyed.txt","path":"keyed.txt","type":"file"}`, string(b))
 		got := be.take()
 		require.Len(t, got, 1)
-		assert.Equal(t, "/files/upload", got[0].Path)
+		assert.Equal(t, "/files/upload-v2", got[0].Path)
 	})
 	var calls []Call
 	for _, c := range h.sim.Calls() {

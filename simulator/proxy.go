@@ -235,18 +235,11 @@ func (t *proxyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.answer(req, routeError(err)), nil
 	}
 	out := t.toRoute(req, route)
-	upload, isUpload := uploadV2Of(req)
-	if isUpload {
-		asMultipart(out, upload)
-	}
 	resp, err := route.Transport.RoundTrip(out)
 	if err != nil && req.Context().Err() == nil {
 		// The port was the sandbox's, but nothing answered there (in a
 		// container, whose ports the backend does not list).
 		return t.answer(req, errorf(http.StatusBadGateway, "sandbox workload unreachable: %v", err)), nil
-	}
-	if err == nil && isUpload {
-		resp = uploadedAnswer(resp, upload)
 	}
 	return resp, err
 }
@@ -377,12 +370,7 @@ func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id stri
 		s.writeGinError(w, r, errorf(http.StatusNotFound, "sandbox %s not found", id))
 		return
 	}
-	path := "/" + rest
-	if r.Method == http.MethodPost && rest == "files/upload-v2" {
-		// The newer toolbox's upload; the toolbox serves it as its upload.
-		r, path = uploadV2(r, r.URL.Query().Get("path")), signedUpload.target
-	}
-	s.forwardToolbox(w, r, sb, id, path, log)
+	s.forwardToolbox(w, r, sb, id, "/"+rest, log)
 }
 
 // proxySignedFile serves a pre-signed file URL: it checks the signature
@@ -418,9 +406,6 @@ func (s *Simulator) proxySignedFile(w http.ResponseWriter, r *http.Request, id s
 	for _, h := range []string{"Authorization", "Cookie", "Origin", "Referer", previewTokenHeader,
 		"Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Sec-Fetch-User"} {
 		fwd.Header.Del(h)
-	}
-	if op.upload {
-		fwd = uploadV2(fwd, path)
 	}
 	s.forwardToolbox(w, fwd, sb, id, op.target, log)
 }

@@ -17,7 +17,9 @@
 // memory of the sandbox's cgroup or the machine, disk of the home) and
 // POST /git/credentials (git's credential store, .git-credentials 0600 in
 // the working directory, the helper named to every git started afterwards
-// through GIT_CONFIG_COUNT, so no git configuration file changes). Computer use answers 503 "not
+// through GIT_CONFIG_COUNT, so no git configuration file changes) and POST
+// /files/upload-v2 (one file, as multipart part "file" or the raw body,
+// answered {name, path, type}: what pre-signed upload URLs name). Computer use answers 503 "not
 // available", as on a Daytona sandbox without a desktop. The simulator's
 // toolbox proxy forwards {toolboxProxyUrl}/{sandboxId}/<path> here unchanged,
 // so status codes and bodies follow Daytona v0.190.0, errors included: every

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -145,24 +146,29 @@ func (s *server) handleDownload(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	t, err := s.fs.resolve(r.URL.Query().Get("path"))
+	if err == nil {
+		err = s.receiveFilePart(w, r, t)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// receiveFilePart writes the multipart part "file" of r to t.
+func (s *server) receiveFilePart(w http.ResponseWriter, r *http.Request, t target) error {
 	mr, err := s.multipartReader(w, r)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	for {
 		part, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
-			s.fail(w, r, errorf(http.StatusBadRequest, "file is required"))
-			return
+			return errorf(http.StatusBadRequest, "file is required")
 		}
 		if err != nil {
-			s.fail(w, r, multipartError(err))
-			return
+			return multipartError(err)
 		}
 		if part.FormName() != "file" {
 			part.Close()
@@ -170,13 +176,37 @@ func (s *server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		}
 		_, err = s.fs.writeFile(t, part)
 		part.Close()
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-		return
+		return err
 	}
+}
+
+// UploadedFileV2 is the answer of POST /files/upload-v2.
+type UploadedFileV2 struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	Type string `json:"type"`
+}
+
+// handleUploadV2 is the newer toolbox's upload of one file to ?path=, which
+// pre-signed upload URLs name: the file as the multipart part "file", as
+// /files/upload takes it, or as the raw body. It answers the file's name,
+// its path as the request gave it, and type "file".
+func (s *server) handleUploadV2(w http.ResponseWriter, r *http.Request) error {
+	path := r.URL.Query().Get("path")
+	t, err := s.fs.resolve(path)
+	if err != nil {
+		return err
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+		err = s.receiveFilePart(w, r, t)
+	} else {
+		_, err = s.fs.writeFile(t, http.MaxBytesReader(w, r.Body, s.opts.MaxUploadBytes))
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, UploadedFileV2{Name: pathpkg.Base(path), Path: path, Type: "file"})
+	return nil
 }
 
 func (s *server) multipartReader(w http.ResponseWriter, r *http.Request) (*multipart.Reader, error) {

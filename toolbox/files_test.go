@@ -3,6 +3,7 @@ package toolbox
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -440,4 +441,48 @@ func umask(t *testing.T) os.FileMode {
 	fi, err := os.Stat(p)
 	require.NoError(t, err)
 	return 0o777 &^ fi.Mode().Perm()
+}
+
+// POST /files/upload-v2 (newer toolboxes; pre-signed upload URLs name it)
+// takes the file as the multipart part "file" or as the raw body, and
+// answers the uploaded file.
+func TestUploadV2(t *testing.T) {
+	ts := newTestServer(t, Options{MaxUploadBytes: 1 << 10})
+	binary := string([]byte{0, 1, 2, 255, '\n', 'x'})
+	multi := func(content string) (io.Reader, string) { return multipartBody(t, "file", content) }
+	raw := func(ctype string) func(string) (io.Reader, string) {
+		return func(content string) (io.Reader, string) { return strings.NewReader(content), ctype }
+	}
+	tests := []struct {
+		name string
+		body func(string) (io.Reader, string)
+	}{
+		{"multipart", multi},
+		{"raw, no type", raw("")},
+		{"raw, octet-stream", raw("application/octet-stream")},
+		{"raw, as curl --data-binary labels it", raw("application/x-www-form-urlencoded")},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := fmt.Sprintf("up/v2-%d.bin", i)
+			body, ctype := tt.body(binary)
+			resp := ts.do(t, http.MethodPost, "/files/upload-v2?path="+q(path), body, ctype)
+			require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
+			var got UploadedFileV2
+			resp.json(t, &got)
+			assert.Equal(t, UploadedFileV2{Name: fmt.Sprintf("v2-%d.bin", i), Path: path, Type: "file"}, got)
+			b, err := os.ReadFile(filepath.Join(ts.workDir, path))
+			require.NoError(t, err)
+			assert.Equal(t, binary, string(b))
+		})
+	}
+	t.Run("refusals", func(t *testing.T) {
+		resp := ts.do(t, http.MethodPost, "/files/upload-v2?path="+q("big"), strings.NewReader(strings.Repeat("x", 2<<10)), "")
+		assert.Equal(t, http.StatusRequestEntityTooLarge, resp.status, "%s", resp.body)
+		resp = ts.do(t, http.MethodPost, "/files/upload-v2", strings.NewReader("x"), "")
+		assert.Equal(t, http.StatusBadRequest, resp.status, "%s", resp.body)
+		body, ctype := multipartBody(t, "other", "x")
+		resp = ts.do(t, http.MethodPost, "/files/upload-v2?path="+q("nofile"), body, ctype)
+		assert.Equal(t, http.StatusBadRequest, resp.status, "a multipart body without the part file: %s", resp.body)
+	})
 }

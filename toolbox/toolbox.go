@@ -235,6 +235,7 @@ func (s *server) routes() {
 	none, json, multipart := access{body: noBody}, access{body: jsonBody}, access{body: formBody}
 	// /init is sent as */* by the generated clients.
 	anyType := access{body: anyBody}
+	file := access{body: fileBody}
 	routes := []struct {
 		pattern string
 		access  access
@@ -276,6 +277,7 @@ func (s *server) routes() {
 		{"POST /files/folder", none, s.handleCreateFolder},
 		{"GET /files/download", none, s.handleDownload},
 		{"POST /files/upload", multipart, s.handleUpload},
+		{"POST /files/upload-v2", file, s.errs(s.handleUploadV2)},
 		{"POST /files/bulk-download", json, s.handleBulkDownload},
 		{"POST /files/bulk-upload", multipart, s.handleBulkUpload},
 		{"POST /files/move", none, s.handleMove},
