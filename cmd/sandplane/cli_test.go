@@ -58,6 +58,8 @@ type cliDaemon struct {
 	root string
 	url  string
 	p    *local.Provider
+	// env is added to the environment of every command cli runs.
+	env []string
 }
 
 // startCLIDaemon runs `sandplane serve` with its own root. Cleanup stops it
@@ -95,13 +97,21 @@ type result struct {
 	code           int
 }
 
-// cli runs the binary against d and waits for it.
+// cli runs the binary against d, with its stdin from /dev/null, and waits
+// for it.
 func (d *cliDaemon) cli(t *testing.T, args ...string) result {
+	t.Helper()
+	return d.cliIn(t, nil, args...)
+}
+
+// cliIn is cli with stdin as the binary's stdin (nil: /dev/null).
+func (d *cliDaemon) cliIn(t *testing.T, stdin io.Reader, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, testdaemon.Binary(t), args...)
-	cmd.Env = cliEnv(d.url)
+	cmd.Env = append(cliEnv(d.url), d.env...)
+	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

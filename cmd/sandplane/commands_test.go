@@ -96,6 +96,63 @@ func TestExec(t *testing.T) {
 	})
 }
 
+func TestExecAndRunPassStdinOnAndEndIt(t *testing.T) {
+	d := startCLIDaemon(t)
+	require.Equal(t, 0, d.cli(t, "create", "--name", "box").code)
+	everyByte := make([]byte, 256) // each once: no marker of the followed logs
+	for i := range everyByte {
+		everyByte[i] = byte(i)
+	}
+	tests := []struct {
+		name   string
+		stdin  io.Reader
+		args   []string
+		code   int
+		stdout string
+	}{
+		{"echo hi | exec -- cat", strings.NewReader("hi\n"), []string{"exec", "box", "--", "cat"}, 0, "hi\n"},
+		{"exec -- cat </dev/null", nil, []string{"exec", "box", "--", "cat"}, 0, ""},
+		{"exec -- sh -c 'read x' </dev/null", nil, []string{"exec", "box", "--", "sh", "-c", "read x; echo read:$?"}, 0, "read:1\n"},
+		{"an empty pipe", strings.NewReader(""), []string{"exec", "box", "--", "sh", "-c", "read x; echo read:$?"}, 0, "read:1\n"},
+		{"a line, then end of input", strings.NewReader("one\n"), []string{"exec", "box", "--", "sh", "-c", `while read -r l; do echo "got $l"; done; echo end`}, 0, "got one\nend\n"},
+		{"bytes that are not text", bytes.NewReader(everyByte), []string{"exec", "box", "--", "cat"}, 0, string(everyByte)},
+		{"output that is not UTF-8", nil, []string{"exec", "box", "--", "sh", "-c", `printf '\377\376 bin'`}, 0, "\xff\xfe bin"},
+		{"echo hi | run -- cat", strings.NewReader("hi\n"), []string{"run", "--rm", "--", "cat"}, 0, "hi\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := d.cliIn(t, tt.stdin, tt.args...)
+			assert.Equal(t, tt.code, r.code, "stderr: %s", r.stderr)
+			assert.Equal(t, []byte(tt.stdout), []byte(r.stdout), "byte for byte")
+		})
+	}
+
+	t.Run("the command ends while stdin stays open", func(t *testing.T) {
+		// (sleep 60) | sandplane exec box -- sh -c 'echo quick; exit 3'
+		cmd := exec.Command(testdaemon.Binary(t), "exec", "box", "--", "sh", "-c", "echo quick; exit 3")
+		cmd.Env = cliEnv(d.url)
+		stdin, err := cmd.StdinPipe()
+		require.NoError(t, err)
+		defer stdin.Close()
+		var stdout, stderr testdaemon.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "stderr: %s", &stderr)
+			assert.Equal(t, 3, ee.ExitCode(), "stderr: %s", &stderr)
+			assert.Equal(t, "quick\n", stdout.String())
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("exec waited for the end of an input its command never read; stderr: %s", &stderr)
+		}
+	})
+}
+
 func TestExecOnATerminal(t *testing.T) {
 	d := startCLIDaemon(t)
 	require.Equal(t, 0, d.cli(t, "create", "--name", "tty").code)
@@ -150,6 +207,11 @@ func TestExecOnATerminal(t *testing.T) {
 		assert.Contains(t, r.out.String(), "got:hello")
 		assert.NotContains(t, r.out.String(), "__sandplane", "the shell's prompt and echo are hidden")
 		assert.NotContains(t, r.out.String(), "exec ", "the command line is not shown")
+	})
+	t.Run("without -it, a terminal is no input", func(t *testing.T) {
+		r := run(t, "exec", "tty", "--", "sh", "-c", "read x; echo read:$?")
+		assert.Equal(t, 0, exitCode(t, r), "output: %q", r.out)
+		assert.Equal(t, "read:1\r\n", r.out.String(), "end of input at once: typing is for -it")
 	})
 	t.Run("a missing program", func(t *testing.T) {
 		r := run(t, "exec", "-it", "tty", "--", "no-such-program-here")
@@ -298,10 +360,17 @@ func startCLISim(t *testing.T) *cliSim {
 // provider is the flag's when args give one, else $SANDBOX_PROVIDER's.
 func (s *cliSim) cli(t *testing.T, args ...string) result {
 	t.Helper()
+	return s.cliIn(t, nil, args...)
+}
+
+// cliIn is cli with stdin as the binary's stdin (nil: /dev/null).
+func (s *cliSim) cliIn(t *testing.T, stdin io.Reader, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, testdaemon.Binary(t), args...)
 	cmd.Env = append(cliEnv("http://127.0.0.1:1"), "DAYTONA_API_URL="+s.url, "DAYTONA_API_KEY=cli-test-key", provider.EnvProvider+"=daytona://")
+	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -333,6 +402,12 @@ func TestCommandsAgainstTheSimulator(t *testing.T) {
 	assert.Equal(t, 3, r.code, r.stderr)
 	assert.Equal(t, "out\n", r.stdout)
 	assert.Equal(t, "err\n", r.stderr)
+	r = s.cliIn(t, strings.NewReader("through the toolbox proxy\n"), "exec", "sim-box", "--", "cat")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "through the toolbox proxy\n", r.stdout, "stdin passed on and ended")
+	r = s.cli(t, "exec", "sim-box", "--", "sh", "-c", `printf '\377\376 bin'`)
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, []byte("\xff\xfe bin"), []byte(r.stdout), "byte for byte")
 	r = s.cli(t, "exec", "--json", "sim-box", "--", "no-such-program-here")
 	assert.Equal(t, 127, r.code, r.stderr)
 	assert.Equal(t, []outputEvent{{Type: "stderr", Data: "sandplane: no-such-program-here: command not found\n"}, {Type: "exit", ExitCode: ptr(127)}},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -27,14 +28,23 @@ func newExecCmd() *cobra.Command {
 with its exit code, keeping the sandbox from auto-stopping meanwhile. The
 arguments are passed as they are, one word each; for shell syntax, run
 sh -c '...'. A COMMAND that does not exist exits with 127 and "command not
-found"; Ctrl-C ends the command and exits with 130.
+found"; Ctrl-C ends the command and exits with 130. exec's own flags go
+before ID|NAME: what follows it is the command's.
+
+What is piped into exec, or redirected from a file, is the command's stdin,
+byte for byte, and the command reads end of input where exec's stdin ends,
+as it would locally (echo hi | sandplane exec ID -- cat); exec ends when the
+command does, whatever it left unread. From a terminal or /dev/null the
+command reads end of input at once: -it is for typing. Its output passes
+byte for byte too.
 
 -it runs it on a terminal of the sandbox with this one's input, as a shell
 would (a REPL, an editor); the command's output then comes as the terminal
 shows it, stdout and stderr together. It needs a terminal on stdin.
 
 --json prints {"type":"stdout","data":"..."}, {"type":"stderr","data":"..."}
-and a last {"type":"exit","exitCode":N} as JSON lines instead of the output.
+and a last {"type":"exit","exitCode":N} as JSON lines instead of the output;
+JSON strings hold text, so there bytes that are not UTF-8 become U+FFFD.
 
 Commands run through the sandbox's toolbox API (its session API, or its
 terminal API for -it), so it works on any provider whose sandboxes serve one:
@@ -113,7 +123,7 @@ func execInSandbox(ctx context.Context, o *clientOptions, idOrName string, comma
 		code, err = onTerminal(ctx, tb, commandLine(command, true))
 	} else {
 		stdout, stderr := o.outputs()
-		code, err = tb.Run(ctx, commandLine(command, false), stdout, stderr)
+		code, err = tb.Exec(ctx, commandLine(command, false), client.Streams{Stdin: commandStdin(), Stdout: stdout, Stderr: stderr})
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -164,4 +174,20 @@ func termName() string {
 		return t
 	}
 	return "xterm-256color"
+}
+
+// commandStdin is the stdin of a command that run or exec runs: this
+// process's when it is a pipe or a file, else none, so that the command
+// reads end of input at once. A terminal is for -it: read here, it would
+// also stop a run or exec started in the background (SIGTTIN). /dev/null
+// needs no reader in the sandbox.
+func commandStdin() io.Reader {
+	fi, err := os.Stdin.Stat()
+	if err != nil || isTerminal(os.Stdin) {
+		return nil
+	}
+	if null, err := os.Stat(os.DevNull); err == nil && os.SameFile(fi, null) {
+		return nil
+	}
+	return os.Stdin
 }
