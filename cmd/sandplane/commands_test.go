@@ -44,6 +44,9 @@ func TestUsageErrorsExitWithTwo(t *testing.T) {
 		{"exec with -- and no command", []string{"exec", "here", "--"}, "no COMMAND"},
 		{"exec -it without a terminal", []string{"exec", "-it", "here", "--", "true"}, "needs a terminal on stdin"},
 		{"exec -i alone", []string{"exec", "-i", "here", "--", "true"}, "-i and -t go together"},
+		{"exec's flags after the sandbox", []string{"exec", "here", "--json", "--", "sh", "-c", "echo x"}, "flags go before the sandbox, and what follows it is the command to run: sandplane exec --json here -- sh -c 'echo x'"},
+		{"exec's flag with a value after the sandbox", []string{"exec", "here", "--provider", "local://", "-it", "--", "sh"}, "sandplane exec --provider local:// -it here -- sh"},
+		{"exec --help after the sandbox", []string{"exec", "here", "--help"}, "flags go before the sandbox, and what follows it is the command to run: for help, run sandplane exec --help"},
 		{"ls -q with --json", []string{"ls", "-q", "--json"}, "do not go together"},
 		{"version with an argument", []string{"version", "now"}, "unknown command"},
 	}
@@ -83,6 +86,12 @@ func TestExec(t *testing.T) {
 			assert.NotContains(t, r.stderr, "eval", "no shell internals")
 		})
 	}
+
+	t.Run("a flag of the command's after the sandbox without --", func(t *testing.T) {
+		r := d.cli(t, "exec", "box", "ls", "--json")
+		assert.Contains(t, r.stderr, "ls: unrecognized option '--json'", "ls's own flag, given to ls")
+		assert.NotContains(t, r.stderr, "flags go before the sandbox")
+	})
 
 	t.Run("--json", func(t *testing.T) {
 		r := d.cli(t, "exec", "--json", "box", "--", "sh", "-c", "echo out; echo err >&2; exit 4")

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -58,7 +60,7 @@ the local daemon's default snapshot, Daytona.`,
 	cmd.Flags().BoolVarP(&f.tty, "tty", "t", false, "run on a terminal of the sandbox (with -i)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.bind(cmd)
-		id, command, err := execArgs(args)
+		id, command, err := execArgs(cmd, args)
 		if err != nil {
 			return err
 		}
@@ -73,16 +75,94 @@ the local daemon's default snapshot, Daytona.`,
 }
 
 // execArgs splits exec's arguments into the sandbox and the command; a "--"
-// between them is dropped.
-func execArgs(args []string) (id string, command []string, err error) {
+// between them is dropped. exec's own flags after the sandbox are refused
+// (see misplacedFlags).
+func execArgs(cmd *cobra.Command, args []string) (id string, command []string, err error) {
 	id, command = args[0], args[1:]
 	if len(command) > 0 && command[0] == "--" {
 		command = command[1:]
+	} else if err := misplacedFlags(cmd, id, command); err != nil {
+		return "", nil, err
 	}
 	if len(command) == 0 {
 		return "", nil, provider.Errorf(provider.InvalidArgument, "no COMMAND to run in %s (see sandplane exec --help)", id)
 	}
 	return id, command, nil
+}
+
+// misplacedFlags refuses, as a usage error that shows the command line
+// meant, exec's own flags after the sandbox: flags stop at the sandbox (the
+// command's own come after it), so "exec ID --json -- CMD" would run --json.
+// It answers when what follows the sandbox starts with a flag of exec's and
+// a "--" comes later, or is --help; a command that merely starts with a dash
+// still runs.
+func misplacedFlags(cmd *cobra.Command, id string, rest []string) error {
+	if len(rest) == 0 {
+		return nil
+	}
+	if _, ok := flagOf(cmd, rest[0]); !ok {
+		return nil
+	}
+	if rest[0] == "--help" || rest[0] == "-h" {
+		return provider.Errorf(provider.InvalidArgument, "flags go before the sandbox, and what follows it is the command to run: for help, run sandplane exec --help")
+	}
+	end := slices.Index(rest, "--")
+	if end < 0 {
+		return nil
+	}
+	if !allFlagsOf(cmd, rest[:end]) {
+		return provider.Errorf(provider.InvalidArgument, "flags go before the sandbox, and what follows it is the command to run: sandplane exec [flags] ID|NAME -- COMMAND [ARG...]")
+	}
+	fixed := append([]string{"sandplane", "exec"}, rest[:end]...)
+	fixed = append(append(fixed, id), rest[end:]...)
+	return provider.Errorf(provider.InvalidArgument, "flags go before the sandbox, and what follows it is the command to run: %s", shellJoin(fixed))
+}
+
+// flagOf reports whether arg is made of cmd's flags only (--name,
+// --name=value, shorthands such as -it, and --help, which cobra adds as it
+// runs), and whether the last of them takes its value from the next word.
+func flagOf(cmd *cobra.Command, arg string) (needsValue, ok bool) {
+	if name, long := strings.CutPrefix(arg, "--"); long {
+		name, _, inline := strings.Cut(name, "=")
+		if name == "help" {
+			return false, true
+		}
+		f := cmd.Flags().Lookup(name)
+		return f != nil && f.NoOptDefVal == "" && !inline, f != nil
+	}
+	short, ok := strings.CutPrefix(arg, "-")
+	if !ok || short == "" {
+		return false, false
+	}
+	for _, r := range short {
+		if r == 'h' {
+			needsValue = false
+			continue
+		}
+		f := cmd.Flags().ShorthandLookup(string(r))
+		if f == nil {
+			return false, false
+		}
+		needsValue = f.NoOptDefVal == ""
+	}
+	return needsValue, true
+}
+
+// allFlagsOf reports whether args are cmd's flags and their values.
+func allFlagsOf(cmd *cobra.Command, args []string) bool {
+	for i := 0; i < len(args); i++ {
+		needsValue, ok := flagOf(cmd, args[i])
+		if !ok {
+			return false
+		}
+		if needsValue {
+			i++ // the value
+			if i == len(args) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // check refuses the flag combinations exec cannot honour, as usage errors.
