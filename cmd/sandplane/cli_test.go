@@ -289,6 +289,10 @@ func TestRunWithoutADaemonSaysHowToStartOne(t *testing.T) {
 	assert.Contains(t, r.stderr, "sandplane serve")
 	r = d.cli(t, "ls")
 	assert.Equal(t, 4, r.code)
+	r = d.cli(t, "rm", "one", "two")
+	assert.Equal(t, 4, r.code)
+	assert.Contains(t, r.stderr, "sandplane: 2 of 2 failed: no sandplane daemon answers at "+d.url)
+	assert.NotContains(t, r.stderr, "unavailable:", "the code is the exit code's, not the message's")
 }
 
 func TestExitCodesScriptsCanTrust(t *testing.T) {

@@ -100,6 +100,13 @@ func cliMessage(err error) string {
 	return msg
 }
 
+// failedOf is the error of a command that acted on several sandboxes and
+// failed for some: the first failure's code, so that the exit code is
+// its, and a message without code prefixes.
+func failedOf(failed, total int, first error) error {
+	return &provider.Error{Code: provider.Code(first), Message: fmt.Sprintf("%d of %d failed: %s", failed, total, provider.Message(first)), Err: first}
+}
+
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

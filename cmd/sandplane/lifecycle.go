@@ -155,7 +155,7 @@ func lifecycleCmd(use, short, long, waiting string, selectable bool, call func(c
 			}
 		}
 		if first != nil && len(targets) > 1 {
-			return fmt.Errorf("%d of %d failed: %w", len(targets)-len(done), len(targets), first)
+			return failedOf(len(targets)-len(done), len(targets), first)
 		}
 		return first
 	}

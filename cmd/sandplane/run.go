@@ -155,7 +155,7 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 				fmt.Fprintf(o.stderr, "Deleting sandbox %s (Ctrl-C again to leave it)\n", s.ID)
 			}
 			if derr := p.Delete(cctx, s.ID); derr != nil {
-				fmt.Fprintf(o.stderr, "sandplane: delete sandbox %s: %v\n", s.ID, derr)
+				fmt.Fprintf(o.stderr, "sandplane: delete sandbox %s: %s\n", s.ID, cliMessage(derr))
 				if err == nil && code == 0 {
 					err = derr
 				}
