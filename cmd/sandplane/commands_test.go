@@ -289,6 +289,17 @@ func TestSelectorsQuietListAndStopReason(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, ids["b1"]+"\n", r.stdout)
 	d.assertNothingLeft(t)
+
+	// Picking none deletes none, and that is no error: cleanup repeats.
+	for _, args := range [][]string{{"rm", "--all"}, {"rm", "--label", "team=a"}, {"stop", "--all"}} {
+		r = d.cli(t, args...)
+		assert.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		assert.Empty(t, r.stdout, "%v", args)
+		assert.Equal(t, "sandplane: no sandbox matches\n", r.stderr, "%v", args)
+		r = d.cli(t, append(args, "--json")...)
+		assert.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		assert.Equal(t, "[]\n", r.stdout, "%v --json", args)
+	}
 }
 
 func TestLogsFollowSaysWhyItEnded(t *testing.T) {
