@@ -17,6 +17,7 @@ import (
 	_ "github.com/sandplane/sandplane/daytona"
 	"github.com/sandplane/sandplane/internal/humanize"
 	"github.com/sandplane/sandplane/local"
+	"github.com/sandplane/sandplane/local/config"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -94,10 +95,21 @@ func cliMessage(err error) string {
 	case provider.Unauthenticated:
 		if strings.Contains(msg, "Authorization: Bearer") {
 			// The daemon's own words are for API clients.
-			msg = "the daemon refused the request: set " + local.EnvToken + " to the token it was started with (its --token-file)"
+			msg = tokenRefused(os.Getenv(local.EnvToken) != "")
 		}
 	}
 	return msg
+}
+
+// tokenRefused says what to do about a daemon that refused a request for
+// its token, which the daemon takes from its --token-file (or
+// SANDPLANE_TOKEN_FILE), else from SANDPLANE_TOKEN as it started.
+func tokenRefused(sent bool) string {
+	if sent {
+		return "the daemon refused the token in " + local.EnvToken + ": set it to the daemon's token, which is in the daemon's --token-file (or " +
+			config.EnvTokenFile + "), or was in " + local.EnvToken + " when the daemon started"
+	}
+	return "the daemon refused the request: set " + local.EnvToken + " to the token it was started with (its --token-file)"
 }
 
 // failedOf is the error of a command that acted on several sandboxes and

@@ -324,6 +324,12 @@ func TestHintsSpeakTheCommandLine(t *testing.T) {
 	assert.Equal(t, 1, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "set SANDPLANE_TOKEN to the token it was started with")
 	assert.NotContains(t, r.stderr, "Authorization: Bearer")
+
+	r = (&cliDaemon{url: locked.URL, env: []string{"SANDPLANE_TOKEN=wrong"}}).cli(t, "rm", "x")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Equal(t, "sandplane: the daemon refused the token in SANDPLANE_TOKEN: set it to the daemon's token, which is in the daemon's --token-file (or SANDPLANE_TOKEN_FILE), or was in SANDPLANE_TOKEN when the daemon started\n", r.stderr)
+	r = (&cliDaemon{url: locked.URL, env: []string{"SANDPLANE_TOKEN=cli-token"}}).cli(t, "rm", "x")
+	assert.Equal(t, 3, r.code, "the right token gets as far as the sandbox: %s", r.stderr)
 }
 
 func TestVersion(t *testing.T) {
