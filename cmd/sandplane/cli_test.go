@@ -314,6 +314,7 @@ func TestExitCodesScriptsCanTrust(t *testing.T) {
 		{"bad label", []string{"ls", "--label", "novalue"}, 2, "key=value"},
 		{"negative auto-stop", []string{"create", "--auto-stop", "-1"}, 2, "--auto-stop"},
 		{"unknown provider", []string{"ls", "--provider", "nowhere://"}, 2, "unknown provider"},
+		{"unknown provider in the CLI's terms", []string{"rm", "--provider", "bogus://", "x"}, 2, "--provider (or SANDBOX_PROVIDER) must be one of daytona://, local://"},
 		{"no toolbox in the snapshot", []string{"run", "--rm", "--snapshot", "ticker", "--", "true"}, 1, "serves no toolbox"},
 		{"follow and json", []string{"logs", "-f", "--json", "exists"}, 2, "--follow"},
 	}
@@ -322,6 +323,8 @@ func TestExitCodesScriptsCanTrust(t *testing.T) {
 			r := d.cli(t, tt.args...)
 			assert.Equal(t, tt.code, r.code, "stderr: %s", r.stderr)
 			assert.Contains(t, r.stderr, tt.say)
+			assert.NotRegexp(t, `(not_found|invalid_argument|already_exists|internal): `, r.stderr, "no error code in a message")
+			assert.NotContains(t, r.stderr, "import its package", "advice for Go programs")
 		})
 	}
 	list, err := d.p.List(context.Background(), provider.ListOptions{})

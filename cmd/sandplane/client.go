@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -69,7 +71,27 @@ func (o *clientOptions) outputs() (stdout, stderr io.Writer) {
 }
 
 func (o *clientOptions) open(ctx context.Context) (provider.Provider, error) {
-	return provider.Open(ctx, o.provider)
+	return openProvider(ctx, o.provider)
+}
+
+// openProvider is provider.Open, with an unknown provider named in this
+// command line's terms: the flag (or the variable) that chose it.
+func openProvider(ctx context.Context, rawURL string) (provider.Provider, error) {
+	given := rawURL
+	if given == "" {
+		given = os.Getenv(provider.EnvProvider)
+	}
+	if given != "" {
+		withScheme := given
+		if !strings.Contains(withScheme, "://") {
+			withScheme += "://" // as provider.Open reads it
+		}
+		if u, err := url.Parse(withScheme); err == nil && !slices.Contains(provider.Schemes(), u.Scheme+"://") {
+			return nil, provider.Errorf(provider.InvalidArgument, "unknown provider %q: --provider (or %s) must be one of %s",
+				given, provider.EnvProvider, strings.Join(provider.Schemes(), ", "))
+		}
+	}
+	return provider.Open(ctx, rawURL)
 }
 
 // dashboardURL is where a person sees the provider's sandboxes, when it has

@@ -218,3 +218,18 @@ func TestExecArgsRefuseExecsFlagsAfterTheSandbox(t *testing.T) {
 		})
 	}
 }
+
+func TestUnknownProviderInTheCommandLinesTerms(t *testing.T) {
+	for _, raw := range []string{"bogus://", "bogus", "Bogus://x"} {
+		_, err := openProvider(context.Background(), raw)
+		require.Error(t, err, raw)
+		assert.Equal(t, 2, exitCode(err), raw)
+		assert.Equal(t, `unknown provider "`+raw+`": --provider (or SANDBOX_PROVIDER) must be one of daytona://, local://`, cliMessage(err))
+	}
+	t.Setenv(provider.EnvProvider, "nowhere")
+	_, err := openProvider(context.Background(), "")
+	assert.Equal(t, `unknown provider "nowhere": --provider (or SANDBOX_PROVIDER) must be one of daytona://, local://`, cliMessage(err))
+	p, err := openProvider(context.Background(), "LOCAL://127.0.0.1:1")
+	require.NoError(t, err, "schemes are case-insensitive, as provider.Open reads them")
+	assert.Equal(t, "local", p.Traits().Name)
+}

@@ -72,7 +72,7 @@ func runRelay(ctx context.Context, f relayFlags, out io.Writer, log *slog.Logger
 	if f.idleKeepAlive < 0 || f.maxRefreshes < 1 {
 		return provider.Errorf(provider.InvalidArgument, "--idle-keepalive must be 0 or more and --max-refreshes 1 or more")
 	}
-	p, err := provider.Open(ctx, f.provider)
+	p, err := openProvider(ctx, f.provider)
 	if err != nil {
 		return err
 	}
