@@ -58,6 +58,8 @@ type cliDaemon struct {
 	root string
 	url  string
 	p    *local.Provider
+	// env is added to the environment of every command cli runs.
+	env []string
 }
 
 // startCLIDaemon runs `sandplane serve` with its own root. Cleanup stops it
@@ -95,13 +97,21 @@ type result struct {
 	code           int
 }
 
-// cli runs the binary against d and waits for it.
+// cli runs the binary against d, with its stdin from /dev/null, and waits
+// for it.
 func (d *cliDaemon) cli(t *testing.T, args ...string) result {
+	t.Helper()
+	return d.cliIn(t, nil, args...)
+}
+
+// cliIn is cli with stdin as the binary's stdin (nil: /dev/null).
+func (d *cliDaemon) cliIn(t *testing.T, stdin io.Reader, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, testdaemon.Binary(t), args...)
-	cmd.Env = cliEnv(d.url)
+	cmd.Env = append(cliEnv(d.url), d.env...)
+	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -279,6 +289,10 @@ func TestRunWithoutADaemonSaysHowToStartOne(t *testing.T) {
 	assert.Contains(t, r.stderr, "sandplane serve")
 	r = d.cli(t, "ls")
 	assert.Equal(t, 4, r.code)
+	r = d.cli(t, "rm", "one", "two")
+	assert.Equal(t, 4, r.code)
+	assert.Contains(t, r.stderr, "sandplane: 2 of 2 failed: no sandplane daemon answers at "+d.url)
+	assert.NotContains(t, r.stderr, "unavailable:", "the code is the exit code's, not the message's")
 }
 
 func TestExitCodesScriptsCanTrust(t *testing.T) {
@@ -293,12 +307,14 @@ func TestExitCodesScriptsCanTrust(t *testing.T) {
 		{"logs of a missing sandbox", []string{"logs", "nope"}, 3, "not found"},
 		{"stop a missing sandbox", []string{"stop", "nope"}, 3, "not found"},
 		{"start one missing of two", []string{"start", "exists", "nope"}, 3, "1 of 2 failed"},
-		{"delete a missing sandbox", []string{"rm", "nope"}, 0, ""},
+		{"delete a missing sandbox", []string{"rm", "nope"}, 3, `sandbox "nope" not found`},
+		{"delete two missing sandboxes", []string{"rm", "nope", "nope-too"}, 3, `2 of 2 failed: sandbox "nope" not found`},
 		{"unknown snapshot", []string{"run", "--snapshot", "nope", "--", "true"}, 2, "snapshot \"nope\""},
 		{"taken name", []string{"create", "--name", "exists"}, 2, "already exists"},
 		{"bad label", []string{"ls", "--label", "novalue"}, 2, "key=value"},
 		{"negative auto-stop", []string{"create", "--auto-stop", "-1"}, 2, "--auto-stop"},
 		{"unknown provider", []string{"ls", "--provider", "nowhere://"}, 2, "unknown provider"},
+		{"unknown provider in the CLI's terms", []string{"rm", "--provider", "bogus://", "x"}, 2, "--provider (or SANDBOX_PROVIDER) must be one of daytona://, local://"},
 		{"no toolbox in the snapshot", []string{"run", "--rm", "--snapshot", "ticker", "--", "true"}, 1, "serves no toolbox"},
 		{"follow and json", []string{"logs", "-f", "--json", "exists"}, 2, "--follow"},
 	}
@@ -307,6 +323,8 @@ func TestExitCodesScriptsCanTrust(t *testing.T) {
 			r := d.cli(t, tt.args...)
 			assert.Equal(t, tt.code, r.code, "stderr: %s", r.stderr)
 			assert.Contains(t, r.stderr, tt.say)
+			assert.NotRegexp(t, `(not_found|invalid_argument|already_exists|internal): `, r.stderr, "no error code in a message")
+			assert.NotContains(t, r.stderr, "import its package", "advice for Go programs")
 		})
 	}
 	list, err := d.p.List(context.Background(), provider.ListOptions{})

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +19,7 @@ import (
 	_ "github.com/sandplane/sandplane/daytona"
 	"github.com/sandplane/sandplane/internal/humanize"
 	"github.com/sandplane/sandplane/local"
+	"github.com/sandplane/sandplane/local/config"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -68,7 +71,27 @@ func (o *clientOptions) outputs() (stdout, stderr io.Writer) {
 }
 
 func (o *clientOptions) open(ctx context.Context) (provider.Provider, error) {
-	return provider.Open(ctx, o.provider)
+	return openProvider(ctx, o.provider)
+}
+
+// openProvider is provider.Open, with an unknown provider named in this
+// command line's terms: the flag (or the variable) that chose it.
+func openProvider(ctx context.Context, rawURL string) (provider.Provider, error) {
+	given := rawURL
+	if given == "" {
+		given = os.Getenv(provider.EnvProvider)
+	}
+	if given != "" {
+		withScheme := given
+		if !strings.Contains(withScheme, "://") {
+			withScheme += "://" // as provider.Open reads it
+		}
+		if u, err := url.Parse(withScheme); err == nil && !slices.Contains(provider.Schemes(), u.Scheme+"://") {
+			return nil, provider.Errorf(provider.InvalidArgument, "unknown provider %q: --provider (or %s) must be one of %s",
+				given, provider.EnvProvider, strings.Join(provider.Schemes(), ", "))
+		}
+	}
+	return provider.Open(ctx, rawURL)
 }
 
 // dashboardURL is where a person sees the provider's sandboxes, when it has
@@ -94,10 +117,28 @@ func cliMessage(err error) string {
 	case provider.Unauthenticated:
 		if strings.Contains(msg, "Authorization: Bearer") {
 			// The daemon's own words are for API clients.
-			msg = "the daemon refused the request: set " + local.EnvToken + " to the token it was started with (its --token-file)"
+			msg = tokenRefused(os.Getenv(local.EnvToken) != "")
 		}
 	}
 	return msg
+}
+
+// tokenRefused says what to do about a daemon that refused a request for
+// its token, which the daemon takes from its --token-file (or
+// SANDPLANE_TOKEN_FILE), else from SANDPLANE_TOKEN as it started.
+func tokenRefused(sent bool) string {
+	if sent {
+		return "the daemon refused the token in " + local.EnvToken + ": set it to the daemon's token, which is in the daemon's --token-file (or " +
+			config.EnvTokenFile + "), or was in " + local.EnvToken + " when the daemon started"
+	}
+	return "the daemon refused the request: set " + local.EnvToken + " to the token it was started with (its --token-file)"
+}
+
+// failedOf is the error of a command that acted on several sandboxes and
+// failed for some: the first failure's code, so that the exit code is
+// its, and a message without code prefixes.
+func failedOf(failed, total int, first error) error {
+	return &provider.Error{Code: provider.Code(first), Message: fmt.Sprintf("%d of %d failed: %s", failed, total, provider.Message(first)), Err: first}
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -181,3 +181,55 @@ func TestResolveVersion(t *testing.T) {
 		})
 	}
 }
+
+func TestExecArgsRefuseExecsFlagsAfterTheSandbox(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		command []string // when it runs
+		say     string   // when it is refused
+	}{
+		{"a flag before --", []string{"demo", "--json", "--", "sh", "-c", "echo x"}, nil, "sandplane exec --json demo -- sh -c 'echo x'"},
+		{"several, one with a value", []string{"demo", "--provider", "daytona://", "-it", "--", "bash"}, nil, "sandplane exec --provider daytona:// -it demo -- bash"},
+		{"a value after =", []string{"demo", "--provider=local://", "--", "true"}, nil, "sandplane exec --provider=local:// demo -- true"},
+		{"--help", []string{"demo", "--help"}, nil, "for help, run sandplane exec --help"},
+		{"-h", []string{"demo", "-h"}, nil, "for help, run sandplane exec --help"},
+		{"a word that is no flag before --", []string{"demo", "--json", "ls", "--", "-l"}, nil, "sandplane exec [flags] ID|NAME -- COMMAND [ARG...]"},
+		{"a value missing before --", []string{"demo", "--provider", "--", "true"}, nil, "sandplane exec [flags] ID|NAME -- COMMAND [ARG...]"},
+		{"the command after --", []string{"demo", "--", "--json"}, []string{"--json"}, ""},
+		{"the command's own flags", []string{"demo", "ls", "--json", "--", "x"}, []string{"ls", "--json", "--", "x"}, ""},
+		{"no -- after the flag", []string{"demo", "--json", "x"}, []string{"--json", "x"}, ""},
+		{"a flag exec does not have", []string{"demo", "--nope", "--", "x"}, []string{"--nope", "--", "x"}, ""},
+		{"--help after --", []string{"demo", "--", "--help"}, []string{"--help"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id, command, err := execArgs(newExecCmd(), tt.args)
+			if tt.say == "" {
+				require.NoError(t, err)
+				assert.Equal(t, "demo", id)
+				assert.Equal(t, tt.command, command)
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, 2, exitCode(err), "a usage error")
+			assert.Contains(t, cliMessage(err), "flags go before the sandbox")
+			assert.Contains(t, cliMessage(err), tt.say)
+		})
+	}
+}
+
+func TestUnknownProviderInTheCommandLinesTerms(t *testing.T) {
+	for _, raw := range []string{"bogus://", "bogus", "Bogus://x"} {
+		_, err := openProvider(context.Background(), raw)
+		require.Error(t, err, raw)
+		assert.Equal(t, 2, exitCode(err), raw)
+		assert.Equal(t, `unknown provider "`+raw+`": --provider (or SANDBOX_PROVIDER) must be one of daytona://, local://`, cliMessage(err))
+	}
+	t.Setenv(provider.EnvProvider, "nowhere")
+	_, err := openProvider(context.Background(), "")
+	assert.Equal(t, `unknown provider "nowhere": --provider (or SANDBOX_PROVIDER) must be one of daytona://, local://`, cliMessage(err))
+	p, err := openProvider(context.Background(), "LOCAL://127.0.0.1:1")
+	require.NoError(t, err, "schemes are case-insensitive, as provider.Open reads them")
+	assert.Equal(t, "local", p.Traits().Name)
+}

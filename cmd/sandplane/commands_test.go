@@ -44,6 +44,9 @@ func TestUsageErrorsExitWithTwo(t *testing.T) {
 		{"exec with -- and no command", []string{"exec", "here", "--"}, "no COMMAND"},
 		{"exec -it without a terminal", []string{"exec", "-it", "here", "--", "true"}, "needs a terminal on stdin"},
 		{"exec -i alone", []string{"exec", "-i", "here", "--", "true"}, "-i and -t go together"},
+		{"exec's flags after the sandbox", []string{"exec", "here", "--json", "--", "sh", "-c", "echo x"}, "flags go before the sandbox, and what follows it is the command to run: sandplane exec --json here -- sh -c 'echo x'"},
+		{"exec's flag with a value after the sandbox", []string{"exec", "here", "--provider", "local://", "-it", "--", "sh"}, "sandplane exec --provider local:// -it here -- sh"},
+		{"exec --help after the sandbox", []string{"exec", "here", "--help"}, "flags go before the sandbox, and what follows it is the command to run: for help, run sandplane exec --help"},
 		{"ls -q with --json", []string{"ls", "-q", "--json"}, "do not go together"},
 		{"version with an argument", []string{"version", "now"}, "unknown command"},
 	}
@@ -84,6 +87,12 @@ func TestExec(t *testing.T) {
 		})
 	}
 
+	t.Run("a flag of the command's after the sandbox without --", func(t *testing.T) {
+		r := d.cli(t, "exec", "box", "ls", "--json")
+		assert.Contains(t, r.stderr, "ls: unrecognized option '--json'", "ls's own flag, given to ls")
+		assert.NotContains(t, r.stderr, "flags go before the sandbox")
+	})
+
 	t.Run("--json", func(t *testing.T) {
 		r := d.cli(t, "exec", "--json", "box", "--", "sh", "-c", "echo out; echo err >&2; exit 4")
 		assert.Equal(t, 4, r.code, r.stderr)
@@ -93,6 +102,63 @@ func TestExec(t *testing.T) {
 			{Type: "stderr", Data: "err\n"},
 			{Type: "exit", ExitCode: ptr(4)},
 		}, events)
+	})
+}
+
+func TestExecAndRunPassStdinOnAndEndIt(t *testing.T) {
+	d := startCLIDaemon(t)
+	require.Equal(t, 0, d.cli(t, "create", "--name", "box").code)
+	everyByte := make([]byte, 256) // each once: no marker of the followed logs
+	for i := range everyByte {
+		everyByte[i] = byte(i)
+	}
+	tests := []struct {
+		name   string
+		stdin  io.Reader
+		args   []string
+		code   int
+		stdout string
+	}{
+		{"echo hi | exec -- cat", strings.NewReader("hi\n"), []string{"exec", "box", "--", "cat"}, 0, "hi\n"},
+		{"exec -- cat </dev/null", nil, []string{"exec", "box", "--", "cat"}, 0, ""},
+		{"exec -- sh -c 'read x' </dev/null", nil, []string{"exec", "box", "--", "sh", "-c", "read x; echo read:$?"}, 0, "read:1\n"},
+		{"an empty pipe", strings.NewReader(""), []string{"exec", "box", "--", "sh", "-c", "read x; echo read:$?"}, 0, "read:1\n"},
+		{"a line, then end of input", strings.NewReader("one\n"), []string{"exec", "box", "--", "sh", "-c", `while read -r l; do echo "got $l"; done; echo end`}, 0, "got one\nend\n"},
+		{"bytes that are not text", bytes.NewReader(everyByte), []string{"exec", "box", "--", "cat"}, 0, string(everyByte)},
+		{"output that is not UTF-8", nil, []string{"exec", "box", "--", "sh", "-c", `printf '\377\376 bin'`}, 0, "\xff\xfe bin"},
+		{"echo hi | run -- cat", strings.NewReader("hi\n"), []string{"run", "--rm", "--", "cat"}, 0, "hi\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := d.cliIn(t, tt.stdin, tt.args...)
+			assert.Equal(t, tt.code, r.code, "stderr: %s", r.stderr)
+			assert.Equal(t, []byte(tt.stdout), []byte(r.stdout), "byte for byte")
+		})
+	}
+
+	t.Run("the command ends while stdin stays open", func(t *testing.T) {
+		// (sleep 60) | sandplane exec box -- sh -c 'echo quick; exit 3'
+		cmd := exec.Command(testdaemon.Binary(t), "exec", "box", "--", "sh", "-c", "echo quick; exit 3")
+		cmd.Env = cliEnv(d.url)
+		stdin, err := cmd.StdinPipe()
+		require.NoError(t, err)
+		defer stdin.Close()
+		var stdout, stderr testdaemon.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "stderr: %s", &stderr)
+			assert.Equal(t, 3, ee.ExitCode(), "stderr: %s", &stderr)
+			assert.Equal(t, "quick\n", stdout.String())
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("exec waited for the end of an input its command never read; stderr: %s", &stderr)
+		}
 	})
 }
 
@@ -150,6 +216,11 @@ func TestExecOnATerminal(t *testing.T) {
 		assert.Contains(t, r.out.String(), "got:hello")
 		assert.NotContains(t, r.out.String(), "__sandplane", "the shell's prompt and echo are hidden")
 		assert.NotContains(t, r.out.String(), "exec ", "the command line is not shown")
+	})
+	t.Run("without -it, a terminal is no input", func(t *testing.T) {
+		r := run(t, "exec", "tty", "--", "sh", "-c", "read x; echo read:$?")
+		assert.Equal(t, 0, exitCode(t, r), "output: %q", r.out)
+		assert.Equal(t, "read:1\r\n", r.out.String(), "end of input at once: typing is for -it")
 	})
 	t.Run("a missing program", func(t *testing.T) {
 		r := run(t, "exec", "-it", "tty", "--", "no-such-program-here")
@@ -218,6 +289,17 @@ func TestSelectorsQuietListAndStopReason(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, ids["b1"]+"\n", r.stdout)
 	d.assertNothingLeft(t)
+
+	// Picking none deletes none, and that is no error: cleanup repeats.
+	for _, args := range [][]string{{"rm", "--all"}, {"rm", "--label", "team=a"}, {"stop", "--all"}} {
+		r = d.cli(t, args...)
+		assert.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		assert.Empty(t, r.stdout, "%v", args)
+		assert.Equal(t, "sandplane: no sandbox matches\n", r.stderr, "%v", args)
+		r = d.cli(t, append(args, "--json")...)
+		assert.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		assert.Equal(t, "[]\n", r.stdout, "%v --json", args)
+	}
 }
 
 func TestLogsFollowSaysWhyItEnded(t *testing.T) {
@@ -242,6 +324,12 @@ func TestHintsSpeakTheCommandLine(t *testing.T) {
 	assert.Equal(t, 1, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "set SANDPLANE_TOKEN to the token it was started with")
 	assert.NotContains(t, r.stderr, "Authorization: Bearer")
+
+	r = (&cliDaemon{url: locked.URL, env: []string{"SANDPLANE_TOKEN=wrong"}}).cli(t, "rm", "x")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Equal(t, "sandplane: the daemon refused the token in SANDPLANE_TOKEN: set it to the daemon's token, which is in the daemon's --token-file (or SANDPLANE_TOKEN_FILE), or was in SANDPLANE_TOKEN when the daemon started\n", r.stderr)
+	r = (&cliDaemon{url: locked.URL, env: []string{"SANDPLANE_TOKEN=cli-token"}}).cli(t, "rm", "x")
+	assert.Equal(t, 3, r.code, "the right token gets as far as the sandbox: %s", r.stderr)
 }
 
 func TestVersion(t *testing.T) {
@@ -298,10 +386,17 @@ func startCLISim(t *testing.T) *cliSim {
 // provider is the flag's when args give one, else $SANDBOX_PROVIDER's.
 func (s *cliSim) cli(t *testing.T, args ...string) result {
 	t.Helper()
+	return s.cliIn(t, nil, args...)
+}
+
+// cliIn is cli with stdin as the binary's stdin (nil: /dev/null).
+func (s *cliSim) cliIn(t *testing.T, stdin io.Reader, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, testdaemon.Binary(t), args...)
 	cmd.Env = append(cliEnv("http://127.0.0.1:1"), "DAYTONA_API_URL="+s.url, "DAYTONA_API_KEY=cli-test-key", provider.EnvProvider+"=daytona://")
+	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -333,6 +428,12 @@ func TestCommandsAgainstTheSimulator(t *testing.T) {
 	assert.Equal(t, 3, r.code, r.stderr)
 	assert.Equal(t, "out\n", r.stdout)
 	assert.Equal(t, "err\n", r.stderr)
+	r = s.cliIn(t, strings.NewReader("through the toolbox proxy\n"), "exec", "sim-box", "--", "cat")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "through the toolbox proxy\n", r.stdout, "stdin passed on and ended")
+	r = s.cli(t, "exec", "sim-box", "--", "sh", "-c", `printf '\377\376 bin'`)
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, []byte("\xff\xfe bin"), []byte(r.stdout), "byte for byte")
 	r = s.cli(t, "exec", "--json", "sim-box", "--", "no-such-program-here")
 	assert.Equal(t, 127, r.code, r.stderr)
 	assert.Equal(t, []outputEvent{{Type: "stderr", Data: "sandplane: no-such-program-here: command not found\n"}, {Type: "exit", ExitCode: ptr(127)}},

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -27,14 +30,23 @@ func newExecCmd() *cobra.Command {
 with its exit code, keeping the sandbox from auto-stopping meanwhile. The
 arguments are passed as they are, one word each; for shell syntax, run
 sh -c '...'. A COMMAND that does not exist exits with 127 and "command not
-found"; Ctrl-C ends the command and exits with 130.
+found"; Ctrl-C ends the command and exits with 130. exec's own flags go
+before ID|NAME: what follows it is the command's.
+
+What is piped into exec, or redirected from a file, is the command's stdin,
+byte for byte, and the command reads end of input where exec's stdin ends,
+as it would locally (echo hi | sandplane exec ID -- cat); exec ends when the
+command does, whatever it left unread. From a terminal or /dev/null the
+command reads end of input at once: -it is for typing. Its output passes
+byte for byte too.
 
 -it runs it on a terminal of the sandbox with this one's input, as a shell
 would (a REPL, an editor); the command's output then comes as the terminal
 shows it, stdout and stderr together. It needs a terminal on stdin.
 
 --json prints {"type":"stdout","data":"..."}, {"type":"stderr","data":"..."}
-and a last {"type":"exit","exitCode":N} as JSON lines instead of the output.
+and a last {"type":"exit","exitCode":N} as JSON lines instead of the output;
+JSON strings hold text, so there bytes that are not UTF-8 become U+FFFD.
 
 Commands run through the sandbox's toolbox API (its session API, or its
 terminal API for -it), so it works on any provider whose sandboxes serve one:
@@ -48,7 +60,7 @@ the local daemon's default snapshot, Daytona.`,
 	cmd.Flags().BoolVarP(&f.tty, "tty", "t", false, "run on a terminal of the sandbox (with -i)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.bind(cmd)
-		id, command, err := execArgs(args)
+		id, command, err := execArgs(cmd, args)
 		if err != nil {
 			return err
 		}
@@ -63,16 +75,94 @@ the local daemon's default snapshot, Daytona.`,
 }
 
 // execArgs splits exec's arguments into the sandbox and the command; a "--"
-// between them is dropped.
-func execArgs(args []string) (id string, command []string, err error) {
+// between them is dropped. exec's own flags after the sandbox are refused
+// (see misplacedFlags).
+func execArgs(cmd *cobra.Command, args []string) (id string, command []string, err error) {
 	id, command = args[0], args[1:]
 	if len(command) > 0 && command[0] == "--" {
 		command = command[1:]
+	} else if err := misplacedFlags(cmd, id, command); err != nil {
+		return "", nil, err
 	}
 	if len(command) == 0 {
 		return "", nil, provider.Errorf(provider.InvalidArgument, "no COMMAND to run in %s (see sandplane exec --help)", id)
 	}
 	return id, command, nil
+}
+
+// misplacedFlags refuses, as a usage error that shows the command line
+// meant, exec's own flags after the sandbox: flags stop at the sandbox (the
+// command's own come after it), so "exec ID --json -- CMD" would run --json.
+// It answers when what follows the sandbox starts with a flag of exec's and
+// a "--" comes later, or is --help; a command that merely starts with a dash
+// still runs.
+func misplacedFlags(cmd *cobra.Command, id string, rest []string) error {
+	if len(rest) == 0 {
+		return nil
+	}
+	if _, ok := flagOf(cmd, rest[0]); !ok {
+		return nil
+	}
+	if rest[0] == "--help" || rest[0] == "-h" {
+		return provider.Errorf(provider.InvalidArgument, "flags go before the sandbox, and what follows it is the command to run: for help, run sandplane exec --help")
+	}
+	end := slices.Index(rest, "--")
+	if end < 0 {
+		return nil
+	}
+	if !allFlagsOf(cmd, rest[:end]) {
+		return provider.Errorf(provider.InvalidArgument, "flags go before the sandbox, and what follows it is the command to run: sandplane exec [flags] ID|NAME -- COMMAND [ARG...]")
+	}
+	fixed := append([]string{"sandplane", "exec"}, rest[:end]...)
+	fixed = append(append(fixed, id), rest[end:]...)
+	return provider.Errorf(provider.InvalidArgument, "flags go before the sandbox, and what follows it is the command to run: %s", shellJoin(fixed))
+}
+
+// flagOf reports whether arg is made of cmd's flags only (--name,
+// --name=value, shorthands such as -it, and --help, which cobra adds as it
+// runs), and whether the last of them takes its value from the next word.
+func flagOf(cmd *cobra.Command, arg string) (needsValue, ok bool) {
+	if name, long := strings.CutPrefix(arg, "--"); long {
+		name, _, inline := strings.Cut(name, "=")
+		if name == "help" {
+			return false, true
+		}
+		f := cmd.Flags().Lookup(name)
+		return f != nil && f.NoOptDefVal == "" && !inline, f != nil
+	}
+	short, ok := strings.CutPrefix(arg, "-")
+	if !ok || short == "" {
+		return false, false
+	}
+	for _, r := range short {
+		if r == 'h' {
+			needsValue = false
+			continue
+		}
+		f := cmd.Flags().ShorthandLookup(string(r))
+		if f == nil {
+			return false, false
+		}
+		needsValue = f.NoOptDefVal == ""
+	}
+	return needsValue, true
+}
+
+// allFlagsOf reports whether args are cmd's flags and their values.
+func allFlagsOf(cmd *cobra.Command, args []string) bool {
+	for i := 0; i < len(args); i++ {
+		needsValue, ok := flagOf(cmd, args[i])
+		if !ok {
+			return false
+		}
+		if needsValue {
+			i++ // the value
+			if i == len(args) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // check refuses the flag combinations exec cannot honour, as usage errors.
@@ -113,7 +203,7 @@ func execInSandbox(ctx context.Context, o *clientOptions, idOrName string, comma
 		code, err = onTerminal(ctx, tb, commandLine(command, true))
 	} else {
 		stdout, stderr := o.outputs()
-		code, err = tb.Run(ctx, commandLine(command, false), stdout, stderr)
+		code, err = tb.Exec(ctx, commandLine(command, false), client.Streams{Stdin: commandStdin(), Stdout: stdout, Stderr: stderr})
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -164,4 +254,20 @@ func termName() string {
 		return t
 	}
 	return "xterm-256color"
+}
+
+// commandStdin is the stdin of a command that run or exec runs: this
+// process's when it is a pipe or a file, else none, so that the command
+// reads end of input at once. A terminal is for -it: read here, it would
+// also stop a run or exec started in the background (SIGTTIN). /dev/null
+// needs no reader in the sandbox.
+func commandStdin() io.Reader {
+	fi, err := os.Stdin.Stat()
+	if err != nil || isTerminal(os.Stdin) {
+		return nil
+	}
+	if null, err := os.Stat(os.DevNull); err == nil && os.SameFile(fi, null) {
+		return nil
+	}
+	return os.Stdin
 }

@@ -97,8 +97,9 @@ sandbox object instead.`,
 
 // lifecycleCmd builds stop, start and rm: one call per sandbox, every
 // sandbox tried, the first failure deciding the exit code. With selectable,
-// the sandboxes may be picked by --all or --label instead of named.
-func lifecycleCmd(use, short, long, waiting string, selectable bool, call func(context.Context, provider.Provider, string) (any, error)) *cobra.Command {
+// the sandboxes may be picked by --all or --label instead of named; call
+// learns which (named).
+func lifecycleCmd(use, short, long, waiting string, selectable bool, call func(ctx context.Context, p provider.Provider, idOrName string, named bool) (any, error)) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   use + " ID|NAME...",
 		Short: short,
@@ -126,6 +127,7 @@ func lifecycleCmd(use, short, long, waiting string, selectable bool, call func(c
 		if err != nil {
 			return err
 		}
+		named := len(args) > 0
 		if len(targets) == 0 {
 			fmt.Fprintln(o.stderr, "sandplane: no sandbox matches")
 		}
@@ -133,7 +135,7 @@ func lifecycleCmd(use, short, long, waiting string, selectable bool, call func(c
 		done := []any{}
 		for _, arg := range targets {
 			stop := progress(o.stderr, o.clk, waiting+" "+arg)
-			s, err := call(ctx, p, arg)
+			s, err := call(ctx, p, arg, named)
 			stop()
 			if err != nil {
 				if len(targets) > 1 {
@@ -155,7 +157,7 @@ func lifecycleCmd(use, short, long, waiting string, selectable bool, call func(c
 			}
 		}
 		if first != nil && len(targets) > 1 {
-			return fmt.Errorf("%d of %d failed: %w", len(targets)-len(done), len(targets), first)
+			return failedOf(len(targets)-len(done), len(targets), first)
 		}
 		return first
 	}
@@ -216,7 +218,7 @@ func newStopCmd() *cobra.Command {
 The sandbox then shows the reason "stopped". Name the sandboxes, or pick them
 with --all or --label KEY=VALUE. Prints each sandbox once stopped; --json
 prints the sandboxes as an array.`,
-		"stopping", true, func(ctx context.Context, p provider.Provider, id string) (any, error) {
+		"stopping", true, func(ctx context.Context, p provider.Provider, id string, _ bool) (any, error) {
 			return p.Stop(ctx, id)
 		})
 }
@@ -226,20 +228,35 @@ func newStartCmd() *cobra.Command {
 		`Start each stopped sandbox with its preserved files and wait until it is
 started. Prints each argument once started; --json prints the sandboxes as an
 array.`,
-		"starting", false, func(ctx context.Context, p provider.Provider, id string) (any, error) {
+		"starting", false, func(ctx context.Context, p provider.Provider, id string, _ bool) (any, error) {
 			return p.Start(ctx, id)
 		})
 }
 
 func newRmCmd() *cobra.Command {
 	cmd := lifecycleCmd("rm", "Delete sandboxes: stop them and remove their files",
-		`Delete each sandbox: stop its workload and remove its directory. Deleting a
-sandbox that does not exist succeeds, so that cleanup scripts can repeat it.
-Name the sandboxes, or pick them with --all or --label KEY=VALUE (rm --all
-deletes every sandbox of the provider). Prints each sandbox once deleted;
---json prints the ids as an array of {"id"} objects.`,
-		"deleting", true, func(ctx context.Context, p provider.Provider, id string) (any, error) {
-			if err := p.Delete(ctx, id); err != nil {
+		`Delete each sandbox: stop its workload and remove its directory. Name the
+sandboxes, or pick them with --all or --label KEY=VALUE (rm --all deletes
+every sandbox of the provider). Prints each sandbox once deleted; --json
+prints the ids as an array of {"id"} objects.
+
+A named sandbox that does not exist is an error, exit code 3, as for stop and
+start; one that another client deletes meanwhile is not. --all or --label
+that picks none deletes nothing, prints nothing on stdout ([] with --json),
+says so on stderr and exits with 0, so that a cleanup script can repeat it.`,
+		"deleting", true, func(ctx context.Context, p provider.Provider, id string, named bool) (any, error) {
+			target := id
+			if named {
+				// The API's delete succeeds for a sandbox that does not
+				// exist, so that retries are safe; a name given here is
+				// looked up first, as stop's and start's are.
+				s, err := p.Get(ctx, id)
+				if err != nil {
+					return nil, err
+				}
+				target = s.ID
+			}
+			if err := p.Delete(ctx, target); err != nil {
 				return nil, err
 			}
 			return map[string]string{"id": id}, nil

@@ -72,7 +72,7 @@ func runRelay(ctx context.Context, f relayFlags, out io.Writer, log *slog.Logger
 	if f.idleKeepAlive < 0 || f.maxRefreshes < 1 {
 		return provider.Errorf(provider.InvalidArgument, "--idle-keepalive must be 0 or more and --max-refreshes 1 or more")
 	}
-	p, err := provider.Open(ctx, f.provider)
+	p, err := openProvider(ctx, f.provider)
 	if err != nil {
 		return err
 	}
@@ -118,16 +118,27 @@ func runRelay(ctx context.Context, f relayFlags, out io.Writer, log *slog.Logger
 // listenLoopback binds a loopback address only: the relay forwards whoever
 // reaches it to public sandboxes, so a network must not.
 func listenLoopback(addr string) (net.Listener, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, provider.Errorf(provider.InvalidArgument, "--listen %q: %v", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, provider.Errorf(provider.InvalidArgument, "--listen %q is not loopback: the relay forwards anyone who reaches it; use 127.0.0.1", addr)
+	if err := checkLoopback("--listen", addr, "the relay forwards anyone who reaches it"); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, provider.Errorf(provider.Unavailable, "listen on %s: %v: pick another address with --listen", addr, err)
 	}
 	return ln, nil
+}
+
+// checkLoopback refuses, as a usage error, a listen address that is not
+// loopback: localhost, or an IP address of the loopback network, as the
+// daemon's own listener requires (daemon.Listen). setting names where addr
+// came from; why, what a network could do.
+func checkLoopback(setting, addr, why string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return provider.Errorf(provider.InvalidArgument, "%s %q: %v", setting, addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return provider.Errorf(provider.InvalidArgument, "%s %q is not loopback: %s; use 127.0.0.1", setting, addr, why)
+	}
+	return nil
 }

@@ -49,6 +49,11 @@ The arguments are passed as they are, one word each; for shell syntax, run
 sh -c '...'. Without COMMAND it follows the snapshot's own workload (its
 entrypoint logs) until the workload ends, and exits with its code.
 
+What is piped into run, or redirected from a file, is the command's stdin,
+byte for byte, and the command reads end of input where run's stdin ends;
+from a terminal or /dev/null it reads end of input at once. Its output
+passes byte for byte too.
+
 While the command runs, run keeps the sandbox from auto-stopping. It prints
 "Sandbox: <id>" and the dashboard's address on stderr. --rm deletes the
 sandbox when the command ends, when the reader of the output goes away (exit
@@ -59,7 +64,8 @@ exits with 127 and "command not found".
 --json prints one JSON object per line on stdout instead of the output:
 {"type":"sandbox","sandbox":{...}} once it is started, {"type":"stdout",
 "data":"..."} and {"type":"stderr","data":"..."} as the command writes, and
-{"type":"exit","exitCode":N} last.
+{"type":"exit","exitCode":N} last; JSON strings hold text, so there bytes
+that are not UTF-8 become U+FFFD.
 
 Commands run through the sandbox's toolbox API, so any provider whose
 sandboxes serve one works: the local daemon's default snapshot, Daytona.`,
@@ -149,7 +155,7 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 				fmt.Fprintf(o.stderr, "Deleting sandbox %s (Ctrl-C again to leave it)\n", s.ID)
 			}
 			if derr := p.Delete(cctx, s.ID); derr != nil {
-				fmt.Fprintf(o.stderr, "sandplane: delete sandbox %s: %v\n", s.ID, derr)
+				fmt.Fprintf(o.stderr, "sandplane: delete sandbox %s: %s\n", s.ID, cliMessage(derr))
 				if err == nil && code == 0 {
 					err = derr
 				}
@@ -185,7 +191,7 @@ func attach(ctx context.Context, p provider.Provider, o *clientOptions, s *provi
 	if err != nil {
 		return 0, err
 	}
-	return tb.Run(ctx, commandLine(args, false), stdout, stderr)
+	return tb.Exec(ctx, commandLine(args, false), client.Streams{Stdin: commandStdin(), Stdout: stdout, Stderr: stderr})
 }
 
 // keepAliveWhile keeps s from auto-stopping until the returned function is

@@ -64,6 +64,11 @@ deletes them). GET /healthz answers while it runs.`,
 			if err != nil {
 				return err
 			}
+			// The daemon refuses it too, but only once it has taken its
+			// root and adopted its sandboxes, and as a plain error.
+			if err := checkLoopback(listenSetting(flags.Changed("listen"), cfg.Listen), cfg.Listen, "the daemon has no authentication strong enough for a network"); err != nil {
+				return err
+			}
 			return daemon.Run(cmd.Context(), daemon.Config{Settings: cfg, Version: versionString(), Logger: newLogger(debug), Out: os.Stderr})
 		},
 	}
@@ -83,4 +88,16 @@ func newLogger(debug bool) *slog.Logger {
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// listenSetting names where the daemon's listen address came from: the
+// flag, the environment, or the config file.
+func listenSetting(flag bool, listen string) string {
+	switch {
+	case flag:
+		return "--listen"
+	case os.Getenv(config.EnvListen) == listen:
+		return config.EnvListen
+	}
+	return "listen (in the config file)"
 }

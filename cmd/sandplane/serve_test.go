@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local"
+	"github.com/sandplane/sandplane/local/daemon"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -125,6 +127,68 @@ func TestTokenFileMustBePrivate(t *testing.T) {
 	require.Error(t, err, "the daemon must refuse to start: %s", out)
 	assert.Contains(t, string(out), "chmod 600 "+file)
 	assert.NotContains(t, string(out), "s3cret-token")
+}
+
+// A listen address that is not loopback is a usage error (exit code 2), as
+// it is for sim and relay, named where it was set, and refused before the
+// daemon takes its root.
+func TestServeRefusesANetworkAddressAsAUsageError(t *testing.T) {
+	_, port, err := net.SplitHostPort(testdaemon.FreeAddr(t))
+	require.NoError(t, err)
+	addr := "0.0.0.0:" + port
+	config := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(config, []byte("listen: "+addr+"\n"), 0o644))
+	tests := []struct {
+		name string
+		args []string
+		env  string
+		say  string
+	}{
+		{"the flag", []string{"--listen", addr}, "", `--listen "` + addr + `" is not loopback`},
+		{"the environment", nil, "SANDPLANE_LISTEN=" + addr, `SANDPLANE_LISTEN "` + addr + `" is not loopback`},
+		{"the config file", []string{"--config", config}, "", `listen (in the config file) "` + addr + `" is not loopback`},
+		{"no port", []string{"--listen", "127.0.0.1"}, "", `--listen "127.0.0.1": address 127.0.0.1: missing port`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "root")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, testdaemon.Binary(t), append([]string{"serve", "--root", root}, tt.args...)...)
+			cmd.Env = cliEnv("http://127.0.0.1:1")
+			if tt.env != "" {
+				cmd.Env = append(cmd.Env, tt.env)
+			}
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "serve must refuse to start: %s", out)
+			assert.Equal(t, 2, ee.ExitCode(), "%s", out)
+			assert.Contains(t, string(out), tt.say)
+			assert.NoDirExists(t, root, "refused before the daemon takes its root")
+		})
+	}
+}
+
+// The CLI's check of a listen address refuses what daemon.Listen refuses,
+// and nothing else.
+func TestCheckLoopbackAgreesWithTheDaemon(t *testing.T) {
+	for _, addr := range []string{
+		"127.0.0.1:0", "127.0.0.2:0", "localhost:0", "[::1]:0",
+		"0.0.0.0:0", "[::]:0", ":0", "192.0.2.1:0", "example.com:0", "LOCALHOST:0", "127.0.0.1.example:0",
+	} {
+		t.Run(addr, func(t *testing.T) {
+			ln, err := daemon.Listen(context.Background(), addr)
+			if err == nil {
+				ln.Close()
+			}
+			daemonRefuses := err != nil && strings.Contains(err.Error(), "is not loopback")
+			cliErr := checkLoopback("--listen", addr, "why")
+			assert.Equal(t, daemonRefuses, cliErr != nil, "daemon: %v; cli: %v", err, cliErr)
+			if cliErr != nil {
+				assert.Equal(t, 2, exitCode(cliErr))
+			}
+		})
+	}
 }
 
 // What the daemon holds stays with it: a token from a 0600 file guards the

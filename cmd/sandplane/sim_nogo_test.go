@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,17 @@ func startBareSim(t *testing.T) (*exec.Cmd, func(method, path, body string) (int
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	cmd := exec.CommandContext(ctx, bin, "sim", "--listen", addr, "--admin-key", "nogo-admin")
 	// Nothing else: no PATH (so no go), no HOME, no GOMODCACHE or GOPATH.
-	cmd.Env = []string{"PATH=", "HOME=" + t.TempDir(), "TMPDIR=" + t.TempDir()}
+	tmp := t.TempDir()
+	cmd.Env = []string{"PATH=", "HOME=" + t.TempDir(), "TMPDIR=" + tmp}
+	// Registered first, so it runs once the simulator is gone: whatever
+	// its sandboxes left (the simulator is killed, not stopped) in its
+	// default root, under TMPDIR.
+	t.Cleanup(func() {
+		roots, _ := filepath.Glob(filepath.Join(tmp, "sandplane-sim-*"))
+		for _, root := range roots {
+			testdaemon.KillMarked(t, root)
+		}
+	})
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

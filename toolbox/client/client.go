@@ -81,17 +81,10 @@ func (c *Client) DeleteSession(ctx context.Context, sessionID string) error {
 }
 
 // ExecAsync starts command in the session and returns its id at once.
-// not_found: no such session.
+// Its stdin is open for SendInput, which the toolbox echoes into its
+// stdout, until it ends. not_found: no such session.
 func (c *Client) ExecAsync(ctx context.Context, sessionID, command string) (string, error) {
-	var out toolbox.SessionExecuteResponse
-	req := toolbox.SessionExecuteRequest{Command: command, RunAsync: true}
-	if err := c.do(ctx, http.MethodPost, "/process/session/"+url.PathEscape(sessionID)+"/exec", req, &out); err != nil {
-		return "", err
-	}
-	if out.CmdID == "" {
-		return "", provider.Errorf(provider.Internal, "toolbox at %s started a command but returned no cmdId", c.base)
-	}
-	return out.CmdID, nil
+	return c.execAsync(ctx, sessionID, command, false)
 }
 
 // Command returns the command; its ExitCode is nil while it runs.
@@ -113,53 +106,9 @@ func commandPath(sessionID, cmdID string) string {
 	return "/process/session/" + url.PathEscape(sessionID) + "/command/" + url.PathEscape(cmdID)
 }
 
-// Run runs command (a shell command line) in a session of its own and
-// copies its output to stdout and stderr as it arrives. It returns the
-// command's exit code once the command has ended and all its output is
-// written. When ctx ends first, Run deletes the session, which kills the
-// command, and returns ctx's error.
+// Run is Exec with an empty stdin: the command reads end of input at once.
 func (c *Client) Run(ctx context.Context, command string, stdout, stderr io.Writer) (int, error) {
-	sid := "sandplane-run-" + randomHex(8)
-	defer func() {
-		// The command must not outlive Run, even when ctx is what ended it,
-		// nor the session a create that ctx cut short after the toolbox
-		// made it.
-		cctx, cancel := c.detached(ctx, cleanupTimeout)
-		defer cancel()
-		_ = c.DeleteSession(cctx, sid)
-	}()
-	if err := c.CreateSession(ctx, sid); err != nil {
-		return -1, err
-	}
-	cmdID, err := c.ExecAsync(ctx, sid, command)
-	if err != nil {
-		return -1, err
-	}
-	var out, errOut tail
-	for {
-		// The exit code is read before the logs, so that the logs read after
-		// it has appeared hold everything the command printed.
-		cmd, err := c.Command(ctx, sid, cmdID)
-		if err != nil {
-			return -1, c.ended(ctx, err)
-		}
-		logs, err := c.Logs(ctx, sid, cmdID)
-		if err != nil {
-			return -1, c.ended(ctx, err)
-		}
-		if err := out.copy(stdout, logs.Stdout); err != nil {
-			return -1, err
-		}
-		if err := errOut.copy(stderr, logs.Stderr); err != nil {
-			return -1, err
-		}
-		if cmd.ExitCode != nil {
-			return *cmd.ExitCode, nil
-		}
-		if err := clock.Sleep(ctx, c.clk, c.poll); err != nil {
-			return -1, err
-		}
-	}
+	return c.Exec(ctx, command, Streams{Stdout: stdout, Stderr: stderr})
 }
 
 // ended prefers ctx's error to the request error it caused.
@@ -193,6 +142,13 @@ func (t *tail) copy(w io.Writer, log string) error {
 	_, err := io.WriteString(w, log[t.written:])
 	t.written = len(log)
 	return err
+}
+
+// replaced reports whether what log adds holds U+FFFD, which the JSON of
+// the logs puts for bytes that are not UTF-8 (and for one that is
+// written, or for the part of a character the next poll completes).
+func (t *tail) replaced(log string) bool {
+	return len(log) > t.written && strings.Contains(log[t.written:], "\uFFFD")
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {

@@ -3,12 +3,15 @@
 // snapshot's `sandplane toolbox`, and Daytona's own daemon behind
 // {toolboxProxyUrl}/{sandboxId}.
 //
-// Run is what `sandplane run` needs: it starts a command asynchronously in a
-// fresh session, streams its stdout and stderr by polling the command's logs
-// on an injected clock, and returns the command's exit code. Ending the
+// Exec is what `sandplane run` and `exec` need: it starts a command
+// asynchronously in a fresh session, sends it the caller's stdin and ends
+// that input where the caller's ends, streams its stdout and stderr by
+// polling the command's logs on an injected clock (following them over the
+// logs' WebSocket from the first byte that JSON cannot carry), and returns
+// the command's exit code. Run is Exec with an empty stdin. Ending the
 // context deletes the session, which kills the command.
 //
-// Follow streams a command's output over the logs' WebSocket instead, as
+// Follow streams a command's output over the logs' WebSocket, as
 // the SDKs' log callbacks do, and SendInput writes to an async command's
 // stdin; Entrypoint and FollowEntrypoint read the sandbox's entrypoint
 // session.

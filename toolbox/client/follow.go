@@ -47,24 +47,38 @@ func (c *Client) FollowEntrypoint(ctx context.Context, stdout, stderr io.Writer)
 }
 
 func (c *Client) follow(ctx context.Context, path string, stdout, stderr io.Writer) error {
+	conn, err := c.dialLogs(ctx, path)
+	if err != nil {
+		return err
+	}
+	return c.copyLogs(ctx, conn, path, &demux{stdout: stdout, stderr: stderr})
+}
+
+// dialLogs opens the WebSocket that follows the logs at path.
+func (c *Client) dialLogs(ctx context.Context, path string) (*websocket.Conn, error) {
 	u, err := url.Parse(c.base + path + "?follow=true")
 	if err != nil {
-		return provider.Errorf(provider.InvalidArgument, "toolbox follow: %v", err)
+		return nil, provider.Errorf(provider.InvalidArgument, "toolbox follow: %v", err)
 	}
 	u.Scheme = strings.Replace(u.Scheme, "http", "ws", 1)
 	conn, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: c.header})
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		if resp != nil && resp.StatusCode >= 300 {
-			return c.fail(http.MethodGet, path, resp)
+			return nil, c.fail(http.MethodGet, path, resp)
 		}
-		return provider.Errorf(provider.Unavailable, "toolbox at %s: following %s: %v", c.base, path, err)
+		return nil, provider.Errorf(provider.Unavailable, "toolbox at %s: following %s: %v", c.base, path, err)
 	}
+	return conn, nil
+}
+
+// copyLogs demultiplexes the followed logs on conn with d until the
+// toolbox closes it, and closes it.
+func (c *Client) copyLogs(ctx context.Context, conn *websocket.Conn, path string, d *demux) error {
 	defer conn.CloseNow()
 	conn.SetReadLimit(maxFollowMessage)
-	d := &demux{stdout: stdout, stderr: stderr}
 	for {
 		_, msg, err := conn.Read(ctx)
 		if err != nil {
@@ -93,8 +107,11 @@ var (
 // across messages, so a tail that could start one waits for the next.
 type demux struct {
 	stdout, stderr io.Writer
-	current        io.Writer // nil until the first marker; bytes before it are dropped
-	pending        []byte
+	// skipOut and skipErr are how many bytes of each stream are dropped
+	// first: they were written already, from the logs' JSON.
+	skipOut, skipErr int
+	current          int // 0 until the first marker (bytes before it are dropped), then 1 (stdout) or 2 (stderr)
+	pending          []byte
 }
 
 func (d *demux) write(p []byte) error {
@@ -110,19 +127,28 @@ func (d *demux) write(p []byte) error {
 		if err := d.emit(d.pending[:i]); err != nil {
 			return err
 		}
-		d.current = d.stderr
+		d.current = 2
 		if bytes.Equal(marker, stdoutMarker) {
-			d.current = d.stdout
+			d.current = 1
 		}
 		d.pending = d.pending[i+len(marker):]
 	}
 }
 
 func (d *demux) emit(p []byte) error {
-	if len(p) == 0 || d.current == nil {
+	w, skip := d.stdout, &d.skipOut
+	switch d.current {
+	case 0:
+		return nil
+	case 2:
+		w, skip = d.stderr, &d.skipErr
+	}
+	n := min(len(p), *skip)
+	*skip -= n
+	if p = p[n:]; len(p) == 0 || w == nil {
 		return nil
 	}
-	if _, err := d.current.Write(p); err != nil {
+	if _, err := w.Write(p); err != nil {
 		return provider.Errorf(provider.Internal, "writing followed output: %w", err)
 	}
 	return nil
