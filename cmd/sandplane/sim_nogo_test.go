@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +34,6 @@ func TestSimRunsWithoutGoOrHome(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code, body)
 }
 
-// idOf reads the id out of a Sandbox body.
 // startBareSim runs `sandplane sim` with nothing in its environment but
 // an empty PATH, HOME and TMPDIR, until the test ends, and returns it with
 // a function that calls its API with an API key of its own.
@@ -46,17 +44,7 @@ func startBareSim(t *testing.T) (*exec.Cmd, func(method, path, body string) (int
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	cmd := exec.CommandContext(ctx, bin, "sim", "--listen", addr, "--admin-key", "nogo-admin")
 	// Nothing else: no PATH (so no go), no HOME, no GOMODCACHE or GOPATH.
-	tmp := t.TempDir()
-	cmd.Env = []string{"PATH=", "HOME=" + t.TempDir(), "TMPDIR=" + tmp}
-	// Registered first, so it runs once the simulator is gone: whatever
-	// its sandboxes left (the simulator is killed, not stopped) in its
-	// default root, under TMPDIR.
-	t.Cleanup(func() {
-		roots, _ := filepath.Glob(filepath.Join(tmp, "sandplane-sim-*"))
-		for _, root := range roots {
-			testdaemon.KillMarked(t, root)
-		}
-	})
+	cmd.Env = []string{"PATH=", "HOME=" + t.TempDir(), "TMPDIR=" + t.TempDir()}
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -100,6 +88,7 @@ func startBareSim(t *testing.T) (*exec.Cmd, func(method, path, body string) (int
 	return cmd, do
 }
 
+// idOf reads the id out of a Sandbox body.
 func idOf(t *testing.T, body string) string {
 	t.Helper()
 	_, rest, ok := strings.Cut(body, `"id":"`)
