@@ -190,8 +190,14 @@ func (m *Manager) insert(e *entry) error {
 			return provider.Errorf(provider.FailedPrecondition, "sandbox %s is still %s after the daemon restart; retry in a few seconds", o.rec.ID, doingRollback)
 		case o.rec.ID == e.rec.ID:
 			return provider.Errorf(provider.AlreadyExists, "a sandbox with id %q already exists: pick another id or delete it first", e.rec.ID)
-		case o.rec.Name == e.rec.Name || o.rec.ID == e.rec.Name || o.rec.Name == e.rec.ID:
+		case o.rec.Name == e.rec.ID:
+			// First: a name left to default to the id clashes too, and the
+			// id is what the caller chose.
+			return provider.Errorf(provider.AlreadyExists, "the id %q is the name of sandbox %s, and lookups take either: pick another id", e.rec.ID, o.rec.ID)
+		case o.rec.Name == e.rec.Name:
 			return provider.Errorf(provider.AlreadyExists, "a sandbox named %q already exists: pick another name or delete it first", e.rec.Name)
+		case o.rec.ID == e.rec.Name:
+			return provider.Errorf(provider.AlreadyExists, "the name %q is the id of sandbox %s, and lookups take either: pick another name", e.rec.Name, o.rec.ID)
 		}
 	}
 	m.reg.add(e)

@@ -193,6 +193,20 @@ func TestCreateErrors(t *testing.T) {
 	}
 	_, err := h.m.Create(context.Background(), provider.CreateRequest{EnvVars: map[string]string{"SECRET": "abc\x00def"}})
 	assert.NotContains(t, provider.Message(err), "abc", "an env value never reaches an error")
+
+	// A clash names what clashed with what.
+	for _, tt := range []struct {
+		req  provider.CreateRequest
+		want string
+	}{
+		{provider.CreateRequest{ID: "taken"}, `a sandbox with id "taken" already exists`},
+		{provider.CreateRequest{Name: "taken-name"}, `a sandbox named "taken-name" already exists`},
+		{provider.CreateRequest{Name: "taken"}, `the name "taken" is the id of sandbox taken`},
+		{provider.CreateRequest{ID: "taken-name"}, `the id "taken-name" is the name of sandbox taken`},
+	} {
+		_, err := h.m.Create(context.Background(), tt.req)
+		assert.Contains(t, provider.Message(err), tt.want)
+	}
 	_, err = h.m.Create(context.Background(), provider.CreateRequest{Labels: manyLabels(MaxLabels), EnvVars: map[string]string{"K": "ok"}})
 	require.NoError(t, err, "the bounds themselves are allowed")
 	assert.Len(t, h.m.List(context.Background(), nil), 2, "failed creates leave nothing in the registry")
