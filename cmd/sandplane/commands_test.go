@@ -107,7 +107,8 @@ func TestExec(t *testing.T) {
 
 func TestExecAndRunPassStdinOnAndEndIt(t *testing.T) {
 	d := startCLIDaemon(t)
-	require.Equal(t, 0, d.cli(t, "create", "--name", "box").code)
+	// Never idle-stopped between the cases: the daemon's minute is short.
+	require.Equal(t, 0, d.cli(t, "create", "--name", "box", "--auto-stop", "0").code)
 	everyByte := make([]byte, 256) // each once: no marker of the followed logs
 	for i := range everyByte {
 		everyByte[i] = byte(i)
