@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -230,12 +231,13 @@ func (m *Manager) syncRoot() <-chan error {
 }
 
 // fillStaged writes a new sandbox's first files (env, token, record) into
-// its staging directory, durably: every file, then the directory, is synced
+// its staging directory, durably: every file, and the directory, is synced
 // before the rename publishes them, so that no machine crash brings back a
 // published sandbox with an empty record. Written in place, without the
 // temp file and rename of writeFileAtomic: nothing reads a staging
 // directory, and a crash leaves it to clearLeftovers. All are written
-// before any is synced, so that one journal commit carries them all.
+// before any is synced, and the syncs run at once, so that a journal
+// commit carries what several would otherwise wait for one after another.
 func fillStaged(dir string, rec *record, env map[string]string) error {
 	envData, err := json.Marshal(env)
 	if err != nil {
@@ -267,13 +269,25 @@ func fillStaged(dir string, rec *record, env map[string]string) error {
 		}
 		written = append(written, fh)
 	}
+	errs := make([]error, len(written)+1)
+	var wg sync.WaitGroup
 	for i, fh := range written {
-		if err := fh.Sync(); err != nil {
-			return provider.Errorf(provider.Internal, "sync %s: %w", files[i].name, err)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fh.Sync(); err != nil {
+				errs[i] = provider.Errorf(provider.Internal, "sync %s: %w", files[i].name, err)
+			}
+		}()
 	}
 	if err := syncDir(dir); err != nil {
-		return provider.Errorf(provider.Internal, "sync the new sandbox directory: %w", err)
+		errs[len(written)] = provider.Errorf(provider.Internal, "sync the new sandbox directory: %w", err)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
