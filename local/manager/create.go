@@ -78,18 +78,27 @@ func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provi
 		return provider.Sandbox{}, err
 	}
 	rootSynced := m.syncRoot()
-	if err := m.spawn(ctx, e, snap); err != nil {
-		return provider.Sandbox{}, m.rollBackCreate(e, err)
-	}
-	if err := <-rootSynced; err != nil {
-		m.abandon(e)
-		return provider.Sandbox{}, m.rollBackCreate(e, provider.Errorf(provider.CreateFailed, "sync the daemon root %s: %v; the create was rolled back", m.opts.Root, err))
-	}
-	s, err := m.update(e, func(r *record) {
+	started := func(r *record) {
 		r.State = provider.StateStarted
 		r.Creating = false
 		r.LastActivityAt = m.clk.Now()
-	}, emission{provider.EventCreated, ""}, emission{provider.EventStarted, ""}, bumped)
+	}
+	next, err := m.spawn(ctx, e, snap, started)
+	if err != nil {
+		return provider.Sandbox{}, m.rollBackCreate(e, err)
+	}
+	if err := <-rootSynced; err != nil {
+		next.discard()
+		m.abandon(e)
+		return provider.Sandbox{}, m.rollBackCreate(e, provider.Errorf(provider.CreateFailed, "sync the daemon root %s: %v; the create was rolled back", m.opts.Root, err))
+	}
+	// The commit point of the create, durable before it is answered: the
+	// record stops saying creating, so that no crash from now on, of the
+	// daemon or of the machine, rolls back a sandbox its client was told
+	// exists. (A machine crash ends a native workload too, but the sandbox,
+	// its directory and what the workload wrote there, outlives it, as
+	// stopped; a record still creating would be rolled back whole.)
+	s, err := m.commit(e, next, started, true, emission{provider.EventCreated, ""}, emission{provider.EventStarted, ""}, bumped)
 	if err != nil {
 		m.abandon(e)
 		return provider.Sandbox{}, m.rollBackCreate(e, provider.Errorf(provider.CreateFailed, "%s; the create was rolled back", provider.Message(err)))

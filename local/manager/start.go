@@ -38,14 +38,16 @@ func (m *Manager) Start(ctx context.Context, idOrName string) (provider.Sandbox,
 	if _, err := m.update(e, func(r *record) { r.State = provider.StateStarting; r.ErrorReason = "" }); err != nil {
 		return provider.Sandbox{}, err
 	}
-	if err := m.spawn(ctx, e, snap); err != nil {
+	started := func(r *record) {
+		r.State = provider.StateStarted
+		r.LastActivityAt = m.clk.Now()
+	}
+	next, err := m.spawn(ctx, e, snap, started)
+	if err != nil {
 		m.markStartFailed(e, err)
 		return provider.Sandbox{}, err
 	}
-	s, err := m.update(e, func(r *record) {
-		r.State = provider.StateStarted
-		r.LastActivityAt = m.clk.Now()
-	}, emission{provider.EventStarted, ""}, bumped)
+	s, err := m.commit(e, next, started, true, emission{provider.EventStarted, ""}, bumped)
 	if err != nil {
 		return provider.Sandbox{}, err
 	}
