@@ -78,10 +78,11 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot, up func(r 
 		Record: func(h driver.Handle, port int) error {
 			// On disk before anything waits for the workload, so that a
 			// daemon killed now finds it. Not durable against a machine
-			// crash: the write of the state that follows is, and until it
-			// the record says the sandbox is not started yet, so a machine
-			// crash before it rolls the sandbox back, and the workload,
-			// marked with the root, is an orphan.
+			// crash: the write of the state that follows is (but for a
+			// native start's, whose loss changes nothing: see
+			// startDurable), and until it the record says the sandbox is
+			// not started yet, so a machine crash before it rolls a create
+			// back, and the workload, marked with the root, is an orphan.
 			if _, err := m.write(e, func(r *record) {
 				r.Handle = &h
 				r.Port, r.LastPort, r.SandboxPort = port, port, declared[0]
