@@ -392,7 +392,7 @@ func (m *Manager) publish(staged, id string) error {
 	}
 	switch {
 	case err == nil:
-		return nil // durable once the root is synced: see syncRoot
+		return nil // durable once the root is synced: see makeDir
 	case errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTEMPTY):
 		return provider.Errorf(provider.AlreadyExists, "%s already exists and is not a sandbox of this daemon: pick another id, or move that folder out of the root", dst)
 	}
