@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -330,6 +332,21 @@ func TestPortRange(t *testing.T) {
 	defer full.Close()
 	_, err = full.Allocate(0)
 	assert.Equal(t, provider.ResourceExhausted, provider.Code(err), "no free port in the range")
+}
+
+// The lock file of the port a range hands out next is made ahead, off the
+// path of the create that will take it; Close waits for it.
+func TestPortRangeMakesTheNextLockFileAhead(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	lockDir := t.TempDir()
+	p := launcher.NewPortRange(base, base+10, lockDir)
+	port, err := p.Allocate(0)
+	require.NoError(t, err)
+	p.Close()
+	assert.FileExists(t, filepath.Join(lockDir, strconv.Itoa(port+1)+".lock"), "the next port's, which nothing took yet")
 }
 
 func TestNotReadyErrorSaysWhy(t *testing.T) {

@@ -35,6 +35,9 @@ type PortRange struct {
 	mu   sync.Mutex
 	held map[int]*os.File // the lock file of each held port, or nil
 	next int
+	// ahead makes the lock file of the port handed out next, in the
+	// background; Close waits for it.
+	ahead sync.WaitGroup
 }
 
 var _ Ports = (*PortRange)(nil)
@@ -47,7 +50,9 @@ func NewPortRange(min, max int, lockDir string) *PortRange {
 			lockDir = "" // locking is a courtesy between daemons; binding still guards
 		}
 	}
-	return &PortRange{min: min, max: max, lockDir: lockDir, held: map[int]*os.File{}, next: min}
+	p := &PortRange{min: min, max: max, lockDir: lockDir, held: map[int]*os.File{}, next: min}
+	p.makeAhead(p.next)
+	return p
 }
 
 // DefaultLockDir is shared by every daemon of this user on this machine.
@@ -71,6 +76,7 @@ func (p *PortRange) Allocate(prefer int) (int, error) {
 			p.next = p.min
 		}
 		if p.take(port) {
+			p.makeAhead(p.next)
 			return port, nil
 		}
 	}
@@ -103,7 +109,7 @@ func (p *PortRange) lock(port int) (*os.File, bool) {
 	if p.lockDir == "" {
 		return nil, true
 	}
-	f, err := os.OpenFile(filepath.Join(p.lockDir, strconv.Itoa(port)+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(p.lockPath(port), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, true // cannot coordinate; binding still guards
 	}
@@ -112,6 +118,34 @@ func (p *PortRange) lock(port int) (*os.File, bool) {
 		return nil, false
 	}
 	return f, true
+}
+
+// lockPath is the file of port's machine-wide lock.
+func (p *PortRange) lockPath(port int) string {
+	return filepath.Join(p.lockDir, strconv.Itoa(port)+".lock")
+}
+
+// makeAhead makes the lock file of port, which the range hands out next,
+// unless it exists, in the background: creating a file costs a create far
+// more than opening one (an inode to allocate, on ext4 a search past the
+// recently freed ones), and the first pass through a range would pay it
+// on every create. Lock files are never removed, so this is needed only
+// once per port and machine. The caller holds p.mu (or has p to itself).
+func (p *PortRange) makeAhead(port int) {
+	if p.lockDir == "" {
+		return
+	}
+	path := p.lockPath(port)
+	if _, err := os.Lstat(path); err == nil {
+		return
+	}
+	p.ahead.Add(1)
+	go func() {
+		defer p.ahead.Done()
+		if f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600); err == nil {
+			f.Close() // only the file is wanted; take locks it
+		}
+	}()
 }
 
 // Reserve marks a port held by a workload adopted after a restart.
@@ -143,6 +177,7 @@ func (p *PortRange) Release(port int) {
 func (p *PortRange) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.ahead.Wait() // its goroutine never takes p.mu
 	for port, lock := range p.held {
 		if lock != nil {
 			lock.Close()

@@ -106,10 +106,11 @@ func (m *Manager) flushActivity() {
 }
 
 // writeActivity writes e's record if its activity is newer on disk than in
-// memory. The record's state is already on disk, durably: only the
-// activity time is new, so the write skips the directory's fsync, and a
-// machine crash may bring back the previous record, with an older
-// activity time and the same state.
+// memory. Only the activity time is new: the record's state is already on
+// disk, durably, or, after a native start, where losing it changes nothing
+// (see startDurable). So the write skips the directory's fsync, and a
+// machine crash may bring back the previous record, with an older activity
+// time and a state that recovers alike.
 func (m *Manager) writeActivity(e *entry) error {
 	e.persistMu.Lock()
 	defer e.persistMu.Unlock()

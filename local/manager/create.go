@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -73,22 +74,32 @@ func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provi
 		return provider.Sandbox{}, err
 	}
 	defer e.op.unlock()
-	if err := m.register(e, sandboxEnv(snap.Env, m.opts.PassEnv, req.EnvVars)); err != nil {
+	durable, err := m.register(e, sandboxEnv(snap.Env, m.opts.PassEnv, req.EnvVars))
+	if err != nil {
 		return provider.Sandbox{}, err
 	}
-	rootSynced := m.syncRoot()
-	if err := m.spawn(ctx, e, snap); err != nil {
-		return provider.Sandbox{}, m.rollBackCreate(e, err)
-	}
-	if err := <-rootSynced; err != nil {
-		m.abandon(e)
-		return provider.Sandbox{}, m.rollBackCreate(e, provider.Errorf(provider.CreateFailed, "sync the daemon root %s: %v; the create was rolled back", m.opts.Root, err))
-	}
-	s, err := m.update(e, func(r *record) {
+	started := func(r *record) {
 		r.State = provider.StateStarted
 		r.Creating = false
 		r.LastActivityAt = m.clk.Now()
-	}, emission{provider.EventCreated, ""}, emission{provider.EventStarted, ""}, bumped)
+	}
+	next, err := m.spawn(ctx, e, snap, started)
+	if err != nil {
+		<-durable // its syncs outlive no create
+		return provider.Sandbox{}, m.rollBackCreate(e, err)
+	}
+	if err := <-durable; err != nil {
+		next.discard()
+		m.abandon(e)
+		return provider.Sandbox{}, m.rollBackCreate(e, provider.Errorf(provider.CreateFailed, "%s; the create was rolled back", provider.Message(err)))
+	}
+	// The commit point of the create, durable before it is answered: the
+	// record stops saying creating, so that no crash from now on, of the
+	// daemon or of the machine, rolls back a sandbox its client was told
+	// exists. (A machine crash ends a native workload too, but the sandbox,
+	// its directory and what the workload wrote there, outlives it, as
+	// stopped; a record still creating would be rolled back whole.)
+	s, err := m.commit(e, next, started, true, emission{provider.EventCreated, ""}, emission{provider.EventStarted, ""}, bumped)
 	if err != nil {
 		m.abandon(e)
 		return provider.Sandbox{}, m.rollBackCreate(e, provider.Errorf(provider.CreateFailed, "%s; the create was rolled back", provider.Message(err)))
@@ -145,18 +156,20 @@ func (m *Manager) plan(req provider.CreateRequest) (*entry, Snapshot, error) {
 // register makes e a sandbox: in the registry, then on disk with env and its
 // first record. It holds e's persist lock until that record is on disk, so
 // that an update racing the create (a refresh by id) never writes into a
-// directory that is not yet this sandbox's. On error e is unknown again.
-func (m *Manager) register(e *entry, env map[string]string) error {
+// directory that is not yet this sandbox's. The channel says when the rest
+// is durable (see makeDir). On error e is unknown again.
+func (m *Manager) register(e *entry, env map[string]string) (<-chan error, error) {
 	e.persistMu.Lock()
 	defer e.persistMu.Unlock()
 	if err := m.insert(e); err != nil {
-		return err
+		return nil, err
 	}
-	if err := m.makeDir(e.rec, env); err != nil {
+	durable, err := m.makeDir(e.rec, env)
+	if err != nil {
 		m.forget(e)
-		return err
+		return nil, err
 	}
-	return nil
+	return durable, nil
 }
 
 // rollBackCreate undoes register once nothing of e's workload runs, and
@@ -208,80 +221,119 @@ func (m *Manager) insert(e *entry) error {
 // record, under a staging name, and renames it into place: a directory in
 // the root is a sandbox's from the moment it exists, so anything else found
 // there is never the daemon's to remove. On error nothing is left.
-func (m *Manager) makeDir(rec *record, env map[string]string) error {
+//
+// What the record's durability does not need is made durable in the
+// background, so that it overlaps the workload's start, and the channel
+// says how that went; the create waits for it before its commit point:
+// the env and token files, which until then may be lost to a machine crash
+// (the record, durable, says creating, so the restart rolls the sandbox
+// back whole whatever they hold), and the rename, which until then a
+// machine crash may undo (leaving the staged directory to clearLeftovers,
+// and the create, never answered, undone; a daemon killed meanwhile finds
+// the directory, which the kernel already shows).
+func (m *Manager) makeDir(rec *record, env map[string]string) (<-chan error, error) {
 	staged, err := m.stage(rec.ID)
 	if err != nil {
-		return provider.Errorf(provider.Internal, "create sandbox directory: %w", err)
+		return nil, provider.Errorf(provider.Internal, "create sandbox directory: %w", err)
 	}
-	if err = fillStaged(staged, rec, env); err == nil {
-		err = m.publish(staged, rec.ID)
+	rest, err := fillStaged(staged, rec, env)
+	if err == nil {
+		if err = m.publish(staged, rec.ID); err != nil {
+			for _, f := range rest {
+				f.Close()
+			}
+		}
 	}
 	if err != nil {
 		_ = os.RemoveAll(staged)
+		return nil, err
 	}
-	return err
+	return m.syncPublished(rest), nil
 }
 
-// syncRoot makes the rename that published a new sandbox's directory
-// durable, in the background, so that the sync overlaps the workload's
-// start-up: a create waits for it before it records the sandbox started.
-// Until then a machine crash may undo the rename, which leaves the staged
-// directory to clearLeftovers, and the create, never answered, undone; a
-// daemon killed meanwhile finds the directory, which the kernel already
-// shows.
-func (m *Manager) syncRoot() <-chan error {
+// syncPublished syncs files, the rest of a published sandbox's first
+// files, and the root, at once, closes files, and says how it went: the
+// first error, naming what failed, or nil.
+func (m *Manager) syncPublished(files []*os.File) <-chan error {
 	done := make(chan error, 1)
-	go func() { done <- syncDir(m.opts.Root) }()
+	go func() {
+		errs := make([]error, len(files)+1)
+		var wg sync.WaitGroup
+		for i, f := range files {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer f.Close()
+				if err := f.Sync(); err != nil {
+					errs[i] = provider.Errorf(provider.Internal, "sync %s of the new sandbox: %v", filepath.Base(f.Name()), err)
+				}
+			}()
+		}
+		if err := syncDir(m.opts.Root); err != nil {
+			errs[len(files)] = provider.Errorf(provider.Internal, "sync the daemon root %s: %v", m.opts.Root, err)
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
 	return done
 }
 
 // fillStaged writes a new sandbox's first files (env, token, record) into
-// its staging directory, durably: every file, then the directory, is synced
-// before the rename publishes them, so that no machine crash brings back a
-// published sandbox with an empty record. Written in place, without the
-// temp file and rename of writeFileAtomic: nothing reads a staging
-// directory, and a crash leaves it to clearLeftovers. All are written
-// before any is synced, so that one journal commit carries them all.
-func fillStaged(dir string, rec *record, env map[string]string) error {
+// its staging directory. The record and the directory are synced, at once,
+// before it returns, and so before the rename publishes them, so that no
+// machine crash brings back a published sandbox with an empty record or
+// none; the env and token files are returned open and not synced, for
+// makeDir to sync later. Written in place, without the temp file and
+// rename of writeFileAtomic: nothing reads a staging directory, and a
+// crash leaves it to clearLeftovers. On error it closes what it opened.
+func fillStaged(dir string, rec *record, env map[string]string) (rest []*os.File, err error) {
 	envData, err := json.Marshal(env)
 	if err != nil {
-		return provider.Errorf(provider.Internal, "encode %s: %w", envFile, err)
+		return nil, provider.Errorf(provider.Internal, "encode %s: %w", envFile, err)
 	}
 	recData, err := encodeRecord(rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	files := []struct {
-		name string
-		data []byte
-		perm os.FileMode
-	}{
-		{envFile, envData, 0o600},
-		{tokenFile, []byte(newToken() + "\n"), 0o600},
-		{recordFile, recData, 0o644},
-	}
-	var written []*os.File
 	defer func() {
-		for _, f := range written {
-			f.Close()
+		if err != nil {
+			for _, f := range rest {
+				f.Close()
+			}
+			rest = nil
 		}
 	}()
-	for _, f := range files {
-		fh, err := writeNew(filepath.Join(dir, f.name), f.data, f.perm)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{envFile, envData}, {tokenFile, []byte(newToken() + "\n")}} {
+		fh, err := writeNew(filepath.Join(dir, f.name), f.data, 0o600)
 		if err != nil {
-			return provider.Errorf(provider.Internal, "write %s: %w", f.name, err)
+			return rest, provider.Errorf(provider.Internal, "write %s: %w", f.name, err)
 		}
-		written = append(written, fh)
+		rest = append(rest, fh)
 	}
-	for i, fh := range written {
-		if err := fh.Sync(); err != nil {
-			return provider.Errorf(provider.Internal, "sync %s: %w", files[i].name, err)
-		}
+	fh, err := writeNew(filepath.Join(dir, recordFile), recData, 0o644)
+	if err != nil {
+		return rest, provider.Errorf(provider.Internal, "write %s: %w", recordFile, err)
 	}
+	defer fh.Close()
+	synced := make(chan error, 1)
+	go func() { synced <- fh.Sync() }()
 	if err := syncDir(dir); err != nil {
-		return provider.Errorf(provider.Internal, "sync the new sandbox directory: %w", err)
+		<-synced
+		return rest, provider.Errorf(provider.Internal, "sync the new sandbox directory: %w", err)
 	}
-	return nil
+	if err := <-synced; err != nil {
+		return rest, provider.Errorf(provider.Internal, "sync %s: %w", recordFile, err)
+	}
+	return rest, nil
 }
 
 // writeNew creates path, which must not exist, with data and perm, and

@@ -370,3 +370,107 @@ func TestSettersRacingDeleteAnswerNotFound(t *testing.T) {
 		assert.NoDirExists(t, filepath.Join(h.root, "short-lived"))
 	}
 }
+
+// probeGate is ready once released, and says when it is first asked: the
+// workload is started then, its handle on record, its started record
+// prepared.
+type probeGate struct {
+	*drivertest.Fake
+	asked   chan struct{}
+	once    sync.Once
+	release chan struct{}
+}
+
+func newProbeGate() *probeGate {
+	return &probeGate{Fake: drivertest.New(provider.RuntimeNative), asked: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (p *probeGate) Probe(ctx context.Context, h driver.Handle, port int) (bool, error) {
+	p.once.Do(func() { close(p.asked) })
+	select {
+	case <-p.release:
+		return true, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// The record that says a sandbox started is prepared while its workload
+// starts; a change that comes meanwhile (a setter, a refresh) must not be
+// lost to it: the create and the start write theirs afresh over the change.
+func TestAChangeWhileTheWorkloadStartsIsKept(t *testing.T) {
+	ctx := context.Background()
+	for _, op := range []string{"create", "start"} {
+		t.Run(op, func(t *testing.T) {
+			p := newProbeGate()
+			h := newHarness(t, useRuntime(p), func(o *Options) {
+				o.Snapshots[DefaultSnapshot] = Snapshot{Command: []string{"workload"}}
+			})
+			if op == "start" {
+				close(p.release)
+				h.create(provider.CreateRequest{ID: "busy"})
+				_, err := h.m.Stop(ctx, "busy")
+				require.NoError(t, err)
+				p.once, p.asked, p.release = sync.Once{}, make(chan struct{}), make(chan struct{})
+			}
+			done := make(chan error, 1)
+			go func() {
+				var err error
+				if op == "create" {
+					_, err = h.m.Create(ctx, provider.CreateRequest{ID: "busy"})
+				} else {
+					_, err = h.m.Start(ctx, "busy")
+				}
+				done <- err
+			}()
+			<-p.asked
+			_, err := h.m.SetAutoStopInterval(ctx, "busy", 7)
+			require.NoError(t, err)
+			h.clk.Advance(time.Second)
+			require.NoError(t, h.m.RefreshActivity(ctx, "busy"))
+			refreshed := h.clk.Now()
+			close(p.release)
+			require.NoError(t, <-done)
+
+			s := h.get("busy")
+			assert.Equal(t, provider.StateStarted, s.State)
+			assert.Equal(t, 7, s.AutoStopInterval, "the setter's change")
+			assert.Equal(t, refreshed, s.LastActivityAt, "the refresh's time")
+			r := readRecord(t, h.root, "busy")
+			assert.Equal(t, provider.StateStarted, r.State)
+			assert.False(t, r.Creating)
+			assert.Equal(t, 7, r.AutoStopInterval, "on disk too")
+			assert.True(t, r.LastActivityAt.Equal(refreshed), "on disk too")
+		})
+	}
+}
+
+// Without a change meanwhile, the prepared record is the one written: on
+// disk what is in memory, started, no longer creating.
+func TestThePreparedRecordIsWhatStartedWrites(t *testing.T) {
+	ctx := context.Background()
+	p := newProbeGate()
+	close(p.release)
+	h := newHarness(t, useRuntime(p), func(o *Options) {
+		o.Snapshots[DefaultSnapshot] = Snapshot{Command: []string{"workload"}}
+	})
+	check := func(s provider.Sandbox) {
+		t.Helper()
+		r := readRecord(t, h.root, s.ID)
+		assert.Equal(t, provider.StateStarted, r.State)
+		assert.False(t, r.Creating)
+		assert.Equal(t, s.Port, r.Port)
+		assert.NotNil(t, r.Handle)
+		assert.True(t, r.LastActivityAt.Equal(s.LastActivityAt))
+		assert.Equal(t, s, h.get(s.ID))
+	}
+	s := h.create(provider.CreateRequest{ID: "plain"})
+	check(s)
+	_, err := h.m.Stop(ctx, "plain")
+	require.NoError(t, err)
+	h.clk.Advance(time.Second)
+	s, err = h.m.Start(ctx, "plain")
+	require.NoError(t, err)
+	check(s)
+	assert.Equal(t, h.clk.Now(), s.LastActivityAt)
+}

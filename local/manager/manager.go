@@ -488,6 +488,18 @@ func (m *Manager) update(e *entry, fn func(r *record), events ...emission) (prov
 
 // write is update, durable or not (see writeFileAtomic).
 func (m *Manager) write(e *entry, fn func(r *record), durable bool, events ...emission) (provider.Sandbox, error) {
+	return m.commit(e, nil, fn, durable, events...)
+}
+
+// commit is write with p, fn's record prepared while the workload started
+// (see prepare): while p still follows e's record, p's record is renamed
+// into place; otherwise (a refresh or another update came between, or the
+// preparation failed) p is discarded and fn's record written afresh. A
+// nil p is write.
+func (m *Manager) commit(e *entry, p *prepared, fn func(r *record), durable bool, events ...emission) (provider.Sandbox, error) {
+	if p != nil {
+		<-p.done // before the persist lock, which the preparation never takes
+	}
 	e.persistMu.Lock()
 	defer e.persistMu.Unlock()
 	// Every write of e.rec holds the persist lock, so cur stays current.
@@ -499,16 +511,27 @@ func (m *Manager) write(e *entry, fn func(r *record), durable bool, events ...em
 	case !registered:
 		// Deleted (or rolled back) since the caller looked it up: writing
 		// now would recreate a record in a directory that is gone, or in
-		// a successor's with the same id.
+		// a successor's with the same id. p's file, if any, went with the
+		// directory.
 		return m.info(cur), provider.Errorf(provider.NotFound, "sandbox %q was deleted", cur.ID)
 	case e.unreadable != nil:
 		return m.info(cur), unreadableErr(cur.ID, e.unreadable)
 	}
-	next := cur.clone()
-	fn(next)
-	next.UpdatedAt = m.clk.Now()
-	if err := persistIn(m.dir(next.ID), next, durable); err != nil {
-		return m.info(cur), err
+	var next *record
+	if p.follows(cur) {
+		if err := p.install(durable); err != nil {
+			p.discard()
+			return m.info(cur), err
+		}
+		next = p.next
+	} else {
+		p.discard()
+		next = cur.clone()
+		fn(next)
+		next.UpdatedAt = m.clk.Now()
+		if err := persistIn(m.dir(next.ID), next, durable); err != nil {
+			return m.info(cur), err
+		}
 	}
 	e.activityDirty = false // the record on disk has the latest activity
 	m.install(e, next)

@@ -403,3 +403,49 @@ func TestRestartSweepsTheRuntimes(t *testing.T) {
 	defer rt.mu.Unlock()
 	assert.Equal(t, []string{h.root}, rt.roots)
 }
+
+// A native start's started record is not synced before the start answers
+// (startDurable): the machine crash that could lose it ends the workload
+// too, and a restart must then make of the record left before it, which
+// says starting, what it makes of a started one: the workload is gone, the
+// sandbox stopped.
+func TestAStartingRecordRecoversAsAStartedOne(t *testing.T) {
+	for _, state := range []provider.State{provider.StateStarting, provider.StateStarted} {
+		t.Run(string(state), func(t *testing.T) {
+			h := newHarness(t)
+			h.create(provider.CreateRequest{ID: "crashed"})
+			h.m.Close()
+			h.rt.Kill(h.handle("crashed"), "killed: signal SIGKILL") // the machine went down
+			rewrite(t, h.root, "crashed", func(r *record) { r.State = state })
+			h.m = nil
+			h.restart()
+			s := h.get("crashed")
+			assert.Equal(t, provider.StateStopped, s.State)
+			assert.Equal(t, reasonGone, s.ErrorReason)
+			assert.Zero(t, s.Port)
+			assert.Zero(t, h.rt.Running())
+		})
+	}
+}
+
+// A create syncs only its first record before it publishes the directory;
+// its env and token files become durable while the workload starts. A
+// machine crash before its commit point may then bring the directory back
+// with those files empty: the record says creating, so the restart rolls
+// the sandbox back whole, and nothing reads them.
+func TestACreateCrashedWithItsEnvAndTokenLostIsRolledBack(t *testing.T) {
+	h := newHarness(t)
+	h.create(provider.CreateRequest{ID: "torn", EnvVars: map[string]string{"K": "v"}})
+	h.m.Close()
+	h.rt.Kill(h.handle("torn"), "killed: signal SIGKILL") // the machine went down
+	rewrite(t, h.root, "torn", func(r *record) { r.State, r.Creating = provider.StateStarting, true })
+	for _, name := range []string{envFile, tokenFile} {
+		require.NoError(t, os.WriteFile(filepath.Join(h.root, "torn", name), nil, 0o600))
+	}
+	h.m = nil
+	h.restart()
+	_, err := h.m.Get(context.Background(), "torn")
+	assert.Equal(t, provider.NotFound, provider.Code(err))
+	assert.NoDirExists(t, filepath.Join(h.root, "torn"))
+	assert.Empty(t, h.m.Warnings(), "nothing left behind to report")
+}

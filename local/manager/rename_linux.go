@@ -7,3 +7,9 @@ import "golang.org/x/sys/unix"
 func renameNoReplace(src, dst string) error {
 	return unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
 }
+
+// renameExchange swaps the files at a and b, both of which must exist.
+// EINVAL when the filesystem cannot.
+func renameExchange(a, b string) error {
+	return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+}

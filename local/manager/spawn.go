@@ -11,15 +11,17 @@ import (
 
 // spawn launches e's workload on a fresh port (its last one when free) and
 // waits until it is ready. The handle is recorded as soon as it exists so
-// that a crash from then on finds the workload. On error nothing runs and
-// the port is free again. The caller holds e.op.
-func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
+// that a crash from then on finds the workload; then what up makes of that
+// record is prepared (see prepare) while the workload starts, for the
+// caller to commit once it is up. On error nothing runs, nothing is
+// prepared, and the port is free again. The caller holds e.op.
+func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot, up func(r *record)) (*prepared, error) {
 	m.mu.Lock()
 	rec := e.rec.clone()
 	m.mu.Unlock()
 	env, err := m.workloadEnv(rec.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	base, command := m.opts.BaseEnv, snap.Command
 	if rec.Runtime == provider.RuntimeDocker {
@@ -37,6 +39,7 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 	}
 	prefer[declared[0]] = rec.LastPort
 	var extra map[int]int // the host ports of the other declared ports
+	var next *prepared
 	_, err = m.launchers[rec.Runtime].Launch(ctx, launcher.Request{
 		Spec: driver.Spec{
 			SandboxID: rec.ID,
@@ -75,16 +78,20 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 		Record: func(h driver.Handle, port int) error {
 			// On disk before anything waits for the workload, so that a
 			// daemon killed now finds it. Not durable against a machine
-			// crash: the write of the state that follows is, and until it
-			// the record says the sandbox is not started yet, so a machine
-			// crash before it rolls the sandbox back, and the workload,
-			// marked with the root, is an orphan.
-			_, err := m.write(e, func(r *record) {
+			// crash: the write of the state that follows is (but for a
+			// native start's, whose loss changes nothing: see
+			// startDurable), and until it the record says the sandbox is
+			// not started yet, so a machine crash before it rolls a create
+			// back, and the workload, marked with the root, is an orphan.
+			if _, err := m.write(e, func(r *record) {
 				r.Handle = &h
 				r.Port, r.LastPort, r.SandboxPort = port, port, declared[0]
 				r.ExtraPorts, r.LastExtraPorts = cloneInts(extra), cloneInts(extra)
-			}, false)
-			return err
+			}, false); err != nil {
+				return err
+			}
+			next = m.prepare(e, up)
+			return nil
 		},
 		Undo: func() {
 			if hook != nil {
@@ -93,7 +100,11 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot) error {
 		},
 		Redact: launcher.Redactor(env),
 	})
-	return err
+	if err != nil {
+		next.discard()
+		return nil, err
+	}
+	return next, nil
 }
 
 // workloadEnv is the sandbox's own environment with its token: the token

@@ -38,20 +38,39 @@ func (m *Manager) Start(ctx context.Context, idOrName string) (provider.Sandbox,
 	if _, err := m.update(e, func(r *record) { r.State = provider.StateStarting; r.ErrorReason = "" }); err != nil {
 		return provider.Sandbox{}, err
 	}
-	if err := m.spawn(ctx, e, snap); err != nil {
+	started := func(r *record) {
+		r.State = provider.StateStarted
+		r.LastActivityAt = m.clk.Now()
+	}
+	next, err := m.spawn(ctx, e, snap, started)
+	if err != nil {
 		m.markStartFailed(e, err)
 		return provider.Sandbox{}, err
 	}
-	s, err := m.update(e, func(r *record) {
-		r.State = provider.StateStarted
-		r.LastActivityAt = m.clk.Now()
-	}, emission{provider.EventStarted, ""}, bumped)
+	s, err := m.commit(e, next, started, startDurable(rec.Runtime), emission{provider.EventStarted, ""}, bumped)
 	if err != nil {
 		return provider.Sandbox{}, err
 	}
 	m.watch(e)
 	return s, nil
 }
+
+// startDurable says whether the record of a start on runtime rt that says
+// it started must be durable before the start answers.
+//
+// Not on native: a native workload is a process of this machine, so the
+// machine crash that could undo the record's rename ends the workload too,
+// and the restart that follows finds the record saying starting (durable
+// before the spawn) or started, checks the workload either way (recoveryOf),
+// finds it gone and records the sandbox stopped: the sync would buy
+// nothing. A kill -9 of the daemon loses nothing the rename put in place.
+// A create is another matter: its started record is its commit point (see
+// Create).
+//
+// On docker it must: an engine on another machine keeps its container
+// through the daemon's machine's crash, and a restart adopts it only by the
+// handle that record makes durable.
+func startDurable(rt provider.Runtime) bool { return rt != provider.RuntimeNative }
 
 // settleBeforeStart returns e's record once no earlier workload of it may
 // still run: a stop that never finished (say a daemon restarted mid-kill

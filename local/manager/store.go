@@ -121,6 +121,124 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode, durable bool) e
 	return syncDir(dir)
 }
 
+// nextFile is where a transition prepares the record it writes once its
+// workload is up (see prepare), beside recordFile, and where the record it
+// replaced stays afterwards, where the filesystem exchanges them. Nothing
+// reads it: the next prepare replaces it, the directory's removal takes it.
+const nextFile = "." + recordFile + ".next"
+
+// prepared is a record written and synced before it is due, while a
+// workload starts, so that writing it when it is due costs a rename and,
+// durable, the directory's sync instead of a new file, its write and its
+// sync as well.
+type prepared struct {
+	// base is the record it follows: it may replace only that one.
+	base *record
+	next *record
+	dir  string
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// prepare writes what fn makes of e's record now into nextFile, in the
+// background, stamped now: the time the workload was started, not the
+// time it was up. The caller holds e.op, so that no other transition
+// prepares meanwhile, and waits for it (write or discard) before anything
+// may remove e's directory.
+func (m *Manager) prepare(e *entry, fn func(r *record)) *prepared {
+	m.mu.Lock()
+	base := e.rec
+	m.mu.Unlock()
+	next := base.clone()
+	fn(next)
+	next.UpdatedAt = m.clk.Now()
+	p := &prepared{base: base, next: next, dir: m.dir(base.ID), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		data, err := encodeRecord(next)
+		if err == nil {
+			err = writeSynced(filepath.Join(p.dir, nextFile), data, 0o644)
+		}
+		p.err = err
+	}()
+	return p
+}
+
+// follows reports whether p, ready, may replace cur. A nil p follows
+// nothing.
+func (p *prepared) follows(cur *record) bool {
+	if p == nil {
+		return false
+	}
+	<-p.done
+	return p.err == nil && p.base == cur
+}
+
+// install puts p's record in place, as writeFileAtomic's rename does,
+// atomically: exchanged with the record it replaces, which stays behind as
+// nextFile, where the filesystem can, renamed over it elsewhere. A rename
+// over a file frees the old one within the call, which on ext4 costs more
+// than the directory's sync; the next prepare's removal of it pays for
+// that, while its workload starts. Only a regular file is exchanged: anything
+// else in the record's place goes to the rename, which refuses what it
+// refuses (a directory). The caller holds the entry's persist lock.
+func (p *prepared) install(durable bool) error {
+	next, cur := filepath.Join(p.dir, nextFile), filepath.Join(p.dir, recordFile)
+	var err error = unix.ENOSYS
+	if fi, lerr := os.Lstat(cur); lerr == nil && fi.Mode().IsRegular() {
+		err = renameExchange(next, cur)
+	}
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		err = os.Rename(next, cur)
+	}
+	if err != nil {
+		return provider.Errorf(provider.Internal, "persist sandbox %s: %w", p.next.ID, err)
+	}
+	if !durable {
+		return nil
+	}
+	if err := syncDir(p.dir); err != nil {
+		return provider.Errorf(provider.Internal, "persist sandbox %s: %w", p.next.ID, err)
+	}
+	return nil
+}
+
+// discard waits for p and removes its file. A nil p does nothing.
+func (p *prepared) discard() {
+	if p == nil {
+		return
+	}
+	<-p.done
+	if p.err == nil {
+		_ = os.Remove(filepath.Join(p.dir, nextFile))
+	}
+}
+
+// writeSynced writes data to a new file at path, with perm, and syncs it.
+// Whatever was at path is removed first, never followed nor written into.
+func writeSynced(path string, data []byte, perm os.FileMode) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(perm); err != nil { // past the umask, as writeFileAtomic
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 func (m *Manager) dir(id string) string { return filepath.Join(m.opts.Root, id) }
 
 // persist writes r, durably: a state it records survives a machine crash.
@@ -274,7 +392,7 @@ func (m *Manager) publish(staged, id string) error {
 	}
 	switch {
 	case err == nil:
-		return nil // durable once the root is synced: see syncRoot
+		return nil // durable once the root is synced: see makeDir
 	case errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTEMPTY):
 		return provider.Errorf(provider.AlreadyExists, "%s already exists and is not a sandbox of this daemon: pick another id, or move that folder out of the root", dst)
 	}
