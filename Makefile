@@ -19,9 +19,11 @@ build:
 run: build
 	./$(BIN) serve $(ARGS)
 
-## test: everything, with the race detector
+## test: everything, with the race detector. Never from the test cache: the
+## end-to-end tests run a daemon they build themselves, which the cache
+## cannot see change.
 test: test-deps
-	CGO_ENABLED=1 $(GO) test -race -timeout 30m ./...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m ./...
 
 # Node packages for the tests that drive the official TypeScript SDK.
 test-deps:
