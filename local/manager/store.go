@@ -97,19 +97,7 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode, durable bool) e
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // a no-op after the rename
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := fillSynced(f, data, perm); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -224,19 +212,23 @@ func writeSynced(path string, data []byte, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	if err := f.Chmod(perm); err != nil { // past the umask, as writeFileAtomic
-		f.Close()
-		return err
+	return fillSynced(f, data, perm)
+}
+
+// fillSynced gives the new file f perm (past the umask), writes data,
+// syncs and closes it; f is closed whatever fails.
+func fillSynced(f *os.File, data []byte, perm os.FileMode) error {
+	err := f.Chmod(perm)
+	if err == nil {
+		_, err = f.Write(data)
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f.Close()
+	return err
 }
 
 func (m *Manager) dir(id string) string { return filepath.Join(m.opts.Root, id) }
