@@ -297,7 +297,9 @@ func (m *Manager) deleteLocked(ctx context.Context, e *entry) error {
 	m.mu.Lock()
 	m.reg.remove(e)
 	m.mu.Unlock()
-	s.State = provider.StateDestroyed
+	// Why it is gone, whatever stopped it before: a sandbox stopped by
+	// auto-stop and deleted later is deleted, not auto_stopped.
+	s.State, s.ErrorReason = provider.StateDestroyed, reasonDeleted
 	m.emit(provider.EventDeleted, s, "") // under the persist lock: nothing of this sandbox follows it
 	e.persistMu.Unlock()
 	return nil

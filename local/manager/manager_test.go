@@ -764,6 +764,31 @@ func TestNothingOfASandboxIsAnnouncedAfterItsDeletion(t *testing.T) {
 	assert.Equal(t, provider.EventDeleted, events[len(events)-1].Type, "a refresh racing the delete is never announced after it")
 }
 
+// A deleted event says the sandbox was deleted, whatever had stopped it.
+func TestDeletedEventSaysDeleted(t *testing.T) {
+	var mu sync.Mutex
+	reasons := map[string]string{}
+	h := newHarness(t, func(o *Options) {
+		o.OnEvent = func(e Event) {
+			if e.Type == provider.EventDeleted {
+				mu.Lock()
+				defer mu.Unlock()
+				reasons[e.Sandbox.ID] = e.Sandbox.ErrorReason
+			}
+		}
+	})
+	ctx := context.Background()
+	h.create(provider.CreateRequest{ID: "running"})
+	h.create(provider.CreateRequest{ID: "parked"})
+	_, err := h.m.StopWithReason(ctx, "parked", "pool: evicted")
+	require.NoError(t, err)
+	require.NoError(t, h.m.Delete(ctx, "running"))
+	require.NoError(t, h.m.Delete(ctx, "parked"))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, map[string]string{"running": "deleted", "parked": "deleted"}, reasons)
+}
+
 func TestDeclaredPortsAreHeldAcrossARestart(t *testing.T) {
 	h := newHarness(t, func(o *Options) {
 		o.PortMin, o.PortMax = 14300, 14303
