@@ -550,20 +550,26 @@ func nextEvent(t *testing.T, ch <-chan provider.Event) provider.Event {
 // its environment: workloads and whatever they started.
 func markedProcesses(t *testing.T, root string) []int {
 	t.Helper()
+	marker := []byte("\x00SANDPLANE_ROOT=" + root + "\x00")
+	return processesWhere(t, "environ", func(env []byte) bool {
+		return bytes.Contains(append([]byte{0}, env...), marker)
+	})
+}
+
+// processesWhere lists the live processes whose /proc/<pid>/<file> match
+// says yes to.
+func processesWhere(t *testing.T, file string, match func([]byte) bool) []int {
+	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	require.NoError(t, err)
-	marker := []byte("SANDPLANE_ROOT=" + root + "\x00")
 	var out []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(append([]byte{0}, env...), append([]byte{0}, marker...)) {
-			continue
-		}
-		if processAlive(pid) {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/" + file)
+		if err == nil && match(b) && processAlive(pid) {
 			out = append(out, pid)
 		}
 	}

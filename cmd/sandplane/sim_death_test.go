@@ -2,9 +2,6 @@ package main
 
 import (
 	"net/http"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,26 +19,14 @@ func TestSimKilledLeavesNoSandbox(t *testing.T) {
 	id := idOf(t, body)
 	code, body = do("POST", "/toolbox/"+id+"/process/execute", `{"command":"sleep 300 & echo started"}`)
 	require.Equal(t, http.StatusOK, code, body)
-	require.NotEmpty(t, processesNaming(id), "the sandbox's init names its directory, and so its id")
+	require.NotEmpty(t, processesNaming(t, id), "the sandbox's init names its directory, and so its id")
 
 	require.NoError(t, sim.Process.Kill())
-	require.Eventually(t, func() bool { return len(processesNaming(id)) == 0 }, 30*time.Second, 20*time.Millisecond,
-		"the sandbox outlived its simulator: %v", processesNaming(id))
+	require.Eventually(t, func() bool { return len(processesNaming(t, id)) == 0 }, 30*time.Second, 20*time.Millisecond,
+		"the sandbox outlived its simulator: %v", processesNaming(t, id))
 }
 
-// processesNaming lists the pids whose command line contains s.
-func processesNaming(s string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), s) {
-			out = append(out, pid)
-		}
-	}
-	return out
+// processesNaming lists the live processes whose command line contains s.
+func processesNaming(t *testing.T, s string) []int {
+	return processesWhere(t, "cmdline", func(cmdline []byte) bool { return strings.Contains(string(cmdline), s) })
 }
