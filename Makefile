@@ -11,9 +11,9 @@ export CGO_ENABLED ?= 0
 
 all: build
 
-## build: bin/sandplane, and beside it bin/sandplane-init, the small init that starts native sandboxes faster
+## build: bin/sandplane, and beside it bin/sandplane-init and bin/sandplane-toolbox, the small init and toolbox that start native sandboxes faster
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/sandplane ./cmd/sandplane-init
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/sandplane ./cmd/sandplane-init ./cmd/sandplane-toolbox
 
 ## run: the local control plane with its default workload and dashboard on 127.0.0.1:4025
 run: build

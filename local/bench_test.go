@@ -37,13 +37,14 @@ func BenchmarkCreateToStarted(b *testing.B) {
 	reportVersus(b, subject, baseline)
 }
 
-// bareSpawn starts `sandplane toolbox` directly and waits until it accepts
-// connections: the floor any control plane pays.
+// bareSpawn starts the default snapshot's workload, sandplane-toolbox,
+// directly and waits until it accepts connections: the floor any control
+// plane pays.
 func bareSpawn(b *testing.B) time.Duration {
 	addr := testdaemon.FreeAddr(b)
 	_, port, _ := net.SplitHostPort(addr)
 	start := time.Now()
-	cmd := exec.Command(testdaemon.Binary(b), "toolbox")
+	cmd := exec.Command(testdaemon.Toolbox(b))
 	cmd.Env = append(os.Environ(), "PORT="+port, "SANDPLANE_SANDBOX_TOKEN=bench-token-0123456789abcdef")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	require.NoError(b, cmd.Start())

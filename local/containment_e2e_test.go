@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,6 +157,10 @@ func TestNothingOfASandboxOutlivesIt(t *testing.T) {
 			port := escape(t, d.P, s)
 			assert.Equal(t, filepath.Join(filepath.Dir(testdaemon.Binary(t)), native.InitProgramName), initProgramOf(t, s.ID),
 				"the sandbox's init is the small program installed beside the daemon")
+			assert.True(t, slices.ContainsFunc(sandboxProcesses(t, s.ID), func(p string) bool {
+				_, cmdline, _ := strings.Cut(p, ": ")
+				return strings.HasPrefix(cmdline, testdaemon.Toolbox(t)+" ")
+			}), "the default workload is the small toolbox installed beside the daemon: %v", sandboxProcesses(t, s.ID))
 
 			tt.end(t, d, s)
 			assert.Empty(t, sandboxProcesses(t, s.ID), "processes of the sandbox outlived it")

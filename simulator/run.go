@@ -20,6 +20,7 @@ import (
 	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/toolbox/toolboxcmd"
 )
 
 // DefaultListen is where Run serves unless told otherwise.
@@ -249,7 +250,12 @@ func (cfg RunConfig) nativeRuntime(rb *RuntimeBackendConfig) error {
 		if err != nil {
 			return fmt.Errorf("find own executable for the workload: %w", err)
 		}
-		rb.Command = []string{self, "toolbox"}
+		// The daemon's default workload: the small toolbox program where it
+		// is installed.
+		var why error
+		if rb.Command, why = toolboxcmd.Workload(self); why != nil {
+			cfg.Logger.Warn("sandboxes start more slowly: they run this binary's toolbox command, as "+toolboxcmd.ProgramName+" was refused", "reason", why)
+		}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/toolbox/toolboxcmd"
 )
 
 func main() {
@@ -53,7 +54,7 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return provider.Errorf(provider.InvalidArgument, "%v (see %s --help)", err, cmd.CommandPath())
 	})
-	root.AddCommand(newServeCmd(), newToolboxCmd(), newSimCmd(),
+	root.AddCommand(newServeCmd(), toolboxcmd.New(versionString()), newSimCmd(),
 		newRunCmd(), newExecCmd(), newLsCmd(), newCreateCmd(), newStopCmd(), newStartCmd(), newRmCmd(),
 		newLogsCmd(), newWatchCmd(), newInfoCmd(), newRelayCmd(), newImageCmd(), newVersionCmd())
 	usageArgs(root)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandplane/sandplane/local/config"
 	"github.com/sandplane/sandplane/local/daemon"
+	"github.com/sandplane/sandplane/toolbox/toolboxcmd"
 )
 
 func newServeCmd() *cobra.Command {
@@ -47,7 +48,11 @@ deletes them). GET /healthz answers while it runs.`,
 				return fmt.Errorf("find own executable for the default snapshot: %w", err)
 			}
 			flags := cmd.Flags()
-			cfg, err := config.Load([]string{self, "toolbox"}, configFile, os.Getenv, func(c *config.Config) {
+			workload, why := toolboxcmd.Workload(self)
+			if why != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "sandplane: warning: native sandboxes start more slowly: the default snapshot runs %s toolbox, as %s was refused: %v\n", self, toolboxcmd.ProgramName, why)
+			}
+			cfg, err := config.Load(workload, configFile, os.Getenv, func(c *config.Config) {
 				if flags.Changed("listen") {
 					c.Listen = listen
 				}

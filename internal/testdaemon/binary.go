@@ -13,8 +13,9 @@ import (
 )
 
 const (
-	mainPackage = "github.com/sandplane/sandplane/cmd/sandplane"
-	initPackage = "github.com/sandplane/sandplane/cmd/sandplane-init"
+	mainPackage    = "github.com/sandplane/sandplane/cmd/sandplane"
+	initPackage    = "github.com/sandplane/sandplane/cmd/sandplane-init"
+	toolboxPackage = "github.com/sandplane/sandplane/cmd/sandplane-toolbox"
 )
 
 var built struct {
@@ -25,9 +26,9 @@ var built struct {
 }
 
 // Binary is the path of a sandplane binary built from this tree, the same
-// for every test of the process, with sandplane-init beside it as `make
-// build` installs them. The first call builds them; a failed build fails
-// every test that asks.
+// for every test of the process, with sandplane-init and sandplane-toolbox
+// beside it as `make build` installs them. The first call builds them; a
+// failed build fails every test that asks.
 func Binary(t testing.TB) string {
 	t.Helper()
 	built.once.Do(build)
@@ -47,13 +48,19 @@ func build() {
 	path := filepath.Join(dir, "sandplane")
 	// Static, so that the same binary runs on the host and in the docker
 	// runtime's FROM-scratch toolbox image.
-	cmd := exec.Command("go", "build", "-o", dir+"/", mainPackage, initPackage)
+	cmd := exec.Command("go", "build", "-o", dir+"/", mainPackage, initPackage, toolboxPackage)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		built.err = fmt.Errorf("%w\n%s", err, out)
 		return
 	}
 	built.path = path
+}
+
+// Toolbox is the path of the sandplane-toolbox built beside Binary: the
+// default snapshot's workload.
+func Toolbox(t testing.TB) string {
+	return filepath.Join(filepath.Dir(Binary(t)), "sandplane-toolbox")
 }
 
 // RequireOwnInit fails t unless this test binary, re-executed as a native

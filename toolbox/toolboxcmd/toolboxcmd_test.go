@@ -1,4 +1,4 @@
-package main
+package toolboxcmd
 
 import (
 	"context"
@@ -67,7 +67,7 @@ func startToolboxCmd(t *testing.T, ctx context.Context, port string, args ...str
 		t.Setenv("SANDPLANE_SANDBOX_TOKEN", cmdTestToken)
 	}
 	token := os.Getenv("SANDPLANE_SANDBOX_TOKEN")
-	cmd := newToolboxCmd()
+	cmd := New("test")
 	cmd.SetArgs(args)
 	cmd.SetErr(io.Discard)
 	errc := make(chan error, 1)
@@ -137,7 +137,7 @@ func TestToolboxCommandStopsCleanlyOnSIGTERM(t *testing.T) {
 func TestToolboxCommandNeedsAnAddress(t *testing.T) {
 	t.Setenv("PORT", "")
 	t.Setenv("SANDPLANE_SANDBOX_TOKEN", cmdTestToken)
-	cmd := newToolboxCmd()
+	cmd := New("test")
 	cmd.SetArgs(nil)
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(io.Discard)
@@ -147,7 +147,7 @@ func TestToolboxCommandNeedsAnAddress(t *testing.T) {
 func TestToolboxCommandRefusesToStartWithoutAToken(t *testing.T) {
 	t.Setenv("PORT", freePort(t))
 	t.Setenv("SANDPLANE_SANDBOX_TOKEN", "")
-	cmd := newToolboxCmd()
+	cmd := New("test")
 	cmd.SetArgs(nil)
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(io.Discard)
@@ -305,7 +305,7 @@ func TestToolboxCommandRunsTheEntrypoint(t *testing.T) {
 	})
 	t.Run("arguments need --entrypoint", func(t *testing.T) {
 		t.Setenv("SANDPLANE_SANDBOX_TOKEN", cmdTestToken)
-		cmd := newToolboxCmd()
+		cmd := New("test")
 		cmd.SetArgs([]string{"--listen", "127.0.0.1:0", "sleep", "1"})
 		cmd.SetOut(io.Discard)
 		cmd.SetErr(io.Discard)

@@ -1,4 +1,4 @@
-package main
+package toolboxcmd
 
 import (
 	"errors"
@@ -24,7 +24,9 @@ const tokenEnv = "SANDPLANE_SANDBOX_TOKEN"
 // sandbox's entrypoint, for images that cannot pass arguments.
 const entrypointEnv = "SANDPLANE_ENTRYPOINT"
 
-func newToolboxCmd() *cobra.Command {
+// New is the toolbox command: `sandplane toolbox`, and the whole of
+// `sandplane-toolbox`. version is what GET /api/info reports.
+func New(version string) *cobra.Command {
 	var listen, host, root, tokenFile string
 	var allowHosts, rewrites []string
 	var noToken, entrypoint bool
@@ -99,7 +101,7 @@ entrypoint, and whatever it started, ends when the toolbox stops.`,
 			return toolbox.Serve(ctx, addr, toolbox.Options{
 				WorkDir:   wd,
 				HomeAlias: os.Getenv(toolbox.HomeAliasEnv),
-				Version:   versionString(),
+				Version:   version,
 				SandboxID: os.Getenv("SANDPLANE_SANDBOX_ID"),
 				Root:      root,
 				// Other sandboxes of the daemon keep their files there.
