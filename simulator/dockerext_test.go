@@ -54,8 +54,9 @@ func dockerExtImage(t *testing.T, cli *client.Client) string {
 
 // dockerExtHarness is a harness on the docker backend with every
 // capability (snapshot images, volumes, networks, links, resize). It
-// returns the engine client and the toolbox image.
-func dockerExtHarness(t *testing.T) (*harness, *client.Client, string) {
+// returns the engine client and the toolbox image. configure adjusts the
+// simulator's config further.
+func dockerExtHarness(t *testing.T, configure ...func(*Config)) (*harness, *client.Client, string) {
 	t.Helper()
 	cli := dockertest.Engine(t)
 	tag := dockerExtImage(t, cli)
@@ -77,7 +78,7 @@ func dockerExtHarness(t *testing.T) (*harness, *client.Client, string) {
 		Docker:       cli,
 	})
 	require.NoError(t, err)
-	return newHarness(t, func(c *Config) { c.Backend = be }), cli, tag
+	return newHarness(t, append([]func(*Config){func(c *Config) { c.Backend = be }}, configure...)...), cli, tag
 }
 
 var (

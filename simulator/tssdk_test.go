@@ -293,7 +293,15 @@ func TestOfficialTypeScriptSDKDeclarativeBuilds(t *testing.T) {
 		t.Run(sdk.name, func(t *testing.T) {
 			tsSDKDir(t, sdk.pkg)
 			t.Run("docker", func(t *testing.T) {
-				h, _, tag := dockerExtHarness(t)
+				// The SDK follows a build's logs only once its poll, every
+				// second, finds the build under way. Daytona's builds last
+				// 10-30 s; an engine build from its cache here can end
+				// between two polls, so the build state lasts 1.5 s at least,
+				// on the real clock the SDK polls by.
+				h, _, tag := dockerExtHarness(t, func(c *Config) {
+					c.Clock = clock.Real()
+					c.Profile = Profile{Name: "builds-outlast-a-poll", Build: Range{Min: 1500 * time.Millisecond, Max: 1500 * time.Millisecond}}
+				})
 				out := runSDKWithKey(t, h, sdk.pkg, "docker-build", "BASE_IMAGE="+tag)
 				assert.Contains(t, string(out), `"ok":true`)
 			})
