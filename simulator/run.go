@@ -20,7 +20,6 @@ import (
 	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
-	"github.com/sandplane/sandplane/toolbox/toolboxcmd"
 )
 
 // DefaultListen is where Run serves unless told otherwise.
@@ -59,7 +58,8 @@ type RunConfig struct {
 	Root string
 	// Toolbox is the native workload's argv, a server of Daytona's toolbox
 	// paths on $PORT. Default: this executable's toolbox command
-	// (`sandplane toolbox`).
+	// (`sandplane toolbox`); `sandplane sim` passes sandplane-toolbox where
+	// it is installed (toolboxcmd.Workload).
 	Toolbox []string
 	// DockerImage is the docker workloads' image. When the engine lacks it,
 	// it is built from this executable (docker.Driver.UseToolboxImage).
@@ -250,12 +250,7 @@ func (cfg RunConfig) nativeRuntime(rb *RuntimeBackendConfig) error {
 		if err != nil {
 			return fmt.Errorf("find own executable for the workload: %w", err)
 		}
-		// The daemon's default workload: the small toolbox program where it
-		// is installed.
-		var why error
-		if rb.Command, why = toolboxcmd.Workload(self); why != nil {
-			cfg.Logger.Warn("sandboxes start more slowly: they run this binary's toolbox command, as "+toolboxcmd.ProgramName+" was refused", "reason", why)
-		}
+		rb.Command = []string{self, "toolbox"}
 	}
 	return nil
 }

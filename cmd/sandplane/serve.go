@@ -48,7 +48,7 @@ deletes them). GET /healthz answers while it runs.`,
 				return fmt.Errorf("find own executable for the default snapshot: %w", err)
 			}
 			flags := cmd.Flags()
-			workload, why := toolboxcmd.Workload(self)
+			workload, why := toolboxcmd.Workload(self, versionString())
 			if why != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "sandplane: warning: native sandboxes start more slowly: the default snapshot runs %s toolbox, as %s was refused: %v\n", self, toolboxcmd.ProgramName, why)
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/sandplane/sandplane/local/config"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/simulator"
+	"github.com/sandplane/sandplane/toolbox/toolboxcmd"
 )
 
 // envSimAdminKey holds the admin key, so that it need not show on a
@@ -118,6 +120,22 @@ func (s *simFlags) runConfig(getenv func(string) string) (simulator.RunConfig, e
 		Listen:      s.listen,
 		Workloads:   s.backend,
 		Root:        s.root,
+		Toolbox:     simToolbox(),
 		DockerImage: s.image,
 	}, nil
+}
+
+// simToolbox is the native sandboxes' workload: the daemon's default one,
+// sandplane-toolbox where it is installed beside this binary. Nil leaves
+// the simulator's default, this binary's toolbox command.
+func simToolbox() []string {
+	self, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	command, why := toolboxcmd.Workload(self, versionString())
+	if why != nil {
+		fmt.Fprintf(os.Stderr, "sandplane: warning: sandboxes start more slowly: they run %s toolbox, as %s was refused: %v\n", self, toolboxcmd.ProgramName, why)
+	}
+	return command
 }

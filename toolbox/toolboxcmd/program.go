@@ -1,12 +1,16 @@
 package toolboxcmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // ProgramName is the small program that the default workload prefers: the
@@ -16,12 +20,14 @@ import (
 const ProgramName = "sandplane-toolbox"
 
 // Workload is the command of the default workload of the sandplane binary
-// self (the daemon's default snapshot, the simulator's native sandboxes):
-// ProgramName beside self when it is there and fit to run, else self's own
-// toolbox command. why says why one that is there was refused: it must be
-// a regular executable owned by this user or root that only its owner may
-// change, so that no other user can plant the program every sandbox runs.
-func Workload(self string) (command []string, why error) {
+// self, of version (the daemon's default snapshot, the simulator's native
+// sandboxes): ProgramName beside self when it is there and fit to run,
+// else self's own toolbox command. why says why one that is there was
+// refused: it must be a regular executable owned by this user or root that
+// only its owner may change, so that no other user can plant the program
+// every sandbox runs, and of the same version, so that an older one left
+// beside a newer sandplane does not serve an older API.
+func Workload(self, version string) (command []string, why error) {
 	fallback := []string{self, "toolbox"}
 	path := filepath.Join(filepath.Dir(self), ProgramName)
 	fi, err := os.Stat(path)
@@ -40,5 +46,20 @@ func Workload(self string) (command []string, why error) {
 	case fi.Mode().Perm()&0o022 != 0:
 		return fallback, fmt.Errorf("%s is writable by users other than its owner", path)
 	}
+	if got, err := versionOf(path); err != nil || got != version {
+		return fallback, fmt.Errorf("%s is version %q (%v), this sandplane %q: install both from one build (make build)", path, got, err, version)
+	}
 	return []string{path}, nil
+}
+
+// versionOf asks the program at path its version (--version).
+func versionOf(path string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	v, ok := strings.CutPrefix(strings.TrimSpace(string(out)), ProgramName+" version ")
+	if err == nil && !ok {
+		err = errors.New("no version in its answer")
+	}
+	return v, err
 }

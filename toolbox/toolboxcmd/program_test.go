@@ -18,6 +18,8 @@ func TestWorkload(t *testing.T) {
 	}{
 		{"not installed", func(string) {}, false, ""},
 		{"installed", func(p string) { writeProgram(t, p, 0o755) }, true, ""},
+		{"of another version", func(p string) { writeProgramOf(t, p, "v0.0.1") }, false, `version "v0.0.1"`},
+		{"that says no version", func(p string) { writeProgramOf(t, p, "") }, false, "no version in its answer"},
 		{"writable by others", func(p string) { writeProgram(t, p, 0o775) }, false, "writable by users other than its owner"},
 		{"not executable", func(p string) { writeProgram(t, p, 0o644) }, false, "not an executable file"},
 		{"a directory", func(p string) { require.NoError(t, os.Mkdir(p, 0o755)) }, false, "not an executable file"},
@@ -28,7 +30,7 @@ func TestWorkload(t *testing.T) {
 			self := filepath.Join(dir, "sandplane")
 			program := filepath.Join(dir, ProgramName)
 			tt.make(program)
-			got, why := Workload(self)
+			got, why := Workload(self, "v1.2.3")
 			if tt.program {
 				assert.Equal(t, []string{program}, got)
 			} else {
@@ -43,8 +45,22 @@ func TestWorkload(t *testing.T) {
 	}
 }
 
+// writeProgram writes a program at path that answers --version as a
+// sandplane-toolbox of v1.2.3 would.
 func writeProgram(t *testing.T, path string, perm os.FileMode) {
 	t.Helper()
-	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"), 0o600))
+	script := "#!/bin/sh\necho '" + ProgramName + " version v1.2.3'\n"
+	require.NoError(t, os.WriteFile(path, []byte(script), 0o600))
 	require.NoError(t, os.Chmod(path, perm))
+}
+
+// writeProgramOf writes a program that answers --version with version, or
+// with nothing.
+func writeProgramOf(t *testing.T, path, version string) {
+	t.Helper()
+	script := "#!/bin/sh\n"
+	if version != "" {
+		script += "echo '" + ProgramName + " version " + version + "'\n"
+	}
+	require.NoError(t, os.WriteFile(path, []byte(script), 0o755))
 }

@@ -64,6 +64,9 @@ entrypoint, and whatever it started, ends when the toolbox stops.`,
 			return nil
 		},
 		SilenceUsage: true,
+		// --version: how the daemon tells a sandplane-toolbox of another
+		// build from its own (see Workload).
+		Version: version,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			token, err := toolboxToken(tokenFile, noToken)
 			if err != nil {
