@@ -137,5 +137,8 @@ func simToolbox() []string {
 	if why != nil {
 		fmt.Fprintf(os.Stderr, "sandplane: warning: sandboxes start more slowly: they run %s toolbox, as %s was refused: %v\n", self, toolboxcmd.ProgramName, why)
 	}
+	if len(command) != 1 {
+		return nil // this binary's toolbox command: the simulator's own default
+	}
 	return command
 }
