@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // ProgramName is the small program that the default workload prefers: the
@@ -52,9 +54,10 @@ func Workload(self, version string) (command []string, why error) {
 	return []string{path}, nil
 }
 
-// versionOf asks the program at path its version (--version).
+// versionOf asks the program at path its version (--version). It runs once
+// per daemon, before any clock is handed in: the real one bounds it.
 func versionOf(path string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := clock.WithTimeout(context.Background(), clock.Real(), 5*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, path, "--version").Output()
 	v, ok := strings.CutPrefix(strings.TrimSpace(string(out)), ProgramName+" version ")
