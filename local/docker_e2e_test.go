@@ -200,6 +200,8 @@ func testDockerLifecycle(t *testing.T, env *dockerEnv) {
 	require.NoError(t, err)
 	assert.Equal(t, "http://4000-"+s.ID+".localhost:"+daemonPort, s.PreviewURL, "the workload's port inside the sandbox, served by the daemon")
 	checkToolbox(t, d.P, s) // the toolbox knows its sandbox
+	assert.Equal(t, baseimage.ServerEntrypoint, []string(c.Config.Entrypoint),
+		"the image the daemon built runs sandplane-toolbox, installed beside it, not `sandplane toolbox`")
 
 	got := execute(t, d.P, s, "echo kept > state.txt; pwd; echo $CALLBACK_URL; echo token=$SECRET_TOKEN")
 	require.Zero(t, got.ExitCode, got.Result)

@@ -61,6 +61,11 @@ type RunConfig struct {
 	// (`sandplane toolbox`); `sandplane sim` passes sandplane-toolbox where
 	// it is installed (toolboxcmd.Workload).
 	Toolbox []string
+	// ToolboxServer is the path of sandplane-toolbox of this build, already
+	// checked (toolboxcmd.Workload): the docker workloads' image, when
+	// built, runs it, as the daemon's does, so that the two share one image.
+	// Empty: the image runs this executable's toolbox command.
+	ToolboxServer string
 	// DockerImage is the docker workloads' image. When the engine lacks it,
 	// it is built from this executable (docker.Driver.UseToolboxImage).
 	// Required for WorkloadsDocker.
@@ -275,7 +280,7 @@ func (cfg RunConfig) dockerRuntime(ctx context.Context, rb *RuntimeBackendConfig
 		_ = cli.Close()
 		return nil, err
 	}
-	d.UseToolboxImage(cfg.DockerImage, cfg.Logger)
+	d.UseToolboxImage(cfg.DockerImage, cfg.ToolboxServer, cfg.Logger)
 	rb.Runtime, rb.Image, rb.Docker = d, cfg.DockerImage, cli
 	return func() { _ = d.Close(); _ = cli.Close() }, nil
 }

@@ -74,7 +74,7 @@ deletes them). GET /healthz answers while it runs.`,
 			if err := checkLoopback(listenSetting(flags.Changed("listen"), cfg.Listen), cfg.Listen, "the daemon has no authentication strong enough for a network"); err != nil {
 				return err
 			}
-			return daemon.Run(cmd.Context(), daemon.Config{Settings: cfg, Version: versionString(), Logger: newLogger(debug), Out: os.Stderr})
+			return daemon.Run(cmd.Context(), daemon.Config{Settings: cfg, Version: versionString(), ToolboxServer: toolboxServer(workload), Logger: newLogger(debug), Out: os.Stderr})
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", config.DefaultListen, "loopback address to serve on ($SANDPLANE_LISTEN)")
@@ -105,4 +105,14 @@ func listenSetting(flag bool, listen string) string {
 		return config.EnvListen
 	}
 	return "listen (in the config file)"
+}
+
+// toolboxServer is the sandplane-toolbox that workload runs, or "" when
+// workload is this binary's own toolbox command: toolboxcmd.Workload
+// returns one or the other.
+func toolboxServer(workload []string) string {
+	if len(workload) == 1 {
+		return workload[0]
+	}
+	return ""
 }

@@ -103,6 +103,7 @@ func (s *simFlags) runConfig(getenv func(string) string) (simulator.RunConfig, e
 	for _, name := range s.snapshots {
 		snaps = append(snaps, simulator.Snapshot{Name: name})
 	}
+	toolbox := simToolbox()
 	return simulator.RunConfig{
 		Config: simulator.Config{
 			APIKeys:            s.apiKeys,
@@ -117,11 +118,12 @@ func (s *simFlags) runConfig(getenv func(string) string) (simulator.RunConfig, e
 			WarmPool:           s.warmPool,
 			ProxyIdleKeepAlive: s.proxyIdleKeepAlive,
 		},
-		Listen:      s.listen,
-		Workloads:   s.backend,
-		Root:        s.root,
-		Toolbox:     simToolbox(),
-		DockerImage: s.image,
+		Listen:        s.listen,
+		Workloads:     s.backend,
+		Root:          s.root,
+		Toolbox:       toolbox,
+		ToolboxServer: toolboxServer(toolbox),
+		DockerImage:   s.image,
 	}, nil
 }
 

@@ -36,34 +36,61 @@ func TestLayerToolboxRejectsBadInputBeforeAskingTheEngine(t *testing.T) {
 }
 
 func TestToolboxContext(t *testing.T) {
-	bin := []byte("\x7fELF binary")
-	raw, err := toolboxContext(Toolbox{Base: "sandplane/base:0123", Binary: bin})
-	require.NoError(t, err)
-	files := map[string]*tar.Header{}
-	content := map[string]string{}
-	tr := tar.NewReader(bytes.NewReader(raw))
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		data, err := io.ReadAll(tr)
-		require.NoError(t, err)
-		files[hdr.Name], content[hdr.Name] = hdr, string(data)
-	}
-	assert.Equal(t, string(bin), content["sandplane"])
-	assert.Equal(t, int64(0o755), files["sandplane"].Mode)
-	assert.Equal(t, `FROM sandplane/base:0123
+	bin, server := []byte("\x7fELF binary"), []byte("\x7fELF server")
+	tests := []struct {
+		name       string
+		server     []byte
+		dockerfile string
+	}{
+		{name: "the binary's toolbox", dockerfile: `FROM sandplane/base:0123
 COPY sandplane /usr/local/bin/sandplane
 RUN ln -s /usr/local/bin/sandplane /sandplane
 ENV HOME=/home/daytona
 WORKDIR /home/daytona
 ENTRYPOINT ["/usr/local/bin/sandplane","toolbox","--host","0.0.0.0"]
 CMD []
-`, content["Dockerfile"])
+`},
+		{name: "the server alone", server: server, dockerfile: `FROM sandplane/base:0123
+COPY sandplane /usr/local/bin/sandplane
+RUN ln -s /usr/local/bin/sandplane /sandplane
+COPY sandplane-toolbox /usr/local/bin/sandplane-toolbox
+ENV HOME=/home/daytona
+WORKDIR /home/daytona
+ENTRYPOINT ["/usr/local/bin/sandplane-toolbox","--host","0.0.0.0"]
+CMD []
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tb := Toolbox{Base: "sandplane/base:0123", Binary: bin, Server: tt.server}
+			raw, err := toolboxContext(tb)
+			require.NoError(t, err)
+			files := map[string]*tar.Header{}
+			content := map[string]string{}
+			tr := tar.NewReader(bytes.NewReader(raw))
+			for {
+				hdr, err := tr.Next()
+				if err == io.EOF {
+					break
+				}
+				require.NoError(t, err)
+				data, err := io.ReadAll(tr)
+				require.NoError(t, err)
+				files[hdr.Name], content[hdr.Name] = hdr, string(data)
+			}
+			assert.Equal(t, string(bin), content["sandplane"])
+			assert.Equal(t, int64(0o755), files["sandplane"].Mode)
+			if tt.server != nil {
+				assert.Equal(t, string(server), content["sandplane-toolbox"])
+				assert.Equal(t, int64(0o755), files["sandplane-toolbox"].Mode)
+			} else {
+				assert.NotContains(t, files, "sandplane-toolbox")
+			}
+			assert.Equal(t, tt.dockerfile, content["Dockerfile"])
 
-	again, err := toolboxContext(Toolbox{Base: "sandplane/base:0123", Binary: bin})
-	require.NoError(t, err)
-	assert.Equal(t, raw, again, "the same binary makes the same context, so the engine's cache holds")
+			again, err := toolboxContext(tb)
+			require.NoError(t, err)
+			assert.Equal(t, raw, again, "the same binaries make the same context, so the engine's cache holds")
+		})
+	}
 }

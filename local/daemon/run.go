@@ -33,6 +33,10 @@ type Config struct {
 	Settings config.Config
 	// Version is what GET /v1/info reports.
 	Version string
+	// ToolboxServer is the path of sandplane-toolbox of this build, already
+	// checked (toolboxcmd.Workload), which the default snapshot's docker
+	// image then runs. Empty: the image runs `sandplane toolbox`.
+	ToolboxServer string
 	// Logger receives the daemon's log. Nil: slog.Default().
 	Logger *slog.Logger
 	// Out receives the start banner: where the API and the dashboard are.
@@ -65,7 +69,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer unlock()
 
-	drivers, nat, closeDrivers := startDrivers(clk, set, log)
+	drivers, nat, closeDrivers := startDrivers(clk, set, cfg.ToolboxServer, log)
 	defer closeDrivers()
 	hub := NewHub(clk)
 	previewAddr := NewPreviewAddr(set.Listen)
@@ -123,7 +127,7 @@ func lockRoot(root string) (func(), error) {
 // its client can be made (the engine itself may come later). The default
 // snapshot's image is built from this binary by the first docker create
 // that needs it.
-func startDrivers(clk clock.Clock, set config.Config, log *slog.Logger) (map[provider.Runtime]driver.Driver, *native.Driver, func()) {
+func startDrivers(clk clock.Clock, set config.Config, toolboxServer string, log *slog.Logger) (map[provider.Runtime]driver.Driver, *native.Driver, func()) {
 	nat := native.New(clk, native.WithIsolation(set.Isolation))
 	if err := nat.ContainmentFallback(); err != nil {
 		log.Warn("native sandboxes are contained by process groups only: a process that calls setsid outlives its sandbox", "reason", err)
@@ -137,7 +141,7 @@ func startDrivers(clk clock.Clock, set config.Config, log *slog.Logger) (map[pro
 		log.Warn("docker runtime disabled", "err", err)
 		return drivers, nat, func() {}
 	}
-	d.UseToolboxImage(set.DockerImage, log)
+	d.UseToolboxImage(set.DockerImage, toolboxServer, log)
 	drivers[provider.RuntimeDocker] = d
 	return drivers, nat, func() { _ = d.Close() }
 }

@@ -13,8 +13,8 @@ func SetAfterCommit(f func()) (restore func()) {
 }
 
 // EnsureToolboxImageFrom is EnsureToolboxImage with the binary at self.
-func EnsureToolboxImageFrom(ctx context.Context, d *Driver, tag, self string, log *slog.Logger) error {
-	return d.ensureToolboxImageFrom(ctx, tag, self, log)
+func EnsureToolboxImageFrom(ctx context.Context, d *Driver, tag, self, server string, log *slog.Logger) error {
+	return d.ensureToolboxImageFrom(ctx, tag, self, server, log)
 }
 
 // FileDigest is the digest the toolbox image's label records.

@@ -28,17 +28,20 @@ const toolboxHome = "/home/daytona"
 // UseToolboxImage makes tag the image of the default snapshot: the first
 // create that needs it builds it with EnsureToolboxImage, not this call, so
 // that a daemon starts at once with or without an engine, and one that only
-// runs native sandboxes never puts an image on the engine.
-func (d *Driver) UseToolboxImage(tag string, log *slog.Logger) {
-	d.SetImageSource(tag, func(ctx context.Context) error { return d.EnsureToolboxImage(ctx, tag, log) })
+// runs native sandboxes never puts an image on the engine. server, when
+// not empty, is the path of sandplane-toolbox of this build, already
+// checked (toolboxcmd.Workload), which the image then runs.
+func (d *Driver) UseToolboxImage(tag, server string, log *slog.Logger) {
+	d.SetImageSource(tag, func(ctx context.Context) error { return d.EnsureToolboxImage(ctx, tag, server, log) })
 }
 
 // EnsureToolboxImage makes tag, the default snapshot's image on the docker
 // runtime, present and current: when the engine lacks it, or holds one that
 // an older sandplane built, it builds it from the running binary (entrypoint
-// `sandplane toolbox` on 0.0.0.0:$PORT). Its base is sandplane's Debian
-// image (internal/baseimage: bash, python3, node, git, curl, the language
-// servers; built with debootstrap once per engine, minutes the first time,
+// `sandplane toolbox` on 0.0.0.0:$PORT, or server, sandplane-toolbox of
+// the same build, when given and the base is not scratch). Its base is
+// sandplane's Debian image (internal/baseimage: bash, python3, node, git,
+// curl, the language servers; built with debootstrap once per engine, minutes the first time,
 // with progress in the log, or ahead of time by `sandplane image build`).
 // Where that cannot be built (not root, no debootstrap), it falls back to a
 // FROM scratch image with a static busybox as /bin/sh, and says so. An image
@@ -47,16 +50,16 @@ func (d *Driver) UseToolboxImage(tag string, log *slog.Logger) {
 // unavailable: no engine answers. preflight_failed: the image cannot be built
 // here (a dynamically linked binary, an engine of another platform), logged
 // as a warning naming the fix. internal: the base image's build failed.
-func (d *Driver) EnsureToolboxImage(ctx context.Context, tag string, log *slog.Logger) error {
+func (d *Driver) EnsureToolboxImage(ctx context.Context, tag, server string, log *slog.Logger) error {
 	self, err := os.Executable()
 	if err != nil {
 		return provider.Errorf(provider.PreflightFailed, "find the running sandplane binary: %v", err)
 	}
-	return d.ensureToolboxImageFrom(ctx, tag, self, log)
+	return d.ensureToolboxImageFrom(ctx, tag, self, server, log)
 }
 
 // ensureToolboxImageFrom is EnsureToolboxImage with the binary at self.
-func (d *Driver) ensureToolboxImageFrom(ctx context.Context, tag, self string, log *slog.Logger) error {
+func (d *Driver) ensureToolboxImageFrom(ctx context.Context, tag, self, server string, log *slog.Logger) error {
 	labels, err := d.ImageLabels(ctx, tag)
 	switch {
 	case err == nil && labels[labelToolboxBinary] == "":
@@ -80,6 +83,17 @@ func (d *Driver) ensureToolboxImageFrom(ctx context.Context, tag, self string, l
 	case err != nil:
 		return err
 	}
+	if server != "" {
+		// Only here: the Debian base has the C library that a
+		// sandplane-toolbox built with cgo needs, which a scratch image
+		// lacks, and the scratch image is the fallback of machines that
+		// cannot build that base anyway.
+		sum, err := fileDigest(server)
+		if err != nil {
+			return provider.Errorf(provider.PreflightFailed, "read %s: %v", server, err)
+		}
+		digest += "+server:" + sum
+	}
 	digest += "+" + base // a new base image is a reason to rebuild
 	if labels[labelToolboxBinary] == digest {
 		return nil
@@ -88,8 +102,14 @@ func (d *Driver) ensureToolboxImageFrom(ctx context.Context, tag, self string, l
 	if err != nil {
 		return provider.Errorf(provider.PreflightFailed, "read the running sandplane binary: %v", err)
 	}
+	var serverBin []byte
+	if server != "" {
+		if serverBin, err = os.ReadFile(server); err != nil {
+			return provider.Errorf(provider.PreflightFailed, "read %s: %v", server, err)
+		}
+	}
 	return baseimage.LayerToolbox(ctx, d.api(ctx), baseimage.Toolbox{
-		Base: base, Binary: bin, Tag: tag,
+		Base: base, Binary: bin, Server: serverBin, Tag: tag,
 		Labels: map[string]string{labelToolboxBinary: digest},
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/internal/baseimage"
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
 	"github.com/sandplane/sandplane/provider"
@@ -69,7 +70,7 @@ func TestToolboxImage(t *testing.T) {
 		}
 		tag := tempTag(t)
 		log, logged := testLogger()
-		err = docker.EnsureToolboxImageFrom(ctx, d, tag, ls, log)
+		err = docker.EnsureToolboxImageFrom(ctx, d, tag, ls, "", log)
 		require.Error(t, err)
 		assert.Equal(t, provider.PreflightFailed, provider.Code(err))
 		assert.Contains(t, err.Error(), "make build")
@@ -88,7 +89,7 @@ func TestToolboxImage(t *testing.T) {
 		self := copyToTemp(t, bb)
 		tag := tempTag(t)
 		log, logged := testLogger()
-		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, log))
+		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, "", log))
 		assert.Contains(t, logged.String(), "built the docker toolbox image with busybox")
 		first := imageID(tag)
 		labels, err := d.ImageLabels(ctx, tag)
@@ -103,11 +104,11 @@ func TestToolboxImage(t *testing.T) {
 		assert.Equal(t, docker.ToolboxHome, img.Config.WorkingDir)
 		assert.Contains(t, img.Config.Env, "HOME="+docker.ToolboxHome)
 
-		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, log))
+		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, "", log))
 		assert.Equal(t, first, imageID(tag), "a current image is kept")
 
 		require.NoError(t, os.WriteFile(self, append(bb, 0), 0o755))
-		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, log))
+		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, "", log))
 		assert.NotEqual(t, first, imageID(tag), "a new binary, a new image")
 		_, err = cli.ImageInspect(ctx, first)
 		assert.Error(t, err, "the stale image is removed")
@@ -121,7 +122,7 @@ func TestToolboxImage(t *testing.T) {
 		}))
 		before := imageID(tag)
 		log, logged := testLogger()
-		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, filepath.Join(t.TempDir(), "never-read"), log))
+		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, filepath.Join(t.TempDir(), "never-read"), "", log))
 		assert.Equal(t, before, imageID(tag))
 		assert.NotContains(t, logged.String(), "level=WARN")
 	})
@@ -132,7 +133,7 @@ func TestToolboxImageWithoutEngine(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	log, _ := testLogger()
-	err = d.EnsureToolboxImage(context.Background(), "sandplane/toolbox:local", log)
+	err = d.EnsureToolboxImage(context.Background(), "sandplane/toolbox:local", "", log)
 	assert.Equal(t, provider.Unavailable, provider.Code(err))
 	assert.Contains(t, err.Error(), "start dockerd or set DOCKER_HOST")
 }
@@ -153,7 +154,7 @@ func TestToolboxImageOnTheDebianBase(t *testing.T) {
 	tag := randomTag(t)
 	t.Cleanup(func() { assert.NoError(t, dockertest.RemoveImage(context.Background(), cli, tag)) })
 	log, logged := testLogger()
-	require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, log), "%s", logged)
+	require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, "", log), "%s", logged)
 
 	labels, err := d.ImageLabels(ctx, tag)
 	require.NoError(t, err)
@@ -170,16 +171,36 @@ func TestToolboxImageOnTheDebianBase(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	assert.Equal(t, "ok\n", string(out))
 
-	require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, log))
+	require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, "", log))
 	img, err = cli.ImageInspect(ctx, tag)
 	require.NoError(t, err)
 	assert.Equal(t, before, img.ID, "a current image is kept")
+
+	t.Run("with sandplane-toolbox the image runs it", func(t *testing.T) {
+		server := copyToTemp(t, []byte("\x7fELF any file: the image is inspected, not run"))
+		tag := randomTag(t)
+		t.Cleanup(func() { assert.NoError(t, dockertest.RemoveImage(context.Background(), cli, tag)) })
+		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, server, log), "%s", logged)
+		img, err := cli.ImageInspect(ctx, tag)
+		require.NoError(t, err)
+		assert.Equal(t, baseimage.ServerEntrypoint, []string(img.Config.Entrypoint))
+		labels, err := d.ImageLabels(ctx, tag)
+		require.NoError(t, err)
+		assert.Contains(t, labels[docker.LabelToolboxBinary], digest+"+server:", "the label names both binaries")
+		first := img.ID
+
+		require.NoError(t, os.WriteFile(server, []byte("\x7fELF another build"), 0o755))
+		require.NoError(t, docker.EnsureToolboxImageFrom(ctx, d, tag, self, server, log))
+		img, err = cli.ImageInspect(ctx, tag)
+		require.NoError(t, err)
+		assert.NotEqual(t, first, img.ID, "a new sandplane-toolbox, a new image")
+	})
 
 	t.Run("a named base that is missing is refused, naming the fix", func(t *testing.T) {
 		d, err := docker.New(clock.Real(), docker.WithToolboxBase("sandplane-missing-base:never"))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = d.Close() })
-		err = docker.EnsureToolboxImageFrom(ctx, d, randomTag(t), self, log)
+		err = docker.EnsureToolboxImageFrom(ctx, d, randomTag(t), self, "", log)
 		assert.Equal(t, provider.PreflightFailed, provider.Code(err))
 		assert.Contains(t, err.Error(), "docker pull sandplane-missing-base:never")
 	})
