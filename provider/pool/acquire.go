@@ -30,6 +30,12 @@ type Lease struct {
 	done      bool // the lease ended (released, or revoked by Shutdown)
 	revoked   bool
 	stopBeat  context.CancelFunc
+	// superseded is closed while a newer turn that took the key after
+	// BusyWait makes its sandbox: that turn holds the key's lock and may
+	// wait for the very slot this lease holds, so this lease's release
+	// then goes without the lock. Replaced by an open one when the newer
+	// turn fails, so that the release parks the sandbox as before.
+	superseded chan struct{}
 }
 
 // acquisition is one Acquire under way.
@@ -141,13 +147,16 @@ func (a *acquisition) stage(name string, since time.Time) {
 
 func (a *acquisition) run() (*Lease, error) {
 	p := a.p
-	supersede, err := a.waitKey()
+	older, err := a.waitKey()
 	if err != nil {
 		p.noteAcquireError(a.key, err)
 		return nil, err
 	}
 	defer p.unlock(a.ks)
-	l, err := a.acquireLocked(supersede)
+	l, err := a.acquireLocked(older != nil)
+	if older != nil {
+		a.endSupersede(older, err == nil)
+	}
 	if err != nil {
 		p.noteAcquireError(a.key, err)
 		return nil, err
@@ -164,8 +173,9 @@ func (p *Pool) noteAcquireError(key string, err error) {
 }
 
 // waitKey takes the key's lock once no turn of it is in flight, or once
-// BusyWait ran out with one in flight: then it reports supersede.
-func (a *acquisition) waitKey() (supersede bool, err error) {
+// BusyWait ran out with one in flight: then it returns that turn's lease,
+// marked superseded.
+func (a *acquisition) waitKey() (older *Lease, err error) {
 	p, ks := a.p, a.ks
 	began := p.clk.Now()
 	waited, expired := false, false
@@ -177,20 +187,22 @@ func (a *acquisition) waitKey() (supersede bool, err error) {
 	}()
 	for {
 		if err := ks.lockCtx(a.caller); err != nil {
-			return false, provider.Errorf(provider.Unavailable, "acquire %q: waiting for the key: %w", a.key, err)
+			return nil, provider.Errorf(provider.Unavailable, "acquire %q: waiting for the key: %w", a.key, err)
 		}
 		p.mu.Lock()
-		var released chan struct{}
-		if ks.lease != nil {
-			released = ks.lease.released
+		older = ks.lease
+		settled := older == nil || p.cfg.busyWait == 0 || expired
+		if older != nil && settled {
+			close(older.superseded)
 		}
 		p.mu.Unlock()
-		if released == nil || p.cfg.busyWait == 0 || expired {
-			if waited || released != nil {
+		if settled {
+			if waited || older != nil {
 				a.stage(StageWaitKey, began)
 			}
-			return released != nil, nil
+			return older, nil
 		}
+		released := older.released
 		p.unlock(ks)
 		if timer == nil {
 			timer = p.clk.NewTimer(p.cfg.busyWait)
@@ -201,7 +213,32 @@ func (a *acquisition) waitKey() (supersede bool, err error) {
 		case <-timer.C():
 			expired = true
 		case <-a.caller.Done():
-			return false, provider.Errorf(provider.Unavailable, "acquire %q: another turn of the key is in flight: %w", a.key, a.caller.Err())
+			return nil, provider.Errorf(provider.Unavailable, "acquire %q: another turn of the key is in flight: %w", a.key, a.caller.Err())
+		}
+	}
+}
+
+// endSupersede settles the older turn once this one, which superseded it,
+// is done acquiring; the caller holds the key's lock. When this one failed,
+// the older turn's release takes the lock again and parks its sandbox; if
+// that release already went (and deleted the sandbox), its record goes too.
+func (a *acquisition) endSupersede(older *Lease, claimed bool) {
+	if claimed {
+		return
+	}
+	p := a.p
+	p.mu.Lock()
+	gone := older.done
+	if !gone {
+		older.superseded = make(chan struct{})
+	}
+	p.mu.Unlock()
+	if !gone {
+		return
+	}
+	if rec, ok, err := p.store.Load(context.Background(), a.key); err == nil && ok && rec.Gen == older.gen {
+		if _, err := p.swap(a.ks, rec.Gen, nil); err != nil {
+			p.log.Error("pool: forget the record of a superseded turn", "pool", p.cfg.name, "key", a.key, "err", err)
 		}
 	}
 }
@@ -271,7 +308,7 @@ func (a *acquisition) claim(sb *provider.Sandbox, path Path, h *hold) (*Lease, e
 	}
 	a.stage(StageClaim, began)
 	l := &Lease{Key: a.key, Sandbox: sb, Path: path, Stages: a.stages, Took: p.clk.Since(a.start),
-		ks: ks, gen: rec.Gen, released: make(chan struct{}), hold: h}
+		ks: ks, gen: rec.Gen, released: make(chan struct{}), superseded: make(chan struct{}), hold: h}
 	beat := p.heartbeat(l)
 	p.mu.Lock()
 	l.stopBeat = beat

@@ -90,6 +90,83 @@ func TestNewerTurnSupersedesAStuckOne(t *testing.T) {
 	h.release(next, OutcomeOK)
 }
 
+// A newer turn that superseded a stuck one and waits for a running slot
+// holds the key while it waits; the older turn's release must still free
+// the slot it holds (its sandbox is deleted), or neither ever goes on.
+func TestSupersedingTurnGetsTheSlotOfTheTurnItSuperseded(t *testing.T) {
+	h := newHarness(t, WithMaxRunning(1), WithBusyWait(30*time.Second))
+	old := h.acquire("conv")
+	base := h.clk.Waiters()
+	newer := h.acquireAsync(h.ctx, "conv", WaitUpTo(time.Hour))
+	require.NoError(t, h.clk.BlockUntilWaiters(waitCtx(t), base+1))
+	h.clk.Advance(30 * time.Second) // BusyWait ran out: it supersedes, and waits for the slot
+	h.waitAdmitting(base, 1)
+
+	require.NoError(t, h.p.Release(waitCtx(t), old, OutcomeOK))
+	var r acquired
+	select {
+	case r = <-newer:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the superseding turn never got the slot its superseded turn gave back")
+	}
+	require.NoError(t, r.err)
+	assert.Equal(t, PathCreated, r.l.Path)
+	h.settle()
+	assert.Empty(t, h.state(old.Sandbox.ID), "the older turn's sandbox is nobody's: deleted")
+	assert.Equal(t, 1, h.teardowns(ReasonSuperseded))
+	assert.Equal(t, 1, h.f.MaxRunning(), "the cap held")
+	rec, _ := h.record("conv")
+	assert.Equal(t, r.l.Sandbox.ID, rec.SandboxID)
+	h.release(r.l, OutcomeOK)
+}
+
+// A newer turn that superseded an older one and then failed leaves the key
+// as the older turn's release makes it: the sandbox parked when that release
+// comes after the failure, no record (not a lost sandbox) when the release
+// came first and deleted it.
+func TestFailedSupersedeLeavesTheKeyToTheOlderTurn(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		releaseFirst   bool
+		wantPath       Path
+		wantSuperseded int
+	}{
+		{"the older turn releases after the failure", false, PathWarm, 0},
+		{"the older turn releases during the newer turn's create", true, PathCreated, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, WithBusyWait(30*time.Second))
+			old := h.acquire("conv")
+			hang := h.f.Hang(pooltest.OpCreate, false)
+			h.f.FailNext(pooltest.OpCreate, provider.Errorf(provider.Internal, "create failed"))
+			base := h.clk.Waiters()
+			newer := h.acquireAsync(h.ctx, "conv")
+			require.NoError(t, h.clk.BlockUntilWaiters(waitCtx(t), base+1))
+			h.clk.Advance(30 * time.Second)
+			require.NoError(t, hang.WaitBlocked(waitCtx(t), 1))
+			if tc.releaseFirst {
+				require.NoError(t, h.p.Release(waitCtx(t), old, OutcomeOK)) // the newer turn's create is under way: no settling
+				assert.Empty(t, h.state(old.Sandbox.ID), "superseded: deleted")
+			}
+			hang.Release()
+			r := <-newer
+			require.Error(t, r.err)
+			if !tc.releaseFirst {
+				h.release(old, OutcomeOK)
+			}
+			h.settle()
+			next := h.acquire("conv")
+			assert.Equal(t, tc.wantPath, next.Path)
+			if tc.wantPath == PathWarm {
+				assert.Equal(t, old.Sandbox.ID, next.Sandbox.ID)
+			}
+			assert.Equal(t, tc.wantSuperseded, h.teardowns(ReasonSuperseded))
+			assert.Zero(t, h.teardowns(ReasonProviderLost), "the record of a deleted sandbox was left behind")
+			h.release(next, OutcomeOK)
+		})
+	}
+}
+
 // A turn cancelled mid-acquire and sent again at once: the first acquire's
 // create goes on, its sandbox is parked, and the resend finds it warm.
 // Nothing is created twice, nothing leaks.

@@ -44,13 +44,52 @@ func (p *Pool) Release(ctx context.Context, l *Lease, outcome Outcome) error {
 	return nil
 }
 
-// finish does what Release promises, under the key's lock.
+// finish does what Release promises, under the key's lock, unless a newer
+// turn superseded l and holds the lock meanwhile.
 func (p *Pool) finish(l *Lease, outcome Outcome) {
 	ks := l.ks
-	if ks.lockCtx(p.ctx) != nil {
-		return
+	for p.ctx.Err() == nil {
+		p.mu.Lock()
+		superseded := l.superseded
+		p.mu.Unlock()
+		select {
+		case ks.lock <- struct{}{}:
+			defer p.unlock(ks)
+			p.finishLocked(l, outcome)
+			return
+		case <-superseded:
+			if p.finishSuperseded(l) {
+				return
+			}
+		case <-p.ctx.Done():
+		}
 	}
-	defer p.unlock(ks)
+}
+
+// finishSuperseded deletes the sandbox of a superseded turn without the
+// key's lock, so that the newer turn holding it can have the slot. It
+// reports false when the newer turn failed meanwhile: then l's release
+// takes the lock after all.
+func (p *Pool) finishSuperseded(l *Lease) bool {
+	p.mu.Lock()
+	select {
+	case <-l.superseded:
+	default:
+		p.mu.Unlock()
+		return false
+	}
+	if l.revoked || l.done {
+		p.mu.Unlock()
+		return true // Shutdown deleted it
+	}
+	h := p.endLeaseLocked(l)
+	p.mu.Unlock()
+	p.teardown(l.Key, l.Sandbox.ID, h, true, ReasonSuperseded, "a newer turn took the key")
+	return true
+}
+
+func (p *Pool) finishLocked(l *Lease, outcome Outcome) {
+	ks := l.ks
 	p.mu.Lock()
 	revoked := l.revoked || l.done
 	p.mu.Unlock()
@@ -119,6 +158,10 @@ func (p *Pool) park(ks *keyState, rec Record, h *hold) {
 func (p *Pool) endLease(l *Lease) *hold {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.endLeaseLocked(l)
+}
+
+func (p *Pool) endLeaseLocked(l *Lease) *hold {
 	if l.done {
 		return nil
 	}
