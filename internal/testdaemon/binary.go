@@ -81,10 +81,14 @@ func RequireOwnInit(t testing.TB) {
 }
 
 // Main runs the tests of m and removes the binary they built, if any; it
-// returns m's exit code.
+// returns m's exit code. In this binary re-executed by ServeBare it serves
+// instead.
 func Main(m *testing.M) int {
 	// A test binary that runs native sandboxes in-process is their init.
 	nsinit.Main()
+	if file := os.Getenv(bareEnv); file != "" {
+		return serveBare(file)
+	}
 	code := m.Run()
 	built.once.Do(func() {}) // waits for a build under way; none starts after
 	if built.dir != "" {
