@@ -19,11 +19,14 @@ import (
 // BenchmarkCreateToStarted measures what a host server waits for: a create
 // through the daemon's HTTP API until the sandbox is started (its workload
 // listens), beside the bare fork/exec of the same workload until it listens,
-// measured alternately in the same run.
+// measured alternately in the same run. It reports too the ratio to the same
+// bare spawn in a new PID and mount namespace (x-contained), where the
+// daemon runs each workload: what the containment's clone costs the kernel,
+// before any init or /proc of the daemon's.
 func BenchmarkCreateToStarted(b *testing.B) {
 	d := startDaemon(b, "")
 	ctx := context.Background()
-	var subject, baseline []time.Duration
+	var subject, baseline, contained []time.Duration
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
 		s, err := d.P.Create(ctx, provider.CreateRequest{AutoStopInterval: ptr(0)})
@@ -31,22 +34,24 @@ func BenchmarkCreateToStarted(b *testing.B) {
 		subject = append(subject, time.Since(start))
 		b.StopTimer()
 		require.NoError(b, d.P.Delete(ctx, s.ID))
-		baseline = append(baseline, bareSpawn(b))
+		baseline = append(baseline, bareSpawn(b, 0))
+		contained = append(contained, bareSpawn(b, syscall.CLONE_NEWPID|syscall.CLONE_NEWNS))
 		b.StartTimer()
 	}
 	reportVersus(b, subject, baseline)
+	b.ReportMetric(float64(median(subject))/float64(median(contained)), "x-contained")
 }
 
 // bareSpawn starts the default snapshot's workload, sandplane-toolbox,
-// directly and waits until it accepts connections: the floor any control
-// plane pays.
-func bareSpawn(b *testing.B) time.Duration {
+// directly (in the new namespaces cloneflags asks for) and waits until it
+// accepts connections: the floor any control plane pays.
+func bareSpawn(b *testing.B, cloneflags uintptr) time.Duration {
 	addr := testdaemon.FreeAddr(b)
 	_, port, _ := net.SplitHostPort(addr)
 	start := time.Now()
 	cmd := exec.Command(testdaemon.Toolbox(b))
 	cmd.Env = append(os.Environ(), "PORT="+port, "SANDPLANE_SANDBOX_TOKEN=bench-token-0123456789abcdef")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Cloneflags: cloneflags}
 	require.NoError(b, cmd.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
