@@ -319,6 +319,7 @@ func (a *acquisition) claim(sb *provider.Sandbox, path Path, h *hold) (*Lease, e
 		old.stopBeat()
 	}
 	ks.lease = l
+	ks.refs++ // the lease's own, until it ends: Shutdown finds a superseded lease through its key
 	p.leases[l] = struct{}{}
 	p.mu.Unlock()
 	return l, nil
@@ -366,6 +367,7 @@ func (a *acquisition) warm(rec Record, sb *provider.Sandbox) (*provider.Sandbox,
 	if h == nil {
 		var err error
 		if h, err = a.admit(); err != nil {
+			p.rearm(ks, rec) // reuse stopped its timer; refused, it stays parked
 			return nil, "", nil, err
 		}
 	}
@@ -396,6 +398,7 @@ func (a *acquisition) resume(rec Record) (*provider.Sandbox, Path, *hold, error)
 	p.releaseHold(p.takeHold(ks)) // it does not run
 	h, err := a.admit()
 	if err != nil {
+		p.rearm(ks, rec) // reuse stopped its timer; refused, it stays parked
 		return nil, "", nil, err
 	}
 	p.mu.Lock()

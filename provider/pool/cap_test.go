@@ -221,3 +221,43 @@ func TestClaimWaitsForAnUnconfirmedStop(t *testing.T) {
 	assert.Equal(t, a.Sandbox.ID, r.l.Sandbox.ID)
 	h.release(r.l, OutcomeOK)
 }
+
+// An acquire of a parked key refused a running slot leaves the sandbox
+// parked with its TTL running, on the resume path and on the warm one (a
+// sandbox started underneath the pool).
+func TestRefusedAcquireKeepsTheParkedTTL(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		startedUnder bool
+		refused      bool
+	}{
+		{"no refused acquire", false, false},
+		{"refused on the resume path", false, true},
+		{"refused on the warm path", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, WithMaxRunning(1), WithKeepWarm(0), WithStoppedTTL(time.Hour))
+			a := h.acquire("a")
+			h.release(a, OutcomeOK) // keep-warm off: parked stopped for an hour
+			rec, _ := h.record("a")
+			require.Equal(t, StateParkedStopped, rec.State)
+			if tc.startedUnder {
+				h.f.SetState(a.Sandbox.ID, provider.StateStarted, "")
+			}
+			b := h.acquire("b") // the only slot
+			if tc.refused {
+				_, err := h.p.Acquire(h.ctx, "a", testSpec, Reject())
+				require.Equal(t, provider.ResourceExhausted, provider.Code(err), "%v", err)
+				h.settle()
+			}
+			h.release(b, OutcomeOK)
+			for range 3 {
+				h.advance(time.Hour)
+			}
+			assert.Empty(t, h.state(a.Sandbox.ID), "parked stopped past its TTL: deleted")
+			_, ok := h.record("a")
+			assert.False(t, ok, "its record went with it")
+			assert.Empty(t, h.state(b.Sandbox.ID))
+		})
+	}
+}

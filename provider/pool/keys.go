@@ -16,7 +16,7 @@ type keyState struct {
 	lock chan struct{}
 
 	// Guarded by Pool.mu.
-	refs     int    // goroutines that hold a pointer to it and may lock it
+	refs     int    // goroutines and live leases that hold a pointer to it and may lock it
 	gen      uint64 // generation of the stored record; 0: none. The pool is the store's one writer.
 	lease    *Lease // the newest turn in flight
 	hold     *hold  // the running slot of the parked sandbox; nil when it does not run
@@ -83,6 +83,10 @@ func (p *Pool) enter(key string) *keyState {
 func (p *Pool) leave(ks *keyState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.leaveLocked(ks)
+}
+
+func (p *Pool) leaveLocked(ks *keyState) {
 	ks.refs--
 	if ks.refs == 0 && ks.gen == 0 && ks.lease == nil && ks.hold == nil && ks.timer == nil && ks.stopping == nil && p.keys[ks.key] == ks {
 		delete(p.keys, ks.key)

@@ -173,6 +173,7 @@ func (p *Pool) endLeaseLocked(l *Lease) *hold {
 	if l.ks.lease == l {
 		l.ks.lease = nil
 	}
+	p.leaveLocked(l.ks)
 	close(l.released)
 	p.signalLocked()
 	h := l.hold

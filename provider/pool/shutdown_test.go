@@ -301,3 +301,23 @@ func TestFileStoreReopensWithTheSameState(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, next.Gen, rec.Gen)
 }
+
+// A superseded turn still in flight when its key has nothing else left (the
+// newer turn failed and its sandbox went) is still the pool's: Shutdown
+// deletes its sandbox and gives its slot back.
+func TestShutdownEndsASupersededTurnOfAnEmptyKey(t *testing.T) {
+	h := newHarness(t, WithBusyWait(30*time.Second))
+	old := h.acquire("conv")
+	base := h.clk.Waiters()
+	newer := h.acquireAsync(h.ctx, "conv")
+	require.NoError(t, h.clk.BlockUntilWaiters(waitCtx(t), base+1))
+	h.clk.Advance(30 * time.Second)
+	r := <-newer
+	require.NoError(t, r.err)
+	h.release(r.l, OutcomeFailed) // the key's record goes
+
+	require.NoError(t, h.p.Shutdown(waitCtx(t)))
+	assert.Empty(t, h.state(old.Sandbox.ID), "the sandbox of every turn in flight is deleted")
+	require.NoError(t, h.p.Release(h.ctx, old, OutcomeOK)) // does nothing after Shutdown
+	assert.Zero(t, h.p.Stats().Running, "its slot was given back")
+}
