@@ -119,7 +119,8 @@ var errClosed = provider.Errorf(provider.Unavailable, "the pool is shut down")
 // again (a store that dies with the process, on a provider without
 // auto-delete) the parked ones are deleted. Acquires that have not claimed
 // a sandbox yet fail with unavailable. Shutdown waits for the pool's
-// background work until ctx ends; a second call does nothing.
+// background work until ctx ends; then it cancels what is left and returns
+// ctx's error at once. A second call does nothing.
 func (p *Pool) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closing {
@@ -148,8 +149,9 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	err := p.waitBackground(ctx)
+	// What is left, if ctx ended first, is cancelled and not waited for: a
+	// provider call that ignores its context would hold Shutdown forever.
 	p.cancel()
-	_ = p.waitBackground(context.Background()) // everything left ends with p.ctx
 	return err
 }
 

@@ -321,3 +321,23 @@ func TestShutdownEndsASupersededTurnOfAnEmptyKey(t *testing.T) {
 	require.NoError(t, h.p.Release(h.ctx, old, OutcomeOK)) // does nothing after Shutdown
 	assert.Zero(t, h.p.Stats().Running, "its slot was given back")
 }
+
+// A provider call that ignores its context does not hold Shutdown past its
+// ctx: what is left is cancelled, and Shutdown says that ctx ended.
+func TestShutdownReturnsWhenItsCtxEnds(t *testing.T) {
+	h := newHarness(t)
+	hang := h.f.Hang(pooltest.OpCreate, true)
+	defer hang.Release()
+	_ = h.acquireAsync(h.ctx, "conv")
+	require.NoError(t, hang.WaitBlocked(waitCtx(t), 1))
+	ctx, cancel := context.WithCancel(h.ctx)
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- h.p.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-waitCtx(t).Done():
+		t.Fatal("Shutdown waited past its ctx for a create that ignores its own")
+	}
+}
