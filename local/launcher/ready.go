@@ -58,13 +58,17 @@ var probeClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKee
 
 // waitReady polls until the workload behind h is up as r says, it exits,
 // or ReadyTimeout passes. A refused connect costs microseconds: polling
-// often keeps a launch close to the workload's own start-up time.
+// often keeps a launch close to the workload's own start-up time. Its exit
+// is learnt from the driver's Wait, once, not asked at every poll (an
+// engine inspect, for docker).
 func (l *Launcher) waitReady(ctx context.Context, h driver.Handle, port int, r Readiness) error {
 	if r.mode == modeNone {
 		return nil
 	}
 	deadline := l.cfg.Clock.NewTimer(l.cfg.ReadyTimeout)
 	defer deadline.Stop()
+	exited, stopWatching := l.watchExit(ctx, h)
+	defer stopWatching()
 	backoff := 500 * time.Microsecond
 	for {
 		ready, err := l.ready(ctx, h, port, r)
@@ -74,13 +78,6 @@ func (l *Launcher) waitReady(ctx context.Context, h driver.Handle, port int, r R
 		if ready {
 			return nil
 		}
-		st, err := l.cfg.Driver.Status(ctx, h)
-		if err != nil {
-			return err
-		}
-		if !st.Running {
-			return &NotReadyError{Port: port, Exited: true, Reason: st.Exit.Reason, ready: r}
-		}
 		t := l.cfg.Clock.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -89,12 +86,39 @@ func (l *Launcher) waitReady(ctx context.Context, h driver.Handle, port int, r R
 		case <-deadline.C():
 			t.Stop()
 			return &NotReadyError{Port: port, Timeout: l.cfg.ReadyTimeout, ready: r}
+		case e := <-exited:
+			t.Stop()
+			if e.err != nil {
+				return e.err
+			}
+			return &NotReadyError{Port: port, Exited: true, Reason: e.exit.Reason, ready: r}
 		case <-t.C():
 		}
 		if backoff < maxProbeBackoff {
 			backoff *= 2
 		}
 	}
+}
+
+type exitResult struct {
+	exit driver.Exit
+	err  error
+}
+
+// watchExit runs the driver's Wait for h until stop, and sends its result,
+// if it came first, on the channel.
+func (l *Launcher) watchExit(ctx context.Context, h driver.Handle) (<-chan exitResult, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan exitResult, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		exit, err := l.cfg.Driver.Wait(ctx, h)
+		if ctx.Err() == nil {
+			ch <- exitResult{exit, err}
+		}
+	}()
+	return ch, func() { cancel(); <-done }
 }
 
 // ready checks once whether the workload is up.
