@@ -61,6 +61,11 @@ type sandbox struct {
 	window atomic.Int64
 	used   atomic.Int64
 
+	// idle is set while the heartbeat skipped a refresh because every
+	// connection was idle: the first byte that moves again refreshes at
+	// once, since the next beat may come after the auto-stop.
+	idle atomic.Bool
+
 	mu          sync.Mutex
 	beat        time.Duration
 	inFlight    bool
@@ -75,14 +80,19 @@ type sandbox struct {
 // moved through it in either direction, so that the heartbeat can tell an
 // idle connection from a busy one.
 type conn struct {
+	sb        *sandbox // set by open, before any byte moves
 	bytes     atomic.Int64
 	seenBytes int64     // bytes at the last heartbeat; under sandbox.mu
 	seenAt    time.Time // when bytes last changed, as heartbeats saw it
 }
 
 func (c *conn) add(n int) {
-	if n > 0 {
-		c.bytes.Add(int64(n))
+	if n <= 0 {
+		return
+	}
+	c.bytes.Add(int64(n))
+	if s := c.sb; s != nil && s.idle.Load() && s.idle.CompareAndSwap(true, false) {
+		s.send(s.t.clk.Now(), byHeartbeat)
 	}
 }
 
@@ -209,6 +219,7 @@ func (s *sandbox) begin(now time.Time, why trigger) bool {
 	}
 	t.wg.Add(1)
 	t.runMu.Unlock()
+	s.idle.Store(false)
 	s.inFlight = true
 	s.last.Store(now.UnixNano())
 	t.stats.sent.Add(1)
@@ -258,7 +269,7 @@ func (s *sandbox) refresh(sentAt time.Time) {
 
 // open registers a proxied request; the heartbeat runs while any is open.
 func (s *sandbox) open(c *conn, now time.Time) {
-	c.seenAt = now
+	c.sb, c.seenAt = s, now
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.ensureBeatLocked(now)
@@ -315,6 +326,7 @@ func (s *sandbox) tick() {
 	}
 	if !s.anyLiveLocked(now) {
 		s.t.stats.skippedIdle.Add(1)
+		s.idle.Store(true)
 		s.scheduleLocked(s.beat)
 		s.mu.Unlock()
 		return

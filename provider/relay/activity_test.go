@@ -246,7 +246,9 @@ func TestIdleKeepAliveStopsCountingAnIdleConnection(t *testing.T) {
 
 	send <- "traffic"
 	assert.Equal(t, "data: traffic", s.next(t))
-	assert.Len(t, beat(), 1, "traffic makes the connection count again")
+	f.settle(t)
+	assert.Len(t, f.backend.drain(), 1, "traffic after an idle beat refreshes at once")
+	assert.Len(t, beat(), 1, "and makes the connection count again")
 }
 
 // hangingRefresh blocks every RefreshActivity until release is closed or
@@ -387,4 +389,32 @@ func TestCloseStopsHeartbeatsAndCancelsRefreshes(t *testing.T) {
 	assert.Zero(t, f.relay.Stats().RefreshesFailed, "a refresh cancelled by Close is no failure")
 	f.clk.Advance(time.Hour)
 	assert.Empty(t, f.backend.drain())
+}
+
+// With an idle limit, a connection whose idleness skipped a heartbeat
+// refreshes as soon as it moves bytes again: the next beat may come after
+// the sandbox's auto-stop.
+func TestTrafficAfterAnIdleBeatRefreshesAtOnce(t *testing.T) {
+	send := make(chan string)
+	up := sseUpstream(t, send)
+	f := newFixture(t, Options{IdleKeepAlive: time.Minute})
+	f.backend.set("sb1", target("sb1", up.URL)) // auto-stop 60 s, window 45 s, beat 50 s
+	srv := upstream(t, f.relay.ServeHTTP)
+	s := openStream(t, srv.URL, "3000-sb1.localhost")
+	s.next(t)
+	f.settle(t)
+	require.Len(t, f.backend.drain(), 1) // t=0
+	for i := 0; i < 3; i++ {             // t=50 refresh, t=100 refresh, t=150 skipped (idle)
+		f.clk.Advance(50 * time.Second)
+		f.settle(t)
+	}
+	require.Len(t, f.backend.drain(), 2)
+	// t=151: the client is active again. Last refresh t=100, so the sandbox
+	// auto-stops at t=160 unless refreshed.
+	f.clk.Advance(time.Second)
+	send <- "traffic"
+	require.Equal(t, "data: traffic", s.next(t))
+	f.clk.Advance(8 * time.Second) // t=159
+	f.settle(t)
+	assert.NotEmpty(t, f.backend.drain(), "active since t=151, no refresh by t=159: the sandbox auto-stops at t=160 while in use")
 }

@@ -1,6 +1,9 @@
 package relay
 
-import "io"
+import (
+	"errors"
+	"io"
+)
 
 // countingBody counts the bytes read through a request or response body.
 // It implements no ReaderFrom or WriterTo, so copies go through Read.
@@ -32,4 +35,15 @@ func (b *countingConn) Write(p []byte) (int, error) {
 	n, err := b.ReadWriteCloser.Write(p)
 	b.c.add(n)
 	return n, err
+}
+
+// CloseWrite passes a client's half-close on to the upstream, as the
+// ReverseProxy does for an upgraded body that can; without it the proxy
+// would end both directions at the client's EOF, and lose what the
+// upstream still had to send.
+func (b *countingConn) CloseWrite() error {
+	if cw, ok := b.ReadWriteCloser.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported // the proxy then ends both directions, as before
 }

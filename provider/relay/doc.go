@@ -47,7 +47,9 @@
 //     of the window.
 //   - Idle keep-alive limit (Options.IdleKeepAlive, off by default): an open
 //     connection that moved no bytes for that long stops counting, checked at
-//     each heartbeat; traffic makes it count again. This is the leaked
+//     each heartbeat; traffic makes it count again, and the first byte after
+//     a heartbeat skipped for idleness refreshes at once, since the next
+//     beat may come after the auto-stop. This is the leaked
 //     WebSocket that would otherwise keep a forgotten sandbox running forever.
 //
 // Responses stream: SSE and chunked answers are flushed as they arrive, and

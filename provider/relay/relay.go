@@ -446,6 +446,12 @@ func (rl *Relay) proxyError(w http.ResponseWriter, out *http.Request, err error)
 	}
 	if !rs.retried && e != rs.entry && e.target.URL.String() != rs.entry.target.URL.String() &&
 		errors.Is(err, syscall.ECONNREFUSED) && (rs.in.Body == nil || rs.in.Body == http.NoBody) {
+		// The sandbox it moved to may hold another token (a start gives a
+		// new one) or be another sandbox of that name: the caller must
+		// prove access to it too.
+		if rl.authorize(w, rs.in, rs.route, e) != allowed {
+			return
+		}
 		rs.retried, rs.entry = true, e
 		rl.proxy.ServeHTTP(w, rs.in)
 		return

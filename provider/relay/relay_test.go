@@ -605,3 +605,67 @@ func TestOriginOfTheSandboxsOwnPageBecomesTheUpstreams(t *testing.T) {
 	s = decodeSeen(t, f.do(t, "POST", "3000-sb1.localhost:4030", "/", http.Header{"Origin": {"http://evil.example"}}))
 	assert.Equal(t, "http://evil.example", s.Header.Get("Origin"), "a foreign origin is the sandbox's to refuse")
 }
+
+// A request refused by a sandbox that moved goes to the new address only if
+// the caller proves access there too: a start gives a sandbox a new token.
+func TestARetryAfterAMoveChecksTheNewToken(t *testing.T) {
+	up1 := upstream(t, ok)
+	up2 := upstream(t, echo)
+	f := newFixture(t, Options{})
+	old := target("sb1", up1.URL)
+	old.Token = "old-token"
+	old.Header = http.Header{TokenHeader: {"old-token"}}
+	f.backend.set("sb1", old)
+	host := "3000-sb1.localhost"
+	require.Equal(t, http.StatusOK, f.do(t, "GET", host, "/", http.Header{TokenHeader: {"old-token"}}).Code)
+
+	// The sandbox restarts elsewhere with a new token (Daytona rotates it on
+	// every start); the cache still holds the old entry.
+	up1.Close()
+	nw := target("sb1", up2.URL)
+	nw.Token = "new-token"
+	nw.Header = http.Header{TokenHeader: {"new-token"}}
+	f.backend.set("sb1", nw)
+
+	rec := f.do(t, "GET", host, "/", http.Header{TokenHeader: {"old-token"}})
+	assert.Equal(t, http.StatusUnauthorized, rec.Code,
+		"the revoked token reached the restarted sandbox: %s", rec.Body.String())
+	// and the next one is refused, proving the token is revoked
+	assert.Equal(t, http.StatusUnauthorized, f.do(t, "GET", host, "/", http.Header{TokenHeader: {"old-token"}}).Code)
+}
+
+// A client of an upgraded connection that half-closes (sends FIN, keeps
+// reading) gets the rest of the upstream's answer.
+func TestAnUpgradedConnectionPassesAHalfCloseOn(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "Upgrade")
+		w.Header().Set("Upgrade", "tcp")
+		w.WriteHeader(http.StatusSwitchingProtocols)
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(brw) // until the client's EOF
+		_, _ = c.Write([]byte("got " + string(b)))
+	})
+	f := newFixture(t, Options{})
+	f.backend.set("sb1", target("sb1", up.URL))
+	srv := upstream(t, f.relay.ServeHTTP)
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.WriteString(c, "GET / HTTP/1.1\r\nHost: 3000-sb1.localhost\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	_, err = io.WriteString(c, "hello")
+	require.NoError(t, err)
+	require.NoError(t, c.(*net.TCPConn).CloseWrite())
+	rest, err := io.ReadAll(br)
+	require.NoError(t, err)
+	assert.Equal(t, "got hello", string(rest))
+}
