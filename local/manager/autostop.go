@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"errors"
 	"math"
 	"sync"
 	"time"
@@ -74,9 +75,29 @@ func (m *Manager) autoStop(e *entry) {
 	if !idle {
 		return
 	}
+	// Judged again where the stop is recorded, under the lock a refresh
+	// takes: one that came since counts, and a refresh answered before the
+	// stop never sees its sandbox auto-stopped.
+	_, err := m.commitIf(e, nil, func(cur *record) error {
+		if !m.idle(cur, m.clk.Now()) {
+			return errActiveAgain
+		}
+		return nil
+	}, func(r *record) { r.State, r.StopReason = provider.StateStopping, provider.ErrorReasonAutoStopped }, true)
+	switch {
+	case errors.Is(err, errActiveAgain):
+		return
+	case err != nil:
+		m.log.Error("auto-stop", "sandbox", rec.ID, "err", notRecorded(rec.ID, "it was not stopped and is unchanged", err))
+		return
+	}
 	// Detached: a Close arriving mid-kill waits for it (bounded by
 	// StopGrace) instead of failing it into a spurious "kill failed".
 	if _, err := m.stopLocked(detach(m.ctx), e, provider.ErrorReasonAutoStopped); err != nil {
 		m.log.Error("auto-stop", "sandbox", rec.ID, "err", err)
 	}
 }
+
+// errActiveAgain: a sandbox found idle was refreshed before its stop was
+// recorded.
+var errActiveAgain = errors.New("active again")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock/clocktest"
 )
 
 // The reaper ticks once an interval minute. These tests move the fake clock
@@ -133,4 +135,48 @@ func TestHugeAutoStopIntervalNeverOverflows(t *testing.T) {
 			assert.Equal(t, provider.StateStarted, h.get("long").State)
 		})
 	}
+}
+
+// hookClock is a fake clock that runs a hook inside its at-th Now call.
+type hookClock struct {
+	*clocktest.Fake
+	calls atomic.Int32
+	at    int32
+	hook  atomic.Pointer[func()]
+}
+
+func (c *hookClock) Now() time.Time {
+	if f := c.hook.Load(); f != nil && c.calls.Add(1) == c.at {
+		c.hook.Store(nil)
+		(*f)()
+	}
+	return c.Fake.Now()
+}
+
+// A refresh answered between the auto-stop's look at an idle sandbox and
+// the record of its stop counts: the sandbox keeps running.
+func TestARefreshDuringTheAutoStopsCheckKeepsTheSandbox(t *testing.T) {
+	ctx := context.Background()
+	hc := &hookClock{Fake: clocktest.NewFake(time.Time{}), at: 2}
+	h := newHarness(t, func(o *Options) { o.Clock = hc; o.ReapInterval = 1000 * time.Hour })
+	h.clk = hc.Fake
+	h.create(provider.CreateRequest{ID: "busy", AutoStopInterval: ptr(1)})
+	h.clk.Advance(time.Minute)
+	var fired bool
+	var refreshErr error
+	f := func() {
+		// The auto-stop's own Now, with the manager's lock held and the
+		// idle record read: the refresh comes in right there.
+		fired = true
+		h.m.mu.Unlock()
+		refreshErr = h.m.RefreshActivity(ctx, "busy")
+		h.m.mu.Lock()
+	}
+	hc.hook.Store(&f)
+	h.m.reapIdle() // Now #1: the sweep's, #2: the auto-stop's look
+	require.True(t, fired, "the refresh never came in during the auto-stop's look")
+	require.NoError(t, refreshErr, "the refresh was answered")
+	s := h.get("busy")
+	assert.Equal(t, provider.StateStarted, s.State, "stopped although refreshed: %s", s.ErrorReason)
+	assert.Equal(t, h.clk.Now(), s.LastActivityAt)
 }

@@ -497,6 +497,13 @@ func (m *Manager) write(e *entry, fn func(r *record), durable bool, events ...em
 // preparation failed) p is discarded and fn's record written afresh. A
 // nil p is write.
 func (m *Manager) commit(e *entry, p *prepared, fn func(r *record), durable bool, events ...emission) (provider.Sandbox, error) {
+	return m.commitIf(e, p, nil, fn, durable, events...)
+}
+
+// commitIf is commit unless cond, asked about e's current record under the
+// persist lock (which a refresh takes too), says no: then its error, and
+// nothing is written.
+func (m *Manager) commitIf(e *entry, p *prepared, cond func(cur *record) error, fn func(r *record), durable bool, events ...emission) (provider.Sandbox, error) {
 	if p != nil {
 		<-p.done // before the persist lock, which the preparation never takes
 	}
@@ -516,6 +523,12 @@ func (m *Manager) commit(e *entry, p *prepared, fn func(r *record), durable bool
 		return m.info(cur), provider.Errorf(provider.NotFound, "sandbox %q was deleted", cur.ID)
 	case e.unreadable != nil:
 		return m.info(cur), unreadableErr(cur.ID, e.unreadable)
+	}
+	if cond != nil {
+		if err := cond(cur); err != nil {
+			p.discard()
+			return m.info(cur), err
+		}
 	}
 	var next *record
 	if p.follows(cur) {
