@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"time"
 
@@ -290,7 +291,8 @@ func (m *Manager) deleteLocked(ctx context.Context, e *entry) error {
 	// Under the persist lock, so that no update that looked the sandbox up
 	// earlier writes once the directory is gone.
 	e.persistMu.Lock()
-	if err := m.removeDir(rec.ID); err != nil {
+	trashed, err := m.trash(rec.ID)
+	if err != nil {
 		e.persistMu.Unlock()
 		return provider.Errorf(provider.Internal, "remove sandbox directory: %w", err)
 	}
@@ -302,6 +304,13 @@ func (m *Manager) deleteLocked(ctx context.Context, e *entry) error {
 	s.State, s.ErrorReason = provider.StateDestroyed, reasonDeleted
 	m.emit(provider.EventDeleted, s, "") // under the persist lock: nothing of this sandbox follows it
 	e.persistMu.Unlock()
+	// Outside the lock, which an activity flush of every sandbox may wait
+	// for: a large workspace takes seconds to remove.
+	if trashed != "" {
+		if err := os.RemoveAll(trashed); err != nil {
+			m.log.Warn("remove a deleted sandbox's files; the next start removes what is left", "sandbox", rec.ID, "err", err)
+		}
+	}
 	return nil
 }
 

@@ -276,18 +276,30 @@ func (m *Manager) readEnv(id string) (map[string]string, error) {
 // removeDir deletes a sandbox directory by first renaming it into the trash,
 // so that a crash midway never leaves a half-deleted sandbox that looks live.
 func (m *Manager) removeDir(id string) error {
+	trashed, err := m.trash(id)
+	if err != nil || trashed == "" {
+		return err
+	}
+	return os.RemoveAll(trashed)
+}
+
+// trash renames a sandbox directory into the trash, where nothing reads it
+// and the next start removes what is left, and returns its new path; ""
+// when there was none. The rename is a delete's commit point; the removal
+// of what it moved may follow without any lock.
+func (m *Manager) trash(id string) (string, error) {
 	trash := filepath.Join(m.opts.Root, trashDir)
 	if err := os.MkdirAll(trash, 0o700); err != nil {
-		return err
+		return "", err
 	}
 	dst := filepath.Join(trash, fmt.Sprintf("%s-%d", id, m.clk.Now().UnixNano()))
 	if err := os.Rename(m.dir(id), dst); err != nil {
 		if os.IsNotExist(err) {
-			return nil
+			return "", nil
 		}
-		return err
+		return "", err
 	}
-	return os.RemoveAll(dst)
+	return dst, nil
 }
 
 // registry is what loadRecords finds under the root.
