@@ -99,6 +99,19 @@ func (h *harness) acquire(key string, opts ...AcquireOption) *Lease {
 	return l
 }
 
+// supersede acquires key, then sends a second acquire of it that waits out
+// busy, the harness's BusyWait, and so supersedes the first turn: the
+// first lease, and the second acquire's result to come.
+func (h *harness) supersede(key string, busy time.Duration) (*Lease, <-chan acquired) {
+	h.t.Helper()
+	old := h.acquire(key)
+	base := h.clk.Waiters()
+	newer := h.acquireAsync(h.ctx, key)
+	require.NoError(h.t, h.clk.BlockUntilWaiters(waitCtx(h.t), base+1))
+	h.clk.Advance(busy)
+	return old, newer
+}
+
 func (h *harness) release(l *Lease, o Outcome) {
 	h.t.Helper()
 	require.NoError(h.t, h.p.Release(h.ctx, l, o))

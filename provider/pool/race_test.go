@@ -66,11 +66,7 @@ func TestTwoTurnsOnOneKey(t *testing.T) {
 // deleted.
 func TestNewerTurnSupersedesAStuckOne(t *testing.T) {
 	h := newHarness(t, WithBusyWait(30*time.Second))
-	old := h.acquire("conv")
-	base := h.clk.Waiters()
-	newer := h.acquireAsync(h.ctx, "conv")
-	require.NoError(t, h.clk.BlockUntilWaiters(waitCtx(t), base+1))
-	h.clk.Advance(30 * time.Second)
+	old, newer := h.supersede("conv", 30*time.Second)
 	r := <-newer
 	require.NoError(t, r.err)
 	assert.Equal(t, PathCreated, r.l.Path)

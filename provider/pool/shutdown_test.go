@@ -307,11 +307,7 @@ func TestFileStoreReopensWithTheSameState(t *testing.T) {
 // deletes its sandbox and gives its slot back.
 func TestShutdownEndsASupersededTurnOfAnEmptyKey(t *testing.T) {
 	h := newHarness(t, WithBusyWait(30*time.Second))
-	old := h.acquire("conv")
-	base := h.clk.Waiters()
-	newer := h.acquireAsync(h.ctx, "conv")
-	require.NoError(t, h.clk.BlockUntilWaiters(waitCtx(t), base+1))
-	h.clk.Advance(30 * time.Second)
+	old, newer := h.supersede("conv", 30*time.Second)
 	r := <-newer
 	require.NoError(t, r.err)
 	h.release(r.l, OutcomeFailed) // the key's record goes
