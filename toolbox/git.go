@@ -271,8 +271,9 @@ func (s *server) gitPath(p string) (string, error) {
 }
 
 // repoDir resolves a repository path against the work dir and checks that
-// it exists.
-func (s *server) repoDir(p string) (string, error) {
+// it exists, and that the repository git finds there (through a .git file,
+// core.worktree or a parent directory) is one the file API would show.
+func (s *server) repoDir(ctx context.Context, p string) (string, error) {
 	if strings.TrimSpace(p) == "" {
 		return "", errorf(http.StatusBadRequest, "path is required")
 	}
@@ -290,7 +291,58 @@ func (s *server) repoDir(p string) (string, error) {
 	if !fi.IsDir() {
 		return "", errorf(http.StatusBadRequest, "repository path %s is not a directory", dir)
 	}
+	if err := s.checkRepoReach(ctx, dir); err != nil {
+		return "", err
+	}
 	return dir, nil
+}
+
+// checkRepoReach refuses a repository at dir whose git directory, common
+// directory or work tree the file API refuses. Not a repository: nothing to
+// check, the operation itself says so (or makes one).
+func (s *server) checkRepoReach(ctx context.Context, dir string) error {
+	out, err := s.git(ctx, gitCmd{dir: dir, args: []string{"rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"}})
+	if err != nil {
+		return nil
+	}
+	paths := strings.Fields(out)
+	if top, err := s.git(ctx, gitCmd{dir: dir, args: []string{"rev-parse", "--show-toplevel"}}); err == nil {
+		paths = append(paths, strings.TrimSpace(top)) // a bare repository has none
+	}
+	for _, p := range paths {
+		if _, err := s.gitPath(p); err != nil {
+			return errorf(http.StatusForbidden, "repository %s: git would use %s, which the file API refuses", dir, p)
+		}
+	}
+	return nil
+}
+
+// cloneSource is the URL a clone reads from: a remote one as given, a
+// local one (a path, or file://) resolved as the file API does, so that no
+// clone copies what the file API refuses.
+func (s *server) cloneSource(u string) (string, error) {
+	path, isFile := strings.CutPrefix(u, "file://")
+	if !isFile && !localGitURL(u) {
+		return u, nil
+	}
+	abs, err := s.gitPath(path)
+	if err != nil {
+		return "", err
+	}
+	if isFile {
+		return "file://" + abs, nil
+	}
+	return abs, nil
+}
+
+// localGitURL reports whether git reads u as a local path: no scheme, and
+// no colon before the first slash (git's host:path for ssh).
+func localGitURL(u string) bool {
+	if strings.Contains(u, "://") {
+		return false
+	}
+	colon := strings.IndexByte(u, ':')
+	return colon < 0 || (strings.IndexByte(u, '/') >= 0 && strings.IndexByte(u, '/') < colon)
 }
 
 // noOption refuses a value git would take for an option.
@@ -321,6 +373,10 @@ func (s *server) handleGitClone(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	source, err := s.cloneSource(req.URL)
+	if err != nil {
+		return err
+	}
 	args := []string{}
 	if req.InsecureSkipTLS {
 		args = append(args, "-c", "http.sslVerify=false")
@@ -334,7 +390,7 @@ func (s *server) handleGitClone(w http.ResponseWriter, r *http.Request) error {
 		// clone keeps every branch, as a full one does.
 		args = append(args, "--depth", strconv.Itoa(req.Depth), "--no-single-branch")
 	}
-	args = append(args, "--", req.URL, dest)
+	args = append(args, "--", source, dest)
 	creds := credsOf(req.Username, req.Password)
 	if _, err := s.git(r.Context(), gitCmd{dir: s.opts.WorkDir, creds: creds, args: args}); err != nil {
 		return err
@@ -349,7 +405,7 @@ func (s *server) handleGitClone(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) handleGitStatus(w http.ResponseWriter, r *http.Request) error {
-	dir, err := s.repoDir(r.URL.Query().Get("path"))
+	dir, err := s.repoDir(r.Context(), r.URL.Query().Get("path"))
 	if err != nil {
 		return err
 	}
@@ -427,7 +483,7 @@ func fileStatus(xy, name, orig string) FileStatus {
 }
 
 func (s *server) handleGitBranches(w http.ResponseWriter, r *http.Request) error {
-	dir, err := s.repoDir(r.URL.Query().Get("path"))
+	dir, err := s.repoDir(r.Context(), r.URL.Query().Get("path"))
 	if err != nil {
 		return err
 	}
@@ -459,7 +515,7 @@ func (s *server) branchRequest(w http.ResponseWriter, r *http.Request) (string, 
 	if err := noOption("branch name", req.Name); err != nil {
 		return "", "", err
 	}
-	dir, err := s.repoDir(req.Path)
+	dir, err := s.repoDir(r.Context(), req.Path)
 	return dir, req.Name, err
 }
 
@@ -500,7 +556,7 @@ func (s *server) handleGitCheckout(w http.ResponseWriter, r *http.Request) error
 	if err := noOption("branch", req.Branch); err != nil {
 		return err
 	}
-	dir, err := s.repoDir(req.Path)
+	dir, err := s.repoDir(r.Context(), req.Path)
 	if err != nil {
 		return err
 	}
@@ -519,7 +575,7 @@ func (s *server) handleGitAdd(w http.ResponseWriter, r *http.Request) error {
 	if len(req.Files) == 0 {
 		return errorf(http.StatusBadRequest, "files is required (use [\".\"] for everything)")
 	}
-	dir, err := s.repoDir(req.Path)
+	dir, err := s.repoDir(r.Context(), req.Path)
 	if err != nil {
 		return err
 	}
@@ -539,7 +595,7 @@ func (s *server) handleGitCommit(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(req.Message) == "" || strings.TrimSpace(req.Author) == "" || strings.TrimSpace(req.Email) == "" {
 		return errorf(http.StatusBadRequest, "message, author and email are required")
 	}
-	dir, err := s.repoDir(req.Path)
+	dir, err := s.repoDir(r.Context(), req.Path)
 	if err != nil {
 		return err
 	}
@@ -564,7 +620,7 @@ func (s *server) handleGitCommit(w http.ResponseWriter, r *http.Request) error {
 
 // handleGitHistory lists the commits reachable from HEAD, newest first.
 func (s *server) handleGitHistory(w http.ResponseWriter, r *http.Request) error {
-	dir, err := s.repoDir(r.URL.Query().Get("path"))
+	dir, err := s.repoDir(r.Context(), r.URL.Query().Get("path"))
 	if err != nil {
 		return err
 	}
@@ -610,8 +666,39 @@ func (s *server) repoRequest(w http.ResponseWriter, r *http.Request) (string, Gi
 			return "", req, err
 		}
 	}
-	dir, err := s.repoDir(req.Path)
+	dir, err := s.repoDir(r.Context(), req.Path)
+	if err == nil {
+		err = s.checkRemotes(r.Context(), dir)
+	}
 	return dir, req, err
+}
+
+// checkRemotes refuses a repository one of whose remotes (fetch or push
+// URL, rewrites applied) is a local path the file API refuses: a push or
+// pull there would read or write another sandbox's repository.
+func (s *server) checkRemotes(ctx context.Context, dir string) error {
+	names, err := s.git(ctx, gitCmd{dir: dir, args: []string{"remote"}})
+	if err != nil {
+		return err
+	}
+	for _, name := range strings.Fields(names) {
+		for _, push := range []bool{false, true} {
+			args := []string{"remote", "get-url", "--all"}
+			if push {
+				args = append(args, "--push")
+			}
+			urls, err := s.git(ctx, gitCmd{dir: dir, args: append(args, "--", name)})
+			if err != nil {
+				return err
+			}
+			for _, u := range strings.Split(strings.TrimSpace(urls), "\n") {
+				if _, err := s.cloneSource(u); err != nil {
+					return errorf(http.StatusForbidden, "remote %s of %s: %s", name, dir, err.Error())
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // hasUpstream reports whether the current branch tracks a remote branch.

@@ -121,7 +121,7 @@ func (s *server) handleGitInit(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) handleGitListRemotes(w http.ResponseWriter, r *http.Request) error {
-	dir, err := s.repoDir(r.URL.Query().Get("path"))
+	dir, err := s.repoDir(r.Context(), r.URL.Query().Get("path"))
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func (s *server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) erro
 			return err
 		}
 	}
-	dir, err := s.repoDir(req.Path)
+	dir, err := s.repoDir(r.Context(), req.Path)
 	if err != nil {
 		return err
 	}
@@ -174,6 +174,9 @@ func (s *server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	if req.Fetch {
+		if err := s.checkRemotes(r.Context(), dir); err != nil {
+			return err
+		}
 		if _, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"fetch", "--quiet", "--", req.Name}}); err != nil {
 			return err
 		}
@@ -184,14 +187,14 @@ func (s *server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) erro
 
 // configScope turns a request's scope into git config's option and the
 // directory to run it in; local needs a repository.
-func (s *server) configScope(scope, path string) (flag, dir string, err error) {
+func (s *server) configScope(ctx context.Context, scope, path string) (flag, dir string, err error) {
 	switch scope {
 	case "", "global":
 		return "--global", s.opts.WorkDir, nil
 	case "system":
 		return "--system", s.opts.WorkDir, nil
 	case "local":
-		dir, err := s.repoDir(path)
+		dir, err := s.repoDir(ctx, path)
 		return "--local", dir, err
 	}
 	return "", "", errorf(http.StatusBadRequest, "scope must be global, local or system, not %q", scope)
@@ -225,7 +228,7 @@ func (s *server) handleGitGetConfig(w http.ResponseWriter, r *http.Request) erro
 	if err := gitConfigKey(key); err != nil {
 		return err
 	}
-	flag, dir, err := s.configScope(q.Get("scope"), q.Get("path"))
+	flag, dir, err := s.configScope(r.Context(), q.Get("scope"), q.Get("path"))
 	if err != nil {
 		return err
 	}
@@ -239,7 +242,7 @@ func (s *server) handleGitGetConfig(w http.ResponseWriter, r *http.Request) erro
 
 // setConfig writes key=value pairs at scope.
 func (s *server) setConfig(ctx context.Context, scope, path string, kv ...string) error {
-	flag, dir, err := s.configScope(scope, path)
+	flag, dir, err := s.configScope(ctx, scope, path)
 	if err != nil {
 		return err
 	}
@@ -297,7 +300,7 @@ func (s *server) handleGitReset(w http.ResponseWriter, r *http.Request) error {
 	if err := noOption("target", req.Target); err != nil {
 		return err
 	}
-	dir, err := s.repoDir(req.Path)
+	dir, err := s.repoDir(r.Context(), req.Path)
 	if err != nil {
 		return err
 	}
@@ -325,7 +328,7 @@ func (s *server) handleGitRestore(w http.ResponseWriter, r *http.Request) error 
 	if err := noOption("source", req.Source); err != nil {
 		return err
 	}
-	dir, err := s.repoDir(req.Path)
+	dir, err := s.repoDir(r.Context(), req.Path)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package toolbox
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -388,4 +389,67 @@ func TestGitRefusesHiddenDirectories(t *testing.T) {
 	gitOK(t, ts, http.MethodPost, "/git/init", map[string]any{"path": other}, http.StatusForbidden)
 	assert.NoDirExists(t, filepath.Join(other, ".git"))
 	gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: "file://" + bare, Path: "mine"}, http.StatusOK)
+}
+
+// hiddenRepoLayout is a work dir under a hidden directory that also holds
+// another sandbox's git repository, with a secret committed: the file API
+// refuses that repository's files, so git must not reach them either.
+func hiddenRepoLayout(t *testing.T) (ts *testServer, other string) {
+	isolateGit(t)
+	root := t.TempDir()
+	own := filepath.Join(root, "a", "work")
+	other = filepath.Join(root, "b", "work")
+	require.NoError(t, os.MkdirAll(own, 0o700))
+	require.NoError(t, os.MkdirAll(other, 0o700))
+	gitRun(t, other, "init", "-q")
+	require.NoError(t, os.WriteFile(filepath.Join(other, "secret.txt"), []byte("B-SECRET"), 0o600))
+	gitRun(t, other, "add", "secret.txt")
+	gitRun(t, other, "commit", "-q", "-m", "b private commit")
+	ts = newTestServer(t, Options{WorkDir: own, Hidden: []string{root}})
+	resp := ts.get(t, "/files/download?path="+url.QueryEscape(filepath.Join(other, "secret.txt")))
+	require.Equal(t, http.StatusForbidden, resp.status, "the file API refuses the other repository")
+	return ts, other
+}
+
+// A clone reads from no place the file API refuses, however its URL names it.
+func TestGitCloneRefusesAHiddenSource(t *testing.T) {
+	ts, other := hiddenRepoLayout(t)
+	for i, u := range []string{other, "file://" + other, "../../b/work"} {
+		dest := fmt.Sprintf("stolen%d", i)
+		resp := ts.postJSON(t, "/git/clone", GitCloneRequest{URL: u, Path: dest})
+		assert.Equal(t, http.StatusForbidden, resp.status, "clone of %q: %s", u, resp.body)
+		assert.NotEqual(t, http.StatusOK, ts.get(t, "/files/download?path="+dest+"/secret.txt").status)
+	}
+}
+
+// A .git file in the work dir that points into a hidden repository opens
+// nothing of it.
+func TestGitRefusesARepositoryThatPointsIntoAHiddenOne(t *testing.T) {
+	ts, other := hiddenRepoLayout(t)
+	resp := ts.do(t, http.MethodPost, "/files/upload-v2?path=x/.git", strings.NewReader("gitdir: "+filepath.Join(other, ".git")+"\n"), "application/octet-stream")
+	require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
+	h := ts.get(t, "/git/history?path=x")
+	assert.Equal(t, http.StatusForbidden, h.status, "%s", h.body)
+	assert.NotContains(t, string(h.body), "b private commit")
+	r := ts.postJSON(t, "/git/restore", map[string]any{"path": "x", "files": []string{"secret.txt"}, "source": "HEAD"})
+	assert.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+	assert.NotEqual(t, http.StatusOK, ts.get(t, "/files/download?path=x/secret.txt").status, "the hidden file reached the work dir")
+}
+
+// A remote that is a hidden repository, added through the API or written
+// into the repository's config by hand, is neither fetched nor pulled nor
+// pushed.
+func TestGitRefusesAHiddenRemote(t *testing.T) {
+	ts, other := hiddenRepoLayout(t)
+	mine := filepath.Join(filepath.Dir(filepath.Dir(other)), "a", "work", "mine")
+	require.NoError(t, os.MkdirAll(mine, 0o700))
+	gitRun(t, mine, "init", "-q")
+	resp := ts.postJSON(t, "/git/remotes", map[string]any{"path": "mine", "name": "stolen", "url": other, "fetch": true})
+	assert.Equal(t, http.StatusForbidden, resp.status, "fetch from a hidden remote: %s", resp.body)
+	gitRun(t, mine, "remote", "set-url", "stolen", "../../b/work")
+	for _, op := range []string{"/git/pull", "/git/push"} {
+		resp := ts.postJSON(t, op, map[string]any{"path": "mine", "remote": "stolen", "branch": "main"})
+		assert.Equal(t, http.StatusForbidden, resp.status, "%s with a hidden remote: %s", op, resp.body)
+	}
+	assert.NotEqual(t, http.StatusOK, ts.get(t, "/files/download?path=mine/secret.txt").status, "the hidden file reached the work dir")
 }
