@@ -317,13 +317,17 @@ func (s *server) checkRepoReach(ctx context.Context, dir string) error {
 	return nil
 }
 
-// cloneSource is the URL a clone reads from: a remote one as given, a
-// local one (a path, or file://) resolved as the file API does, so that no
-// clone copies what the file API refuses.
-func (s *server) cloneSource(u string) (string, error) {
+// gitSource is a URL git reads from or writes to: a remote one as given, a
+// local one (a path, or file://) resolved as the file API does, relative to
+// base as git resolves it, so that git reaches nothing the file API
+// refuses.
+func (s *server) gitSource(base, u string) (string, error) {
 	path, isFile := strings.CutPrefix(u, "file://")
 	if !isFile && !localGitURL(u) {
 		return u, nil
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(base, path)
 	}
 	abs, err := s.gitPath(path)
 	if err != nil {
@@ -373,7 +377,7 @@ func (s *server) handleGitClone(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	source, err := s.cloneSource(req.URL)
+	source, err := s.gitSource(s.opts.WorkDir, req.URL) // clone runs in the work dir
 	if err != nil {
 		return err
 	}
@@ -674,14 +678,32 @@ func (s *server) repoRequest(w http.ResponseWriter, r *http.Request) (string, Gi
 }
 
 // checkRemotes refuses a repository one of whose remotes (fetch or push
-// URL, rewrites applied) is a local path the file API refuses: a push or
-// pull there would read or write another sandbox's repository.
+// URL, rewrites applied, or a URL a branch or remote.pushDefault names in
+// place of a remote) is a local path the file API refuses: a push or pull
+// there would read or write another sandbox's repository.
 func (s *server) checkRemotes(ctx context.Context, dir string) error {
+	// git resolves a relative URL against the work tree's top (the git
+	// directory's, in a bare repository).
+	base, err := s.git(ctx, gitCmd{dir: dir, args: []string{"rev-parse", "--show-toplevel"}})
+	if err != nil {
+		if base, err = s.git(ctx, gitCmd{dir: dir, args: []string{"rev-parse", "--absolute-git-dir"}}); err != nil {
+			return err
+		}
+	}
+	base = strings.TrimSpace(base)
+	check := func(what, u string) error {
+		if _, err := s.gitSource(base, u); err != nil {
+			return errorf(http.StatusForbidden, "%s of %s: %s", what, dir, err.Error())
+		}
+		return nil
+	}
 	names, err := s.git(ctx, gitCmd{dir: dir, args: []string{"remote"}})
 	if err != nil {
 		return err
 	}
+	known := map[string]bool{}
 	for _, name := range strings.Fields(names) {
+		known[name] = true
 		for _, push := range []bool{false, true} {
 			args := []string{"remote", "get-url", "--all"}
 			if push {
@@ -692,10 +714,24 @@ func (s *server) checkRemotes(ctx context.Context, dir string) error {
 				return err
 			}
 			for _, u := range strings.Split(strings.TrimSpace(urls), "\n") {
-				if _, err := s.cloneSource(u); err != nil {
-					return errorf(http.StatusForbidden, "remote %s of %s: %s", name, dir, err.Error())
+				if err := check("remote "+name, u); err != nil {
+					return err
 				}
 			}
+		}
+	}
+	named, err := s.git(ctx, gitCmd{dir: dir, quietExit1: true,
+		args: []string{"config", "--get-regexp", `^(branch\..*\.(remote|pushremote)|remote\.pushdefault)$`}})
+	if err != nil && !errors.Is(err, errQuietExit1) {
+		return err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(named), "\n") {
+		key, u, ok := strings.Cut(line, " ")
+		if !ok || known[u] {
+			continue
+		}
+		if err := check(key, u); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -446,10 +446,15 @@ func TestGitRefusesAHiddenRemote(t *testing.T) {
 	gitRun(t, mine, "init", "-q")
 	resp := ts.postJSON(t, "/git/remotes", map[string]any{"path": "mine", "name": "stolen", "url": other, "fetch": true})
 	assert.Equal(t, http.StatusForbidden, resp.status, "fetch from a hidden remote: %s", resp.body)
-	gitRun(t, mine, "remote", "set-url", "stolen", "../../b/work")
+	gitRun(t, mine, "remote", "set-url", "stolen", "../../../b/work") // relative to the repository, as git reads it
 	for _, op := range []string{"/git/pull", "/git/push"} {
 		resp := ts.postJSON(t, op, map[string]any{"path": "mine", "remote": "stolen", "branch": "main"})
 		assert.Equal(t, http.StatusForbidden, resp.status, "%s with a hidden remote: %s", op, resp.body)
 	}
+	gitRun(t, mine, "remote", "remove", "stolen")
+	gitRun(t, mine, "config", "branch.main.remote", other) // a URL in place of a remote's name
+	gitRun(t, mine, "config", "branch.main.merge", "refs/heads/main")
+	resp = ts.postJSON(t, "/git/pull", map[string]any{"path": "mine"})
+	assert.Equal(t, http.StatusForbidden, resp.status, "pull from a branch's hidden URL: %s", resp.body)
 	assert.NotEqual(t, http.StatusOK, ts.get(t, "/files/download?path=mine/secret.txt").status, "the hidden file reached the work dir")
 }
