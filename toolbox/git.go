@@ -274,47 +274,56 @@ func (s *server) gitPath(p string) (string, error) {
 // it exists, and that the repository git finds there (through a .git file,
 // core.worktree or a parent directory) is one the file API would show.
 func (s *server) repoDir(ctx context.Context, p string) (string, error) {
+	dir, _, err := s.repoAt(ctx, p)
+	return dir, err
+}
+
+// repoAt is repoDir, with the top of the repository found there: where git
+// resolves a remote's relative URL ("" when dir is in none).
+func (s *server) repoAt(ctx context.Context, p string) (dir, top string, err error) {
 	if strings.TrimSpace(p) == "" {
-		return "", errorf(http.StatusBadRequest, "path is required")
+		return "", "", errorf(http.StatusBadRequest, "path is required")
 	}
-	dir, err := s.gitPath(p)
-	if err != nil {
-		return "", err
+	if dir, err = s.gitPath(p); err != nil {
+		return "", "", err
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", errorf(http.StatusNotFound, "repository path %s does not exist", dir)
+			return "", "", errorf(http.StatusNotFound, "repository path %s does not exist", dir)
 		}
-		return "", errorf(http.StatusBadRequest, "repository path %s: %v", dir, err)
+		return "", "", errorf(http.StatusBadRequest, "repository path %s: %v", dir, err)
 	}
 	if !fi.IsDir() {
-		return "", errorf(http.StatusBadRequest, "repository path %s is not a directory", dir)
+		return "", "", errorf(http.StatusBadRequest, "repository path %s is not a directory", dir)
 	}
-	if err := s.checkRepoReach(ctx, dir); err != nil {
-		return "", err
+	if top, err = s.repoReach(ctx, dir); err != nil {
+		return "", "", err
 	}
-	return dir, nil
+	return dir, top, nil
 }
 
-// checkRepoReach refuses a repository at dir whose git directory, common
-// directory or work tree the file API refuses. Not a repository: nothing to
-// check, the operation itself says so (or makes one).
-func (s *server) checkRepoReach(ctx context.Context, dir string) error {
+// repoReach refuses a repository at dir whose git directory, common
+// directory or work tree the file API refuses, and returns its top: the
+// work tree's, or the git directory of a bare one. Not a repository: ""
+// and nothing to check, the operation itself says so (or makes one).
+func (s *server) repoReach(ctx context.Context, dir string) (string, error) {
 	out, err := s.git(ctx, gitCmd{dir: dir, args: []string{"rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"}})
 	if err != nil {
-		return nil
+		return "", nil
 	}
-	paths := strings.Fields(out)
-	if top, err := s.git(ctx, gitCmd{dir: dir, args: []string{"rev-parse", "--show-toplevel"}}); err == nil {
-		paths = append(paths, strings.TrimSpace(top)) // a bare repository has none
+	paths := strings.Split(strings.TrimSpace(out), "\n")
+	top := paths[0] // a bare repository has no work tree
+	if tree, err := s.git(ctx, gitCmd{dir: dir, args: []string{"rev-parse", "--show-toplevel"}}); err == nil {
+		top = strings.TrimSpace(tree)
+		paths = append(paths, top)
 	}
 	for _, p := range paths {
 		if _, err := s.gitPath(p); err != nil {
-			return errorf(http.StatusForbidden, "repository %s: git would use %s, which the file API refuses", dir, p)
+			return "", errorf(http.StatusForbidden, "repository %s: git would use %s, which the file API refuses", dir, p)
 		}
 	}
-	return nil
+	return top, nil
 }
 
 // gitSource is a URL git reads from or writes to: a remote one as given, a
@@ -345,8 +354,8 @@ func localGitURL(u string) bool {
 	if strings.Contains(u, "://") {
 		return false
 	}
-	colon := strings.IndexByte(u, ':')
-	return colon < 0 || (strings.IndexByte(u, '/') >= 0 && strings.IndexByte(u, '/') < colon)
+	colon, slash := strings.IndexByte(u, ':'), strings.IndexByte(u, '/')
+	return colon < 0 || (slash >= 0 && slash < colon)
 }
 
 // noOption refuses a value git would take for an option.
@@ -670,9 +679,9 @@ func (s *server) repoRequest(w http.ResponseWriter, r *http.Request) (string, Gi
 			return "", req, err
 		}
 	}
-	dir, err := s.repoDir(r.Context(), req.Path)
+	dir, top, err := s.repoAt(r.Context(), req.Path)
 	if err == nil {
-		err = s.checkRemotes(r.Context(), dir)
+		err = s.checkRemotes(r.Context(), dir, top)
 	}
 	return dir, req, err
 }
@@ -680,19 +689,11 @@ func (s *server) repoRequest(w http.ResponseWriter, r *http.Request) (string, Gi
 // checkRemotes refuses a repository one of whose remotes (fetch or push
 // URL, rewrites applied, or a URL a branch or remote.pushDefault names in
 // place of a remote) is a local path the file API refuses: a push or pull
-// there would read or write another sandbox's repository.
-func (s *server) checkRemotes(ctx context.Context, dir string) error {
-	// git resolves a relative URL against the work tree's top (the git
-	// directory's, in a bare repository).
-	base, err := s.git(ctx, gitCmd{dir: dir, args: []string{"rev-parse", "--show-toplevel"}})
-	if err != nil {
-		if base, err = s.git(ctx, gitCmd{dir: dir, args: []string{"rev-parse", "--absolute-git-dir"}}); err != nil {
-			return err
-		}
-	}
-	base = strings.TrimSpace(base)
+// there would read or write another sandbox's repository. top is the
+// repository's, from repoAt: git resolves a relative URL against it.
+func (s *server) checkRemotes(ctx context.Context, dir, top string) error {
 	check := func(what, u string) error {
-		if _, err := s.gitSource(base, u); err != nil {
+		if _, err := s.gitSource(top, u); err != nil {
 			return errorf(http.StatusForbidden, "%s of %s: %s", what, dir, err.Error())
 		}
 		return nil

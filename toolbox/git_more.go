@@ -157,7 +157,7 @@ func (s *server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) erro
 			return err
 		}
 	}
-	dir, err := s.repoDir(r.Context(), req.Path)
+	dir, top, err := s.repoAt(r.Context(), req.Path)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (s *server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	if req.Fetch {
-		if err := s.checkRemotes(r.Context(), dir); err != nil {
+		if err := s.checkRemotes(r.Context(), dir, top); err != nil {
 			return err
 		}
 		if _, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"fetch", "--quiet", "--", req.Name}}); err != nil {
