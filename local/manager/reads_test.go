@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,15 +84,22 @@ func TestListJSONIsTheEncodedList(t *testing.T) {
 // An exit the watch could not record (its write failed) is recorded by
 // the next read once the write works.
 func TestAReadRecordsAnExitTheWatchCouldNot(t *testing.T) {
-	h := newHarness(t)
+	failed := logged(`msg="persist exit"`)
+	h := newHarness(t, func(o *Options) { o.Logger = failed.logger() })
 	ctx := context.Background()
 	h.create(provider.CreateRequest{ID: "moved"})
 	dir := filepath.Join(h.root, "moved")
 	require.NoError(t, os.Rename(dir, dir+".away"))
 	h.rt.Kill(h.handle("moved"), "exited: code 4")
+	select {
+	case <-failed.seen:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch did not try to record the exit")
+	}
 	h.eventually(func() bool {
 		// The watch holds the sandbox's operation lock while it tries to
-		// record the exit; a read skips a sandbox whose lock is held.
+		// record the exit, and notes the exit before it takes the lock;
+		// a read skips a sandbox whose lock is held.
 		e, err := h.m.lookup("moved")
 		if err != nil || !e.op.tryLock() {
 			return false
@@ -166,3 +176,21 @@ func TestAStateChangeWritesThePendingActivity(t *testing.T) {
 	assert.Equal(t, 5, r.AutoStopInterval)
 	assert.True(t, refreshed.Equal(r.LastActivityAt))
 }
+
+// logLine closes seen once a log line containing want is written.
+type logLine struct {
+	want string
+	once sync.Once
+	seen chan struct{}
+}
+
+func logged(want string) *logLine { return &logLine{want: want, seen: make(chan struct{})} }
+
+func (l *logLine) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), l.want) {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return len(p), nil
+}
+
+func (l *logLine) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
