@@ -72,7 +72,8 @@ type sandbox struct {
 	conns       map[*conn]struct{}
 	timer       clock.Timer // the heartbeat; reused
 	armed       bool
-	failures    int // since the last failure log
+	due         time.Time // when the armed heartbeat fires
+	failures    int       // since the last failure log
 	lastFailLog time.Time
 }
 
@@ -80,7 +81,12 @@ type sandbox struct {
 // moved through it in either direction, so that the heartbeat can tell an
 // idle connection from a busy one.
 type conn struct {
-	sb        *sandbox // set by open, before any byte moves
+	// port is the sandbox port the request addressed: what resolving the
+	// sandbox again (see Relay.retime) asks for.
+	port int
+	// sb is set by open, before any byte moves, and set again when a
+	// retried request moves to another sandbox.
+	sb        atomic.Pointer[sandbox]
 	bytes     atomic.Int64
 	seenBytes int64     // bytes at the last heartbeat; under sandbox.mu
 	seenAt    time.Time // when bytes last changed, as heartbeats saw it
@@ -91,7 +97,7 @@ func (c *conn) add(n int) {
 		return
 	}
 	c.bytes.Add(int64(n))
-	if s := c.sb; s != nil && s.idle.Load() && s.idle.CompareAndSwap(true, false) {
+	if s := c.sb.Load(); s != nil && s.idle.Load() && s.idle.CompareAndSwap(true, false) {
 		s.send(s.t.clk.Now(), byHeartbeat)
 	}
 }
@@ -161,11 +167,38 @@ func (t *tracker) close() {
 	t.wg.Wait()
 }
 
-func (s *sandbox) setTiming(window, beat time.Duration) {
+// setTiming sets the sandbox's debounce window and heartbeat period, as a
+// resolution found them. An armed heartbeat that the new period makes due
+// sooner (the auto-stop interval shrank under an open stream) is armed
+// again for then.
+func (s *sandbox) setTiming(window, beat time.Duration, now time.Time) {
 	s.window.Store(int64(window))
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.beat = beat
-	s.mu.Unlock()
+	if d := s.nextBeatLocked(now); s.armed && now.Add(d).Before(s.due) {
+		s.scheduleLocked(d)
+	}
+}
+
+// withConns returns the sandboxes (id, or every one for "") that have a
+// connection open, each with the port one of them addressed.
+func (t *tracker) withConns(id string) map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]int{}
+	for sid, s := range t.sandboxes {
+		if id != "" && sid != id {
+			continue
+		}
+		s.mu.Lock()
+		for c := range s.conns {
+			out[sid] = c.port
+			break
+		}
+		s.mu.Unlock()
+	}
+	return out
 }
 
 // touch is a proxied request's bump: sent unless the sandbox was refreshed
@@ -269,8 +302,9 @@ func (s *sandbox) refresh(sentAt time.Time) {
 
 // open registers a proxied request; the heartbeat runs while any is open.
 func (s *sandbox) open(c *conn, now time.Time) {
-	c.sb, c.seenAt = s, now
+	c.sb.Store(s)
 	s.mu.Lock()
+	c.seenAt = now
 	s.conns[c] = struct{}{}
 	s.ensureBeatLocked(now)
 	s.mu.Unlock()
@@ -295,11 +329,14 @@ func (s *sandbox) ensureBeatLocked(now time.Time) {
 	if len(s.conns) == 0 || s.armed {
 		return
 	}
+	s.scheduleLocked(s.nextBeatLocked(now))
+}
+
+// nextBeatLocked is how long after now the heartbeat is due: a beat after
+// the last refresh, and no sooner than a tenth of the window.
+func (s *sandbox) nextBeatLocked(now time.Time) time.Duration {
 	d := time.Duration(s.last.Load()+int64(s.beat)) - time.Duration(now.UnixNano())
-	if retry := time.Duration(s.window.Load() / 10); d < retry {
-		d = retry
-	}
-	s.scheduleLocked(d)
+	return max(d, time.Duration(s.window.Load()/10))
 }
 
 func (s *sandbox) scheduleLocked(d time.Duration) {
@@ -311,7 +348,7 @@ func (s *sandbox) scheduleLocked(d time.Duration) {
 	} else {
 		s.timer.Reset(d)
 	}
-	s.armed = true
+	s.armed, s.due = true, s.t.clk.Now().Add(d)
 }
 
 // tick is the heartbeat: while a connection is open, and (with an idle

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock/clocktest"
 )
 
 func TestTiming(t *testing.T) {
@@ -417,4 +418,76 @@ func TestTrafficAfterAnIdleBeatRefreshesAtOnce(t *testing.T) {
 	f.clk.Advance(8 * time.Second) // t=159
 	f.settle(t)
 	assert.NotEmpty(t, f.backend.drain(), "active since t=151, no refresh by t=159: the sandbox auto-stops at t=160 while in use")
+}
+
+// A request refused by the sandbox a name used to resolve to, and sent
+// again to the one it resolves to now, keeps the new one alive, not the
+// old one, for as long as it stays open.
+func TestARetriedStreamKeepsTheSandboxItReachedAlive(t *testing.T) {
+	send := make(chan string)
+	up := sseUpstream(t, send)
+	f := newFixture(t, Options{})
+	f.backend.set("app", target("old", deadURL(t)))
+	f.relay.res.res = moveAfterResolve{f.backend, "app", target("new", up.URL)}
+	srv := upstream(t, f.relay.ServeHTTP)
+
+	s := openStream(t, srv.URL, "3000-app.localhost")
+	assert.Equal(t, "data: hello", s.next(t))
+	f.settle(t)
+	assert.ElementsMatch(t, []string{"old", "new"}, f.backend.drain(), "each sandbox the request was sent to got its bump")
+
+	for i := range 3 {
+		f.clk.Advance(50 * time.Second)
+		f.settle(t)
+		assert.Equal(t, []string{"new"}, f.backend.drain(), "heartbeat %d", i+1)
+	}
+	s.cancel()
+	require.Eventually(t, func() bool { return f.relay.Stats().OpenConnections == 0 }, 10*time.Second, time.Millisecond,
+		"the connection closed where it was moved to")
+	assert.Zero(t, f.clk.Waiters(), "no heartbeat left for either sandbox")
+}
+
+// An auto-stop interval shortened while a stream is open reaches its
+// heartbeat through the backend's stale events: the beat set for the old
+// interval would come after the new one had stopped the sandbox.
+func TestAShorterIntervalReachesAnOpenStream(t *testing.T) {
+	send := make(chan string)
+	up := sseUpstream(t, send)
+	clk := clocktest.NewFake(time.Time{})
+	b := newBackend()
+	long := target("sb1", up.URL)
+	long.AutoStop = time.Hour // window 20 min, beat 22 min 13 s
+	b.set("sb1", long)
+	inv := invalidating{b, make(chan chan string), make(chan error)}
+	rl, err := New(inv, Options{Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rl.Close() })
+	f := &fixture{clk: clk, backend: b, relay: rl}
+	stale := make(chan string)
+	inv.streams <- stale
+	t.Cleanup(func() { close(stale) }) // before Close, which waits for the loop
+	srv := upstream(t, rl.ServeHTTP)
+
+	s := openStream(t, srv.URL, "3000-sb1.localhost")
+	assert.Equal(t, "data: hello", s.next(t))
+	f.settle(t)
+	require.Equal(t, []string{"sb1"}, b.drain())
+	resolves := b.resolveCount()
+
+	b.set("sb1", target("sb1", up.URL)) // one minute: window 45 s, beat 50 s
+	stale <- "sb1"
+	require.Eventually(t, func() bool { return b.resolveCount() > resolves }, 10*time.Second, time.Millisecond,
+		"the open stream's sandbox is resolved again")
+	beat := func() time.Duration {
+		sb := rl.track.sandbox("sb1")
+		sb.mu.Lock()
+		defer sb.mu.Unlock()
+		return sb.beat
+	}
+	require.Eventually(t, func() bool { return beat() == 50*time.Second }, 10*time.Second, time.Millisecond,
+		"the new timing took effect")
+	f.clk.Advance(50 * time.Second)
+	f.settle(t)
+	assert.Equal(t, []string{"sb1"}, b.drain(), "the heartbeat came on the new interval's beat")
+	s.cancel()
 }

@@ -32,7 +32,12 @@
 //   - Time: the auto-stop interval is the sandbox's autoStopInterval times
 //     the provider's interval minute (Info.Minute: a local daemon's --minute,
 //     Daytona's minute). The 45 s and 50 s scale with that minute, so a
-//     daemon run with --minute 1s behaves like Daytona in seconds.
+//     daemon run with --minute 1s behaves like Daytona in seconds. An
+//     interval changed while a connection is open reaches its heartbeat
+//     through the backend's event stream (an Invalidator): the relay
+//     resolves the sandbox again, and a beat the new interval makes due
+//     sooner is moved up. Without a stream, the change counts from the
+//     next resolution.
 //   - Skip header: X-Daytona-Skip-Last-Activity-Update: true means no
 //     refresh and no heartbeat for that request; the header is not forwarded.
 //     FromProvider's targets send it upstream instead: Daytona's proxy and
@@ -92,7 +97,8 @@
 // outlive the stop by long. When the upstream refuses the
 // connection or answers 502, the relay resolves again: a sandbox that is no
 // longer started gets a 503 with a clear message at once, never a hang, and a
-// sandbox that moved gets the request (if it has no body) at its new address.
+// sandbox that moved gets the request (if it has no body) at its new address,
+// from then on an open connection of the sandbox it reached there.
 // Errors are the project's JSON body {"error": {"code", "message"}}.
 //
 // # Private sandboxes

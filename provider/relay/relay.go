@@ -223,15 +223,34 @@ func (rl *Relay) invalidate(inv Invalidator) {
 		if err == nil {
 			for id := range ch {
 				rl.res.forgetSandbox(id)
+				rl.retime(id)
 			}
 		}
 		if rl.base.Err() != nil {
 			return
 		}
 		rl.res.forgetSandbox("")
+		rl.retime("")
 		if clock.Sleep(rl.base, rl.clk, rl.opts.CacheTTL) != nil {
 			return
 		}
+	}
+}
+
+// retime resolves again, in the background, the sandboxes (id, or every
+// one for "") that have a connection open, so that their heartbeats follow
+// what changed, such as a shorter auto-stop interval: an open stream never
+// resolves again by itself, and its beat, set for the old interval, could
+// come after the new one has stopped the sandbox. Only the invalidation
+// loop calls it: its own count in wg keeps Close's Wait from passing before
+// these are counted.
+func (rl *Relay) retime(id string) {
+	for sid, port := range rl.track.withConns(id) {
+		rl.wg.Add(1)
+		go func() {
+			defer rl.wg.Done()
+			_, _ = rl.res.resolve(rl.base, routeKey{id: sid, port: port})
+		}()
 	}
 }
 
@@ -261,6 +280,20 @@ type reqState struct {
 }
 
 type stateKey struct{}
+
+// moveTo points rs at e, where its request is sent again: its connection,
+// if it counts, counts toward e's sandbox from now on, bumped as a new
+// request's would be, and no longer keeps the sandbox it left alive. No
+// byte of the request has moved yet (a retry has no body, and the first
+// try was refused).
+func (rs *reqState) moveTo(e *entry, now time.Time) {
+	if rs.conn != nil && e.sb != rs.entry.sb {
+		rs.entry.sb.close(rs.conn)
+		e.sb.touch(now)
+		e.sb.open(rs.conn, now)
+	}
+	rs.entry = e
+}
 
 func stateOf(r *http.Request) *reqState {
 	rs, _ := r.Context().Value(stateKey{}).(*reqState)
@@ -323,9 +356,9 @@ func (rl *Relay) serve(w http.ResponseWriter, r *http.Request, rt route, rest st
 		// counts from it.
 		now := rl.clk.Now()
 		e.sb.touch(now)
-		rs.conn = &conn{}
+		rs.conn = &conn{port: rt.port}
 		e.sb.open(rs.conn, now)
-		defer e.sb.close(rs.conn)
+		defer func() { rs.entry.sb.close(rs.conn) }() // the sandbox a retry moved it to
 	}
 	rs.in = r.WithContext(context.WithValue(r.Context(), stateKey{}, rs))
 	rl.proxy.ServeHTTP(w, rs.in)
@@ -452,7 +485,8 @@ func (rl *Relay) proxyError(w http.ResponseWriter, out *http.Request, err error)
 		if rl.authorize(w, rs.in, rs.route, e) != allowed {
 			return
 		}
-		rs.retried, rs.entry = true, e
+		rs.retried = true
+		rs.moveTo(e, rl.clk.Now())
 		rl.proxy.ServeHTTP(w, rs.in)
 		return
 	}

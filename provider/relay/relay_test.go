@@ -562,14 +562,16 @@ func TestStaleEventsDropCachedTargets(t *testing.T) {
 	get := func(id string) {
 		require.Equal(t, http.StatusOK, f.do(t, "GET", "3000-"+id+".localhost", "/", nil).Code)
 	}
+	// The first Stale failed: the relay asks again a cache lifetime later.
+	// Waited for first: what the failure drops and resolves again (the
+	// sandboxes with a request open) is not what this test counts.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, clk.BlockUntilWaiters(ctx, 1))
 	get("sb1")
 	get("sb2")
 	require.Equal(t, 2, b.resolveCount())
 
-	// The first Stale failed: the relay asks again a cache lifetime later.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, clk.BlockUntilWaiters(ctx, 1))
 	stream := make(chan string)
 	clk.Advance(30 * time.Second)
 	inv.streams <- stream

@@ -164,9 +164,9 @@ func (r *resolver) fetch(k routeKey) (*entry, error) {
 		return nil, err
 	}
 	window, beat := timing(t.AutoStop, t.Minute, r.daytona)
-	sb := r.track.sandbox(t.ID)
-	sb.setTiming(window, beat)
 	now := r.clk.Now()
+	sb := r.track.sandbox(t.ID)
+	sb.setTiming(window, beat, now)
 	e := &entry{target: t, sb: sb, expires: now.Add(r.ttl)}
 	r.mu.Lock()
 	if r.ttl > 0 {
