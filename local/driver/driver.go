@@ -228,6 +228,15 @@ type Sweeper interface {
 	Sweep(ctx context.Context, root string) error
 }
 
+// Warmer is a runtime that can prepare, ahead of a Start, what starting a
+// workload like spec's takes, so that the next such Start pays less. Warm
+// may block while it prepares; it cannot fail its caller (a failure only
+// means the next Start pays in full), and what it prepares ends with the
+// runtime's process. The launcher calls it once a launch is over.
+type Warmer interface {
+	Warm(spec Spec)
+}
+
 // Containment is implemented by runtimes that can say how they keep a
 // workload's processes together, so that a stop ends them all.
 type Containment interface {

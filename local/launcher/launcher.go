@@ -151,6 +151,7 @@ func (l *Launcher) Launch(ctx context.Context, req Request) (Workload, error) {
 	if err := l.cfg.Driver.Preflight(ctx, spec); err != nil {
 		return fail(err)
 	}
+	defer l.warm(spec)
 	h, err := l.start(ctx, spec, req.Record)
 	if err != nil {
 		return fail(err)
@@ -162,6 +163,15 @@ func (l *Launcher) Launch(ctx context.Context, req Request) (Workload, error) {
 		return fail(notReady(err, out))
 	}
 	return Workload{Handle: h, Port: spec.Port, Ports: ports}, nil
+}
+
+// warm lets the driver prepare the next launch like spec's, once this one
+// is over (its workload up or discarded), in the background: neither this
+// launch's start nor its answer waits for it.
+func (l *Launcher) warm(spec driver.Spec) {
+	if w, ok := l.cfg.Driver.(driver.Warmer); ok {
+		go w.Warm(spec)
+	}
 }
 
 // output is the end of the workload's output, redacted; "" without redact,

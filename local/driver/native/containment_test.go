@@ -184,13 +184,14 @@ func describe(pids []int) string {
 }
 
 // startEscaping starts the escape script (escapeScript) on r, under root,
-// with a port of its own, and waits until all it starts runs and serves.
-func startEscaping(t *testing.T, r *Driver, root string) (driver.Spec, driver.Handle) {
+// with a port of its own, as how says (see startAs), and waits until all it
+// starts runs and serves.
+func startEscaping(t *testing.T, r *Driver, root, how string) (driver.Spec, driver.Handle) {
 	t.Helper()
 	spec := newSpec(t, root, "sh", "-c", escapeScript(listenerCommand(t)))
 	spec.Port = freePort(t)
 	spec.Env["PORT"] = strconv.Itoa(spec.Port)
-	h := start(t, r, spec)
+	h := startAs(t, r, spec, how)
 	t.Cleanup(func() { killMarked(spec.SandboxID) })
 	waitForLog(t, r, h, spec.Dir, "started")
 	waitServing(t, spec.Port)
@@ -255,39 +256,41 @@ func TestNothingOutlivesTheSandbox(t *testing.T) {
 	}{{"pid", false}, {"pid+user", true}}
 	for _, ns := range namespaces {
 		for _, tt := range ends {
-			t.Run(ns.name+"/"+tt.name, func(t *testing.T) {
-				r := New(clock.Real())
-				requirePIDNamespaces(t, r)
-				if ns.userNS {
-					useUserNS(t, r)
-				}
-				root := t.TempDir()
-				spec, h := startEscaping(t, r, root)
+			for _, how := range starts {
+				t.Run(ns.name+"/"+how+"/"+tt.name, func(t *testing.T) {
+					r := New(clock.Real())
+					requirePIDNamespaces(t, r)
+					if ns.userNS {
+						useUserNS(t, r)
+					}
+					root := t.TempDir()
+					spec, h := startEscaping(t, r, root, how)
 
-				ns, err := pidNS(h.PID)
-				require.NoError(t, err)
-				self, err := pidNS(os.Getpid())
-				require.NoError(t, err)
-				require.NotEqual(t, self, ns, "the workload has a PID namespace of its own")
-				procs := marked(spec.SandboxID)
-				// init, the main sleep, the nohup'd and the setsid'd sleeps,
-				// the server (python3 may be behind a shim that adds more).
-				require.GreaterOrEqual(t, len(procs), 5, "the escape script did not start everything")
-				ports, err := r.ListeningPorts(testCtx(t), h)
-				require.NoError(t, err)
-				assert.Contains(t, ports, netip.MustParseAddrPort("127.0.0.1:"+strconv.Itoa(spec.Port)),
-					"the server that double-forked away is still the sandbox's")
-				members, newest := namespaceMembers(t, ns)
-				assert.ElementsMatch(t, procs, members, "every process of the sandbox is in its namespace")
+					ns, err := pidNS(h.PID)
+					require.NoError(t, err)
+					self, err := pidNS(os.Getpid())
+					require.NoError(t, err)
+					require.NotEqual(t, self, ns, "the workload has a PID namespace of its own")
+					procs := marked(spec.SandboxID)
+					// init, the main sleep, the nohup'd and the setsid'd sleeps,
+					// the server (python3 may be behind a shim that adds more).
+					require.GreaterOrEqual(t, len(procs), 5, "the escape script did not start everything")
+					ports, err := r.ListeningPorts(testCtx(t), h)
+					require.NoError(t, err)
+					assert.Contains(t, ports, netip.MustParseAddrPort("127.0.0.1:"+strconv.Itoa(spec.Port)),
+						"the server that double-forked away is still the sandbox's")
+					members, newest := namespaceMembers(t, ns)
+					assert.ElementsMatch(t, procs, members, "every process of the sandbox is in its namespace")
 
-				tt.end(t, r, root, h)
+					tt.end(t, r, root, h)
 
-				left := survivors(ns, newest)
-				assert.Empty(t, left, "processes of the sandbox's namespace outlived it: %s", describe(left))
-				left = marked(spec.SandboxID)
-				assert.Empty(t, left, "processes of the sandbox outlived it: %s", describe(left))
-				assert.True(t, portFree(spec.Port), "the sandbox's port is still taken")
-			})
+					left := survivors(ns, newest)
+					assert.Empty(t, left, "processes of the sandbox's namespace outlived it: %s", describe(left))
+					left = marked(spec.SandboxID)
+					assert.Empty(t, left, "processes of the sandbox outlived it: %s", describe(left))
+					assert.True(t, portFree(spec.Port), "the sandbox's port is still taken")
+				})
+			}
 		}
 	}
 }
@@ -296,7 +299,7 @@ func TestNothingOutlivesTheSandbox(t *testing.T) {
 // guarantee, and that TestNothingOutlivesTheSandbox would see it.
 func TestProcessGroupsDoNotContainSetsid(t *testing.T) {
 	r := New(clock.Real(), WithContainment(ContainProcessGroup))
-	spec, h := startEscaping(t, r, "")
+	spec, h := startEscaping(t, r, "", "cold")
 
 	require.NoError(t, r.Stop(testCtx(t), h, hangGuard))
 	// The group's SIGKILL takes a moment to end its members; what then
@@ -336,25 +339,30 @@ func TestInitReportsStartFailure(t *testing.T) {
 }
 
 func TestWorkloadKeepsTheDaemonsUser(t *testing.T) {
-	for _, userNS := range []bool{false, true} {
-		t.Run("userns="+strconv.FormatBool(userNS), func(t *testing.T) {
-			r := New(clock.Real())
-			requirePIDNamespaces(t, r)
-			if userNS {
-				useUserNS(t, r)
-			}
-			spec := newSpec(t, "", "sh", "-c", `echo "$(id -u) $(id -g)"; touch made-here`)
-			h := start(t, r, spec)
-			exit, err := r.Wait(testCtx(t), h)
-			require.NoError(t, err)
-			require.Equal(t, "exited: code 0", exit.Reason)
-			out, _, err := r.Logs(testCtx(t), h, spec.Dir)
-			require.NoError(t, err)
-			assert.Equal(t, strconv.Itoa(os.Geteuid())+" "+strconv.Itoa(os.Getegid())+"\n", string(out))
-			fi, err := os.Stat(filepath.Join(spec.Dir, "made-here"))
-			require.NoError(t, err)
-			assert.Equal(t, uint32(os.Geteuid()), fi.Sys().(*syscall.Stat_t).Uid, "files keep the daemon's uid")
-		})
+	for _, how := range starts {
+		for _, userNS := range []bool{false, true} {
+			t.Run(how+"/userns="+strconv.FormatBool(userNS), func(t *testing.T) {
+				r := New(clock.Real())
+				requirePIDNamespaces(t, r)
+				if userNS {
+					useUserNS(t, r)
+				}
+				// No ambient capability reaches the workload: the init
+				// holds CAP_SYS_ADMIN in its user namespace only to mount
+				// /proc.
+				spec := newSpec(t, "", "sh", "-c", `echo "$(id -u) $(id -g)"; grep CapAmb /proc/self/status; touch made-here`)
+				h := startAs(t, r, spec, how)
+				exit, err := r.Wait(testCtx(t), h)
+				require.NoError(t, err)
+				require.Equal(t, "exited: code 0", exit.Reason)
+				out, _, err := r.Logs(testCtx(t), h, spec.Dir)
+				require.NoError(t, err)
+				assert.Equal(t, strconv.Itoa(os.Geteuid())+" "+strconv.Itoa(os.Getegid())+"\nCapAmb:\t0000000000000000\n", string(out))
+				fi, err := os.Stat(filepath.Join(spec.Dir, "made-here"))
+				require.NoError(t, err)
+				assert.Equal(t, uint32(os.Geteuid()), fi.Sys().(*syscall.Stat_t).Uid, "files keep the daemon's uid")
+			})
+		}
 	}
 }
 

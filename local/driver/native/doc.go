@@ -70,6 +70,26 @@
 // never run; one that fails the check is skipped, InitFallback says why and
 // the daemon logs it. WithInitProgram names another file.
 //
+// # Parked inits
+//
+// Warm, which the launcher calls once a launch is over, starts one init
+// ahead for the next Start of the same root, in its namespaces with its
+// /proc mounted, waiting on a control socket (nsinit's -park). Start hands
+// it the workload (flags, environment, the two log files, passed as
+// descriptors) and so pays neither the namespaces' clone nor the init's
+// own start-up: about a millisecond per sandbox. Only workloads in this
+// containment without isolation or binds use one; another, or one whose
+// parked init is gone, starts cold, as does the first Start of a process.
+//
+// A parked init holds nothing of a workload and carries no marker: its
+// environment is one placeholder entry, so Orphans and every scan for a
+// sandbox's processes pass it by. It exits when its control socket closes,
+// that is, with the process that parked it, kill -9 included. Handed a
+// workload, it overwrites that placeholder with the workload's two markers
+// (its /proc/PID/environ then shows those and nothing else, no value of the
+// workload's environment), before it forks: from the workload's first
+// instruction its init is found by its markers, as a cold one is.
+//
 // # Binds
 //
 // Spec.Binds show a host directory at another path (the simulator shows a

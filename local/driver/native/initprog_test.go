@@ -128,7 +128,7 @@ func TestWorkloadRunsUnderTheInitProgram(t *testing.T) {
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\nexit 1\n"), 0o755))
 
-	spec, h := startEscaping(t, r, "")
+	spec, h := startEscaping(t, r, "", "cold")
 
 	exe, err := os.Readlink(procRoot + "/" + strconv.Itoa(h.PID) + "/exe")
 	require.NoError(t, err)

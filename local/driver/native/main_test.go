@@ -19,6 +19,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(listenVar) != "" {
 		listenForever()
 	}
+	if root := os.Getenv(parkVar); root != "" {
+		parkAndWait(root)
+	}
 	code := m.Run()
 	if builtInit.path != "" {
 		os.RemoveAll(filepath.Dir(builtInit.path))

@@ -71,6 +71,10 @@ type Driver struct {
 	// children are the processes this value spawned and reaps, keyed by pid
 	// and start time so that a reused pid finds no stale record.
 	children map[procKey]*child
+	// parked is the init waiting for the next Start (see Warm); warming is
+	// set while one is being started.
+	parked  *parkedInit
+	warming bool
 }
 
 var (
@@ -78,6 +82,7 @@ var (
 	_ driver.Prober      = (*Driver)(nil)
 	_ driver.Containment = (*Driver)(nil)
 	_ driver.HostNetwork = (*Driver)(nil)
+	_ driver.Warmer      = (*Driver)(nil)
 )
 
 type procKey struct {

@@ -202,11 +202,16 @@ func TestExitReasons(t *testing.T) {
 		{"self kill", "kill -KILL $$", driver.Exit{Reason: "killed: signal SIGKILL"}},
 		{"self term", "kill -TERM $$", driver.Exit{Reason: "killed: signal SIGTERM"}},
 	}
-	for _, mode := range containments {
+	// "parked": in a PID namespace, under an init parked ahead.
+	for _, mode := range append(containments, "parked") {
 		for _, tt := range tests {
 			t.Run(mode+"/"+tt.name, func(t *testing.T) {
 				r := New(clock.Real(), WithContainment(mode))
-				h := start(t, r, newSpec(t, "", "sh", "-c", tt.script))
+				how := "cold"
+				if mode == "parked" {
+					how = mode
+				}
+				h := startAs(t, r, newSpec(t, "", "sh", "-c", tt.script), how)
 				exit, err := r.Wait(testCtx(t), h)
 				require.NoError(t, err)
 				assert.Equal(t, tt.want, exit)
@@ -471,22 +476,24 @@ func TestEnvironmentIsExactlyTheSpecs(t *testing.T) {
 		{"empty: nothing inherited from the daemon", map[string]string{}, nil},
 		{"markers cannot be forged", map[string]string{rootVar: "/elsewhere", idVar: "someone"}, nil},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := New(clock.Real())
-			spec := newSpec(t, "", "env")
-			spec.Env = tt.env
-			h := start(t, r, spec)
-			exit, err := r.Wait(testCtx(t), h)
-			require.NoError(t, err)
-			require.Equal(t, "exited: code 0", exit.Reason)
+	for _, how := range starts {
+		for _, tt := range tests {
+			t.Run(how+"/"+tt.name, func(t *testing.T) {
+				r := New(clock.Real())
+				spec := newSpec(t, "", "env")
+				spec.Env = tt.env
+				h := startAs(t, r, spec, how)
+				exit, err := r.Wait(testCtx(t), h)
+				require.NoError(t, err)
+				require.Equal(t, "exited: code 0", exit.Reason)
 
-			out, _, err := r.Logs(testCtx(t), h, spec.Dir)
-			require.NoError(t, err)
-			got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-			want := append(slices.Clone(tt.want), rootVar+"="+spec.Root, idVar+"="+spec.SandboxID)
-			assert.ElementsMatch(t, want, got)
-		})
+				out, _, err := r.Logs(testCtx(t), h, spec.Dir)
+				require.NoError(t, err)
+				got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+				want := append(slices.Clone(tt.want), rootVar+"="+spec.Root, idVar+"="+spec.SandboxID)
+				assert.ElementsMatch(t, want, got)
+			})
+		}
 	}
 }
 
@@ -501,19 +508,21 @@ func TestWorkingDirectory(t *testing.T) {
 		{"absolute", abs, func(driver.Spec) string { return abs }},
 		{"relative to the sandbox dir", "sub", func(s driver.Spec) string { return filepath.Join(s.Dir, "sub") }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := New(clock.Real())
-			spec := newSpec(t, "", "pwd")
-			require.NoError(t, os.Mkdir(filepath.Join(spec.Dir, "sub"), 0o700))
-			spec.WorkDir = tt.workDir
-			h := start(t, r, spec)
-			_, err := r.Wait(testCtx(t), h)
-			require.NoError(t, err)
-			out, _, err := r.Logs(testCtx(t), h, spec.Dir)
-			require.NoError(t, err)
-			assert.Equal(t, tt.want(spec)+"\n", string(out))
-		})
+	for _, how := range starts {
+		for _, tt := range tests {
+			t.Run(how+"/"+tt.name, func(t *testing.T) {
+				r := New(clock.Real())
+				spec := newSpec(t, "", "pwd")
+				require.NoError(t, os.Mkdir(filepath.Join(spec.Dir, "sub"), 0o700))
+				spec.WorkDir = tt.workDir
+				h := startAs(t, r, spec, how)
+				_, err := r.Wait(testCtx(t), h)
+				require.NoError(t, err)
+				out, _, err := r.Logs(testCtx(t), h, spec.Dir)
+				require.NoError(t, err)
+				assert.Equal(t, tt.want(spec)+"\n", string(out))
+			})
+		}
 	}
 }
 

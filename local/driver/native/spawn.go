@@ -61,8 +61,9 @@ func (l *launch) release() {
 
 // Start spawns spec's command detached, in a session of its own, with stdout
 // and stderr appended to Dir's log files, under an init of its own in a new
-// PID namespace unless the runtime falls back to process groups. It returns
-// once the command runs. ctx bounds only the spawn; the workload outlives it.
+// PID namespace unless the runtime falls back to process groups: the init
+// Warm parked, when there is one for spec, else a new one. It returns once
+// the command runs. ctx bounds only the spawn; the workload outlives it.
 func (r *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Handle, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.Handle{}, err
@@ -75,24 +76,26 @@ func (r *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Handle, er
 	if err != nil {
 		return driver.Handle{}, err
 	}
+	var logs [2]*os.File
+	for i, name := range []string{stdoutLog, stderrLog} {
+		if logs[i], err = openLog(filepath.Join(spec.Dir, name)); err != nil {
+			return driver.Handle{}, err
+		}
+		defer logs[i].Close()
+	}
+	if p := r.unpark(spec); p != nil {
+		h, err := r.dispatch(ctx, p, spec, path, dir, env, logs[0], logs[1])
+		if !errors.Is(err, errUndelivered) {
+			return h, err
+		}
+	}
 	l, err := r.prepare(spec, path, dir, env)
 	if err != nil {
 		return driver.Handle{}, err
 	}
 	defer l.release()
-	for i, name := range []string{stdoutLog, stderrLog} {
-		f, err := openLog(filepath.Join(spec.Dir, name))
-		if err != nil {
-			return driver.Handle{}, err
-		}
-		defer f.Close()
-		// *os.File: handed to the child as is, no copying goroutine.
-		if i == 0 {
-			l.cmd.Stdout = f
-		} else {
-			l.cmd.Stderr = f
-		}
-	}
+	// *os.File: handed to the child as is, no copying goroutine.
+	l.cmd.Stdout, l.cmd.Stderr = logs[0], logs[1]
 	return r.spawn(ctx, l, spec.Command[0])
 }
 
@@ -202,35 +205,53 @@ func (r *Driver) spawn(ctx context.Context, l *launch, name string) (driver.Hand
 	}
 	l.closeParentEnds()
 	pid := cmd.Process.Pid
-	abort := func() {
-		if pidfd >= 0 {
-			unix.Close(pidfd)
-		}
-		_ = cmd.Wait()
-	}
 	// Until cmd.Wait reaps it, the child's /proc entry stays, even if it has
 	// already exited, so its start time is always readable here.
 	st, err := readStat(pid)
 	if err != nil {
 		_ = unix.Kill(-pid, unix.SIGKILL)
-		abort()
+		reapNow(cmd, pidfd)
 		return driver.Handle{}, classify(phaseSpawn, "read the new process's start time", err)
 	}
+	return r.track(ctx, cmd, pidfd, st.StartTime, l.takeStatus(), l.forward)
+}
+
+// takeStatus hands over l's status pipe, which l then no longer closes.
+func (l *launch) takeStatus() *os.File {
+	s := l.status
+	l.status = nil
+	return s
+}
+
+// track records cmd's process, which started at start, as a child of this
+// value and reaps it in the background. With a status pipe (an init's) it
+// first waits until the init reports that the command runs; on error the
+// init has been killed and reaped.
+func (r *Driver) track(ctx context.Context, cmd *exec.Cmd, pidfd int, start uint64, status *os.File, forward string) (driver.Handle, error) {
+	pid := cmd.Process.Pid
 	final := func() nsinit.Status { return nsinit.Status{} }
-	if l.status != nil {
-		status := l.status
-		l.status = nil // awaitStart's reader owns it now
+	if status != nil {
+		var err error
 		if final, err = awaitStart(ctx, status, pid); err != nil {
-			abort()
+			reapNow(cmd, pidfd)
 			return driver.Handle{}, err
 		}
 	}
-	c := &child{done: make(chan struct{}), forward: l.forward}
+	c := &child{done: make(chan struct{}), forward: forward}
 	r.mu.Lock()
-	r.children[procKey{pid, st.StartTime}] = c
+	r.children[procKey{pid, start}] = c
 	r.mu.Unlock()
 	go r.reap(cmd, pidfd, final, c)
-	return driver.Handle{Runtime: provider.RuntimeNative, PID: pid, StartTime: st.StartTime}, nil
+	return driver.Handle{Runtime: provider.RuntimeNative, PID: pid, StartTime: start}, nil
+}
+
+// reapNow reaps cmd's process, which has ended or been killed, and closes
+// its pidfd (-1: none).
+func reapNow(cmd *exec.Cmd, pidfd int) {
+	if pidfd >= 0 {
+		unix.Close(pidfd)
+	}
+	_ = cmd.Wait()
 }
 
 // reap waits for cmd's process to end, reaps it and records how it ended

@@ -28,6 +28,20 @@
 //     every process left in the namespace, daemonised, setsid'd and
 //     double-forked ones included: nothing of the workload outlives its init.
 //
+// # Parked
+//
+// With -park (after -mount-proc, if any) the init sets up, then waits for
+// its command on fd 4 (ControlFD), a unix stream socket: a Request, sent
+// once, as a 4-byte big-endian length and that many bytes of NUL-terminated
+// strings (the counts of Show and Env, Show, Env, then the flags and
+// command as on a command line), with the command's stdout and stderr as
+// SCM_RIGHTS on its first byte. The init makes those fds 1 and 2, writes
+// Show over its own environment in place (the kernel's env_start..env_end,
+// through /proc/self/mem; the runtime starts it with a placeholder entry at
+// least as long, see Reserve), and goes on as an init started with those
+// flags would. A socket closed before a request begins makes it exit 0
+// silently; a request that is cut short or malformed is an error report.
+//
 // # Status
 //
 // PID 1 cannot re-raise a signal on itself, so its exit status alone cannot

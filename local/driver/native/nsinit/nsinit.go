@@ -30,7 +30,7 @@ const StatusFD = 3
 // Status.line: a runtime refuses an init program that answers another
 // number (see ProtocolFlag), so that one left from an older build is never
 // handed flags it would misread.
-const Protocol = 1
+const Protocol = 2
 
 // ProtocolFlag, as an init's only argument, makes it print Protocol on
 // stdout and exit 0, whatever its PID.
@@ -94,6 +94,11 @@ type Config struct {
 	// /proc, with MountProc): the runtime's check of what this platform
 	// gives it.
 	Probe bool
+	// Park makes the init set up (MountProc), then wait for its command on
+	// ControlFD (a Request) instead of taking it from its command line. It
+	// exits 0 if the socket closes first. Started ahead of a spawn, it
+	// takes the init's own start-up off the spawn's path.
+	Park bool
 }
 
 // Forward is one outer half of a forwarded port: the connections of the
@@ -118,6 +123,9 @@ func (c Config) Flags() []string {
 	}
 	if c.Probe {
 		return append(out, "-probe")
+	}
+	if c.Park {
+		return append(out, "-park")
 	}
 	for _, b := range c.Binds {
 		// Two flags: any byte but NUL may be in a path.
@@ -153,6 +161,7 @@ func parse(args []string) (Config, error) {
 	fs.BoolVar(&c.Relay, "relay", false, "")
 	fs.BoolVar(&c.Probe, "probe", false, "")
 	fs.BoolVar(&c.MountProc, "mount-proc", false, "")
+	fs.BoolVar(&c.Park, "park", false, "")
 	fs.Func("forward", "", func(v string) error {
 		fd, sock, ok := strings.Cut(v, ",")
 		n, err := strconv.Atoi(fd)
@@ -198,7 +207,7 @@ func parse(args []string) (Config, error) {
 		return c, err
 	}
 	c.NoSignals = !*signals
-	if c.Probe {
+	if c.Probe || c.Park {
 		return c, nil
 	}
 	for _, b := range c.Binds {
@@ -306,7 +315,9 @@ func ReadStatus(r io.Reader, started func(Status), noStart string) (final Status
 
 // initProc is one running init.
 type initProc struct {
-	cfg    Config
+	cfg Config
+	// env is the main command's environment.
+	env    []string
 	status *os.File
 }
 
@@ -343,6 +354,15 @@ func run(args []string) int {
 	if cfg.Probe {
 		return 0
 	}
+	p.env = os.Environ()
+	if cfg.Park {
+		if cfg, err = p.unpark(); errors.Is(err, errNoRequest) {
+			return 0
+		} else if err != nil {
+			p.report(Status{Err: "init: " + err.Error()})
+			return exitSetup
+		}
+	}
 	if len(cfg.Binds) > 0 && !cfg.MountProc {
 		p.report(Status{Err: "init: binds need a mount namespace of its own (-mount-proc)"})
 		return exitSetup
@@ -354,6 +374,26 @@ func run(args []string) int {
 		}
 	}
 	return p.serve()
+}
+
+// unpark waits for the parked init's request and makes it the init's: its
+// output, its environment for the command, the marks its own environment
+// shows, and the config it runs, which keeps the set-up done before it
+// parked.
+func (p *initProc) unpark() (Config, error) {
+	_, _ = unix.FcntlInt(ControlFD, unix.F_SETFD, unix.FD_CLOEXEC)
+	req, err := receive()
+	if err != nil {
+		return Config{}, err
+	}
+	// Before anything of the command runs, so that a scan of /proc that
+	// finds the command finds its init too.
+	if err := showEnv(req.Show); err != nil {
+		return Config{}, fmt.Errorf("show the marks: %w", err)
+	}
+	req.Config.MountProc = p.cfg.MountProc
+	p.cfg, p.env = req.Config, req.Env
+	return p.cfg, nil
 }
 
 // mountProc mounts a /proc of the init's PID namespace, in the init's own
@@ -397,7 +437,7 @@ func (p *initProc) serve() int {
 	// on the thread that forks.
 	runtime.LockOSThread()
 	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-	pid, err := syscall.ForkExec(p.cfg.Path, p.cfg.Args, &syscall.ProcAttr{Dir: p.cfg.Dir, Env: os.Environ(), Files: files})
+	pid, err := syscall.ForkExec(p.cfg.Path, p.cfg.Args, &syscall.ProcAttr{Dir: p.cfg.Dir, Env: p.env, Files: files})
 	if relayW != nil {
 		// Only the command may hold the write end, so that EOF means it
 		// and everything it handed the pipe on to are gone.

@@ -173,3 +173,52 @@ func TestForwarding(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "echo:hello", string(got))
 }
+
+func TestRequestRoundTrip(t *testing.T) {
+	tests := []Request{
+		{Config: Config{Path: "/bin/sh", Args: []string{"sh", "-c", "exit 3"}, Dir: "/srv/a b"},
+			Env: []string{"A=1", "EMPTY=", "MULTI=x\ny"}, Show: []string{"MARK=1", "ID=x"}},
+		{Config: Config{Path: "/bin/true", Args: []string{"true", "", "--", "-x"}, NoSignals: true}, Env: []string{}, Show: []string{}},
+		{Config: Config{Path: "/bin/true", Args: []string{"true"}, Binds: []Bind{{"/a", "/b"}}, Relay: true}, Env: []string{"A=1"}, Show: []string{}},
+	}
+	for _, want := range tests {
+		t.Run(strings.Join(want.Config.Args, " "), func(t *testing.T) {
+			got, err := decode(want.encode())
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+func TestDecodeRefuses(t *testing.T) {
+	encode := func(fields ...string) []byte { return []byte(strings.Join(fields, "\x00") + "\x00") }
+	for name, payload := range map[string][]byte{
+		"empty":                {},
+		"unterminated":         []byte("0\x000\x00--\x00/bin/sh\x00sh"),
+		"no counts":            encode("x"),
+		"counts beyond fields": encode("2", "0", "A=1"),
+		"negative count":       encode("-1", "0", "--", "/bin/sh", "sh"),
+		"no command":           encode("0", "0", "--"),
+		"park again":           encode("0", "0", "-park"),
+		"mount-proc":           encode("0", "0", "-mount-proc", "--", "/bin/sh", "sh"),
+		"an fd of its own":     encode("0", "0", "-keep-fd", "5", "--", "/bin/sh", "sh"),
+		"a listener":           encode("0", "0", "-forward", "5,/s", "--", "/bin/sh", "sh"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := decode(payload)
+			assert.Error(t, err)
+		})
+	}
+}
+
+func TestReserveHoldsWhatItIsFor(t *testing.T) {
+	for _, show := range [][]string{nil, {"A=1"}, {"SANDPLANE_ROOT=/some/root", "SANDPLANE_SANDBOX_ID=" + strings.Repeat("x", 128)}} {
+		need := 0
+		for _, e := range show {
+			need += len(e) + 1
+		}
+		r := Reserve("SANDPLANE_PARKED", show)
+		assert.True(t, strings.HasPrefix(r, "SANDPLANE_PARKED="))
+		assert.GreaterOrEqual(t, len(r)+1, need, "%q for %q", r, show)
+	}
+}

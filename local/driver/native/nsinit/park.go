@@ -1,0 +1,221 @@
+package nsinit
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ControlFD is the descriptor a parked init (Config.Park) is handed its
+// command on: one end of a unix stream socket.
+const ControlFD = 4
+
+// maxRequest bounds what a parked init reads: far more than any
+// environment and command line a spawn may carry (Linux caps those at a
+// quarter of the stack limit, in practice 2 MiB), far less than memory.
+const maxRequest = 8 << 20
+
+// Request is what a parked init is handed: its command and how to run it.
+type Request struct {
+	// Config is the command, with its flags. What needs the init's set-up
+	// before it parks (MountProc, Probe) or descriptors of its own
+	// (Forwards, KeepFDs) is refused.
+	Config Config
+	// Env is the command's environment.
+	Env []string
+	// Show are the entries the init's own environment (/proc/PID/environ)
+	// shows from the moment it accepts the request, before it forks:
+	// whatever marks a scan of /proc finds a workload's init by. They
+	// replace what the init was started with, which must be at least as
+	// long (see Reserve).
+	Show []string
+	// Stdout and Stderr become the init's, and so the command's.
+	Stdout, Stderr *os.File
+}
+
+// Reserve is an environment entry named name whose length is enough for
+// every entry of show and its NUL: what a parked init is started with, so
+// that a Request's Show fits where the kernel keeps the init's environment.
+func Reserve(name string, show []string) string {
+	n := 0
+	for _, e := range show {
+		n += len(e) + 1
+	}
+	return name + "=" + strings.Repeat("-", max(n-len(name)-2, 0))
+}
+
+// Send hands r to the parked init at the other end of conn. An error means
+// the init may not have it whole, and the caller must not count on it.
+func (r Request) Send(conn *net.UnixConn) error {
+	payload := r.encode()
+	head := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
+	rights := unix.UnixRights(int(r.Stdout.Fd()), int(r.Stderr.Fd()))
+	if _, _, err := conn.WriteMsgUnix(head, rights, nil); err != nil {
+		return err
+	}
+	_, err := conn.Write(payload)
+	return err
+}
+
+// encode writes r's strings NUL-terminated: the counts of Show and Env,
+// then Show, Env and the init's flags.
+func (r Request) encode() []byte {
+	var b bytes.Buffer
+	fields := append([]string{strconv.Itoa(len(r.Show)), strconv.Itoa(len(r.Env))}, r.Show...)
+	fields = append(append(fields, r.Env...), r.Config.Flags()...)
+	for _, f := range fields {
+		b.WriteString(f)
+		b.WriteByte(0)
+	}
+	return b.Bytes()
+}
+
+func decode(payload []byte) (Request, error) {
+	var r Request
+	if len(payload) == 0 || payload[len(payload)-1] != 0 {
+		return r, errors.New("request: not NUL-terminated")
+	}
+	fields := strings.Split(string(payload[:len(payload)-1]), "\x00")
+	if len(fields) < 2 {
+		return r, errors.New("request: no counts")
+	}
+	nShow, err1 := strconv.Atoi(fields[0])
+	nEnv, err2 := strconv.Atoi(fields[1])
+	fields = fields[2:]
+	if err1 != nil || err2 != nil || nShow < 0 || nEnv < 0 || nShow+nEnv > len(fields) {
+		return r, errors.New("request: bad counts")
+	}
+	r.Show, r.Env = fields[:nShow], fields[nShow:nShow+nEnv]
+	cfg, err := parse(fields[nShow+nEnv:])
+	if err != nil {
+		return r, err
+	}
+	if cfg.MountProc || cfg.Probe || cfg.Park || len(cfg.Forwards) > 0 || len(cfg.KeepFDs) > 0 {
+		return r, errors.New("request: -mount-proc, -probe, -park, -forward and -keep-fd are for an init's own command line")
+	}
+	r.Config = cfg
+	return r, nil
+}
+
+// errNoRequest: the control socket closed before a request began; the
+// runtime let the parked init go.
+var errNoRequest = errors.New("no request")
+
+// receive reads the one request a parked init gets, and makes the
+// descriptors it carries the init's stdout and stderr.
+func receive() (Request, error) {
+	head := make([]byte, 4)
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	n, oobn, err := recvmsg(head, oob)
+	if err != nil {
+		return Request{}, fmt.Errorf("receive the request: %w", err)
+	}
+	if n == 0 {
+		return Request{}, errNoRequest
+	}
+	if err := takeStdio(oob[:oobn]); err != nil {
+		return Request{}, err
+	}
+	ctl := os.NewFile(ControlFD, "control")
+	defer ctl.Close()
+	if _, err := io.ReadFull(ctl, head[n:]); err != nil {
+		return Request{}, fmt.Errorf("receive the request: %w", err)
+	}
+	size := binary.BigEndian.Uint32(head)
+	if size > maxRequest {
+		return Request{}, fmt.Errorf("receive the request: %d bytes is more than %d", size, maxRequest)
+	}
+	payload := make([]byte, size)
+	if _, err := io.ReadFull(ctl, payload); err != nil {
+		return Request{}, fmt.Errorf("receive the request: %w", err)
+	}
+	return decode(payload)
+}
+
+func recvmsg(p, oob []byte) (n, oobn int, err error) {
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(ControlFD, p, oob, unix.MSG_CMSG_CLOEXEC)
+		if !errors.Is(err, unix.EINTR) {
+			return n, oobn, err
+		}
+	}
+}
+
+// takeStdio makes the two descriptors of the request's control message fds
+// 1 and 2.
+func takeStdio(oob []byte) error {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil || len(msgs) != 1 {
+		return fmt.Errorf("receive the request: want one control message: %v", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil {
+		return fmt.Errorf("receive the request: %w", err)
+	}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	if len(fds) != 2 {
+		return fmt.Errorf("receive the request: want stdout and stderr, got %d descriptors", len(fds))
+	}
+	for i, fd := range fds {
+		if err := unix.Dup3(fd, i+1, 0); err != nil {
+			return fmt.Errorf("take the request's output: %w", err)
+		}
+	}
+	return nil
+}
+
+// showEnv rewrites, in place, the environment the kernel shows of this
+// process (the bytes between env_start and env_end, fields 50 and 51 of
+// /proc/self/stat) with entries, NUL-padded. /proc/self/mem reaches that
+// memory whatever its protection, and a process may always write its own.
+func showEnv(entries []string) error {
+	start, end, err := envBounds()
+	if err != nil {
+		return err
+	}
+	b := make([]byte, 0, end-start)
+	for _, e := range entries {
+		b = append(append(b, e...), 0)
+	}
+	if uint64(len(b)) > end-start {
+		return fmt.Errorf("the marks need %d bytes, the environment holds %d", len(b), end-start)
+	}
+	b = b[:end-start] // zeroed by make
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	_, err = mem.WriteAt(b, int64(start))
+	return err
+}
+
+func envBounds() (start, end uint64, err error) {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	// Field n is f[n-3], counted from the command name's last ')'.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 51-3+1 {
+		return 0, 0, errors.New("/proc/self/stat has no env_start and env_end (Linux 3.5)")
+	}
+	start, err1 := strconv.ParseUint(f[50-3], 10, 64)
+	end, err2 := strconv.ParseUint(f[51-3], 10, 64)
+	if err := errors.Join(err1, err2); err != nil || end < start {
+		return 0, 0, fmt.Errorf("/proc/self/stat: env bounds %q %q", f[50-3], f[51-3])
+	}
+	return start, end, nil
+}

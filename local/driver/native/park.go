@@ -1,0 +1,180 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/native/nsinit"
+)
+
+// parkedVar names the one environment entry of a parked init: room for the
+// marks it shows once handed a workload (nsinit.Reserve). It is no mark, so
+// Orphans never takes a parked init for a workload; it needs none, since it
+// exits as soon as its control socket closes, that is, with this process.
+const parkedVar = "SANDPLANE_PARKED"
+
+// maxParkedID is the longest sandbox id a parked init has room to show;
+// a longer one is started cold. Ids are at most 128 bytes in the API.
+const maxParkedID = 128
+
+// parkedInit is an init started ahead of a Start, in its PID and mount
+// namespaces with its /proc mounted, waiting for its command: a Start that
+// takes it pays neither the clone nor the init's own start-up.
+type parkedInit struct {
+	root  string
+	cmd   *exec.Cmd
+	pidfd int
+	start uint64
+	// status is the read end of its status pipe; ctl this end of its
+	// control socket.
+	status *os.File
+	ctl    *net.UnixConn
+}
+
+// errUndelivered: a parked init did not get its request, so nothing of the
+// workload runs and a cold start may follow.
+var errUndelivered = errors.New("the parked init did not take the request")
+
+// Warm parks an init for spec's root, unless one is parked or being
+// parked, or spec would not use one (see parkable). It returns once the init
+// is started, not once it is ready: a Start in between hands it the
+// request all the same, which it reads when it is. A failure only means
+// the next Start is a cold one.
+func (r *Driver) Warm(spec driver.Spec) {
+	if !r.parkable(spec) {
+		return
+	}
+	r.mu.Lock()
+	busy := r.warming || r.parked != nil && r.parked.root == spec.Root
+	r.warming = r.warming || !busy
+	r.mu.Unlock()
+	if busy {
+		return
+	}
+	p, err := r.park(spec.Root)
+	r.mu.Lock()
+	old := r.parked
+	if err == nil {
+		r.parked = p
+	}
+	r.warming = false
+	r.mu.Unlock()
+	if err == nil && old != nil {
+		old.release()
+	}
+}
+
+// parkable reports whether spec's workload can start under a parked init:
+// one in this runtime's own containment, without isolation or binds, whose
+// parked init is started with all it needs.
+func (r *Driver) parkable(spec driver.Spec) bool {
+	return r.containment == ContainPIDNamespace && r.isolationOf(spec) == IsolationNone &&
+		len(spec.Binds) == 0 && len(spec.SandboxID) <= maxParkedID
+}
+
+// park starts an init that waits for its command on a control socket.
+func (r *Driver) park(root string) (*parkedInit, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control")
+	defer theirs.Close()
+	conn, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, err
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	defer statusW.Close()
+	cmd := r.initCmd(nsinit.Config{Park: true})
+	cmd.Env = []string{nsinit.Reserve(parkedVar, marks(root, strings.Repeat("x", maxParkedID)))}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{statusW, theirs} // fds 3 and 4
+	p := &parkedInit{root: root, cmd: cmd, pidfd: -1, status: statusR, ctl: conn.(*net.UnixConn)}
+	if pidfdsWork() {
+		cmd.SysProcAttr.PidFD = &p.pidfd
+	}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		statusR.Close()
+		return nil, err
+	}
+	st, err := readStat(cmd.Process.Pid)
+	if err != nil {
+		p.release()
+		return nil, err
+	}
+	p.start = st.StartTime
+	return p, nil
+}
+
+// marks are the entries that mark a workload of root's sandbox id.
+func marks(root, id string) []string {
+	return []string{rootVar + "=" + root, idVar + "=" + id}
+}
+
+// unpark takes the init parked for spec's root, if there is one and spec
+// can use it.
+func (r *Driver) unpark(spec driver.Spec) *parkedInit {
+	if !r.parkable(spec) {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.parked
+	if p == nil || p.root != spec.Root {
+		return nil
+	}
+	r.parked = nil
+	return p
+}
+
+// dispatch hands p the workload's request and tracks it as Start's cold
+// path tracks a new init. errUndelivered means p is gone and nothing runs.
+func (r *Driver) dispatch(ctx context.Context, p *parkedInit, spec driver.Spec, path, dir string, env []string, stdout, stderr *os.File) (driver.Handle, error) {
+	req := nsinit.Request{
+		Config: nsinit.Config{Path: path, Args: spec.Command, Dir: dir},
+		Env:    env,
+		Show:   marks(spec.Root, spec.SandboxID),
+		Stdout: stdout, Stderr: stderr,
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = p.ctl.SetWriteDeadline(dl)
+	}
+	err := req.Send(p.ctl)
+	p.ctl.Close()
+	p.ctl = nil
+	if err != nil {
+		p.release()
+		return driver.Handle{}, errUndelivered
+	}
+	status := p.status
+	p.status = nil
+	return r.track(ctx, p.cmd, p.pidfd, p.start, status, "")
+}
+
+// release ends p and reaps it in the background. Nothing of a workload runs
+// under it: it forks only once it has read a whole request.
+func (p *parkedInit) release() {
+	if p.ctl != nil {
+		p.ctl.Close()
+	}
+	if p.status != nil {
+		p.status.Close()
+	}
+	// Its pid cannot name another process until it is reaped.
+	_ = p.cmd.Process.Kill()
+	go reapNow(p.cmd, p.pidfd)
+}

@@ -1,0 +1,194 @@
+package native
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
+)
+
+// parkVar makes the test binary a process that parks an init for the root
+// it names, prints the init's pid and waits to be killed: a daemon that
+// dies with an init parked.
+const parkVar = "NATIVE_TEST_PARK"
+
+// parkAndWait is the test binary in parkVar's mode.
+func parkAndWait(root string) {
+	r := New(clock.Real())
+	r.Warm(driver.Spec{Root: root, SandboxID: "x"})
+	if r.parked == nil {
+		os.Exit(1)
+	}
+	os.Stdout.WriteString(strconv.Itoa(r.parked.cmd.Process.Pid) + "\n")
+	select {}
+}
+
+// warmed parks an init for spec on r and returns its pid, the pid of the
+// next Start's workload.
+func warmed(t *testing.T, r *Driver, spec driver.Spec) int {
+	t.Helper()
+	r.Warm(spec)
+	require.NotNil(t, r.parked, "no init was parked")
+	return r.parked.cmd.Process.Pid
+}
+
+// ended reports whether pid is gone or a zombie: a parked init whose parent
+// died is reparented to an init that may reap it late.
+func endedPID(pid int) bool {
+	st, err := readStat(pid)
+	return err != nil || st.Zombie()
+}
+
+// Each start of these tests runs cold and under a parked init alike.
+var starts = []string{"cold", "parked"}
+
+// startAs starts spec on r as how says, checking that a parked start ran
+// under the parked init.
+func startAs(t *testing.T, r *Driver, spec driver.Spec, how string) driver.Handle {
+	t.Helper()
+	if how == "cold" {
+		return start(t, r, spec)
+	}
+	requirePIDNamespaces(t, r)
+	pid := warmed(t, r, spec)
+	h := start(t, r, spec)
+	require.Equal(t, pid, h.PID, "the workload did not run under the parked init")
+	return h
+}
+
+func TestParkable(t *testing.T) {
+	requirePIDNamespaces(t, New(clock.Real()))
+	spec := newSpec(t, "", "true")
+	tests := []struct {
+		name string
+		edit func(*driver.Spec)
+		opts []Option
+		want bool
+	}{
+		{"plain", func(*driver.Spec) {}, nil, true},
+		{"bwrap isolation", func(s *driver.Spec) { s.Isolation = IsolationBwrap }, nil, false},
+		{"bwrap by default", func(*driver.Spec) {}, []Option{WithIsolation(IsolationBwrap)}, false},
+		{"binds", func(s *driver.Spec) { s.Binds = []driver.Bind{{Source: "/tmp", Target: "/data"}} }, nil, false},
+		{"id longer than the room kept for it", func(s *driver.Spec) { s.SandboxID = strings.Repeat("a", maxParkedID+1) }, nil, false},
+		{"process groups", func(*driver.Spec) {}, []Option{WithContainment(ContainProcessGroup)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := spec
+			tt.edit(&s)
+			assert.Equal(t, tt.want, New(clock.Real(), tt.opts...).parkable(s))
+		})
+	}
+}
+
+// A parked init carries no mark, so no scan takes it for a workload; once
+// handed one it shows the workload's marks and nothing else of its
+// environment (values are secret), before the workload runs.
+func TestParkedInitShowsOnlyTheMarks(t *testing.T) {
+	r := New(clock.Real())
+	requirePIDNamespaces(t, r)
+	spec := newSpec(t, "", "sleep", "1000")
+	spec.Env["SECRET"] = "s3cret-value"
+	pid := warmed(t, r, spec)
+
+	env, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/environ")
+	require.NoError(t, err)
+	assert.Equal(t, []string{parkedVar}, names(env))
+	orphans, err := r.Orphans(testCtx(t), spec.Root, nil)
+	require.NoError(t, err)
+	assert.Empty(t, orphans, "a parked init is no workload")
+
+	h := start(t, r, spec)
+	env, err = os.ReadFile(procRoot + "/" + strconv.Itoa(h.PID) + "/environ")
+	require.NoError(t, err)
+	assert.Equal(t, []string{rootVar, idVar}, names(env))
+	assert.True(t, hasVar(env, rootVar+"="+spec.Root) && hasVar(env, idVar+"="+spec.SandboxID), "%q", env)
+	assert.NotContains(t, string(env), "s3cret-value")
+	orphans, err = r.Orphans(testCtx(t), spec.Root, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []driver.Handle{h}, orphans, "a crash now leaves the sweep its init to kill")
+}
+
+// names are the variable names of a NUL-separated environment, in order.
+func names(environ []byte) []string {
+	var out []string
+	for e := range strings.SplitSeq(string(environ), "\x00") {
+		if name, _, ok := strings.Cut(e, "="); ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// A parked init ends with the process that parked it, SIGKILL included:
+// it holds nothing of a workload, and its control socket closes.
+func TestParkedInitEndsWithItsParent(t *testing.T) {
+	requirePIDNamespaces(t, New(clock.Real()))
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	parent := exec.Command(exe)
+	parent.Env = append(os.Environ(), parkVar+"="+t.TempDir())
+	out, err := parent.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, parent.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err, "the parent parked no init")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err)
+	assert.False(t, endedPID(pid), "the parked init waits")
+
+	require.NoError(t, parent.Process.Signal(syscall.SIGKILL))
+	_ = parent.Wait()
+	assert.Eventually(t, func() bool { return endedPID(pid) }, hangGuard, 10*time.Millisecond,
+		"the parked init outlived its parent")
+}
+
+func TestColdStartWhenTheParkedInitIsGone(t *testing.T) {
+	r := New(clock.Real())
+	requirePIDNamespaces(t, r)
+	spec := newSpec(t, "", "sleep", "1000")
+	pid := warmed(t, r, spec)
+	require.NoError(t, unix.Kill(pid, unix.SIGKILL))
+	require.Eventually(t, func() bool { return endedPID(pid) }, hangGuard, 5*time.Millisecond)
+
+	h := start(t, r, spec)
+	assert.NotEqual(t, pid, h.PID)
+	assert.True(t, status(t, r, h).Running)
+}
+
+// An exec that fails under a parked init is the Start's error, as a cold
+// one's is, and leaves nothing behind.
+func TestStartFailureReported(t *testing.T) {
+	for _, how := range starts {
+		t.Run(how, func(t *testing.T) {
+			r := New(clock.Real())
+			requirePIDNamespaces(t, r)
+			// Executable, so Start resolves it; its interpreter does not
+			// exist, so the exec fails.
+			bin := filepath.Join(t.TempDir(), "broken")
+			require.NoError(t, os.WriteFile(bin, []byte("#!/sandplane/no/such/interpreter\n"), 0o700))
+			spec := newSpec(t, "", bin)
+			if how == "parked" {
+				warmed(t, r, spec)
+			}
+			_, err := r.Start(testCtx(t), spec)
+			assert.Equal(t, provider.CreateFailed, provider.Code(err), "%v", err)
+			assert.Contains(t, err.Error(), "no such file")
+			assert.Empty(t, marked(spec.SandboxID), "a failed start left its init behind")
+			assert.Nil(t, r.parked, "the parked init was used")
+		})
+	}
+}
