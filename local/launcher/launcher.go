@@ -151,7 +151,7 @@ func (l *Launcher) Launch(ctx context.Context, req Request) (Workload, error) {
 	if err := l.cfg.Driver.Preflight(ctx, spec); err != nil {
 		return fail(err)
 	}
-	defer l.warm(spec)
+	defer l.Warm(spec)
 	h, err := l.start(ctx, spec, req.Record)
 	if err != nil {
 		return fail(err)
@@ -165,10 +165,10 @@ func (l *Launcher) Launch(ctx context.Context, req Request) (Workload, error) {
 	return Workload{Handle: h, Port: spec.Port, Ports: ports}, nil
 }
 
-// warm lets the driver prepare the next launch like spec's, once this one
-// is over (its workload up or discarded), in the background: neither this
-// launch's start nor its answer waits for it.
-func (l *Launcher) warm(spec driver.Spec) {
+// Warm lets a driver that can (driver.Warmer) prepare a launch like spec's,
+// in the background. Launch calls it once it is over (its workload up or
+// discarded), so that neither its start nor its answer waits for it.
+func (l *Launcher) Warm(spec driver.Spec) {
 	if w, ok := l.cfg.Driver.(driver.Warmer); ok {
 		go w.Warm(spec)
 	}

@@ -347,7 +347,17 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.wg.Add(1)
 	go m.reapLoop(m.clk.NewTicker(m.opts.ReapInterval)) // armed before New returns, so no tick is missed
+	m.warm()
 	return m, nil
+}
+
+// warm lets the default runtime prepare the start of a default sandbox, so
+// that the first create after the daemon starts is as quick as the next.
+func (m *Manager) warm() {
+	if l, ok := m.launchers[m.opts.DefaultRuntime]; ok {
+		snap := m.opts.Snapshots[DefaultSnapshot]
+		l.Warm(driver.Spec{Root: m.opts.Root, Isolation: snap.Isolation})
+	}
 }
 
 // Close stops the manager's goroutines: recovery work not yet begun is

@@ -33,67 +33,73 @@ func missingHomeTarget(t *testing.T) string {
 }
 
 func TestBindsShowADirectoryElsewhereWithoutTouchingTheHost(t *testing.T) {
-	for _, userNS := range []bool{false, true} {
-		t.Run("userns="+strconv.FormatBool(userNS), func(t *testing.T) {
+	for _, how := range starts {
+		for _, userNS := range []bool{false, true} {
+			t.Run(how+"/userns="+strconv.FormatBool(userNS), func(t *testing.T) {
+				r := New(clock.Real())
+				requirePIDNamespaces(t, r)
+				if userNS {
+					useUserNS(t, r)
+				}
+				require.True(t, r.CanBind(), "a PID-namespace runtime with its own /proc binds")
+				before, err := os.ReadDir("/home")
+				require.NoError(t, err)
+				target := missingHomeTarget(t)
+				spec := newSpec(t, "", "sh", "-c", `pwd; echo hi > made-here; ls -a /home`)
+				src := filepath.Join(spec.Dir, "home")
+				require.NoError(t, os.Mkdir(src, 0o700))
+				spec.Binds = []driver.Bind{{Source: src, Target: target}}
+				spec.WorkDir = target
+
+				h := startAs(t, r, spec, how)
+				exit, err := r.Wait(testCtx(t), h)
+				require.NoError(t, err)
+				out, stderr, _ := r.Logs(testCtx(t), h, spec.Dir)
+				require.Equal(t, "exited: code 0", exit.Reason, "stderr: %s", stderr)
+
+				lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+				assert.Equal(t, target, lines[0], "the workload starts in the bound directory")
+				for _, e := range before {
+					assert.Contains(t, lines, e.Name(), "what /home held stays visible")
+				}
+				assert.Contains(t, lines, filepath.Base(target))
+				got, err := os.ReadFile(filepath.Join(src, "made-here"))
+				require.NoError(t, err, "the file lands in the source directory")
+				assert.Equal(t, "hi\n", string(got))
+				_, err = os.Lstat(target)
+				assert.True(t, os.IsNotExist(err), "the host's %s was made: %v", target, err)
+				after, err := os.ReadDir("/home")
+				require.NoError(t, err)
+				assert.Equal(t, len(before), len(after), "the host's /home changed")
+			})
+		}
+	}
+}
+
+func TestBindsOnAnExistingDirectoryLeaveItAlone(t *testing.T) {
+	for _, how := range starts {
+		t.Run(how, func(t *testing.T) {
 			r := New(clock.Real())
 			requirePIDNamespaces(t, r)
-			if userNS {
-				useUserNS(t, r)
-			}
-			require.True(t, r.CanBind(), "a PID-namespace runtime with its own /proc binds")
-			before, err := os.ReadDir("/home")
-			require.NoError(t, err)
-			target := missingHomeTarget(t)
-			spec := newSpec(t, "", "sh", "-c", `pwd; echo hi > made-here; ls -a /home`)
+			target := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(target, "hosts-own"), []byte("x"), 0o600))
+			spec := newSpec(t, "", "sh", "-c", `ls; touch made-here`)
 			src := filepath.Join(spec.Dir, "home")
 			require.NoError(t, os.Mkdir(src, 0o700))
 			spec.Binds = []driver.Bind{{Source: src, Target: target}}
 			spec.WorkDir = target
 
-			h := start(t, r, spec)
+			h := startAs(t, r, spec, how)
 			exit, err := r.Wait(testCtx(t), h)
 			require.NoError(t, err)
 			out, stderr, _ := r.Logs(testCtx(t), h, spec.Dir)
 			require.Equal(t, "exited: code 0", exit.Reason, "stderr: %s", stderr)
-
-			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			assert.Equal(t, target, lines[0], "the workload starts in the bound directory")
-			for _, e := range before {
-				assert.Contains(t, lines, e.Name(), "what /home held stays visible")
-			}
-			assert.Contains(t, lines, filepath.Base(target))
-			got, err := os.ReadFile(filepath.Join(src, "made-here"))
-			require.NoError(t, err, "the file lands in the source directory")
-			assert.Equal(t, "hi\n", string(got))
-			_, err = os.Lstat(target)
-			assert.True(t, os.IsNotExist(err), "the host's %s was made: %v", target, err)
-			after, err := os.ReadDir("/home")
-			require.NoError(t, err)
-			assert.Equal(t, len(before), len(after), "the host's /home changed")
+			assert.Empty(t, strings.TrimSpace(string(out)), "the workload sees the source, not the host's directory")
+			assert.FileExists(t, filepath.Join(src, "made-here"))
+			assert.NoFileExists(t, filepath.Join(target, "made-here"))
+			assert.FileExists(t, filepath.Join(target, "hosts-own"))
 		})
 	}
-}
-
-func TestBindsOnAnExistingDirectoryLeaveItAlone(t *testing.T) {
-	r := New(clock.Real())
-	requirePIDNamespaces(t, r)
-	target := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(target, "hosts-own"), []byte("x"), 0o600))
-	spec := newSpec(t, "", "sh", "-c", `ls; touch made-here`)
-	src := filepath.Join(spec.Dir, "home")
-	require.NoError(t, os.Mkdir(src, 0o700))
-	spec.Binds = []driver.Bind{{Source: src, Target: target}}
-	spec.WorkDir = target
-
-	h := start(t, r, spec)
-	exit, err := r.Wait(testCtx(t), h)
-	require.NoError(t, err)
-	out, stderr, _ := r.Logs(testCtx(t), h, spec.Dir)
-	require.Equal(t, "exited: code 0", exit.Reason, "stderr: %s", stderr)
-	assert.Empty(t, strings.TrimSpace(string(out)), "the workload sees the source, not the host's directory")
-	assert.FileExists(t, filepath.Join(src, "made-here"))
-	assert.NoFileExists(t, filepath.Join(target, "made-here"))
-	assert.FileExists(t, filepath.Join(target, "hosts-own"))
 }
 
 func TestBindsAreRefusedWithoutAMountNamespace(t *testing.T) {

@@ -72,14 +72,15 @@
 //
 // # Parked inits
 //
-// Warm, which the launcher calls once a launch is over, starts one init
-// ahead for the next Start of the same root, in its namespaces with its
-// /proc mounted, waiting on a control socket (nsinit's -park). Start hands
-// it the workload (flags, environment, the two log files, passed as
+// Warm, which the launcher calls once a launch is over (and the daemon's
+// manager as it starts), starts one init ahead for the next Start of the
+// same root, in its namespaces with its /proc mounted, its signal handling
+// set up, waiting on a control socket (nsinit's -park). Start hands it the
+// workload (flags, binds, environment, the two log files, passed as
 // descriptors) and so pays neither the namespaces' clone nor the init's
 // own start-up: about a millisecond per sandbox. Only workloads in this
-// containment without isolation or binds use one; another, or one whose
-// parked init is gone, starts cold, as does the first Start of a process.
+// containment without bwrap isolation use one; another, or one whose
+// parked init is gone, starts cold.
 //
 // A parked init holds nothing of a workload and carries no marker: its
 // environment is one placeholder entry, so Orphans and every scan for a

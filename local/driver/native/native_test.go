@@ -3,6 +3,7 @@ package native
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -466,6 +467,13 @@ func TestStartFailsCleanly(t *testing.T) {
 }
 
 func TestEnvironmentIsExactlyTheSpecs(t *testing.T) {
+	large := map[string]string{}
+	var largeWant []string
+	for i := range 300 {
+		k, v := fmt.Sprintf("LARGE_%03d", i), strings.Repeat(string(rune('a'+i%26)), 1000)
+		large[k] = v
+		largeWant = append(largeWant, k+"="+v)
+	}
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -475,6 +483,7 @@ func TestEnvironmentIsExactlyTheSpecs(t *testing.T) {
 			[]string{"EMPTY=", "FOO=bar baz", "PATH=" + os.Getenv("PATH"), "PORT=4321"}},
 		{"empty: nothing inherited from the daemon", map[string]string{}, nil},
 		{"markers cannot be forged", map[string]string{rootVar: "/elsewhere", idVar: "someone"}, nil},
+		{"large: more than one read or write of a parked init's socket", large, largeWant},
 	}
 	for _, how := range starts {
 		for _, tt := range tests {

@@ -72,11 +72,12 @@ func (r *Driver) Warm(spec driver.Spec) {
 }
 
 // parkable reports whether spec's workload can start under a parked init:
-// one in this runtime's own containment, without isolation or binds, whose
-// parked init is started with all it needs.
+// one in this runtime's own containment, without isolation (whose init
+// needs descriptors and flags of its own from its start), with binds only
+// where the init has a mount namespace to make them in.
 func (r *Driver) parkable(spec driver.Spec) bool {
 	return r.containment == ContainPIDNamespace && r.isolationOf(spec) == IsolationNone &&
-		len(spec.Binds) == 0 && len(spec.SandboxID) <= maxParkedID
+		r.checkBinds(spec) == nil && len(spec.SandboxID) <= maxParkedID
 }
 
 // park starts an init that waits for its command on a control socket.
@@ -144,8 +145,14 @@ func (r *Driver) unpark(spec driver.Spec) *parkedInit {
 // dispatch hands p the workload's request and tracks it as Start's cold
 // path tracks a new init. errUndelivered means p is gone and nothing runs.
 func (r *Driver) dispatch(ctx context.Context, p *parkedInit, spec driver.Spec, path, dir string, env []string, stdout, stderr *os.File) (driver.Handle, error) {
+	cfg := initConfig(spec, path)
+	if cfg.Dir == "" {
+		// A cold init starts in dir; a parked one, in "/", enters it
+		// (after its binds: the same place unless one covers it).
+		cfg.Dir = dir
+	}
 	req := nsinit.Request{
-		Config: nsinit.Config{Path: path, Args: spec.Command, Dir: dir},
+		Config: cfg,
 		Env:    env,
 		Show:   marks(spec.Root, spec.SandboxID),
 		Stdout: stdout, Stderr: stderr,

@@ -81,7 +81,7 @@ func TestParkable(t *testing.T) {
 		{"plain", func(*driver.Spec) {}, nil, true},
 		{"bwrap isolation", func(s *driver.Spec) { s.Isolation = IsolationBwrap }, nil, false},
 		{"bwrap by default", func(*driver.Spec) {}, []Option{WithIsolation(IsolationBwrap)}, false},
-		{"binds", func(s *driver.Spec) { s.Binds = []driver.Bind{{Source: "/tmp", Target: "/data"}} }, nil, false},
+		{"binds", func(s *driver.Spec) { s.Binds = []driver.Bind{{Source: "/tmp", Target: "/data"}} }, nil, New(clock.Real()).CanBind()},
 		{"id longer than the room kept for it", func(s *driver.Spec) { s.SandboxID = strings.Repeat("a", maxParkedID+1) }, nil, false},
 		{"process groups", func(*driver.Spec) {}, []Option{WithContainment(ContainProcessGroup)}, false},
 	}

@@ -118,14 +118,7 @@ func (r *Driver) prepare(spec driver.Spec, path, dir string, env []string) (*lau
 		}}, nil
 	}
 	l := &launch{}
-	cfg := nsinit.Config{Path: path, Args: spec.Command}
-	for _, b := range spec.Binds {
-		cfg.Binds = append(cfg.Binds, nsinit.Bind{Source: b.Source, Target: b.Target})
-	}
-	if len(spec.Binds) > 0 && filepath.IsAbs(spec.WorkDir) {
-		// dir is its place on the host; the init enters the bound one.
-		cfg.Dir = spec.WorkDir
-	}
+	cfg := initConfig(spec, path)
 	var extra []*os.File
 	if isolation == IsolationBwrap {
 		var err error
@@ -148,6 +141,21 @@ func (r *Driver) prepare(spec driver.Spec, path, dir string, env []string) (*lau
 	// fd 3 is the status pipe; the isolation's descriptors follow.
 	l.cmd.ExtraFiles = append([]*os.File{statusW}, extra...)
 	return l, nil
+}
+
+// initConfig is what the init of spec's workload runs without isolation;
+// its working directory, unless the config names one, is the init's own.
+func initConfig(spec driver.Spec, path string) nsinit.Config {
+	cfg := nsinit.Config{Path: path, Args: spec.Command}
+	for _, b := range spec.Binds {
+		cfg.Binds = append(cfg.Binds, nsinit.Bind{Source: b.Source, Target: b.Target})
+	}
+	if len(spec.Binds) > 0 && filepath.IsAbs(spec.WorkDir) {
+		// The resolved dir is its place on the host; the init enters the
+		// bound one.
+		cfg.Dir = spec.WorkDir
+	}
+	return cfg
 }
 
 // initCmd runs an init with cfg as PID 1 of a new PID namespace (in a new

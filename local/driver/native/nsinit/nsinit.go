@@ -319,6 +319,19 @@ type initProc struct {
 	// env is the main command's environment.
 	env    []string
 	status *os.File
+	// sigs receives the signals the init forwards (catchSignals).
+	sigs chan os.Signal
+}
+
+// catchSignals makes the init catch what it forwards. PID 1 gets no signal
+// from an ancestor namespace that it does not handle, so even an init that
+// forwards nothing must catch these. The first call starts the runtime's
+// signal thread: a parked init makes it before it parks.
+func (p *initProc) catchSignals() {
+	if p.sigs == nil {
+		p.sigs = make(chan os.Signal, 8)
+		signal.Notify(p.sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	}
 }
 
 func (p *initProc) report(s Status) { _, _ = io.WriteString(p.status, s.line()+"\n") }
@@ -382,9 +395,15 @@ func run(args []string) int {
 // parked.
 func (p *initProc) unpark() (Config, error) {
 	_, _ = unix.FcntlInt(ControlFD, unix.F_SETFD, unix.FD_CLOEXEC)
+	p.catchSignals()
 	req, err := receive()
 	if err != nil {
 		return Config{}, err
+	}
+	// What was sent to the parked init was meant for no workload: a cold
+	// init would have ignored it, not having caught it yet.
+	for len(p.sigs) > 0 {
+		<-p.sigs
 	}
 	// Before anything of the command runs, so that a scan of /proc that
 	// finds the command finds its init too.
@@ -409,10 +428,7 @@ func mountProc() error {
 }
 
 func (p *initProc) serve() int {
-	// PID 1 gets no signal from an ancestor namespace that it does not
-	// handle, so even an init that forwards nothing must catch these.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	p.catchSignals()
 	for _, fd := range p.cfg.KeepFDs {
 		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
 	}
@@ -454,7 +470,7 @@ func (p *initProc) serve() int {
 	} else {
 		p.report(Status{Started: true})
 	}
-	return p.wait(sigs, mainExit, relayed)
+	return p.wait(mainExit, relayed)
 }
 
 // keep extends files so that each of fds is passed on at its own number.
@@ -503,12 +519,12 @@ func (p *initProc) relay(r *os.File) chan Status {
 
 // wait forwards signals until the main command is gone (and, relaying, its
 // status pipe is closed), reports how it ended and returns the exit code.
-func (p *initProc) wait(sigs <-chan os.Signal, mainExit <-chan unix.WaitStatus, relayed chan Status) int {
+func (p *initProc) wait(mainExit <-chan unix.WaitStatus, relayed chan Status) int {
 	var ws *unix.WaitStatus
 	var final Status
 	for ws == nil || relayed != nil {
 		select {
-		case sig := <-sigs:
+		case sig := <-p.sigs:
 			if !p.cfg.NoSignals {
 				_ = unix.Kill(-1, sig.(syscall.Signal))
 			}

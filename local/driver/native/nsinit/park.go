@@ -56,12 +56,14 @@ func Reserve(name string, show []string) string {
 // the init may not have it whole, and the caller must not count on it.
 func (r Request) Send(conn *net.UnixConn) error {
 	payload := r.encode()
-	head := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
+	msg := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(payload)), uint32(len(payload)))
+	msg = append(msg, payload...)
 	rights := unix.UnixRights(int(r.Stdout.Fd()), int(r.Stderr.Fd()))
-	if _, _, err := conn.WriteMsgUnix(head, rights, nil); err != nil {
-		return err
+	// One send wakes the init once; a stream socket may take less of it.
+	n, _, err := conn.WriteMsgUnix(msg, rights, nil)
+	if err == nil && n < len(msg) {
+		_, err = conn.Write(msg[n:])
 	}
-	_, err := conn.Write(payload)
 	return err
 }
 
@@ -112,9 +114,10 @@ var errNoRequest = errors.New("no request")
 // receive reads the one request a parked init gets, and makes the
 // descriptors it carries the init's stdout and stderr.
 func receive() (Request, error) {
-	head := make([]byte, 4)
+	// Room for any request a sandbox's start makes in one read.
+	buf := make([]byte, 64<<10)
 	oob := make([]byte, unix.CmsgSpace(2*4))
-	n, oobn, err := recvmsg(head, oob)
+	n, oobn, err := recvmsg(buf, oob)
 	if err != nil {
 		return Request{}, fmt.Errorf("receive the request: %w", err)
 	}
@@ -126,15 +129,19 @@ func receive() (Request, error) {
 	}
 	ctl := os.NewFile(ControlFD, "control")
 	defer ctl.Close()
-	if _, err := io.ReadFull(ctl, head[n:]); err != nil {
-		return Request{}, fmt.Errorf("receive the request: %w", err)
+	if n < 4 {
+		if _, err := io.ReadFull(ctl, buf[n:4]); err != nil {
+			return Request{}, fmt.Errorf("receive the request: %w", err)
+		}
+		n = 4
 	}
-	size := binary.BigEndian.Uint32(head)
-	if size > maxRequest {
-		return Request{}, fmt.Errorf("receive the request: %d bytes is more than %d", size, maxRequest)
+	size := int(binary.BigEndian.Uint32(buf))
+	if size > maxRequest || n-4 > size {
+		return Request{}, fmt.Errorf("receive the request: it says %d bytes (at most %d) and brings %d or more", size, maxRequest, n-4)
 	}
 	payload := make([]byte, size)
-	if _, err := io.ReadFull(ctl, payload); err != nil {
+	copy(payload, buf[4:n])
+	if _, err := io.ReadFull(ctl, payload[n-4:]); err != nil {
 		return Request{}, fmt.Errorf("receive the request: %w", err)
 	}
 	return decode(payload)
