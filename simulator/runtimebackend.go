@@ -517,8 +517,10 @@ func dialable(socks []netip.AddrPort, port int) (netip.AddrPort, bool) {
 	return best, best.IsValid()
 }
 
-// Close removes every workload it still knows of.
+// Close removes every workload it still knows of, and what its launcher
+// prepared for the next.
 func (b *runtimeBackend) Close() error {
+	b.launcher.Cool()
 	b.mu.Lock()
 	ids := make([]string, 0, len(b.workloads))
 	for id := range b.workloads {

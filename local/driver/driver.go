@@ -231,10 +231,12 @@ type Sweeper interface {
 // Warmer is a runtime that can prepare, ahead of a Start, what starting a
 // workload like spec's takes, so that the next such Start pays less. Warm
 // may block while it prepares; it cannot fail its caller (a failure only
-// means the next Start pays in full), and what it prepares ends with the
-// runtime's process. The launcher calls it once a launch is over.
+// means the next Start pays in full). What it prepares ends with the
+// runtime's process, or at Cool, after which Warm prepares nothing: the
+// owner's shutdown. The launcher calls Warm once a launch is over.
 type Warmer interface {
 	Warm(spec Spec)
+	Cool()
 }
 
 // Containment is implemented by runtimes that can say how they keep a

@@ -174,6 +174,14 @@ func (l *Launcher) Warm(spec driver.Spec) {
 	}
 }
 
+// Cool ends what Warm prepared, and keeps the driver from preparing more:
+// for the launcher's owner to call as it shuts down.
+func (l *Launcher) Cool() {
+	if w, ok := l.cfg.Driver.(driver.Warmer); ok {
+		w.Cool()
+	}
+}
+
 // output is the end of the workload's output, redacted; "" without redact,
 // which is how a request says its output may not be quoted.
 func (l *Launcher) output(ctx context.Context, h driver.Handle, dir string, redact func(string) string) string {

@@ -362,13 +362,17 @@ func (m *Manager) warm() {
 
 // Close stops the manager's goroutines: recovery work not yet begun is
 // dropped (the next manager on the root does it), work under way is waited
-// for. Workloads keep running: the next manager on the same root adopts
+// for, and what the runtimes prepared for the next create (a parked init)
+// ends. Workloads keep running: the next manager on the same root adopts
 // them. Use StopAll to end them too.
 func (m *Manager) Close() {
 	m.cancel()
 	m.wg.Wait()
 	m.closeFlush()
 	m.ports.Close()
+	for _, l := range m.launchers {
+		l.Cool()
+	}
 }
 
 // Recovered is closed once the work a restart left (interrupted stops and

@@ -80,7 +80,8 @@
 // descriptors) and so pays neither the namespaces' clone nor the init's
 // own start-up: about a millisecond per sandbox. Only workloads in this
 // containment without bwrap isolation use one; another, or one whose
-// parked init is gone, starts cold.
+// parked init is gone, starts cold. Cool ends it for good (the manager's
+// Close, the simulator's).
 //
 // A parked init holds nothing of a workload and carries no marker: its
 // environment is one placeholder entry, so Orphans and every scan for a

@@ -72,9 +72,10 @@ type Driver struct {
 	// and start time so that a reused pid finds no stale record.
 	children map[procKey]*child
 	// parked is the init waiting for the next Start (see Warm); warming is
-	// set while one is being started.
+	// set while one is being started; cooled once Cool was called.
 	parked  *parkedInit
 	warming bool
+	cooled  bool
 }
 
 var (

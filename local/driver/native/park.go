@@ -52,22 +52,38 @@ func (r *Driver) Warm(spec driver.Spec) {
 		return
 	}
 	r.mu.Lock()
-	busy := r.warming || r.parked != nil && r.parked.root == spec.Root
+	busy := r.cooled || r.warming || r.parked != nil && r.parked.root == spec.Root
 	r.warming = r.warming || !busy
 	r.mu.Unlock()
 	if busy {
 		return
 	}
 	p, err := r.park(spec.Root)
+	var drop *parkedInit
 	r.mu.Lock()
-	old := r.parked
-	if err == nil {
-		r.parked = p
+	switch {
+	case err != nil:
+	case r.cooled:
+		drop = p
+	default:
+		drop, r.parked = r.parked, p
 	}
 	r.warming = false
 	r.mu.Unlock()
-	if err == nil && old != nil {
-		old.release()
+	if drop != nil {
+		drop.release()
+	}
+}
+
+// Cool ends the parked init, if any, and stops Warm from parking another.
+// Workloads run on.
+func (r *Driver) Cool() {
+	r.mu.Lock()
+	p := r.parked
+	r.parked, r.cooled = nil, true
+	r.mu.Unlock()
+	if p != nil {
+		p.release()
 	}
 }
 
@@ -143,7 +159,8 @@ func (r *Driver) unpark(spec driver.Spec) *parkedInit {
 }
 
 // dispatch hands p the workload's request and tracks it as Start's cold
-// path tracks a new init. errUndelivered means p is gone and nothing runs.
+// path tracks a new init. errUndelivered means p is gone and nothing runs,
+// as does ctx's error.
 func (r *Driver) dispatch(ctx context.Context, p *parkedInit, spec driver.Spec, path, dir string, env []string, stdout, stderr *os.File) (driver.Handle, error) {
 	cfg := initConfig(spec, path)
 	if cfg.Dir == "" {
@@ -157,14 +174,17 @@ func (r *Driver) dispatch(ctx context.Context, p *parkedInit, spec driver.Spec, 
 		Show:   marks(spec.Root, spec.SandboxID),
 		Stdout: stdout, Stderr: stderr,
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = p.ctl.SetWriteDeadline(dl)
-	}
+	// An init that does not read must not hold the Start past ctx.
+	stop := context.AfterFunc(ctx, func() { p.ctl.Close() })
 	err := req.Send(p.ctl)
+	stop()
 	p.ctl.Close()
 	p.ctl = nil
 	if err != nil {
 		p.release()
+		if err := ctx.Err(); err != nil {
+			return driver.Handle{}, err
+		}
 		return driver.Handle{}, errUndelivered
 	}
 	status := p.status

@@ -42,6 +42,7 @@ func warmed(t *testing.T, r *Driver, spec driver.Spec) int {
 	t.Helper()
 	r.Warm(spec)
 	require.NotNil(t, r.parked, "no init was parked")
+	t.Cleanup(r.Cool) // if the test fails before it is used
 	return r.parked.cmd.Process.Pid
 }
 
@@ -191,4 +192,17 @@ func TestStartFailureReported(t *testing.T) {
 			assert.Nil(t, r.parked, "the parked init was used")
 		})
 	}
+}
+
+func TestCoolEndsTheParkedInit(t *testing.T) {
+	r := New(clock.Real())
+	requirePIDNamespaces(t, r)
+	spec := newSpec(t, "", "sleep", "1000")
+	pid := warmed(t, r, spec)
+	r.Cool()
+	assert.Eventually(t, func() bool { return endedPID(pid) }, hangGuard, 5*time.Millisecond, "the parked init outlived Cool")
+	r.Warm(spec)
+	assert.Nil(t, r.parked, "Warm parked one after Cool")
+	h := start(t, r, spec)
+	assert.NotEqual(t, pid, h.PID, "a cold start after Cool")
 }
