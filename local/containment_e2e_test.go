@@ -222,29 +222,6 @@ func TestIsolatedDaemonEndToEnd(t *testing.T) {
 	assert.True(t, portFree(s.Port))
 }
 
-// parkedInits lists the inits daemon pid has parked: its children whose
-// environment is the parked placeholder alone.
-func parkedInits(t *testing.T, daemon int) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !running(pid) {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		status, err2 := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil || err2 != nil || !bytes.HasPrefix(env, []byte("SANDPLANE_PARKED=")) ||
-			!slices.Contains(strings.Split(string(status), "\n"), "PPid:\t"+strconv.Itoa(daemon)) {
-			continue
-		}
-		out = append(out, pid)
-	}
-	return out
-}
-
 // TestCreatesFindAnInitParked: the daemon parks an init as it starts and
 // again after each create; a create runs its sandbox under it; the parked
 // init ends with the daemon.
@@ -258,14 +235,14 @@ func TestCreatesFindAnInitParked(t *testing.T) {
 	require.NotZero(t, info.PID)
 
 	var first []int
-	require.Eventually(t, func() bool { first = parkedInits(t, info.PID); return len(first) == 1 },
+	require.Eventually(t, func() bool { first = testdaemon.ParkedInits(t, info.PID); return len(first) == 1 },
 		20*time.Second, 10*time.Millisecond, "no init parked at start")
 	s, err := d.P.Create(context.Background(), provider.CreateRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, first[0], workloadPID(t, d.P, s), "the first create ran under the init parked at start")
 
 	var next []int
-	require.Eventually(t, func() bool { next = parkedInits(t, info.PID); return len(next) == 1 && next[0] != first[0] },
+	require.Eventually(t, func() bool { next = testdaemon.ParkedInits(t, info.PID); return len(next) == 1 && next[0] != first[0] },
 		20*time.Second, 10*time.Millisecond, "no init parked after the create")
 	d.Stop()
 	assert.Eventually(t, func() bool { return !running(next[0]) }, 20*time.Second, 10*time.Millisecond,

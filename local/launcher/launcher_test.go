@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
@@ -92,32 +93,6 @@ func newHarness(t *testing.T, ready time.Duration) *harness {
 	return h
 }
 
-// parkedInits lists this process's children that are inits parked for the
-// next launch: their environment is the parked placeholder alone.
-func parkedInits(t *testing.T) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		stat, err2 := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil || err2 != nil || !strings.HasPrefix(string(env), "SANDPLANE_PARKED=") {
-			continue
-		}
-		// Fields after the command: state, ppid.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(os.Getpid()) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 // A launch leaves the driver an init parked for the next, which the
 // launcher's Cool ends.
 func TestLaunchWarmsTheNextAndCoolEndsIt(t *testing.T) {
@@ -125,16 +100,18 @@ func TestLaunchWarmsTheNextAndCoolEndsIt(t *testing.T) {
 	if h.d.Containment() != native.ContainPIDNamespace {
 		t.Skip("no PID namespaces here: the native driver parks no init")
 	}
-	require.Empty(t, parkedInits(t))
+	parked := func() []int { return testdaemon.ParkedInits(t, os.Getpid()) }
+	require.Eventually(t, func() bool { return len(parked()) == 0 }, 20*time.Second, 5*time.Millisecond,
+		"an init parked by another test is still there")
 	_, err := h.launch(h.request("tcp", launcher.ReadyPort))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(parkedInits(t)) == 1 }, 20*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return len(parked()) == 1 }, 20*time.Second, 5*time.Millisecond,
 		"no init parked after the launch")
 	h.l.Cool()
-	assert.Eventually(t, func() bool { return len(parkedInits(t)) == 0 }, 20*time.Second, 5*time.Millisecond,
+	assert.Eventually(t, func() bool { return len(parked()) == 0 }, 20*time.Second, 5*time.Millisecond,
 		"the parked init outlived Cool")
 	h.d.Warm(h.request("tcp", launcher.ReadyPort).Spec) // returns once it has parked one, if it does
-	assert.Empty(t, parkedInits(t), "Warm parked one after Cool")
+	assert.Empty(t, parked(), "Warm parked one after Cool")
 }
 
 // request runs this test binary as mode, with $PORT set by Prepare.

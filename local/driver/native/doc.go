@@ -76,16 +76,18 @@
 // manager as it starts), starts one init ahead for the next Start of the
 // same root, in its namespaces with its /proc mounted, its signal handling
 // set up, waiting on a control socket (nsinit's -park). Start hands it the
-// workload (flags, binds, environment, the two log files, passed as
-// descriptors) and so pays neither the namespaces' clone nor the init's
+// workload (flags, binds, environment; the two log files and its working
+// directory as descriptors) and so pays neither the namespaces' clone nor the init's
 // own start-up: about a millisecond per sandbox. Only workloads in this
-// containment without bwrap isolation use one; another, or one whose
-// parked init is gone, starts cold. Cool ends it for good (the manager's
-// Close, the simulator's).
+// containment without bwrap isolation use one; another starts cold. A
+// parked init found gone when its request is sent (killed, or on a platform
+// where it cannot rewrite its environment, see below) costs a cold start
+// and turns parking off. Cool ends it for good (the manager's Close, the
+// simulator's).
 //
 // A parked init holds nothing of a workload and carries no marker: its
-// environment is one placeholder entry, so Orphans and every scan for a
-// sandbox's processes pass it by. It exits when its control socket closes,
+// environment is one placeholder entry (ParkedEntry once it is parked), so
+// Orphans and every scan for a sandbox's processes pass it by. It exits when its control socket closes,
 // that is, with the process that parked it, kill -9 included. Handed a
 // workload, it overwrites that placeholder with the workload's two markers
 // (its /proc/PID/environ then shows those and nothing else, no value of the

@@ -22,11 +22,30 @@ func TestMain(m *testing.M) {
 	if root := os.Getenv(parkVar); root != "" {
 		parkAndWait(root)
 	}
+	if os.Getenv(getwdVar) != "" {
+		printGetwd()
+	}
 	code := m.Run()
 	if builtInit.path != "" {
 		os.RemoveAll(filepath.Dir(builtInit.path))
 	}
 	os.Exit(code)
+}
+
+// getwdVar makes the test binary print its working directory as getcwd
+// gives it, or fail as Go's os.Getwd does on a directory unreachable from
+// its root: what a workload such as the toolbox sees (coreutils' pwd works
+// around that).
+const getwdVar = "NATIVE_TEST_GETWD"
+
+func printGetwd() {
+	wd, err := os.Getwd()
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(1)
+	}
+	os.Stdout.WriteString(wd + "\n")
+	os.Exit(0)
 }
 
 func listenForever() {

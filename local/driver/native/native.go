@@ -72,10 +72,12 @@ type Driver struct {
 	// and start time so that a reused pid finds no stale record.
 	children map[procKey]*child
 	// parked is the init waiting for the next Start (see Warm); warming is
-	// set while one is being started; cooled once Cool was called.
+	// set while one is being started, which parking counts; cooled turns
+	// parking off.
 	parked  *parkedInit
 	warming bool
 	cooled  bool
+	parking sync.WaitGroup
 }
 
 var (
@@ -315,7 +317,7 @@ func environ(spec driver.Spec) ([]string, error) {
 		env = append(env, k+"="+v)
 	}
 	sort.Strings(env)
-	return append(env, rootVar+"="+spec.Root, idVar+"="+spec.SandboxID), nil
+	return append(env, marks(spec.Root, spec.SandboxID)...), nil
 }
 
 func openLog(p string) (*os.File, error) {

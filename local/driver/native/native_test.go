@@ -207,11 +207,12 @@ func TestExitReasons(t *testing.T) {
 	for _, mode := range append(containments, "parked") {
 		for _, tt := range tests {
 			t.Run(mode+"/"+tt.name, func(t *testing.T) {
-				r := New(clock.Real(), WithContainment(mode))
-				how := "cold"
-				if mode == "parked" {
-					how = mode
+				var opts []Option
+				how := "parked"
+				if mode != how {
+					opts, how = []Option{WithContainment(mode)}, "cold"
 				}
+				r := New(clock.Real(), opts...)
 				h := startAs(t, r, newSpec(t, "", "sh", "-c", tt.script), how)
 				exit, err := r.Wait(testCtx(t), h)
 				require.NoError(t, err)
@@ -521,14 +522,18 @@ func TestWorkingDirectory(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(how+"/"+tt.name, func(t *testing.T) {
 				r := New(clock.Real())
-				spec := newSpec(t, "", "pwd")
+				exe, err := os.Executable()
+				require.NoError(t, err)
+				spec := newSpec(t, "", exe)
+				spec.Env[getwdVar] = "1"
 				require.NoError(t, os.Mkdir(filepath.Join(spec.Dir, "sub"), 0o700))
 				spec.WorkDir = tt.workDir
 				h := startAs(t, r, spec, how)
-				_, err := r.Wait(testCtx(t), h)
+				exit, err := r.Wait(testCtx(t), h)
 				require.NoError(t, err)
-				out, _, err := r.Logs(testCtx(t), h, spec.Dir)
+				out, stderr, err := r.Logs(testCtx(t), h, spec.Dir)
 				require.NoError(t, err)
+				require.Equal(t, "exited: code 0", exit.Reason, "stderr: %s", stderr)
 				assert.Equal(t, tt.want(spec)+"\n", string(out))
 			})
 		}

@@ -3,9 +3,11 @@ package native
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -14,11 +16,17 @@ import (
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 )
 
-// parkedVar names the one environment entry of a parked init: room for the
-// marks it shows once handed a workload (nsinit.Reserve). It is no mark, so
-// Orphans never takes a parked init for a workload; it needs none, since it
-// exits as soon as its control socket closes, that is, with this process.
-const parkedVar = "SANDPLANE_PARKED"
+// A parked init starts with one environment entry, parkingVar's, which
+// holds room for the marks it shows once handed a workload
+// (nsinit.Reserve), and shows ParkedEntry once it is parked. Neither is a
+// mark, so Orphans never takes a parked init for a workload; it needs none,
+// since it exits as soon as its control socket closes, that is, with this
+// process.
+const parkingVar = "SANDPLANE_PARKING"
+
+// ParkedEntry begins /proc/PID/environ of an init parked for the next
+// Start (see Warm), and nothing else does.
+const ParkedEntry = "SANDPLANE_PARKED="
 
 // maxParkedID is the longest sandbox id a parked init has room to show;
 // a longer one is started cold. Ids are at most 128 bytes in the API.
@@ -43,21 +51,25 @@ type parkedInit struct {
 var errUndelivered = errors.New("the parked init did not take the request")
 
 // Warm parks an init for spec's root, unless one is parked or being
-// parked, or spec would not use one (see parkable). It returns once the init
-// is started, not once it is ready: a Start in between hands it the
-// request all the same, which it reads when it is. A failure only means
-// the next Start is a cold one.
+// parked, or spec would not use one (see parkable), or parking is off (see
+// Cool). It returns once the init is started, not once it is ready: a
+// Start in between hands it the request all the same, which it reads when
+// it is. A failure only means the next Start is a cold one.
 func (r *Driver) Warm(spec driver.Spec) {
 	if !r.parkable(spec) {
 		return
 	}
 	r.mu.Lock()
 	busy := r.cooled || r.warming || r.parked != nil && r.parked.root == spec.Root
-	r.warming = r.warming || !busy
+	if !busy {
+		r.warming = true
+		r.parking.Add(1)
+	}
 	r.mu.Unlock()
 	if busy {
 		return
 	}
+	defer r.parking.Done()
 	p, err := r.park(spec.Root)
 	var drop *parkedInit
 	r.mu.Lock()
@@ -75,8 +87,8 @@ func (r *Driver) Warm(spec driver.Spec) {
 	}
 }
 
-// Cool ends the parked init, if any, and stops Warm from parking another.
-// Workloads run on.
+// Cool ends the parked init, if any, and one being parked, and stops Warm
+// from parking another. Workloads run on.
 func (r *Driver) Cool() {
 	r.mu.Lock()
 	p := r.parked
@@ -85,6 +97,7 @@ func (r *Driver) Cool() {
 	if p != nil {
 		p.release()
 	}
+	r.parking.Wait() // a Warm under way releases what it parked
 }
 
 // parkable reports whether spec's workload can start under a parked init:
@@ -115,8 +128,8 @@ func (r *Driver) park(root string) (*parkedInit, error) {
 		return nil, err
 	}
 	defer statusW.Close()
-	cmd := r.initCmd(nsinit.Config{Park: true})
-	cmd.Env = []string{nsinit.Reserve(parkedVar, marks(root, strings.Repeat("x", maxParkedID)))}
+	cmd := r.initCmd(nsinit.Config{Park: ParkedEntry})
+	cmd.Env = []string{nsinit.Reserve(parkingVar, marks(root, strings.Repeat("x", maxParkedID)))}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{statusW, theirs} // fds 3 and 4
 	p := &parkedInit{root: root, cmd: cmd, pidfd: -1, status: statusR, ctl: conn.(*net.UnixConn)}
@@ -160,31 +173,37 @@ func (r *Driver) unpark(spec driver.Spec) *parkedInit {
 
 // dispatch hands p the workload's request and tracks it as Start's cold
 // path tracks a new init. errUndelivered means p is gone and nothing runs,
-// as does ctx's error.
+// as does ctx's error; an init gone before its request also turns parking
+// off, since its platform may not let it park (see nsinit's -park).
 func (r *Driver) dispatch(ctx context.Context, p *parkedInit, spec driver.Spec, path, dir string, env []string, stdout, stderr *os.File) (driver.Handle, error) {
-	cfg := initConfig(spec, path)
-	if cfg.Dir == "" {
-		// A cold init starts in dir; a parked one, in "/", enters it
-		// (after its binds: the same place unless one covers it).
-		cfg.Dir = dir
+	// The init enters dir before its binds, as a cold one starts in it;
+	// the daemon's root may be relative to the daemon's own directory.
+	cwd, err := filepath.Abs(dir)
+	if err != nil {
+		p.release()
+		return driver.Handle{}, classify(phaseSpawn, fmt.Sprintf("start %q", spec.Command[0]), err)
 	}
 	req := nsinit.Request{
-		Config: cfg,
+		Config: initConfig(spec, path),
 		Env:    env,
 		Show:   marks(spec.Root, spec.SandboxID),
-		Stdout: stdout, Stderr: stderr,
+		Stdout: stdout, Stderr: stderr, Cwd: cwd,
 	}
 	// An init that does not read must not hold the Start past ctx.
-	stop := context.AfterFunc(ctx, func() { p.ctl.Close() })
-	err := req.Send(p.ctl)
+	ctl := p.ctl
+	stop := context.AfterFunc(ctx, func() { ctl.Close() })
+	err = req.Send(ctl)
 	stop()
-	p.ctl.Close()
+	ctl.Close()
 	p.ctl = nil
 	if err != nil {
 		p.release()
 		if err := ctx.Err(); err != nil {
 			return driver.Handle{}, err
 		}
+		r.mu.Lock()
+		r.cooled = true
+		r.mu.Unlock()
 		return driver.Handle{}, errUndelivered
 	}
 	status := p.status

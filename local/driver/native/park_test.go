@@ -43,10 +43,15 @@ func warmed(t *testing.T, r *Driver, spec driver.Spec) int {
 	r.Warm(spec)
 	require.NotNil(t, r.parked, "no init was parked")
 	t.Cleanup(r.Cool) // if the test fails before it is used
-	return r.parked.cmd.Process.Pid
+	pid := r.parked.cmd.Process.Pid
+	require.Eventually(t, func() bool {
+		env, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/environ")
+		return err == nil && strings.HasPrefix(string(env), ParkedEntry)
+	}, hangGuard, time.Millisecond, "the init never showed it is parked")
+	return pid
 }
 
-// ended reports whether pid is gone or a zombie: a parked init whose parent
+// endedPID reports whether pid is gone or a zombie: a parked init whose parent
 // died is reparented to an init that may reap it late.
 func endedPID(pid int) bool {
 	st, err := readStat(pid)
@@ -107,7 +112,7 @@ func TestParkedInitShowsOnlyTheMarks(t *testing.T) {
 
 	env, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/environ")
 	require.NoError(t, err)
-	assert.Equal(t, []string{parkedVar}, names(env))
+	assert.Equal(t, []string{strings.TrimSuffix(ParkedEntry, "=")}, names(env))
 	orphans, err := r.Orphans(testCtx(t), spec.Root, nil)
 	require.NoError(t, err)
 	assert.Empty(t, orphans, "a parked init is no workload")
@@ -157,6 +162,8 @@ func TestParkedInitEndsWithItsParent(t *testing.T) {
 		"the parked init outlived its parent")
 }
 
+// A parked init gone before its request (killed, or on a platform where it
+// cannot park) costs a cold start, and turns parking off.
 func TestColdStartWhenTheParkedInitIsGone(t *testing.T) {
 	r := New(clock.Real())
 	requirePIDNamespaces(t, r)
@@ -168,6 +175,8 @@ func TestColdStartWhenTheParkedInitIsGone(t *testing.T) {
 	h := start(t, r, spec)
 	assert.NotEqual(t, pid, h.PID)
 	assert.True(t, status(t, r, h).Running)
+	r.Warm(spec)
+	assert.Nil(t, r.parked, "parking goes on after a parked init was gone before its request")
 }
 
 // An exec that fails under a parked init is the Start's error, as a cold
@@ -205,4 +214,28 @@ func TestCoolEndsTheParkedInit(t *testing.T) {
 	assert.Nil(t, r.parked, "Warm parked one after Cool")
 	h := start(t, r, spec)
 	assert.NotEqual(t, pid, h.PID, "a cold start after Cool")
+}
+
+// A root given as a relative path (--root state) means the same directory
+// to a parked init as to a cold one, whose working directory it is.
+func TestRelativeRoot(t *testing.T) {
+	for _, how := range starts {
+		t.Run(how, func(t *testing.T) {
+			exe, err := os.Executable()
+			require.NoError(t, err)
+			base := t.TempDir()
+			t.Chdir(base)
+			require.NoError(t, os.MkdirAll(filepath.Join("state", "sb"), 0o700))
+			spec := driver.Spec{SandboxID: "sb", Root: "state", Dir: filepath.Join("state", "sb"),
+				Command: []string{exe}, Env: map[string]string{getwdVar: "1"}}
+			r := New(clock.Real())
+			h := startAs(t, r, spec, how)
+			exit, err := r.Wait(testCtx(t), h)
+			require.NoError(t, err)
+			require.Equal(t, "exited: code 0", exit.Reason)
+			out, _, err := r.Logs(testCtx(t), h, spec.Dir)
+			require.NoError(t, err)
+			assert.Equal(t, filepath.Join(base, "state", "sb")+"\n", string(out))
+		})
+	}
 }

@@ -30,17 +30,21 @@
 //
 // # Parked
 //
-// With -park (after -mount-proc, if any) the init sets up, then waits for
-// its command on fd 4 (ControlFD), a unix stream socket: a Request, sent
-// once, as a 4-byte big-endian length and that many bytes of NUL-terminated
-// strings (the counts of Show and Env, Show, Env, then the flags and
-// command as on a command line), with the command's stdout and stderr as
-// SCM_RIGHTS on its first byte. The init makes those fds 1 and 2, writes
-// Show over its own environment in place (the kernel's env_start..env_end,
-// through /proc/self/mem; the runtime starts it with a placeholder entry at
-// least as long, see Reserve), and goes on as an init started with those
-// flags would. A socket closed before a request begins makes it exit 0
-// silently; a request that is cut short or malformed is an error report.
+// With -park ENTRY (after -mount-proc, if any) the init sets up, catches
+// the signals it forwards, shows ENTRY as its whole environment, then waits
+// for its command on fd 4 (ControlFD), a unix stream socket: a Request,
+// sent once, as a 4-byte big-endian length and that many bytes of
+// NUL-terminated strings (Cwd, the counts of Show and Env, Show, Env, then
+// the flags and command as on a command line), with the command's stdout
+// and stderr as SCM_RIGHTS on its first byte. The init makes those fds 1
+// and 2, enters Cwd, writes Show over its own
+// environment in place (the kernel's env_start..env_end, through
+// /proc/self/mem; the runtime starts it with a placeholder entry at least
+// as long, see Reserve), and goes on as an init started there with those
+// flags would: binds, then the command. An init that cannot rewrite its
+// environment exits before it parks, so a request finds it gone. A socket
+// closed before a request begins makes it exit 0 silently; a request that
+// is cut short or malformed is an error report.
 //
 // # Status
 //

@@ -94,11 +94,13 @@ type Config struct {
 	// /proc, with MountProc): the runtime's check of what this platform
 	// gives it.
 	Probe bool
-	// Park makes the init set up (MountProc), then wait for its command on
-	// ControlFD (a Request) instead of taking it from its command line. It
-	// exits 0 if the socket closes first. Started ahead of a spawn, it
-	// takes the init's own start-up off the spawn's path.
-	Park bool
+	// Park, an environment entry, makes the init set up (MountProc), show
+	// Park as its whole environment (see Request.Show: a check that it can,
+	// and a sign that it is parked), then wait for its command on ControlFD
+	// (a Request) instead of taking it from its command line. It exits 0 if
+	// the socket closes first. Started ahead of a spawn, it takes the
+	// init's own start-up off the spawn's path.
+	Park string
 }
 
 // Forward is one outer half of a forwarded port: the connections of the
@@ -124,8 +126,8 @@ func (c Config) Flags() []string {
 	if c.Probe {
 		return append(out, "-probe")
 	}
-	if c.Park {
-		return append(out, "-park")
+	if c.Park != "" {
+		return append(out, "-park", c.Park)
 	}
 	for _, b := range c.Binds {
 		// Two flags: any byte but NUL may be in a path.
@@ -161,7 +163,7 @@ func parse(args []string) (Config, error) {
 	fs.BoolVar(&c.Relay, "relay", false, "")
 	fs.BoolVar(&c.Probe, "probe", false, "")
 	fs.BoolVar(&c.MountProc, "mount-proc", false, "")
-	fs.BoolVar(&c.Park, "park", false, "")
+	fs.StringVar(&c.Park, "park", "", "")
 	fs.Func("forward", "", func(v string) error {
 		fd, sock, ok := strings.Cut(v, ",")
 		n, err := strconv.Atoi(fd)
@@ -207,7 +209,7 @@ func parse(args []string) (Config, error) {
 		return c, err
 	}
 	c.NoSignals = !*signals
-	if c.Probe || c.Park {
+	if c.Probe || c.Park != "" {
 		return c, nil
 	}
 	for _, b := range c.Binds {
@@ -367,14 +369,13 @@ func run(args []string) int {
 	if cfg.Probe {
 		return 0
 	}
-	p.env = os.Environ()
-	if cfg.Park {
-		if cfg, err = p.unpark(); errors.Is(err, errNoRequest) {
-			return 0
-		} else if err != nil {
-			p.report(Status{Err: "init: " + err.Error()})
-			return exitSetup
-		}
+	if cfg.Park == "" {
+		p.env = os.Environ()
+	} else if cfg, err = p.unpark(); errors.Is(err, errNoRequest) {
+		return 0
+	} else if err != nil {
+		p.report(Status{Err: "init: " + err.Error()})
+		return exitSetup
 	}
 	if len(cfg.Binds) > 0 && !cfg.MountProc {
 		p.report(Status{Err: "init: binds need a mount namespace of its own (-mount-proc)"})
@@ -396,12 +397,19 @@ func run(args []string) int {
 func (p *initProc) unpark() (Config, error) {
 	_, _ = unix.FcntlInt(ControlFD, unix.F_SETFD, unix.FD_CLOEXEC)
 	p.catchSignals()
+	// An init that cannot show the marks exits before it parks, so the
+	// runtime's request finds it gone and starts the workload otherwise.
+	if err := showEnv([]string{p.cfg.Park}); err != nil {
+		return Config{}, fmt.Errorf("show %s: %w", p.cfg.Park, err)
+	}
 	req, err := receive()
 	if err != nil {
 		return Config{}, err
 	}
 	// What was sent to the parked init was meant for no workload: a cold
-	// init would have ignored it, not having caught it yet.
+	// init would have ignored it, not having caught it yet. Best effort:
+	// the runtime hands a signal on to the channel a moment after it
+	// arrives.
 	for len(p.sigs) > 0 {
 		<-p.sigs
 	}

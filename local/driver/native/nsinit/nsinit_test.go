@@ -25,9 +25,10 @@ func TestFlagsRoundTrip(t *testing.T) {
 		{Path: "/usr/bin/bwrap", Args: []string{"bwrap", "--", "x"}, Relay: true,
 			Forwards: []Forward{{4, "/a,b/fwd.sock"}, {6, "/a/fwd-3000.sock"}}, KeepFDs: []int{5}},
 		{Path: "/bin/true", Args: []string{"true"}, Serves: []Serve{{"/run/s.sock", "127.0.0.1:4000"}, {"/run/s-3000.sock", "127.0.0.1:3000"}}},
+		{MountProc: true, Park: "PARKED="},
 	}
 	for _, want := range tests {
-		t.Run(strings.Join(want.Args, " "), func(t *testing.T) {
+		t.Run(strings.Join(want.Flags(), " "), func(t *testing.T) {
 			got, err := parse(want.Flags())
 			require.NoError(t, err)
 			assert.Equal(t, want, got)
@@ -177,13 +178,15 @@ func TestForwarding(t *testing.T) {
 func TestRequestRoundTrip(t *testing.T) {
 	tests := []Request{
 		{Config: Config{Path: "/bin/sh", Args: []string{"sh", "-c", "exit 3"}, Dir: "/srv/a b"},
-			Env: []string{"A=1", "EMPTY=", "MULTI=x\ny"}, Show: []string{"MARK=1", "ID=x"}},
-		{Config: Config{Path: "/bin/true", Args: []string{"true", "", "--", "-x"}, NoSignals: true}, Env: []string{}, Show: []string{}},
-		{Config: Config{Path: "/bin/true", Args: []string{"true"}, Binds: []Bind{{"/a", "/b"}}, Relay: true}, Env: []string{"A=1"}, Show: []string{}},
+			Env: []string{"A=1", "EMPTY=", "MULTI=x\ny"}, Show: []string{"MARK=1", "ID=x"}, Cwd: "/srv/a b"},
+		{Config: Config{Path: "/bin/true", Args: []string{"true", "", "--", "-x"}, NoSignals: true}, Env: []string{}, Show: []string{}, Cwd: "/"},
+		{Config: Config{Path: "/bin/true", Args: []string{"true"}, Binds: []Bind{{"/a", "/b"}}, Relay: true}, Env: []string{"A=1"}, Show: []string{}, Cwd: "/x"},
 	}
 	for _, want := range tests {
 		t.Run(strings.Join(want.Config.Args, " "), func(t *testing.T) {
-			got, err := decode(want.encode())
+			payload, err := want.encode()
+			require.NoError(t, err)
+			got, err := decode(payload)
 			require.NoError(t, err)
 			assert.Equal(t, want, got)
 		})
@@ -194,19 +197,35 @@ func TestDecodeRefuses(t *testing.T) {
 	encode := func(fields ...string) []byte { return []byte(strings.Join(fields, "\x00") + "\x00") }
 	for name, payload := range map[string][]byte{
 		"empty":                {},
-		"unterminated":         []byte("0\x000\x00--\x00/bin/sh\x00sh"),
-		"no counts":            encode("x"),
-		"counts beyond fields": encode("2", "0", "A=1"),
-		"negative count":       encode("-1", "0", "--", "/bin/sh", "sh"),
-		"no command":           encode("0", "0", "--"),
-		"park again":           encode("0", "0", "-park"),
-		"mount-proc":           encode("0", "0", "-mount-proc", "--", "/bin/sh", "sh"),
-		"an fd of its own":     encode("0", "0", "-keep-fd", "5", "--", "/bin/sh", "sh"),
-		"a listener":           encode("0", "0", "-forward", "5,/s", "--", "/bin/sh", "sh"),
+		"unterminated":         []byte("/\x000\x000\x00--\x00/bin/sh\x00sh"),
+		"no counts":            encode("/"),
+		"relative directory":   encode("srv", "0", "0", "--", "/bin/sh", "sh"),
+		"counts beyond fields": encode("/", "2", "0", "A=1"),
+		"negative count":       encode("/", "-1", "0", "--", "/bin/sh", "sh"),
+		"no command":           encode("/", "0", "0", "--"),
+		"park again":           encode("/", "0", "0", "-park", "PARKED="),
+		"mount-proc":           encode("/", "0", "0", "-mount-proc", "--", "/bin/sh", "sh"),
+		"an fd of its own":     encode("/", "0", "0", "-keep-fd", "5", "--", "/bin/sh", "sh"),
+		"a listener":           encode("/", "0", "0", "-forward", "5,/s", "--", "/bin/sh", "sh"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := decode(payload)
 			assert.Error(t, err)
+		})
+	}
+}
+
+func TestEncodeRefusesNUL(t *testing.T) {
+	for name, r := range map[string]Request{
+		"argument": {Config: Config{Path: "/bin/sh", Args: []string{"sh", "a\x00b"}}},
+		"path":     {Config: Config{Path: "/bin/s\x00h", Args: []string{"sh"}}},
+		"dir":      {Config: Config{Path: "/bin/sh", Args: []string{"sh"}, Dir: "/a\x00b"}},
+		"env":      {Config: Config{Path: "/bin/sh", Args: []string{"sh"}}, Env: []string{"A=\x00"}},
+		"shown":    {Config: Config{Path: "/bin/sh", Args: []string{"sh"}}, Show: []string{"A=\x00"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := r.encode()
+			assert.Error(t, err, "a NUL would split one field into two")
 		})
 	}
 }

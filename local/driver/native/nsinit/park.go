@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -39,6 +40,12 @@ type Request struct {
 	Show []string
 	// Stdout and Stderr become the init's, and so the command's.
 	Stdout, Stderr *os.File
+	// Cwd, an absolute path, becomes the init's working directory before
+	// its binds, as a cold init's is the one it was started in: the
+	// command's unless Config.Dir names another. (A descriptor of the
+	// directory would not do: opened in the runtime's mount namespace, it
+	// is unreachable from the init's, and getcwd fails there.)
+	Cwd string
 }
 
 // Reserve is an environment entry named name whose length is enough for
@@ -55,7 +62,10 @@ func Reserve(name string, show []string) string {
 // Send hands r to the parked init at the other end of conn. An error means
 // the init may not have it whole, and the caller must not count on it.
 func (r Request) Send(conn *net.UnixConn) error {
-	payload := r.encode()
+	payload, err := r.encode()
+	if err != nil {
+		return err
+	}
 	msg := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(payload)), uint32(len(payload)))
 	msg = append(msg, payload...)
 	rights := unix.UnixRights(int(r.Stdout.Fd()), int(r.Stderr.Fd()))
@@ -67,17 +77,21 @@ func (r Request) Send(conn *net.UnixConn) error {
 	return err
 }
 
-// encode writes r's strings NUL-terminated: the counts of Show and Env,
-// then Show, Env and the init's flags.
-func (r Request) encode() []byte {
+// encode writes r's strings NUL-terminated: Cwd, the counts of Show and
+// Env, then Show, Env and the init's flags. A string with a NUL, which no
+// command line or environment can hold, is an error.
+func (r Request) encode() ([]byte, error) {
 	var b bytes.Buffer
-	fields := append([]string{strconv.Itoa(len(r.Show)), strconv.Itoa(len(r.Env))}, r.Show...)
+	fields := append([]string{r.Cwd, strconv.Itoa(len(r.Show)), strconv.Itoa(len(r.Env))}, r.Show...)
 	fields = append(append(fields, r.Env...), r.Config.Flags()...)
 	for _, f := range fields {
+		if strings.IndexByte(f, 0) >= 0 {
+			return nil, errors.New("request: a NUL byte in an argument, path or variable")
+		}
 		b.WriteString(f)
 		b.WriteByte(0)
 	}
-	return b.Bytes()
+	return b.Bytes(), nil
 }
 
 func decode(payload []byte) (Request, error) {
@@ -86,12 +100,15 @@ func decode(payload []byte) (Request, error) {
 		return r, errors.New("request: not NUL-terminated")
 	}
 	fields := strings.Split(string(payload[:len(payload)-1]), "\x00")
-	if len(fields) < 2 {
-		return r, errors.New("request: no counts")
+	if len(fields) < 3 {
+		return r, errors.New("request: no directory and counts")
 	}
-	nShow, err1 := strconv.Atoi(fields[0])
-	nEnv, err2 := strconv.Atoi(fields[1])
-	fields = fields[2:]
+	if r.Cwd = fields[0]; !filepath.IsAbs(r.Cwd) {
+		return r, fmt.Errorf("request: directory %q is not absolute", r.Cwd)
+	}
+	nShow, err1 := strconv.Atoi(fields[1])
+	nEnv, err2 := strconv.Atoi(fields[2])
+	fields = fields[3:]
 	if err1 != nil || err2 != nil || nShow < 0 || nEnv < 0 || nShow+nEnv > len(fields) {
 		return r, errors.New("request: bad counts")
 	}
@@ -100,7 +117,7 @@ func decode(payload []byte) (Request, error) {
 	if err != nil {
 		return r, err
 	}
-	if cfg.MountProc || cfg.Probe || cfg.Park || len(cfg.Forwards) > 0 || len(cfg.KeepFDs) > 0 {
+	if cfg.MountProc || cfg.Probe || cfg.Park != "" || len(cfg.Forwards) > 0 || len(cfg.KeepFDs) > 0 {
 		return r, errors.New("request: -mount-proc, -probe, -park, -forward and -keep-fd are for an init's own command line")
 	}
 	r.Config = cfg
@@ -111,8 +128,8 @@ func decode(payload []byte) (Request, error) {
 // runtime let the parked init go.
 var errNoRequest = errors.New("no request")
 
-// receive reads the one request a parked init gets, and makes the
-// descriptors it carries the init's stdout and stderr.
+// receive reads the one request a parked init gets, makes the descriptors
+// it carries the init's stdout and stderr, and enters its directory.
 func receive() (Request, error) {
 	// Room for any request a sandbox's start makes in one read.
 	buf := make([]byte, 64<<10)
@@ -144,7 +161,14 @@ func receive() (Request, error) {
 	if _, err := io.ReadFull(ctl, payload[n-4:]); err != nil {
 		return Request{}, fmt.Errorf("receive the request: %w", err)
 	}
-	return decode(payload)
+	req, err := decode(payload)
+	if err != nil {
+		return req, err
+	}
+	if err := os.Chdir(req.Cwd); err != nil {
+		return req, fmt.Errorf("enter the request's directory: %w", err)
+	}
+	return req, nil
 }
 
 func recvmsg(p, oob []byte) (n, oobn int, err error) {
