@@ -31,10 +31,14 @@ func (b *countingConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Write counts p as it hands it on, not once the write returns: by then
+// the upstream may have answered and the client seen the answer, and a
+// heartbeat between the two would count this exchange's bytes in the next
+// interval, as if the connection had been busy while it idled. p was read
+// from the client whole, so it is traffic either way.
 func (b *countingConn) Write(p []byte) (int, error) {
-	n, err := b.ReadWriteCloser.Write(p)
-	b.c.add(n)
-	return n, err
+	b.c.add(len(p))
+	return b.ReadWriteCloser.Write(p)
 }
 
 // CloseWrite passes a client's half-close on to the upstream, as the
