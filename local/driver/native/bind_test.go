@@ -51,13 +51,8 @@ func TestBindsShowADirectoryElsewhereWithoutTouchingTheHost(t *testing.T) {
 				spec.Binds = []driver.Bind{{Source: src, Target: target}}
 				spec.WorkDir = target
 
-				h := startAs(t, r, spec, how)
-				exit, err := r.Wait(testCtx(t), h)
-				require.NoError(t, err)
-				out, stderr, _ := r.Logs(testCtx(t), h, spec.Dir)
-				require.Equal(t, "exited: code 0", exit.Reason, "stderr: %s", stderr)
-
-				lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+				out := runAs(t, r, spec, how)
+				lines := strings.Split(strings.TrimSpace(out), "\n")
 				assert.Equal(t, target, lines[0], "the workload starts in the bound directory")
 				for _, e := range before {
 					assert.Contains(t, lines, e.Name(), "what /home held stays visible")
@@ -89,12 +84,8 @@ func TestBindsOnAnExistingDirectoryLeaveItAlone(t *testing.T) {
 			spec.Binds = []driver.Bind{{Source: src, Target: target}}
 			spec.WorkDir = target
 
-			h := startAs(t, r, spec, how)
-			exit, err := r.Wait(testCtx(t), h)
-			require.NoError(t, err)
-			out, stderr, _ := r.Logs(testCtx(t), h, spec.Dir)
-			require.Equal(t, "exited: code 0", exit.Reason, "stderr: %s", stderr)
-			assert.Empty(t, strings.TrimSpace(string(out)), "the workload sees the source, not the host's directory")
+			out := runAs(t, r, spec, how)
+			assert.Empty(t, strings.TrimSpace(out), "the workload sees the source, not the host's directory")
 			assert.FileExists(t, filepath.Join(src, "made-here"))
 			assert.NoFileExists(t, filepath.Join(target, "made-here"))
 			assert.FileExists(t, filepath.Join(target, "hosts-own"))

@@ -351,13 +351,8 @@ func TestWorkloadKeepsTheDaemonsUser(t *testing.T) {
 				// holds CAP_SYS_ADMIN in its user namespace only to mount
 				// /proc.
 				spec := newSpec(t, "", "sh", "-c", `echo "$(id -u) $(id -g)"; grep CapAmb /proc/self/status; touch made-here`)
-				h := startAs(t, r, spec, how)
-				exit, err := r.Wait(testCtx(t), h)
-				require.NoError(t, err)
-				require.Equal(t, "exited: code 0", exit.Reason)
-				out, _, err := r.Logs(testCtx(t), h, spec.Dir)
-				require.NoError(t, err)
-				assert.Equal(t, strconv.Itoa(os.Geteuid())+" "+strconv.Itoa(os.Getegid())+"\nCapAmb:\t0000000000000000\n", string(out))
+				out := runAs(t, r, spec, how)
+				assert.Equal(t, strconv.Itoa(os.Geteuid())+" "+strconv.Itoa(os.Getegid())+"\nCapAmb:\t0000000000000000\n", out)
 				fi, err := os.Stat(filepath.Join(spec.Dir, "made-here"))
 				require.NoError(t, err)
 				assert.Equal(t, uint32(os.Geteuid()), fi.Sys().(*syscall.Stat_t).Uid, "files keep the daemon's uid")

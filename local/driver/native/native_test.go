@@ -492,14 +492,8 @@ func TestEnvironmentIsExactlyTheSpecs(t *testing.T) {
 				r := New(clock.Real())
 				spec := newSpec(t, "", "env")
 				spec.Env = tt.env
-				h := startAs(t, r, spec, how)
-				exit, err := r.Wait(testCtx(t), h)
-				require.NoError(t, err)
-				require.Equal(t, "exited: code 0", exit.Reason)
-
-				out, _, err := r.Logs(testCtx(t), h, spec.Dir)
-				require.NoError(t, err)
-				got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+				out := runAs(t, r, spec, how)
+				got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 				want := append(slices.Clone(tt.want), rootVar+"="+spec.Root, idVar+"="+spec.SandboxID)
 				assert.ElementsMatch(t, want, got)
 			})
@@ -528,13 +522,7 @@ func TestWorkingDirectory(t *testing.T) {
 				spec.Env[getwdVar] = "1"
 				require.NoError(t, os.Mkdir(filepath.Join(spec.Dir, "sub"), 0o700))
 				spec.WorkDir = tt.workDir
-				h := startAs(t, r, spec, how)
-				exit, err := r.Wait(testCtx(t), h)
-				require.NoError(t, err)
-				out, stderr, err := r.Logs(testCtx(t), h, spec.Dir)
-				require.NoError(t, err)
-				require.Equal(t, "exited: code 0", exit.Reason, "stderr: %s", stderr)
-				assert.Equal(t, tt.want(spec)+"\n", string(out))
+				assert.Equal(t, tt.want(spec)+"\n", runAs(t, r, spec, how))
 			})
 		}
 	}

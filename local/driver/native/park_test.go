@@ -51,11 +51,17 @@ func warmed(t *testing.T, r *Driver, spec driver.Spec) int {
 	return pid
 }
 
-// endedPID reports whether pid is gone or a zombie: a parked init whose parent
-// died is reparented to an init that may reap it late.
+// endedPID reports whether pid has ended for good (see ended): gone, or a
+// zombie whose threads have all exited and so closed its descriptors. A
+// parked init whose parent died is reparented to an init that may reap it
+// late.
 func endedPID(pid int) bool {
 	st, err := readStat(pid)
-	return err != nil || st.Zombie()
+	if err != nil {
+		return true
+	}
+	done, err := ended(driver.Handle{PID: pid, StartTime: st.StartTime})
+	return err == nil && done
 }
 
 // Each start of these tests runs cold and under a parked init alike.
@@ -73,6 +79,19 @@ func startAs(t *testing.T, r *Driver, spec driver.Spec, how string) driver.Handl
 	h := start(t, r, spec)
 	require.Equal(t, pid, h.PID, "the workload did not run under the parked init")
 	return h
+}
+
+// runAs runs spec on r as how says until it exits, requires that it
+// exited 0, and returns its stdout.
+func runAs(t *testing.T, r *Driver, spec driver.Spec, how string) string {
+	t.Helper()
+	h := startAs(t, r, spec, how)
+	exit, err := r.Wait(testCtx(t), h)
+	require.NoError(t, err)
+	out, stderr, err := r.Logs(testCtx(t), h, spec.Dir)
+	require.NoError(t, err)
+	require.Equal(t, "exited: code 0", exit.Reason, "stderr: %s", stderr)
+	return string(out)
 }
 
 func TestParkable(t *testing.T) {
@@ -229,13 +248,7 @@ func TestRelativeRoot(t *testing.T) {
 			spec := driver.Spec{SandboxID: "sb", Root: "state", Dir: filepath.Join("state", "sb"),
 				Command: []string{exe}, Env: map[string]string{getwdVar: "1"}}
 			r := New(clock.Real())
-			h := startAs(t, r, spec, how)
-			exit, err := r.Wait(testCtx(t), h)
-			require.NoError(t, err)
-			require.Equal(t, "exited: code 0", exit.Reason)
-			out, _, err := r.Logs(testCtx(t), h, spec.Dir)
-			require.NoError(t, err)
-			assert.Equal(t, filepath.Join(base, "state", "sb")+"\n", string(out))
+			assert.Equal(t, filepath.Join(base, "state", "sb")+"\n", runAs(t, r, spec, how))
 		})
 	}
 }
