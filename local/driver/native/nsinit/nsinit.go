@@ -391,9 +391,9 @@ func run(args []string) int {
 }
 
 // unpark waits for the parked init's request and makes it the init's: its
-// output, its environment for the command, the marks its own environment
-// shows, and the config it runs, which keeps the set-up done before it
-// parked.
+// output and working directory, its environment for the command, the marks
+// its own environment shows, and the config it runs, which keeps the set-up
+// done before it parked.
 func (p *initProc) unpark() (Config, error) {
 	_, _ = unix.FcntlInt(ControlFD, unix.F_SETFD, unix.FD_CLOEXEC)
 	p.catchSignals()
