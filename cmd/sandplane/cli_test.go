@@ -237,13 +237,13 @@ func TestRunRmLeavesNothingAfterSIGINT(t *testing.T) {
 	}, 30*time.Second, 10*time.Millisecond, "the command never started: %s", r.stderr)
 	// $$ is the command's pid in the sandbox's PID namespace.
 	pid = inRoot(t, d.root, pid)
-	require.True(t, processAlive(pid))
+	require.True(t, testdaemon.ProcessAlive(pid))
 	require.Len(t, markedProcesses(t, d.root), 4, "the sandbox's init, toolbox, session shell and sleep run")
 
 	require.NoError(t, r.cmd.Process.Signal(syscall.SIGINT))
 	assert.Equal(t, interruptedCode, r.wait(t), "stderr: %s", r.stderr)
 	assert.Contains(t, r.stderr.String(), "Deleting sandbox")
-	assert.False(t, processAlive(pid), "the command was killed")
+	assert.False(t, testdaemon.ProcessAlive(pid), "the command was killed")
 	d.assertNothingLeft(t)
 }
 
@@ -551,33 +551,11 @@ func nextEvent(t *testing.T, ch <-chan provider.Event) provider.Event {
 func markedProcesses(t *testing.T, root string) []int {
 	t.Helper()
 	marker := []byte("\x00SANDPLANE_ROOT=" + root + "\x00")
-	return processesWhere(t, "environ", func(env []byte) bool {
+	return testdaemon.ProcessesWhere(t, "environ", func(env []byte) bool {
 		return bytes.Contains(append([]byte{0}, env...), marker)
 	})
 }
 
-// processesWhere lists the live processes whose /proc/<pid>/<file> match
-// says yes to.
-func processesWhere(t *testing.T, file string, match func([]byte) bool) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/" + file)
-		if err == nil && match(b) && processAlive(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// processAlive reports whether pid runs; a zombie nobody reaps counts as
-// dead.
 // inRoot is the pid, in ours, of the process marked with root whose pid in
 // its own PID namespace is nsPID.
 func inRoot(t *testing.T, root string, nsPID int) int {
@@ -597,16 +575,6 @@ func inRoot(t *testing.T, root string, nsPID int) int {
 	}
 	t.Fatalf("no process of %s is %d in its namespace", root, nsPID)
 	return 0
-}
-
-func processAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 func TestRunRmLeavesNothingWhenTheReaderGoesAway(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/internal/testdaemon"
 )
 
 // A simulator keeps its sandboxes in memory only, so none may outlive it:
@@ -28,5 +30,5 @@ func TestSimKilledLeavesNoSandbox(t *testing.T) {
 
 // processesNaming lists the live processes whose command line contains s.
 func processesNaming(t *testing.T, s string) []int {
-	return processesWhere(t, "cmdline", func(cmdline []byte) bool { return strings.Contains(string(cmdline), s) })
+	return testdaemon.ProcessesWhere(t, "cmdline", func(cmdline []byte) bool { return strings.Contains(string(cmdline), s) })
 }

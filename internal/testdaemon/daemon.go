@@ -250,9 +250,26 @@ func (b *Buffer) String() string {
 	return string(b.buf)
 }
 
-// ParkedInits lists the inits that process parent parked for its next
-// native start (native.ParkedEntry), leaving out any that have exited.
+// ParkedInits lists the live inits that process parent parked for its
+// next native start (native.ParkedEntry).
 func ParkedInits(t testing.TB, parent int) []int {
+	t.Helper()
+	ppid := "PPid:\t" + strconv.Itoa(parent) + "\n"
+	var out []int
+	for _, pid := range ProcessesWhere(t, "environ", func(env []byte) bool {
+		return strings.HasPrefix(string(env), native.ParkedEntry)
+	}) {
+		status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		if err == nil && strings.Contains(string(status), ppid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// ProcessesWhere lists the live processes whose /proc/<pid>/<file> match
+// says yes to.
+func ProcessesWhere(t testing.TB, file string, match func([]byte) bool) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	require.NoError(t, err)
@@ -262,19 +279,22 @@ func ParkedInits(t testing.TB, parent int) []int {
 		if err != nil {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !strings.HasPrefix(string(env), native.ParkedEntry) {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// After the command's closing parenthesis: state, then ppid.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(parent) {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/" + file)
+		if err == nil && match(b) && ProcessAlive(pid) {
 			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// ProcessAlive reports whether pid runs; a zombie nobody reaps counts as
+// dead.
+func ProcessAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

@@ -36,11 +36,7 @@ func TestBindsShowADirectoryElsewhereWithoutTouchingTheHost(t *testing.T) {
 	for _, how := range starts {
 		for _, userNS := range []bool{false, true} {
 			t.Run(how+"/userns="+strconv.FormatBool(userNS), func(t *testing.T) {
-				r := New(clock.Real())
-				requirePIDNamespaces(t, r)
-				if userNS {
-					useUserNS(t, r)
-				}
+				r := nsDriver(t, userNS)
 				require.True(t, r.CanBind(), "a PID-namespace runtime with its own /proc binds")
 				before, err := os.ReadDir("/home")
 				require.NoError(t, err)

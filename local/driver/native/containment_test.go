@@ -33,13 +33,19 @@ func requirePIDNamespaces(t *testing.T, r *Driver) {
 	}
 }
 
-// useUserNS makes r start its inits in a user namespace too, as it does for
-// an unprivileged daemon.
-func useUserNS(t *testing.T, r *Driver) {
+// nsDriver is a runtime in PID namespaces (the test is skipped where there
+// are none) that, with userNS, starts its inits in a user namespace too, as
+// it does for an unprivileged daemon.
+func nsDriver(t *testing.T, userNS bool) *Driver {
 	t.Helper()
-	p := probeNamespaces(true)
-	require.NoError(t, p.err, "user namespaces")
-	r.userNS, r.ownProc = true, p.ownProc
+	r := New(clock.Real())
+	requirePIDNamespaces(t, r)
+	if userNS {
+		p := probeNamespaces(true)
+		require.NoError(t, p.err, "user namespaces")
+		r.userNS, r.ownProc = true, p.ownProc
+	}
+	return r
 }
 
 // listenerCommand is a shell command that serves TCP on $PORT: python's
@@ -258,11 +264,7 @@ func TestNothingOutlivesTheSandbox(t *testing.T) {
 		for _, tt := range ends {
 			for _, how := range starts {
 				t.Run(ns.name+"/"+how+"/"+tt.name, func(t *testing.T) {
-					r := New(clock.Real())
-					requirePIDNamespaces(t, r)
-					if ns.userNS {
-						useUserNS(t, r)
-					}
+					r := nsDriver(t, ns.userNS)
 					root := t.TempDir()
 					spec, h := startEscaping(t, r, root, how)
 
@@ -342,11 +344,7 @@ func TestWorkloadKeepsTheDaemonsUser(t *testing.T) {
 	for _, how := range starts {
 		for _, userNS := range []bool{false, true} {
 			t.Run(how+"/userns="+strconv.FormatBool(userNS), func(t *testing.T) {
-				r := New(clock.Real())
-				requirePIDNamespaces(t, r)
-				if userNS {
-					useUserNS(t, r)
-				}
+				r := nsDriver(t, userNS)
 				// No ambient capability reaches the workload: the init
 				// holds CAP_SYS_ADMIN in its user namespace only to mount
 				// /proc.

@@ -399,7 +399,12 @@ func (p *initProc) unpark() (Config, error) {
 	p.catchSignals()
 	// An init that cannot show the marks exits before it parks, so the
 	// runtime's request finds it gone and starts the workload otherwise.
-	if err := showEnv([]string{p.cfg.Park}); err != nil {
+	area, err := openEnvironArea()
+	if err != nil {
+		return Config{}, fmt.Errorf("find its environment: %w", err)
+	}
+	defer area.close()
+	if err := area.show([]string{p.cfg.Park}); err != nil {
 		return Config{}, fmt.Errorf("show %s: %w", p.cfg.Park, err)
 	}
 	req, err := receive()
@@ -415,7 +420,7 @@ func (p *initProc) unpark() (Config, error) {
 	}
 	// Before anything of the command runs, so that a scan of /proc that
 	// finds the command finds its init too.
-	if err := showEnv(req.Show); err != nil {
+	if err := area.show(req.Show); err != nil {
 		return Config{}, fmt.Errorf("show the marks: %w", err)
 	}
 	req.Config.MountProc = p.cfg.MountProc

@@ -207,31 +207,44 @@ func takeStdio(oob []byte) error {
 	return nil
 }
 
-// showEnv rewrites, in place, the environment the kernel shows of this
-// process (the bytes between env_start and env_end, fields 50 and 51 of
-// /proc/self/stat) with entries, NUL-padded. /proc/self/mem reaches that
-// memory whatever its protection, and a process may always write its own.
-func showEnv(entries []string) error {
+// environArea is where the kernel keeps this process's environment, the
+// bytes between env_start and env_end (fields 50 and 51 of
+// /proc/self/stat) that /proc/PID/environ shows. /proc/self/mem reaches
+// that memory whatever its protection, and a process may always write its
+// own. A parked init opens it before it parks, so that showing a
+// sandbox's marks costs one write.
+type environArea struct {
+	mem        *os.File
+	start, end uint64
+}
+
+func openEnvironArea() (*environArea, error) {
 	start, end, err := envBounds()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	b := make([]byte, 0, end-start)
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &environArea{mem: mem, start: start, end: end}, nil
+}
+
+// show rewrites the area, in place, with entries, NUL-padded.
+func (a *environArea) show(entries []string) error {
+	b := make([]byte, 0, a.end-a.start)
 	for _, e := range entries {
 		b = append(append(b, e...), 0)
 	}
-	if uint64(len(b)) > end-start {
-		return fmt.Errorf("the marks need %d bytes, the environment holds %d", len(b), end-start)
+	if uint64(len(b)) > a.end-a.start {
+		return fmt.Errorf("the marks need %d bytes, the environment holds %d", len(b), a.end-a.start)
 	}
-	b = b[:end-start] // zeroed by make
-	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer mem.Close()
-	_, err = mem.WriteAt(b, int64(start))
+	b = b[:a.end-a.start] // zeroed by make
+	_, err := a.mem.WriteAt(b, int64(a.start))
 	return err
 }
+
+func (a *environArea) close() { a.mem.Close() }
 
 func envBounds() (start, end uint64, err error) {
 	stat, err := os.ReadFile("/proc/self/stat")
