@@ -234,17 +234,50 @@ func TestCreatesFindAnInitParked(t *testing.T) {
 	resp.Body.Close()
 	require.NotZero(t, info.PID)
 
-	var first []int
+	var first, toolbox []int
 	require.Eventually(t, func() bool { first = testdaemon.ParkedInits(t, info.PID); return len(first) == 1 },
 		20*time.Second, 10*time.Millisecond, "no init parked at start")
-	s, err := d.P.Create(context.Background(), provider.CreateRequest{})
+	require.Eventually(t, func() bool { toolbox = testdaemon.ParkedWorkloads(t, first[0]); return len(toolbox) == 1 },
+		20*time.Second, 10*time.Millisecond, "the parked init started no toolbox ahead")
+	s, err := d.P.Create(context.Background(), provider.CreateRequest{EnvVars: map[string]string{"E2E_SECRET": "s3cret-e2e"}})
 	require.NoError(t, err)
 	assert.Equal(t, first[0], workloadPID(t, d.P, s), "the first create ran under the init parked at start")
+	checkParkedToolbox(t, d.P, s, toolbox[0])
 
 	var next []int
 	require.Eventually(t, func() bool { next = testdaemon.ParkedInits(t, info.PID); return len(next) == 1 && next[0] != first[0] },
 		20*time.Second, 10*time.Millisecond, "no init parked after the create")
+	require.Eventually(t, func() bool { toolbox = testdaemon.ParkedWorkloads(t, next[0]); return len(toolbox) == 1 },
+		20*time.Second, 10*time.Millisecond, "the next parked init started no toolbox ahead")
 	d.Stop()
-	assert.Eventually(t, func() bool { return !running(next[0]) }, 20*time.Second, 10*time.Millisecond,
-		"the parked init outlived the daemon")
+	assert.Eventually(t, func() bool { return !running(next[0]) && !running(toolbox[0]) }, 20*time.Second, 10*time.Millisecond,
+		"the parked init or its toolbox outlived the daemon")
+}
+
+// checkParkedToolbox checks that pid, a toolbox started ahead of any
+// sandbox, serves s as one started for it would: the sandbox's environment
+// reaches the commands it runs, its token does not, and its own /proc
+// environ shows the sandbox's marks and no value.
+func checkParkedToolbox(t *testing.T, p *local.Provider, s *provider.Sandbox, pid int) {
+	t.Helper()
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	require.NoError(t, err, "the toolbox parked for the create is gone")
+	var names []string
+	for e := range strings.SplitSeq(strings.TrimRight(string(env), "\x00"), "\x00") {
+		name, _, _ := strings.Cut(e, "=")
+		names = append(names, name)
+	}
+	assert.Equal(t, []string{"SANDPLANE_ROOT", "SANDPLANE_SANDBOX_ID"}, names)
+	assert.Contains(t, string(env), "SANDPLANE_SANDBOX_ID="+s.ID+"\x00")
+	assert.NotContains(t, string(env), "s3cret-e2e")
+
+	resp := postJSON(t, p, s, "/process/execute", map[string]string{"command": "sh -c 'echo \"[$E2E_SECRET][$SANDPLANE_SANDBOX_TOKEN]\"'"})
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var out struct {
+		ExitCode int    `json:"exitCode"`
+		Result   string `json:"result"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	assert.Equal(t, "[s3cret-e2e][]\n", out.Result)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/toolbox/toolboxcmd"
 )
@@ -22,6 +23,9 @@ import (
 var version = ""
 
 func main() {
+	// Started ahead by a parked init, it waits here for its sandbox, its
+	// package initialisation done.
+	nsinit.AwaitSandbox()
 	cmd := toolboxcmd.New(versionString())
 	cmd.Use = "sandplane-toolbox [--entrypoint -- COMMAND [ARG...]]"
 	cmd.SilenceErrors = true

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandplane/sandplane/local"
 	"github.com/sandplane/sandplane/local/driver/native"
+	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider/clock"
 )
 
@@ -254,10 +255,24 @@ func (b *Buffer) String() string {
 // next native start (native.ParkedEntry).
 func ParkedInits(t testing.TB, parent int) []int {
 	t.Helper()
+	return childrenWhere(t, parent, native.ParkedEntry)
+}
+
+// ParkedWorkloads lists the live workloads that the parked init initPID
+// started ahead of its sandbox (nsinit.AwaitSandbox).
+func ParkedWorkloads(t testing.TB, initPID int) []int {
+	t.Helper()
+	return childrenWhere(t, initPID, nsinit.WorkloadVar+"=")
+}
+
+// childrenWhere lists the live children of parent whose environment
+// begins with prefix.
+func childrenWhere(t testing.TB, parent int, prefix string) []int {
+	t.Helper()
 	ppid := "PPid:\t" + strconv.Itoa(parent) + "\n"
 	var out []int
 	for _, pid := range ProcessesWhere(t, "environ", func(env []byte) bool {
-		return strings.HasPrefix(string(env), native.ParkedEntry)
+		return strings.HasPrefix(string(env), prefix)
 	}) {
 		status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 		if err == nil && strings.Contains(string(status), ppid) {

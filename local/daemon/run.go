@@ -128,7 +128,13 @@ func lockRoot(root string) (func(), error) {
 // snapshot's image is built from this binary by the first docker create
 // that needs it.
 func startDrivers(clk clock.Clock, set config.Config, toolboxServer string, log *slog.Logger) (map[provider.Runtime]driver.Driver, *native.Driver, func()) {
-	nat := native.New(clk, native.WithIsolation(set.Isolation))
+	opts := []native.Option{native.WithIsolation(set.Isolation)}
+	if toolboxServer != "" {
+		// It waits for its sandbox (nsinit.AwaitSandbox), so a parked init
+		// may start it ahead of the next create.
+		opts = append(opts, native.WithParkable(toolboxServer))
+	}
+	nat := native.New(clk, opts...)
 	if err := nat.ContainmentFallback(); err != nil {
 		log.Warn("native sandboxes are contained by process groups only: a process that calls setsid outlives its sandbox", "reason", err)
 	}

@@ -356,7 +356,7 @@ func New(opts Options) (*Manager, error) {
 func (m *Manager) warm() {
 	if l, ok := m.launchers[m.opts.DefaultRuntime]; ok {
 		snap := m.opts.Snapshots[DefaultSnapshot]
-		l.Warm(driver.Spec{Root: m.opts.Root, Isolation: snap.Isolation})
+		l.Warm(driver.Spec{Root: m.opts.Root, Isolation: snap.Isolation, Command: snap.Command})
 	}
 }
 

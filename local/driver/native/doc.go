@@ -94,6 +94,25 @@
 // workload's environment), before it forks: from the workload's first
 // instruction its init is found by its markers, as a cold one is.
 //
+// # Parked workloads
+//
+// WithParkable names programs that call nsinit.AwaitSandbox first thing
+// (the daemon and the simulator name sandplane-toolbox, which they have
+// checked). When Warm's spec runs one, its parked init starts that program
+// too, as its only child, once parked: the program's exec, runtime and
+// package initialisation are then over before any Start, and it waits on a
+// socket only its init holds. A Start of the same command (path and
+// arguments) takes it: the init, once its binds are made, hands it the
+// sandbox (its environment, its two markers, its working directory and the
+// two log files) and reports the command started once it has acknowledged
+// it. Any other command, or a parked program found gone, is started anew
+// and the parked one killed. Like its init, a parked workload carries no
+// marker and holds no value until handed a sandbox (its environment is one
+// placeholder entry, nsinit.WorkloadVar); handed one, its /proc/PID/environ
+// shows the two markers and nothing else, the values living in its memory
+// only (it passes them on to the commands it starts); it dies with its
+// init, and so with the process that parked it.
+//
 // # Binds
 //
 // Spec.Binds show a host directory at another path (the simulator shows a

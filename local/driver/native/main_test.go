@@ -4,7 +4,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 )
@@ -16,6 +19,8 @@ const listenVar = "NATIVE_TEST_LISTEN"
 // TestMain lets this test binary be the workloads' init, as the daemon is.
 func TestMain(m *testing.M) {
 	nsinit.Main()
+	// A parked workload's modes below come with the sandbox it is handed.
+	nsinit.AwaitSandbox()
 	if os.Getenv(listenVar) != "" {
 		listenForever()
 	}
@@ -24,6 +29,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(getwdVar) != "" {
 		printGetwd()
+	}
+	if os.Getenv(reportVar) != "" {
+		reportAndWait()
 	}
 	code := m.Run()
 	if builtInit.path != "" {
@@ -59,5 +67,29 @@ func listenForever() {
 			os.Exit(1)
 		}
 		c.Close()
+	}
+}
+
+// reportVar makes the test binary print its working directory, its
+// ambient capabilities and its environment, a "cwd=" line, a "CapAmb:" one
+// as /proc/self/status has it and an "env=" line per entry in order, then
+// "done", and wait to be killed: what a workload sees of its sandbox.
+const reportVar = "NATIVE_TEST_REPORT"
+
+func reportAndWait() {
+	wd, _ := os.Getwd()
+	out := "cwd=" + wd + "\n"
+	status, _ := os.ReadFile("/proc/self/status")
+	for line := range strings.Lines(string(status)) {
+		if strings.HasPrefix(line, "CapAmb:") {
+			out += line
+		}
+	}
+	for _, e := range slices.Sorted(slices.Values(os.Environ())) {
+		out += "env=" + e + "\n"
+	}
+	os.Stdout.WriteString(out + "done\n")
+	for {
+		time.Sleep(time.Hour) // a select{} alone would be a deadlock
 	}
 }

@@ -66,6 +66,8 @@ type Driver struct {
 	initSet bool
 	// parentDeath ends each workload when this process dies.
 	parentDeath bool
+	// parkPrograms are the programs a parked init starts ahead (WithParkable).
+	parkPrograms []string
 
 	mu sync.Mutex
 	// children are the processes this value spawned and reaps, keyed by pid
@@ -129,6 +131,17 @@ func WithIsolation(isolation string) Option {
 // which no spawn does.
 func WithParentDeath() Option {
 	return func(r *Driver) { r.parentDeath = true }
+}
+
+// WithParkable names programs, by absolute path, that call
+// nsinit.AwaitSandbox first thing in main. When Warm's spec runs one, the
+// init it parks starts that program too, ahead of any sandbox, and a Start
+// of the same command takes it as it is: neither its exec nor its own
+// start-up weighs on the Start. Name only programs trusted as the init is: one runs
+// before it is any sandbox's, and every parked workload holds no mark and
+// no value of a sandbox until it is handed one.
+func WithParkable(paths ...string) Option {
+	return func(r *Driver) { r.parkPrograms = append(r.parkPrograms, paths...) }
 }
 
 // New returns a Driver whose grace periods and polls run on clk. It

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -70,7 +71,7 @@ func (r *Driver) Warm(spec driver.Spec) {
 		return
 	}
 	defer r.parking.Done()
-	p, err := r.park(spec.Root)
+	p, err := r.park(spec)
 	var drop *parkedInit
 	r.mu.Lock()
 	switch {
@@ -109,8 +110,10 @@ func (r *Driver) parkable(spec driver.Spec) bool {
 		r.checkBinds(spec) == nil && len(spec.SandboxID) <= maxParkedID
 }
 
-// park starts an init that waits for its command on a control socket.
-func (r *Driver) park(root string) (*parkedInit, error) {
+// park starts an init for spec's root that waits for its command on a
+// control socket: with spec's command started ahead too when it runs a
+// program WithParkable named.
+func (r *Driver) park(spec driver.Spec) (*parkedInit, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -128,11 +131,15 @@ func (r *Driver) park(root string) (*parkedInit, error) {
 		return nil, err
 	}
 	defer statusW.Close()
-	cmd := r.initCmd(nsinit.Config{Park: ParkedEntry})
-	cmd.Env = []string{nsinit.Reserve(parkingVar, marks(root, strings.Repeat("x", maxParkedID)))}
+	cfg := nsinit.Config{Park: ParkedEntry}
+	if len(spec.Command) > 0 && slices.Contains(r.parkPrograms, spec.Command[0]) {
+		cfg.Path, cfg.Args = spec.Command[0], spec.Command
+	}
+	cmd := r.initCmd(cfg)
+	cmd.Env = []string{nsinit.Reserve(parkingVar, marks(spec.Root, strings.Repeat("x", maxParkedID)))}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{statusW, theirs} // fds 3 and 4
-	p := &parkedInit{root: root, cmd: cmd, pidfd: -1, status: statusR, ctl: conn.(*net.UnixConn)}
+	p := &parkedInit{root: spec.Root, cmd: cmd, pidfd: -1, status: statusR, ctl: conn.(*net.UnixConn)}
 	if pidfdsWork() {
 		cmd.SysProcAttr.PidFD = &p.pidfd
 	}

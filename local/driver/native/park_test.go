@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -251,4 +252,133 @@ func TestRelativeRoot(t *testing.T) {
 			assert.Equal(t, filepath.Join(base, "state", "sb")+"\n", runAs(t, r, spec, how))
 		})
 	}
+}
+
+// parkedWorkloadOf is the pid of the workload the parked init initPID
+// started ahead, once it has started it.
+func parkedWorkloadOf(t *testing.T, initPID int) int {
+	t.Helper()
+	var pid int
+	require.Eventually(t, func() bool {
+		pid = sessionMember(initPID, func(environ []byte) bool {
+			return strings.HasPrefix(string(environ), nsinit.WorkloadVar+"=")
+		})
+		return pid != 0
+	}, hangGuard, time.Millisecond, "the parked init started no workload")
+	return pid
+}
+
+// sessionMember is the pid of a process of the session that leader leads
+// (an init's, where its workload runs) whose environment ok accepts, or 0.
+func sessionMember(leader int, ok func(environ []byte) bool) int {
+	entries, _ := os.ReadDir(procRoot)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := readStat(pid)
+		if err != nil || st.Session != leader || pid == leader {
+			continue
+		}
+		if environ, err := os.ReadFile(procRoot + "/" + e.Name() + "/environ"); err == nil && ok(environ) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// reportSpec is a spec that runs this test binary in reportVar's mode with
+// a secret in its environment, and a runtime (see nsDriver) that parks it
+// as a workload.
+func reportSpec(t *testing.T, userNS bool) (*Driver, driver.Spec) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	r := nsDriver(t, userNS)
+	WithParkable(exe)(r)
+	spec := newSpec(t, "", exe)
+	spec.Env[reportVar] = "1"
+	spec.Env["SECRET"] = "s3cret-value"
+	return r, spec
+}
+
+// report is what reportAndWait printed for the workload behind h.
+func report(t *testing.T, r *Driver, h driver.Handle, dir string) string {
+	t.Helper()
+	waitForLog(t, r, h, dir, "done\n")
+	out, _, err := r.Logs(testCtx(t), h, dir)
+	require.NoError(t, err)
+	return string(out)
+}
+
+// A program started ahead as a parked workload holds nothing of a sandbox
+// until it is handed one: no mark, so no scan takes it for a workload, and
+// no value. Handed one, it runs as if started in it (environment,
+// directory, output), and its own /proc environ shows the marks and
+// nothing else: the values stay in its memory, where only the sandbox's
+// processes' environments carry them on.
+func TestParkedWorkload(t *testing.T) {
+	for name, userNS := range map[string]bool{"pid": false, "pid+user": true} {
+		t.Run(name, func(t *testing.T) { testParkedWorkload(t, userNS) })
+	}
+}
+
+func testParkedWorkload(t *testing.T, userNS bool) {
+	r, spec := reportSpec(t, userNS)
+	initPID := warmed(t, r, spec)
+	pid := parkedWorkloadOf(t, initPID)
+	env, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/environ")
+	require.NoError(t, err)
+	assert.Equal(t, []string{nsinit.WorkloadVar}, names(env))
+	orphans, err := r.Orphans(testCtx(t), spec.Root, nil)
+	require.NoError(t, err)
+	assert.Empty(t, orphans, "a parked workload is no sandbox's")
+
+	h := start(t, r, spec)
+	require.Equal(t, initPID, h.PID, "the workload did not run under the parked init")
+	out := report(t, r, h, spec.Dir)
+	assert.Contains(t, out, "cwd="+spec.Dir+"\n")
+	assert.Contains(t, out, "CapAmb:\t0000000000000000\n", "the init's capability to mount /proc reached the workload")
+	assert.Contains(t, out, "env=SECRET=s3cret-value\n")
+	assert.Contains(t, out, "env="+idVar+"="+spec.SandboxID+"\n")
+	assert.NotContains(t, out, nsinit.WorkloadVar)
+
+	env, err = os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/environ")
+	require.NoError(t, err, "the parked workload is not the one that ran")
+	assert.Equal(t, []string{rootVar, idVar}, names(env))
+	assert.NotContains(t, string(env), "s3cret-value")
+}
+
+// A Start of another command, or one whose parked workload is gone, runs
+// its own, as a cold start would; the one parked ends.
+func TestParkedWorkloadNotTaken(t *testing.T) {
+	for name, edit := range map[string]func(t *testing.T, spec *driver.Spec, parked int){
+		"other arguments": func(t *testing.T, spec *driver.Spec, _ int) {
+			spec.Command = append(spec.Command, "-test.run=^$")
+		},
+		"workload killed": func(t *testing.T, _ *driver.Spec, parked int) {
+			require.NoError(t, unix.Kill(parked, unix.SIGKILL))
+			require.Eventually(t, func() bool { return endedPID(parked) }, hangGuard, time.Millisecond)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, spec := reportSpec(t, false)
+			initPID := warmed(t, r, spec)
+			pid := parkedWorkloadOf(t, initPID)
+			edit(t, &spec, pid)
+			h := start(t, r, spec)
+			require.Equal(t, initPID, h.PID, "the parked init was not used")
+			assert.Contains(t, report(t, r, h, spec.Dir), "env=SECRET=s3cret-value\n")
+			assert.Eventually(t, func() bool { return endedPID(pid) }, hangGuard, time.Millisecond,
+				"the workload parked for another start outlived it")
+		})
+	}
+}
+
+// Cool ends a parked workload with its init.
+func TestCoolEndsTheParkedWorkload(t *testing.T) {
+	r, spec := reportSpec(t, false)
+	pid := parkedWorkloadOf(t, warmed(t, r, spec))
+	r.Cool()
+	assert.Eventually(t, func() bool { return endedPID(pid) }, hangGuard, time.Millisecond, "the parked workload outlived Cool")
 }

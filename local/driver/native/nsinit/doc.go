@@ -46,6 +46,20 @@
 // closed before a request begins makes it exit 0 silently; a request that
 // is cut short or malformed is an error report.
 //
+// With a command after -park ENTRY (Config.Park with Path and Args), the
+// init also starts that command once parked, as a parked workload: with
+// one environment entry, WorkloadVar's placeholder as long as the init's
+// own, its ambient capabilities cleared, and on fd 3 (WorkloadFD) one end
+// of a unix stream socket. A program that calls AwaitSandbox first thing
+// waits there. When the request is for the same path and arguments and
+// needs no descriptor beyond stdio (no -relay, no -keep-fd), the init,
+// once its binds are made, hands it the request's header (Cwd, or -dir;
+// Show; Env), framed as a request is, with its own stdout and stderr; the
+// workload takes them as the init did, sets Env as its environment, enters
+// Cwd, writes one byte back, and the init reports "start". A workload that
+// closes the socket instead, or any other request, is killed and the
+// command started as usual.
+//
 // # Status
 //
 // PID 1 cannot re-raise a signal on itself, so its exit status alone cannot

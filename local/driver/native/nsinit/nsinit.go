@@ -30,7 +30,7 @@ const StatusFD = 3
 // Status.line: a runtime refuses an init program that answers another
 // number (see ProtocolFlag), so that one left from an older build is never
 // handed flags it would misread.
-const Protocol = 2
+const Protocol = 3
 
 // ProtocolFlag, as an init's only argument, makes it print Protocol on
 // stdout and exit 0, whatever its PID.
@@ -99,7 +99,11 @@ type Config struct {
 	// and a sign that it is parked), then wait for its command on ControlFD
 	// (a Request) instead of taking it from its command line. It exits 0 if
 	// the socket closes first. Started ahead of a spawn, it takes the
-	// init's own start-up off the spawn's path.
+	// init's own start-up off the spawn's path. With Path and Args too, the
+	// init also starts that command ahead, as a parked workload (see
+	// AwaitSandbox), and a request for the same command takes it rather
+	// than starting another: nor does the program's own start-up weigh on
+	// the spawn. Any other request ends it first.
 	Park string
 }
 
@@ -127,7 +131,11 @@ func (c Config) Flags() []string {
 		return append(out, "-probe")
 	}
 	if c.Park != "" {
-		return append(out, "-park", c.Park)
+		out = append(out, "-park", c.Park)
+		if c.Path == "" {
+			return out
+		}
+		return append(append(out, "--", c.Path), c.Args...)
 	}
 	for _, b := range c.Binds {
 		// Two flags: any byte but NUL may be in a path.
@@ -209,7 +217,7 @@ func parse(args []string) (Config, error) {
 		return c, err
 	}
 	c.NoSignals = !*signals
-	if c.Probe || c.Park != "" {
+	if c.Probe || c.Park != "" && fs.NArg() == 0 {
 		return c, nil
 	}
 	for _, b := range c.Binds {
@@ -319,8 +327,14 @@ func ReadStatus(r io.Reader, started func(Status), noStart string) (final Status
 type initProc struct {
 	cfg Config
 	// env is the main command's environment.
-	env    []string
-	status *os.File
+	env []string
+	// A parked init's request: the marks it shows, and the directory it
+	// entered. workload is the command it started ahead, if any, until
+	// the request takes or ends it.
+	show     []string
+	cwd      string
+	workload *parkedWorkload
+	status   *os.File
 	// sigs receives the signals the init forwards (catchSignals).
 	sigs chan os.Signal
 }
@@ -404,6 +418,11 @@ func (p *initProc) unpark() (Config, error) {
 		return Config{}, fmt.Errorf("find its environment: %w", err)
 	}
 	defer area.close()
+	if p.cfg.Path != "" {
+		// Before the init shows it is parked, so that once it does its
+		// workload runs too. Without it, the request starts its own.
+		p.workload = startParked(p.cfg.Path, p.cfg.Args, int(area.end-area.start))
+	}
 	if err := area.show([]string{p.cfg.Park}); err != nil {
 		return Config{}, fmt.Errorf("show %s: %w", p.cfg.Park, err)
 	}
@@ -424,7 +443,7 @@ func (p *initProc) unpark() (Config, error) {
 		return Config{}, fmt.Errorf("show the marks: %w", err)
 	}
 	req.Config.MountProc = p.cfg.MountProc
-	p.cfg, p.env = req.Config, req.Env
+	p.cfg, p.env, p.show, p.cwd = req.Config, req.Env, req.Show, req.Cwd
 	return p.cfg, nil
 }
 
@@ -460,13 +479,7 @@ func (p *initProc) serve() int {
 		files = append(files, relayW.Fd())
 	}
 	files = keep(files, p.cfg.KeepFDs)
-	// An unprivileged daemon starts the init with CAP_SYS_ADMIN as an
-	// ambient capability of its user namespace, to mount /proc. The
-	// command must not inherit it (bwrap refuses to run with it): clear it
-	// on the thread that forks.
-	runtime.LockOSThread()
-	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-	pid, err := syscall.ForkExec(p.cfg.Path, p.cfg.Args, &syscall.ProcAttr{Dir: p.cfg.Dir, Env: p.env, Files: files})
+	pid, err := p.startCommand(files)
 	if relayW != nil {
 		// Only the command may hold the write end, so that EOF means it
 		// and everything it handed the pipe on to are gone.
@@ -484,6 +497,17 @@ func (p *initProc) serve() int {
 		p.report(Status{Started: true})
 	}
 	return p.wait(mainExit, relayed)
+}
+
+// forkExec starts one of the init's commands. An unprivileged daemon starts
+// the init with CAP_SYS_ADMIN as an ambient capability of its user
+// namespace, to mount /proc. No command may inherit it (bwrap refuses to
+// run with it): forkExec clears it on the thread that forks, which stays
+// locked to the init's main goroutine.
+func forkExec(path string, args []string, dir string, env []string, files []uintptr) (int, error) {
+	runtime.LockOSThread()
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	return syscall.ForkExec(path, args, &syscall.ProcAttr{Dir: dir, Env: env, Files: files})
 }
 
 // keep extends files so that each of fds is passed on at its own number.

@@ -26,6 +26,7 @@ func TestFlagsRoundTrip(t *testing.T) {
 			Forwards: []Forward{{4, "/a,b/fwd.sock"}, {6, "/a/fwd-3000.sock"}}, KeepFDs: []int{5}},
 		{Path: "/bin/true", Args: []string{"true"}, Serves: []Serve{{"/run/s.sock", "127.0.0.1:4000"}, {"/run/s-3000.sock", "127.0.0.1:3000"}}},
 		{MountProc: true, Park: "PARKED="},
+		{MountProc: true, Park: "PARKED=", Path: "/opt/toolbox", Args: []string{"toolbox", "--root", "/w"}},
 	}
 	for _, want := range tests {
 		t.Run(strings.Join(want.Flags(), " "), func(t *testing.T) {
@@ -46,6 +47,7 @@ func TestParseRefuses(t *testing.T) {
 		"serve with an empty one":  {"-serve", "/s,", "--", "/bin/sh", "sh"},
 		"keep the status fd":       {"-keep-fd", "3", "--", "/bin/sh", "sh"},
 		"unknown flag":             {"-frobnicate", "--", "/bin/sh", "sh"},
+		"parked without argv0":     {"-park", "PARKED=", "--", "/bin/sh"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := parse(args)
@@ -191,6 +193,17 @@ func TestRequestRoundTrip(t *testing.T) {
 			assert.Equal(t, want, got)
 		})
 	}
+}
+
+// A parked workload's hand-off is a request's header alone.
+func TestHandoffRoundTrip(t *testing.T) {
+	want := Request{Cwd: "/srv/a b", Show: []string{"MARK=1"}, Env: []string{"A=1", "MULTI=x\ny", "EMPTY="}}
+	payload, err := encodeFields(want.header())
+	require.NoError(t, err)
+	got, rest, err := decodeHeader(payload)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.Empty(t, rest)
 }
 
 func TestDecodeRefuses(t *testing.T) {

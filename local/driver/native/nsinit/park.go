@@ -56,6 +56,12 @@ func Reserve(name string, show []string) string {
 	for _, e := range show {
 		n += len(e) + 1
 	}
+	return pad(name, n)
+}
+
+// pad is an entry named name that, with its NUL, takes n bytes, or as few
+// over n as its name allows.
+func pad(name string, n int) string {
 	return name + "=" + strings.Repeat("-", max(n-len(name)-2, 0))
 }
 
@@ -66,10 +72,29 @@ func (r Request) Send(conn *net.UnixConn) error {
 	if err != nil {
 		return err
 	}
+	return send(conn, payload, r.Stdout, r.Stderr)
+}
+
+// encode is r's payload: its header, then the init's flags and command.
+func (r Request) encode() ([]byte, error) {
+	return encodeFields(append(r.header(), r.Config.Flags()...))
+}
+
+// header is what every message carries first: Cwd, the counts of Show and
+// Env, then Show and Env. A Request's flags follow; a hand-off to a parked
+// workload (see AwaitSandbox) is the header alone.
+func (r Request) header() []string {
+	fields := append([]string{r.Cwd, strconv.Itoa(len(r.Show)), strconv.Itoa(len(r.Env))}, r.Show...)
+	return append(fields, r.Env...)
+}
+
+// send writes payload, length first, with stdout and stderr as SCM_RIGHTS
+// on its first byte.
+func send(conn *net.UnixConn, payload []byte, stdout, stderr *os.File) error {
 	msg := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(payload)), uint32(len(payload)))
 	msg = append(msg, payload...)
-	rights := unix.UnixRights(int(r.Stdout.Fd()), int(r.Stderr.Fd()))
-	// One send wakes the init once; a stream socket may take less of it.
+	rights := unix.UnixRights(int(stdout.Fd()), int(stderr.Fd()))
+	// One send wakes the reader once; a stream socket may take less of it.
 	n, _, err := conn.WriteMsgUnix(msg, rights, nil)
 	if err == nil && n < len(msg) {
 		_, err = conn.Write(msg[n:])
@@ -77,13 +102,10 @@ func (r Request) Send(conn *net.UnixConn) error {
 	return err
 }
 
-// encode writes r's strings NUL-terminated: Cwd, the counts of Show and
-// Env, then Show, Env and the init's flags. A string with a NUL, which no
+// encodeFields writes fields NUL-terminated. A string with a NUL, which no
 // command line or environment can hold, is an error.
-func (r Request) encode() ([]byte, error) {
+func encodeFields(fields []string) ([]byte, error) {
 	var b bytes.Buffer
-	fields := append([]string{r.Cwd, strconv.Itoa(len(r.Show)), strconv.Itoa(len(r.Env))}, r.Show...)
-	fields = append(append(fields, r.Env...), r.Config.Flags()...)
 	for _, f := range fields {
 		if strings.IndexByte(f, 0) >= 0 {
 			return nil, errors.New("request: a NUL byte in an argument, path or variable")
@@ -95,25 +117,11 @@ func (r Request) encode() ([]byte, error) {
 }
 
 func decode(payload []byte) (Request, error) {
-	var r Request
-	if len(payload) == 0 || payload[len(payload)-1] != 0 {
-		return r, errors.New("request: not NUL-terminated")
+	r, rest, err := decodeHeader(payload)
+	if err != nil {
+		return r, err
 	}
-	fields := strings.Split(string(payload[:len(payload)-1]), "\x00")
-	if len(fields) < 3 {
-		return r, errors.New("request: no directory and counts")
-	}
-	if r.Cwd = fields[0]; !filepath.IsAbs(r.Cwd) {
-		return r, fmt.Errorf("request: directory %q is not absolute", r.Cwd)
-	}
-	nShow, err1 := strconv.Atoi(fields[1])
-	nEnv, err2 := strconv.Atoi(fields[2])
-	fields = fields[3:]
-	if err1 != nil || err2 != nil || nShow < 0 || nEnv < 0 || nShow+nEnv > len(fields) {
-		return r, errors.New("request: bad counts")
-	}
-	r.Show, r.Env = fields[:nShow], fields[nShow:nShow+nEnv]
-	cfg, err := parse(fields[nShow+nEnv:])
+	cfg, err := parse(rest)
 	if err != nil {
 		return r, err
 	}
@@ -124,6 +132,28 @@ func decode(payload []byte) (Request, error) {
 	return r, nil
 }
 
+// decodeHeader reads what header wrote, and returns the fields after it.
+func decodeHeader(payload []byte) (r Request, rest []string, err error) {
+	if len(payload) == 0 || payload[len(payload)-1] != 0 {
+		return r, nil, errors.New("request: not NUL-terminated")
+	}
+	fields := strings.Split(string(payload[:len(payload)-1]), "\x00")
+	if len(fields) < 3 {
+		return r, nil, errors.New("request: no directory and counts")
+	}
+	if r.Cwd = fields[0]; !filepath.IsAbs(r.Cwd) {
+		return r, nil, fmt.Errorf("request: directory %q is not absolute", r.Cwd)
+	}
+	nShow, err1 := strconv.Atoi(fields[1])
+	nEnv, err2 := strconv.Atoi(fields[2])
+	fields = fields[3:]
+	if err1 != nil || err2 != nil || nShow < 0 || nEnv < 0 || nShow+nEnv > len(fields) {
+		return r, nil, errors.New("request: bad counts")
+	}
+	r.Show, r.Env = fields[:nShow], fields[nShow:nShow+nEnv]
+	return r, fields[nShow+nEnv:], nil
+}
+
 // errNoRequest: the control socket closed before a request began; the
 // runtime let the parked init go.
 var errNoRequest = errors.New("no request")
@@ -131,35 +161,11 @@ var errNoRequest = errors.New("no request")
 // receive reads the one request a parked init gets, makes the descriptors
 // it carries the init's stdout and stderr, and enters its directory.
 func receive() (Request, error) {
-	// Room for any request a sandbox's start makes in one read.
-	buf := make([]byte, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(2*4))
-	n, oobn, err := recvmsg(buf, oob)
-	if err != nil {
-		return Request{}, fmt.Errorf("receive the request: %w", err)
-	}
-	if n == 0 {
-		return Request{}, errNoRequest
-	}
-	if err := takeStdio(oob[:oobn]); err != nil {
-		return Request{}, err
-	}
 	ctl := os.NewFile(ControlFD, "control")
 	defer ctl.Close()
-	if n < 4 {
-		if _, err := io.ReadFull(ctl, buf[n:4]); err != nil {
-			return Request{}, fmt.Errorf("receive the request: %w", err)
-		}
-		n = 4
-	}
-	size := int(binary.BigEndian.Uint32(buf))
-	if size > maxRequest || n-4 > size {
-		return Request{}, fmt.Errorf("receive the request: it says %d bytes (at most %d) and brings %d or more", size, maxRequest, n-4)
-	}
-	payload := make([]byte, size)
-	copy(payload, buf[4:n])
-	if _, err := io.ReadFull(ctl, payload[n-4:]); err != nil {
-		return Request{}, fmt.Errorf("receive the request: %w", err)
+	payload, err := readMessage(ctl)
+	if err != nil {
+		return Request{}, err
 	}
 	req, err := decode(payload)
 	if err != nil {
@@ -171,9 +177,44 @@ func receive() (Request, error) {
 	return req, nil
 }
 
-func recvmsg(p, oob []byte) (n, oobn int, err error) {
+// readMessage reads the one message send writes on the socket ctl, makes
+// the descriptors it carries fds 1 and 2, and returns the payload;
+// errNoRequest if the socket closed before it began.
+func readMessage(ctl *os.File) ([]byte, error) {
+	// Room for any request a sandbox's start makes in one read.
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	n, oobn, err := recvmsg(int(ctl.Fd()), buf, oob)
+	if err != nil {
+		return nil, fmt.Errorf("receive the request: %w", err)
+	}
+	if n == 0 {
+		return nil, errNoRequest
+	}
+	if err := takeStdio(oob[:oobn]); err != nil {
+		return nil, err
+	}
+	if n < 4 {
+		if _, err := io.ReadFull(ctl, buf[n:4]); err != nil {
+			return nil, fmt.Errorf("receive the request: %w", err)
+		}
+		n = 4
+	}
+	size := int(binary.BigEndian.Uint32(buf))
+	if size > maxRequest || n-4 > size {
+		return nil, fmt.Errorf("receive the request: it says %d bytes (at most %d) and brings %d or more", size, maxRequest, n-4)
+	}
+	payload := make([]byte, size)
+	copy(payload, buf[4:n])
+	if _, err := io.ReadFull(ctl, payload[n-4:]); err != nil {
+		return nil, fmt.Errorf("receive the request: %w", err)
+	}
+	return payload, nil
+}
+
+func recvmsg(fd int, p, oob []byte) (n, oobn int, err error) {
 	for {
-		n, oobn, _, _, err = unix.Recvmsg(ControlFD, p, oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, _, _, err = unix.Recvmsg(fd, p, oob, unix.MSG_CMSG_CLOEXEC)
 		if !errors.Is(err, unix.EINTR) {
 			return n, oobn, err
 		}

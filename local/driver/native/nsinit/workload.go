@@ -1,0 +1,183 @@
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// WorkloadVar names the one environment entry a parked workload starts
+// with: a placeholder as long as the init's own (see Reserve), which holds
+// no mark, so that no scan for a sandbox's processes takes it for one.
+const WorkloadVar = "SANDPLANE_PARKED_WORKLOAD"
+
+// WorkloadFD is the descriptor a parked workload is handed its sandbox on:
+// one end of a unix stream socket whose other end its init holds.
+const WorkloadFD = 3
+
+// AwaitSandbox lets a parked init start this program ahead of its sandbox
+// (Config.Park with a command). Call it first thing in main: in a program
+// started otherwise it returns at once. Started parked, with WorkloadVar
+// its whole environment, it waits on WorkloadFD for the hand-off of its
+// sandbox (a Request without Config: Cwd, Show, Env, with stdout and
+// stderr), then makes that sandbox its own before it returns: its stdout
+// and stderr, Show over its own environment as the kernel keeps it (what
+// /proc/PID/environ shows), Env as the environment it reads and hands on,
+// and Cwd as its working directory. It acknowledges with one byte, and the
+// init reports the command started. If the socket closes first (the
+// sandbox went to another command, or the init ended), it exits 0; if the
+// hand-off fails, it exits 125 after saying why on the stderr it was given,
+// if any, and the init starts the command anew.
+//
+// Until then it holds nothing of any sandbox, so it may only do what does
+// not depend on one: package initialisation, and nothing that reads the
+// environment.
+func AwaitSandbox() {
+	env := os.Environ()
+	if len(env) != 1 || !strings.HasPrefix(env[0], WorkloadVar+"=") {
+		return
+	}
+	err := awaitSandbox()
+	if errors.Is(err, errNoRequest) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: parked: %v\n", filepath.Base(os.Args[0]), err)
+		os.Exit(exitSetup)
+	}
+}
+
+func awaitSandbox() error {
+	ctl := os.NewFile(WorkloadFD, "sandbox")
+	defer ctl.Close()
+	// Opened before the wait, as a parked init does: the hand-off then
+	// costs one write.
+	area, err := openEnvironArea()
+	if err != nil {
+		return fmt.Errorf("find its environment: %w", err)
+	}
+	defer area.close()
+	warmSignals()
+	payload, err := readMessage(ctl)
+	if err != nil {
+		return err
+	}
+	r, rest, err := decodeHeader(payload)
+	if err == nil && len(rest) > 0 {
+		err = errors.New("hand-off: more than a directory, marks and an environment")
+	}
+	if err != nil {
+		return err
+	}
+	if err := area.show(r.Show); err != nil {
+		return fmt.Errorf("show the marks: %w", err)
+	}
+	os.Clearenv()
+	for _, e := range r.Env {
+		k, v, _ := strings.Cut(e, "=")
+		if err := os.Setenv(k, v); err != nil {
+			return fmt.Errorf("set $%s: %w", k, err) // the name only: values may be secret
+		}
+	}
+	if err := os.Chdir(r.Cwd); err != nil {
+		return fmt.Errorf("enter the sandbox's directory: %w", err)
+	}
+	_, err = ctl.Write([]byte{1})
+	return err
+}
+
+// warmSignals starts the Go runtime's signal thread, which a program's
+// first signal.Notify starts (a third of a millisecond here), while the
+// program is parked rather than once it is handed its sandbox. SIGURG,
+// which the runtime catches for itself whatever a program asks, so that
+// nothing else changes.
+func warmSignals() {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, unix.SIGURG)
+	signal.Stop(c)
+}
+
+// parkedWorkload is the command a parked init started ahead of its request.
+type parkedWorkload struct {
+	pid  int
+	path string
+	args []string
+	conn *net.UnixConn
+}
+
+// startParked starts path as a parked workload with room bytes of
+// environment, or returns nil if it cannot. It runs with the init's
+// stdio and directory until its hand-off.
+func startParked(path string, args []string, room int) *parkedWorkload {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fds[1])
+	ours := os.NewFile(uintptr(fds[0]), "workload")
+	conn, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil
+	}
+	pid, err := forkExec(path, args, "", []string{pad(WorkloadVar, room)}, []uintptr{0, 1, 2, uintptr(fds[1])})
+	if err != nil {
+		conn.Close()
+		return nil
+	}
+	return &parkedWorkload{pid: pid, path: path, args: args, conn: conn.(*net.UnixConn)}
+}
+
+// startCommand starts the init's main command with files as its
+// descriptors: the parked workload when it is that command, needs no
+// descriptor beyond stdio and takes its hand-off; else a new process, once
+// the parked one, if any, is ended.
+func (p *initProc) startCommand(files []uintptr) (int, error) {
+	if w := p.workload; w != nil {
+		p.workload = nil
+		if len(files) == 3 && w.path == p.cfg.Path && slices.Equal(w.args, p.cfg.Args) && w.handOff(p.handoff()) == nil {
+			return w.pid, nil
+		}
+		w.end()
+	}
+	return forkExec(p.cfg.Path, p.cfg.Args, p.cfg.Dir, p.env, files)
+}
+
+// handoff is what the main command would have been started with.
+func (p *initProc) handoff() Request {
+	dir := p.cfg.Dir
+	if dir == "" {
+		dir = p.cwd
+	}
+	return Request{Cwd: dir, Show: p.show, Env: p.env, Stdout: os.Stdout, Stderr: os.Stderr}
+}
+
+// handOff hands w its sandbox and waits for its acknowledgement. An error
+// means w did not take it: it runs nothing of the sandbox's.
+func (w *parkedWorkload) handOff(r Request) error {
+	defer w.conn.Close()
+	payload, err := encodeFields(r.header())
+	if err != nil {
+		return err
+	}
+	if err := send(w.conn, payload, r.Stdout, r.Stderr); err != nil {
+		return err
+	}
+	var ack [1]byte
+	_, err = io.ReadFull(w.conn, ack[:])
+	return err
+}
+
+// end kills w, which the init's reaper then collects.
+func (w *parkedWorkload) end() {
+	w.conn.Close()
+	_ = unix.Kill(w.pid, unix.SIGKILL)
+}
