@@ -345,12 +345,12 @@ func TestWorkloadKeepsTheDaemonsUser(t *testing.T) {
 		for _, userNS := range []bool{false, true} {
 			t.Run(how+"/userns="+strconv.FormatBool(userNS), func(t *testing.T) {
 				r := nsDriver(t, userNS)
-				// No ambient capability reaches the workload: the init
-				// holds CAP_SYS_ADMIN in its user namespace only to mount
-				// /proc.
-				spec := newSpec(t, "", "sh", "-c", `echo "$(id -u) $(id -g)"; grep CapAmb /proc/self/status; touch made-here`)
+				// No ambient or inheritable capability reaches the
+				// workload: the init holds CAP_SYS_ADMIN in its user
+				// namespace only to mount /proc.
+				spec := newSpec(t, "", "sh", "-c", `echo "$(id -u) $(id -g)"; grep -E '^Cap(Inh|Amb):' /proc/self/status; touch made-here`)
 				out := runAs(t, r, spec, how)
-				assert.Equal(t, strconv.Itoa(os.Geteuid())+" "+strconv.Itoa(os.Getegid())+"\nCapAmb:\t0000000000000000\n", out)
+				assert.Equal(t, strconv.Itoa(os.Geteuid())+" "+strconv.Itoa(os.Getegid())+"\nCapInh:\t0000000000000000\nCapAmb:\t0000000000000000\n", out)
 				fi, err := os.Stat(filepath.Join(spec.Dir, "made-here"))
 				require.NoError(t, err)
 				assert.Equal(t, uint32(os.Geteuid()), fi.Sys().(*syscall.Stat_t).Uid, "files keep the daemon's uid")

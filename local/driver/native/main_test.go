@@ -71,9 +71,10 @@ func listenForever() {
 }
 
 // reportVar makes the test binary print its working directory, its
-// ambient capabilities and its environment, a "cwd=" line, a "CapAmb:" one
-// as /proc/self/status has it and an "env=" line per entry in order, then
-// "done", and wait to be killed: what a workload sees of its sandbox.
+// inheritable and ambient capabilities and its environment, a "cwd=" line,
+// "CapInh:" and "CapAmb:" as /proc/self/status has them and an "env=" line
+// per entry in order, then "done", write "stderr too" on stderr, and wait
+// to be killed: what a workload sees of its sandbox.
 const reportVar = "NATIVE_TEST_REPORT"
 
 func reportAndWait() {
@@ -81,10 +82,11 @@ func reportAndWait() {
 	out := "cwd=" + wd + "\n"
 	status, _ := os.ReadFile("/proc/self/status")
 	for line := range strings.Lines(string(status)) {
-		if strings.HasPrefix(line, "CapAmb:") {
+		if strings.HasPrefix(line, "CapInh:") || strings.HasPrefix(line, "CapAmb:") {
 			out += line
 		}
 	}
+	os.Stderr.WriteString("stderr too\n")
 	for _, e := range slices.Sorted(slices.Values(os.Environ())) {
 		out += "env=" + e + "\n"
 	}

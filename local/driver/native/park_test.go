@@ -338,7 +338,10 @@ func testParkedWorkload(t *testing.T, userNS bool) {
 	require.Equal(t, initPID, h.PID, "the workload did not run under the parked init")
 	out := report(t, r, h, spec.Dir)
 	assert.Contains(t, out, "cwd="+spec.Dir+"\n")
-	assert.Contains(t, out, "CapAmb:\t0000000000000000\n", "the init's capability to mount /proc reached the workload")
+	assert.Contains(t, out, "CapInh:\t0000000000000000\nCapAmb:\t0000000000000000\n", "the init's capability to mount /proc reached the workload")
+	_, stderr, err := r.Logs(testCtx(t), h, spec.Dir)
+	require.NoError(t, err)
+	assert.Equal(t, "stderr too\n", string(stderr))
 	assert.Contains(t, out, "env=SECRET=s3cret-value\n")
 	assert.Contains(t, out, "env="+idVar+"="+spec.SandboxID+"\n")
 	assert.NotContains(t, out, nsinit.WorkloadVar)
@@ -355,6 +358,9 @@ func TestParkedWorkloadNotTaken(t *testing.T) {
 	for name, edit := range map[string]func(t *testing.T, spec *driver.Spec, parked int){
 		"other arguments": func(t *testing.T, spec *driver.Spec, _ int) {
 			spec.Command = append(spec.Command, "-test.run=^$")
+		},
+		"a Go runtime setting, which it read before it was handed its environment": func(t *testing.T, spec *driver.Spec, _ int) {
+			spec.Env["GOMAXPROCS"] = "1"
 		},
 		"workload killed": func(t *testing.T, _ *driver.Spec, parked int) {
 			require.NoError(t, unix.Kill(parked, unix.SIGKILL))

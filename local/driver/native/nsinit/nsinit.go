@@ -501,12 +501,23 @@ func (p *initProc) serve() int {
 
 // forkExec starts one of the init's commands. An unprivileged daemon starts
 // the init with CAP_SYS_ADMIN as an ambient capability of its user
-// namespace, to mount /proc. No command may inherit it (bwrap refuses to
-// run with it): forkExec clears it on the thread that forks, which stays
-// locked to the init's main goroutine.
+// namespace, to mount /proc, which puts it in the inheritable set too. No
+// command may inherit it (bwrap refuses to run with it), nor gain it back
+// by executing a file that grants what is inheritable: forkExec clears
+// both sets on the thread that forks, which stays locked to the init's
+// main goroutine.
 func forkExec(path string, args []string, dir string, env []string, files []uintptr) (int, error) {
 	runtime.LockOSThread()
 	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var caps [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &caps[0]); err != nil {
+		return 0, fmt.Errorf("read its capabilities: %w", err)
+	}
+	caps[0].Inheritable, caps[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &caps[0]); err != nil {
+		return 0, fmt.Errorf("clear its inheritable capabilities: %w", err)
+	}
 	return syscall.ForkExec(path, args, &syscall.ProcAttr{Dir: dir, Env: env, Files: files})
 }
 

@@ -138,17 +138,31 @@ func startParked(path string, args []string, room int) *parkedWorkload {
 
 // startCommand starts the init's main command with files as its
 // descriptors: the parked workload when it is that command, needs no
-// descriptor beyond stdio and takes its hand-off; else a new process, once
-// the parked one, if any, is ended.
+// descriptor beyond stdio nor any Go runtime setting (setsGoRuntime), and
+// takes its hand-off; else a new process, once the parked one, if any, is
+// ended.
 func (p *initProc) startCommand(files []uintptr) (int, error) {
 	if w := p.workload; w != nil {
 		p.workload = nil
-		if len(files) == 3 && w.path == p.cfg.Path && slices.Equal(w.args, p.cfg.Args) && w.handOff(p.handoff()) == nil {
+		if len(files) == 3 && w.path == p.cfg.Path && slices.Equal(w.args, p.cfg.Args) && !setsGoRuntime(p.env) &&
+			w.handOff(p.handoff()) == nil {
 			return w.pid, nil
 		}
 		w.end()
 	}
 	return forkExec(p.cfg.Path, p.cfg.Args, p.cfg.Dir, p.env, files)
+}
+
+// goRuntimeVars are what a Go program's runtime reads as it starts, and so
+// before a parked workload is handed its environment.
+var goRuntimeVars = []string{"GOGC=", "GOMEMLIMIT=", "GOMAXPROCS=", "GOTRACEBACK=", "GODEBUG="}
+
+// setsGoRuntime reports whether env sets one of goRuntimeVars: the command
+// is then started anew, so that they take effect.
+func setsGoRuntime(env []string) bool {
+	return slices.ContainsFunc(env, func(e string) bool {
+		return slices.ContainsFunc(goRuntimeVars, func(v string) bool { return strings.HasPrefix(e, v) })
+	})
 }
 
 // handoff is what the main command would have been started with.
