@@ -199,17 +199,10 @@ func TestIsolatedDaemonEndToEnd(t *testing.T) {
 	pv, err := d.P.PreviewURL(ctx, s.ID, 4000)
 	require.NoError(t, err)
 	assert.Contains(t, pv.URL, "/preview/4000-"+s.ID)
-	resp := postJSON(t, d.P, s, "/process/execute", map[string]any{"command": `sh -c 'echo "$HOME"; ls -d /proc/[0-9]* | wc -l; ls "$SANDPLANE_ROOT" | wc -l; echo "$PORT"'`})
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var out struct {
-		ExitCode int    `json:"exitCode"`
-		Result   string `json:"result"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-	require.Zero(t, out.ExitCode, out.Result)
-	lines := strings.Fields(out.Result)
-	require.Len(t, lines, 4, out.Result)
+	code, result := execIn(t, d, s, `sh -c 'echo "$HOME"; ls -d /proc/[0-9]* | wc -l; ls "$SANDPLANE_ROOT" | wc -l; echo "$PORT"'`)
+	require.Zero(t, code, result)
+	lines := strings.Fields(result)
+	require.Len(t, lines, 4, result)
 	assert.True(t, strings.HasPrefix(lines[0], d.Root), "HOME is the sandbox's own: %s", lines[0])
 	procs, err := strconv.Atoi(lines[1])
 	require.NoError(t, err)
@@ -242,7 +235,7 @@ func TestCreatesFindAnInitParked(t *testing.T) {
 	s, err := d.P.Create(context.Background(), provider.CreateRequest{EnvVars: map[string]string{"E2E_SECRET": "s3cret-e2e"}})
 	require.NoError(t, err)
 	assert.Equal(t, first[0], workloadPID(t, d.P, s), "the first create ran under the init parked at start")
-	checkParkedToolbox(t, d.P, s, toolbox[0])
+	checkParkedToolbox(t, d, s, toolbox[0])
 
 	var next []int
 	require.Eventually(t, func() bool { next = testdaemon.ParkedInits(t, info.PID); return len(next) == 1 && next[0] != first[0] },
@@ -258,7 +251,7 @@ func TestCreatesFindAnInitParked(t *testing.T) {
 // sandbox, serves s as one started for it would: the sandbox's environment
 // reaches the commands it runs, its token does not, and its own /proc
 // environ shows the sandbox's marks and no value.
-func checkParkedToolbox(t *testing.T, p *local.Provider, s *provider.Sandbox, pid int) {
+func checkParkedToolbox(t *testing.T, d *testdaemon.Daemon, s *provider.Sandbox, pid int) {
 	t.Helper()
 	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	require.NoError(t, err, "the toolbox parked for the create is gone")
@@ -271,13 +264,6 @@ func checkParkedToolbox(t *testing.T, p *local.Provider, s *provider.Sandbox, pi
 	assert.Contains(t, string(env), "SANDPLANE_SANDBOX_ID="+s.ID+"\x00")
 	assert.NotContains(t, string(env), "s3cret-e2e")
 
-	resp := postJSON(t, p, s, "/process/execute", map[string]string{"command": "sh -c 'echo \"[$E2E_SECRET][$SANDPLANE_SANDBOX_TOKEN]\"'"})
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var out struct {
-		ExitCode int    `json:"exitCode"`
-		Result   string `json:"result"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-	assert.Equal(t, "[s3cret-e2e][]\n", out.Result)
+	_, out := execIn(t, d, s, `sh -c 'echo "[$E2E_SECRET][$SANDPLANE_SANDBOX_TOKEN]"'`)
+	assert.Equal(t, "[s3cret-e2e][]\n", out)
 }

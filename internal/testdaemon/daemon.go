@@ -90,9 +90,24 @@ func start(t testing.TB, o Options, portLo, portHi int) *Daemon {
 		root := o.Root
 		t.Cleanup(func() { KillMarked(t, root) })
 	}
-	if o.Addr == "" {
-		o.Addr = FreeAddr(t)
+	if o.Addr != "" {
+		return launch(t, o, portLo, portHi, false)
 	}
+	// An address free when FreeAddr asked may be taken by another test
+	// before the daemon binds it: the daemon then exits, and another
+	// address is tried.
+	for attempt := 1; ; attempt++ {
+		o.Addr = FreeAddr(t)
+		if d := launch(t, o, portLo, portHi, attempt < 3); d != nil {
+			return d
+		}
+	}
+}
+
+// launch starts a daemon with o and waits until it answers. A daemon that
+// exits first fails t, or, with retry, is reported as nil.
+func launch(t testing.TB, o Options, portLo, portHi int, retry bool) *Daemon {
+	t.Helper()
 	if o.Minute == 0 {
 		o.Minute = defaultMinute
 	}
@@ -126,11 +141,18 @@ func start(t testing.TB, o Options, portLo, portHi int) *Daemon {
 	var err error
 	d.P, err = local.New(d.URL, popts...)
 	require.NoError(t, err)
-	d.waitUp(t)
+	if !d.waitUp(t) {
+		if !retry {
+			t.Fatalf("daemon exited before it answered: %s", d.Stderr)
+		}
+		return nil
+	}
 	return d
 }
 
-func (d *Daemon) waitUp(t testing.TB) {
+// waitUp waits until the daemon answers, and reports false if it exits
+// first.
+func (d *Daemon) waitUp(t testing.TB) bool {
 	t.Helper()
 	clk := clock.Real()
 	deadline := clk.NewTimer(upTimeout)
@@ -138,12 +160,14 @@ func (d *Daemon) waitUp(t testing.TB) {
 	tick := clk.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, err := d.P.Info(context.Background()); err == nil {
-			return
+		// Its own answer: the address was free when FreeAddr asked, and
+		// another test's daemon may have taken it since.
+		if info, err := d.P.Info(context.Background()); err == nil && info.PID == d.cmd.Process.Pid {
+			return true
 		}
 		select {
 		case <-d.exited:
-			t.Fatalf("daemon exited before it answered: %s", d.Stderr)
+			return false
 		case <-deadline.C():
 			t.Fatalf("daemon did not come up within %s: %s", upTimeout, d.Stderr)
 		case <-tick.C():

@@ -137,20 +137,25 @@ func startParked(path string, args []string, room int) *parkedWorkload {
 }
 
 // startCommand starts the init's main command with files as its
-// descriptors: the parked workload when it is that command, needs no
-// descriptor beyond stdio nor any Go runtime setting (setsGoRuntime), and
-// takes its hand-off; else a new process, once the parked one, if any, is
-// ended.
+// descriptors: the parked workload when it can be that command (see
+// canRun) and takes its hand-off; else a new process, once the parked one,
+// if any, is ended.
 func (p *initProc) startCommand(files []uintptr) (int, error) {
 	if w := p.workload; w != nil {
 		p.workload = nil
-		if len(files) == 3 && w.path == p.cfg.Path && slices.Equal(w.args, p.cfg.Args) && !setsGoRuntime(p.env) &&
-			w.handOff(p.handoff()) == nil {
+		if w.canRun(p.cfg, p.env, files) && w.handOff(p.handoff()) == nil {
 			return w.pid, nil
 		}
 		w.end()
 	}
 	return forkExec(p.cfg.Path, p.cfg.Args, p.cfg.Dir, p.env, files)
+}
+
+// canRun reports whether w can be cfg's command with env and files: the
+// same program with the same arguments, no descriptor beyond stdio, and no
+// Go runtime setting (setsGoRuntime).
+func (w *parkedWorkload) canRun(cfg Config, env []string, files []uintptr) bool {
+	return len(files) == 3 && w.path == cfg.Path && slices.Equal(w.args, cfg.Args) && !setsGoRuntime(env)
 }
 
 // goRuntimeVars are what a Go program's runtime reads as it starts, and so
