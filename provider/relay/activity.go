@@ -75,6 +75,10 @@ type sandbox struct {
 	due         time.Time // when the armed heartbeat fires
 	failures    int       // since the last failure log
 	lastFailLog time.Time
+	// retrying is set while the last refresh failed: the heartbeat is then
+	// due once the window that the failure moved last back passes, not a
+	// beat after last (see refresh).
+	retrying bool
 }
 
 // conn is one proxied request, for as long as it is open. bytes counts what
@@ -254,6 +258,7 @@ func (s *sandbox) begin(now time.Time, why trigger) bool {
 	t.runMu.Unlock()
 	s.idle.Store(false)
 	s.inFlight = true
+	s.retrying = false
 	s.last.Store(now.UnixNano())
 	t.stats.sent.Add(1)
 	t.stats.inFlight.Add(1)
@@ -285,6 +290,7 @@ func (s *sandbox) refresh(sentAt time.Time) {
 	// a tenth of the window tries again.
 	window := s.window.Load()
 	s.last.Store(sentAt.UnixNano() - window + window/10)
+	s.retrying = true
 	if len(s.conns) > 0 {
 		s.scheduleLocked(time.Duration(window / 10))
 	}
@@ -333,9 +339,15 @@ func (s *sandbox) ensureBeatLocked(now time.Time) {
 }
 
 // nextBeatLocked is how long after now the heartbeat is due: a beat after
-// the last refresh, and no sooner than a tenth of the window.
+// the last refresh, or when its retry is due if it failed (a connection
+// opened after the failure, say, with an inline refresh), and no sooner
+// than a tenth of the window.
 func (s *sandbox) nextBeatLocked(now time.Time) time.Duration {
-	d := time.Duration(s.last.Load()+int64(s.beat)) - time.Duration(now.UnixNano())
+	after := int64(s.beat)
+	if s.retrying {
+		after = s.window.Load()
+	}
+	d := time.Duration(s.last.Load()+after) - time.Duration(now.UnixNano())
 	return max(d, time.Duration(s.window.Load()/10))
 }
 

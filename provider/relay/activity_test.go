@@ -351,9 +351,18 @@ func TestFailingRefreshIsCountedLoggedOnceAMinuteAndRetried(t *testing.T) {
 }
 
 func TestFailedRefreshDuringAStreamIsRetriedByTheHeartbeat(t *testing.T) {
+	// Inline, the request's refresh fails before its connection opens,
+	// which a refresh in the background may too: the heartbeat the
+	// connection arms is the retry all the same.
+	for name, o := range map[string]Options{"background": {}, "inline": {InlineRefresh: true}} {
+		t.Run(name, func(t *testing.T) { testFailedRefreshDuringAStream(t, o) })
+	}
+}
+
+func testFailedRefreshDuringAStream(t *testing.T, o Options) {
 	send := make(chan string)
 	up := sseUpstream(t, send)
-	f := newFixture(t, Options{})
+	f := newFixture(t, o)
 	f.backend.set("sb1", target("sb1", up.URL))
 	var calls atomic.Int32
 	f.backend.setRefresh(func(context.Context, string) error {
