@@ -381,6 +381,31 @@ func TestParkedWorkloadNotTaken(t *testing.T) {
 	}
 }
 
+// A parked workload that reads its hand-off and dies before it
+// acknowledges it runs nothing of the sandbox's: the init starts the
+// command anew, as a cold start would.
+func TestParkedWorkloadDyingInItsHandOff(t *testing.T) {
+	r := nsDriver(t, false)
+	script := filepath.Join(t.TempDir(), "workload")
+	require.NoError(t, os.WriteFile(script, []byte(`#!/bin/sh
+if [ -n "$`+nsinit.WorkloadVar+`" ]; then
+	head -c 1 <&3 >/dev/null
+	exit 3
+fi
+echo "started anew with $SECRET"
+sleep 1000
+`), 0o755))
+	WithParkable(script)(r)
+	spec := newSpec(t, "", script)
+	spec.Env["SECRET"] = "s3cret-value"
+	initPID := warmed(t, r, spec)
+	pid := parkedWorkloadOf(t, initPID)
+	h := start(t, r, spec)
+	require.Equal(t, initPID, h.PID, "the parked init was not used")
+	waitForLog(t, r, h, spec.Dir, "started anew with s3cret-value\n")
+	assert.True(t, endedPID(pid), "the parked workload outlived its failed hand-off")
+}
+
 // Cool ends a parked workload with its init.
 func TestCoolEndsTheParkedWorkload(t *testing.T) {
 	r, spec := reportSpec(t, false)
