@@ -10,10 +10,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandplane/sandplane/internal/buildversion"
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/toolbox/toolboxcmd"
@@ -26,7 +26,7 @@ func main() {
 	// Started ahead by a parked init, it waits here for its sandbox, its
 	// package initialisation done.
 	nsinit.AwaitSandbox()
-	cmd := toolboxcmd.New(versionString())
+	cmd := toolboxcmd.New(buildversion.Of(version))
 	cmd.Use = "sandplane-toolbox [--entrypoint -- COMMAND [ARG...]]"
 	cmd.SilenceErrors = true
 	// A bad flag is a usage error, and scripts get its exit code (2).
@@ -40,16 +40,4 @@ func main() {
 		}
 		os.Exit(1)
 	}
-}
-
-// versionString is the module version the Go tool recorded, else the
-// stamped one, else "dev", as `sandplane version` says.
-func versionString() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	if version != "" {
-		return version
-	}
-	return "dev"
 }

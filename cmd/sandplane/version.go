@@ -7,29 +7,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandplane/sandplane/internal/buildversion"
 	"github.com/sandplane/sandplane/local"
 )
 
 // version is stamped by the Makefile (-ldflags "-X main.version=...").
 var version = ""
 
-// versionString is the version of this binary: the module version the Go
-// tool recorded (go install ...@v1.2.3, or a pseudo-version from the
-// repository), else the one the Makefile stamped, else "dev".
-func versionString() string {
-	bi, _ := debug.ReadBuildInfo()
-	return resolveVersion(bi, version)
-}
-
-func resolveVersion(bi *debug.BuildInfo, stamped string) string {
-	if bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	if stamped != "" {
-		return stamped
-	}
-	return "dev"
-}
+// versionString is the version of this binary (see buildversion).
+func versionString() string { return buildversion.Of(version) }
 
 // versionInfo is what `sandplane version --json` prints.
 type versionInfo struct {
