@@ -406,6 +406,20 @@ sleep 1000
 	assert.True(t, endedPID(pid), "the parked workload outlived its failed hand-off")
 }
 
+// A parked workload that does not take its hand-off (stopped here) costs
+// its start handOffTimeout and a new process, not the start.
+func TestParkedWorkloadNotAnswering(t *testing.T) {
+	r, spec := reportSpec(t, false)
+	initPID := warmed(t, r, spec)
+	pid := parkedWorkloadOf(t, initPID)
+	require.NoError(t, unix.Kill(pid, unix.SIGSTOP))
+	h := start(t, r, spec)
+	require.Equal(t, initPID, h.PID, "the parked init was not used")
+	assert.Contains(t, report(t, r, h, spec.Dir), "env=SECRET=s3cret-value\n")
+	assert.Eventually(t, func() bool { return endedPID(pid) }, hangGuard, time.Millisecond,
+		"the parked workload that did not answer outlived its start")
+}
+
 // Cool ends a parked workload with its init.
 func TestCoolEndsTheParkedWorkload(t *testing.T) {
 	r, spec := reportSpec(t, false)

@@ -59,8 +59,8 @@
 // Show; Env), framed as a request is, with its own stdout and stderr; the
 // workload takes them as the init did, sets Env as its environment, enters
 // Cwd, writes one byte back, and the init reports "start". A workload that
-// closes the socket instead, or any other request, is killed and the
-// command started as usual.
+// closes the socket instead, or does not answer within 5 seconds, or any
+// other request, is killed and the command started as usual.
 //
 // # Status
 //

@@ -10,8 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // WorkloadVar names the one environment entry a parked workload starts
@@ -179,12 +182,22 @@ func (p *initProc) handoff() Request {
 	return Request{Cwd: dir, Show: p.show, Env: p.env, Stdout: os.Stdout, Stderr: os.Stderr}
 }
 
+// handOffTimeout bounds how long a parked workload may take to acknowledge
+// its hand-off, which costs it microseconds: one that does not answer
+// (stopped, say) is ended and the command started anew, rather than
+// holding its start, which nothing else bounds.
+const handOffTimeout = 5 * time.Second
+
 // handOff hands w its sandbox and waits for its acknowledgement. An error
-// means w did not take it: it runs nothing of the sandbox's.
+// means w did not take it in time, and is to be ended: it runs nothing of
+// the sandbox's.
 func (w *parkedWorkload) handOff(r Request) error {
 	defer w.conn.Close()
 	payload, err := encodeFields(r.header())
 	if err != nil {
+		return err
+	}
+	if err := w.conn.SetDeadline(clock.Real().Now().Add(handOffTimeout)); err != nil {
 		return err
 	}
 	if err := send(w.conn, payload, r.Stdout, r.Stderr); err != nil {
