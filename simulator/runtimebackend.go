@@ -136,6 +136,9 @@ func NewRuntimeBackend(cfg RuntimeBackendConfig) (Backend, error) {
 		return nil, fmt.Errorf("simulator: %w", err)
 	}
 	b := &runtimeBackend{cfg: cfg, launcher: l, workloads: map[string]*workload{}}
+	// As the daemon does: the first sandbox starts as quickly as the next
+	// (a native runtime parks an init, and the toolbox under it).
+	l.Warm(driver.Spec{Root: cfg.Root, Command: cfg.Command, Image: cfg.Image})
 	return b.withCapabilities(), nil
 }
 
