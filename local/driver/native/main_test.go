@@ -18,6 +18,11 @@ const listenVar = "NATIVE_TEST_LISTEN"
 
 // TestMain lets this test binary be the workloads' init, as the daemon is.
 func TestMain(m *testing.M) {
+	if os.Getenv(hangInitVar) != "" && filepath.Base(os.Args[0]) == nsinit.Name {
+		for {
+			time.Sleep(time.Hour) // an init that never reports
+		}
+	}
 	nsinit.Main()
 	// A parked workload's modes below come with the sandbox it is handed.
 	nsinit.AwaitSandbox()
@@ -69,6 +74,11 @@ func listenForever() {
 		c.Close()
 	}
 }
+
+// hangInitVar, in a workload's environment, makes the test binary, run as
+// its cold init, hang without reporting: an init stuck before it starts
+// its command.
+const hangInitVar = "NATIVE_TEST_HANG_INIT"
 
 // reportVar makes the test binary print its working directory, its
 // inheritable and ambient capabilities and its environment, a "cwd=" line,

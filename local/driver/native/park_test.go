@@ -2,6 +2,7 @@ package native
 
 import (
 	"bufio"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/provider/clock/clocktest"
 )
 
 // parkVar makes the test binary a process that parks an init for the root
@@ -418,6 +420,31 @@ func TestParkedWorkloadNotAnswering(t *testing.T) {
 	assert.Contains(t, report(t, r, h, spec.Dir), "env=SECRET=s3cret-value\n")
 	assert.Eventually(t, func() bool { return endedPID(pid) }, hangGuard, time.Millisecond,
 		"the parked workload that did not answer outlived its start")
+}
+
+// An init that never reports fails its Start after startTimeout, killed,
+// rather than holding it for good: a create's context has no deadline.
+func TestStartOfAnInitThatNeverReports(t *testing.T) {
+	clk := clocktest.NewFake(time.Time{})
+	r := New(clk)
+	requirePIDNamespaces(t, r)
+	spec := newSpec(t, "", "true")
+	spec.Env[hangInitVar] = "1"
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.Start(context.WithoutCancel(testCtx(t)), spec)
+		errc <- err
+	}()
+	require.NoError(t, clk.BlockUntilWaiters(testCtx(t), 1))
+	clk.Advance(startTimeout)
+	select {
+	case err := <-errc:
+		assert.Equal(t, provider.CreateFailed, provider.Code(err), "%v", err)
+		assert.Contains(t, err.Error(), "did not start the command within 30s")
+	case <-testCtx(t).Done():
+		t.Fatal("the Start outlived its timeout")
+	}
+	assert.Empty(t, marked(spec.SandboxID), "the stuck init outlived its Start")
 }
 
 // Cool ends a parked workload with its init.

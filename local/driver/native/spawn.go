@@ -11,12 +11,14 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // How workloads are contained; see driver.Containment.
@@ -63,7 +65,9 @@ func (l *launch) release() {
 // and stderr appended to Dir's log files, under an init of its own in a new
 // PID namespace unless the runtime falls back to process groups: the init
 // Warm parked, when there is one for spec, else a new one. It returns once
-// the command runs. ctx bounds only the spawn; the workload outlives it.
+// the command runs, or fails with create_failed if its init has not said so
+// within 30 s (startTimeout). ctx bounds only the spawn; the workload
+// outlives it.
 func (r *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Handle, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.Handle{}, err
@@ -239,9 +243,18 @@ func (r *Driver) track(ctx context.Context, cmd *exec.Cmd, pidfd int, start uint
 	pid := cmd.Process.Pid
 	final := func() nsinit.Status { return nsinit.Status{} }
 	if status != nil {
+		// A create's ctx has no deadline: this bounds an init stuck before
+		// it starts the command (an exec hung on a dead mount, say).
+		actx, cancel := clock.WithTimeout(ctx, r.clk, startTimeout)
 		var err error
-		if final, err = awaitStart(ctx, status, pid); err != nil {
+		final, err = awaitStart(actx, status, pid)
+		timedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err != nil {
 			reapNow(cmd, pidfd)
+			if timedOut {
+				err = provider.Errorf(provider.CreateFailed, "the sandbox's init did not start the command within %s, so it was killed: retry, and look for what the command's start waits on (a hung mount, a full disk)", startTimeout)
+			}
 			return driver.Handle{}, err
 		}
 	}
@@ -252,6 +265,11 @@ func (r *Driver) track(ctx context.Context, cmd *exec.Cmd, pidfd int, start uint
 	go r.reap(cmd, pidfd, final, c)
 	return driver.Handle{Runtime: provider.RuntimeNative, PID: pid, StartTime: start}, nil
 }
+
+// startTimeout bounds how long an init may take to report that its command
+// runs, which takes it milliseconds (a parked workload that does not take
+// its hand-off costs nsinit's 5 s, then a new process, within it).
+const startTimeout = 30 * time.Second
 
 // reapNow reaps cmd's process, which has ended or been killed, and closes
 // its pidfd (-1: none).
