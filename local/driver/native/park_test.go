@@ -430,6 +430,11 @@ func TestStartOfAnInitThatNeverReports(t *testing.T) {
 	requirePIDNamespaces(t, r)
 	spec := newSpec(t, "", "true")
 	spec.Env[hangInitVar] = "1"
+	t.Cleanup(func() { // should the Start not end it
+		for _, pid := range marked(spec.SandboxID) {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	})
 	errc := make(chan error, 1)
 	go func() {
 		_, err := r.Start(context.WithoutCancel(testCtx(t)), spec)
