@@ -249,13 +249,9 @@ func (cfg RunConfig) newBackend(ctx context.Context) (be Backend, release func()
 func (cfg RunConfig) nativeRuntime(rb *RuntimeBackendConfig) error {
 	// Its sandboxes end with it, however it ends: a simulator keeps them
 	// in memory only, and a later one would never find them again.
-	opts := []native.Option{native.WithParentDeath()}
-	if cfg.ToolboxServer != "" {
-		// It waits for its sandbox (nsinit.AwaitSandbox), so a parked init
-		// may start it ahead of the next create.
-		opts = append(opts, native.WithParkable(cfg.ToolboxServer))
-	}
-	rb.Runtime, rb.Command = native.New(cfg.Clock, opts...), cfg.Toolbox
+	// The toolbox waits for its sandbox (nsinit.AwaitSandbox), so a parked
+	// init may start it ahead of the next create.
+	rb.Runtime, rb.Command = native.New(cfg.Clock, native.WithParentDeath(), native.WithParkable(cfg.ToolboxServer)), cfg.Toolbox
 	if len(rb.Command) == 0 {
 		self, err := os.Executable()
 		if err != nil {

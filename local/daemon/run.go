@@ -128,13 +128,9 @@ func lockRoot(root string) (func(), error) {
 // snapshot's image is built from this binary by the first docker create
 // that needs it.
 func startDrivers(clk clock.Clock, set config.Config, toolboxServer string, log *slog.Logger) (map[provider.Runtime]driver.Driver, *native.Driver, func()) {
-	opts := []native.Option{native.WithIsolation(set.Isolation)}
-	if toolboxServer != "" {
-		// It waits for its sandbox (nsinit.AwaitSandbox), so a parked init
-		// may start it ahead of the next create.
-		opts = append(opts, native.WithParkable(toolboxServer))
-	}
-	nat := native.New(clk, opts...)
+	// The toolbox waits for its sandbox (nsinit.AwaitSandbox), so a parked
+	// init may start it ahead of the next create.
+	nat := native.New(clk, native.WithIsolation(set.Isolation), native.WithParkable(toolboxServer))
 	if err := nat.ContainmentFallback(); err != nil {
 		log.Warn("native sandboxes are contained by process groups only: a process that calls setsid outlives its sandbox", "reason", err)
 	}

@@ -106,12 +106,13 @@
 // sandbox (its environment, its two markers, its working directory and the
 // two log files) and reports the command started once it has acknowledged
 // it. Any other command, or a parked program found gone or not answering
-// within 5 seconds, is started anew and the parked one killed. Like its init, a parked workload carries no
-// marker and holds no value until handed a sandbox (its environment is one
-// placeholder entry, nsinit.WorkloadVar); handed one, its /proc/PID/environ
-// shows the two markers and nothing else, the values living in its memory
-// only (it passes them on to the commands it starts); it dies with its
-// init, and so with the process that parked it.
+// within 5 seconds, is started anew and the parked one killed. Like its
+// init, a parked workload carries no marker and holds no value until
+// handed a sandbox (its environment is one placeholder entry,
+// nsinit.WorkloadVar); handed one, its /proc/PID/environ shows the two
+// markers and nothing else, the values living in its memory only (it
+// passes them on to the commands it starts); it dies with its init, and so
+// with the process that parked it.
 //
 // # Binds
 //

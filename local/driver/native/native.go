@@ -134,14 +134,21 @@ func WithParentDeath() Option {
 }
 
 // WithParkable names programs, by absolute path, that call
-// nsinit.AwaitSandbox first thing in main. When Warm's spec runs one, the
-// init it parks starts that program too, ahead of any sandbox, and a Start
-// of the same command takes it as it is: neither its exec nor its own
-// start-up weighs on the Start. Name only programs trusted as the init is: one runs
-// before it is any sandbox's, and every parked workload holds no mark and
-// no value of a sandbox until it is handed one.
+// nsinit.AwaitSandbox first thing in main; an empty path names none. When
+// Warm's spec runs one, the init it parks starts that program too, ahead
+// of any sandbox, and a Start of the same command takes it as it is:
+// neither its exec nor its own start-up weighs on the Start. Name only
+// programs trusted as the init is: one runs before it is any sandbox's,
+// and every parked workload holds no mark and no value of a sandbox until
+// it is handed one.
 func WithParkable(paths ...string) Option {
-	return func(r *Driver) { r.parkPrograms = append(r.parkPrograms, paths...) }
+	return func(r *Driver) {
+		for _, p := range paths {
+			if p != "" {
+				r.parkPrograms = append(r.parkPrograms, p)
+			}
+		}
+	}
 }
 
 // New returns a Driver whose grace periods and polls run on clk. It

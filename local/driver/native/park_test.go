@@ -354,8 +354,9 @@ func testParkedWorkload(t *testing.T, userNS bool) {
 	assert.NotContains(t, string(env), "s3cret-value")
 }
 
-// A Start of another command, or one whose parked workload is gone, runs
-// its own, as a cold start would; the one parked ends.
+// A Start of another command, or one whose parked workload is gone or does
+// not take its hand-off, runs its own, as a cold start would; the one
+// parked ends.
 func TestParkedWorkloadNotTaken(t *testing.T) {
 	for name, edit := range map[string]func(t *testing.T, spec *driver.Spec, parked int){
 		"other arguments": func(t *testing.T, spec *driver.Spec, _ int) {
@@ -367,6 +368,10 @@ func TestParkedWorkloadNotTaken(t *testing.T) {
 		"workload killed": func(t *testing.T, _ *driver.Spec, parked int) {
 			require.NoError(t, unix.Kill(parked, unix.SIGKILL))
 			require.Eventually(t, func() bool { return endedPID(parked) }, hangGuard, time.Millisecond)
+		},
+		// It costs its start handOffTimeout, not the start.
+		"workload not answering": func(t *testing.T, _ *driver.Spec, parked int) {
+			require.NoError(t, unix.Kill(parked, unix.SIGSTOP))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -406,20 +411,6 @@ sleep 1000
 	require.Equal(t, initPID, h.PID, "the parked init was not used")
 	waitForLog(t, r, h, spec.Dir, "started anew with s3cret-value\n")
 	assert.True(t, endedPID(pid), "the parked workload outlived its failed hand-off")
-}
-
-// A parked workload that does not take its hand-off (stopped here) costs
-// its start handOffTimeout and a new process, not the start.
-func TestParkedWorkloadNotAnswering(t *testing.T) {
-	r, spec := reportSpec(t, false)
-	initPID := warmed(t, r, spec)
-	pid := parkedWorkloadOf(t, initPID)
-	require.NoError(t, unix.Kill(pid, unix.SIGSTOP))
-	h := start(t, r, spec)
-	require.Equal(t, initPID, h.PID, "the parked init was not used")
-	assert.Contains(t, report(t, r, h, spec.Dir), "env=SECRET=s3cret-value\n")
-	assert.Eventually(t, func() bool { return endedPID(pid) }, hangGuard, time.Millisecond,
-		"the parked workload that did not answer outlived its start")
 }
 
 // An init that never reports fails its Start after startTimeout, killed,

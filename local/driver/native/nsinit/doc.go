@@ -51,14 +51,14 @@
 // one environment entry, WorkloadVar's placeholder as long as the init's
 // own, its ambient capabilities cleared, and on fd 3 (WorkloadFD) one end
 // of a unix stream socket. A program that calls AwaitSandbox first thing
-// waits there. When the request is for the same path and arguments and
-// needs no descriptor beyond stdio (no -relay, no -keep-fd) nor sets what
-// a Go runtime reads as it starts (GOGC, GOMEMLIMIT, GOMAXPROCS,
-// GOTRACEBACK, GODEBUG), the init,
-// once its binds are made, hands it the request's header (Cwd, or -dir;
-// Show; Env), framed as a request is, with its own stdout and stderr; the
-// workload takes them as the init did, sets Env as its environment, enters
-// Cwd, writes one byte back, and the init reports "start". A workload that
+// waits there. When the request is for the same path and arguments, needs
+// no descriptor beyond stdio (no -relay, no -keep-fd) and sets nothing a
+// Go runtime reads as it starts (GOGC, GOMEMLIMIT, GOMAXPROCS,
+// GOTRACEBACK, GODEBUG), the init, once its binds are made, hands it the
+// request's header (Cwd, or -dir; Show; Env), framed as a request is, with
+// its own stdout and stderr; the workload takes them as the init did, sets
+// Env as its environment, enters Cwd, writes one byte back, and the init
+// reports "start". A workload that
 // closes the socket instead, or does not answer within 5 seconds, or any
 // other request, is killed and the command started as usual.
 //

@@ -131,7 +131,8 @@ func startParked(path string, args []string, room int) *parkedWorkload {
 	if err != nil {
 		return nil
 	}
-	pid, err := forkExec(path, args, "", []string{pad(WorkloadVar, room)}, []uintptr{0, 1, 2, uintptr(fds[1])})
+	files := []uintptr{0, 1, 2, uintptr(fds[1])} // the socket at WorkloadFD
+	pid, err := forkExec(path, args, "", []string{pad(WorkloadVar, room)}, files)
 	if err != nil {
 		conn.Close()
 		return nil
