@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/docker"
+	"github.com/sandplane/sandplane/simulator/internal/egress"
 )
 
 // Names of what the docker backend makes on the engine, each labelled
@@ -63,6 +65,8 @@ type dockerExt struct {
 	home map[string][]string
 	// linked holds, per sandbox, the link network it is on.
 	linked map[string]string
+	// limited holds the sandboxes whose container egress.Limit confines.
+	limited map[string]bool
 	// made holds the images, volumes and networks this backend made, which
 	// Close removes: the simulator's state, and with it what they were
 	// for, ends with it.
@@ -80,7 +84,7 @@ var (
 )
 
 func newDockerBackend(b *runtimeBackend) Backend {
-	b.ext = &dockerExt{b: b, cli: b.cfg.Docker, instance: uuid.NewString()[:8], home: map[string][]string{}, linked: map[string]string{},
+	b.ext = &dockerExt{b: b, cli: b.cfg.Docker, instance: uuid.NewString()[:8], home: map[string][]string{}, linked: map[string]string{}, limited: map[string]bool{},
 		images: map[string]bool{}, volumes: map[string]bool{}, networks: map[string]bool{}}
 	return dockerBackend{b}
 }
@@ -349,8 +353,9 @@ func (e *dockerExt) prepare(ctx context.Context, spec *driver.Spec, w Workload) 
 	return e.restoreHome(ctx, w.SandboxID)
 }
 
-// started applies the limits, the link and the network block to the
-// running container.
+// started applies the limits, the link and the network settings to the
+// running container. What of the settings it cannot enforce is logged:
+// nobody asked for them in this request.
 func (e *dockerExt) started(ctx context.Context, w Workload, _ driver.Handle) error {
 	if err := e.resize(ctx, w.SandboxID, w.CPU, w.Memory); err != nil {
 		return err
@@ -360,7 +365,10 @@ func (e *dockerExt) started(ctx context.Context, w Workload, _ driver.Handle) er
 			return err
 		}
 	}
-	_, err := e.applyNetwork(ctx, w.SandboxID, w.Network)
+	note, err := e.applyNetwork(ctx, w.SandboxID, w.Network)
+	if note != "" {
+		e.b.cfg.Logger.Warn(note, "sandbox", w.SandboxID)
+	}
 	return err
 }
 
@@ -371,6 +379,7 @@ func (e *dockerExt) removed(ctx context.Context, sandboxID string) {
 	link := e.linked[sandboxID]
 	delete(e.home, sandboxID)
 	delete(e.linked, sandboxID)
+	delete(e.limited, sandboxID)
 	e.mu.Unlock()
 	own := linkNetworkPrefix + sandboxID
 	e.dropNetwork(ctx, own, true)
@@ -431,22 +440,23 @@ func (d dockerBackend) ApplyNetwork(ctx context.Context, sandboxID string, p Net
 // applyNetwork enforces networkBlockAll: the container leaves every network
 // but the simulator's internal ones (the link network stays: its members
 // have no route out either) and joins blockedNetwork, whose address the
-// simulator's proxy still reaches. networkAllowList is not enforced.
+// simulator's proxy still reaches. Otherwise the container is back on its
+// own networks, and networkAllowList limits what it may reach there
+// (limitEgress); the note says why the list is not enforced, if it is not.
 func (e *dockerExt) applyNetwork(ctx context.Context, sandboxID string, p NetworkPolicy) (string, error) {
-	note := ""
-	if p.AllowList != "" && !p.BlockAll {
-		note = "networkAllowList is recorded but not enforced on the docker backend (networkBlockAll is): the sandbox keeps its network"
-	}
 	if !p.BlockAll {
-		return note, e.restoreHome(ctx, sandboxID)
+		if err := e.restoreHome(ctx, sandboxID); err != nil {
+			return "", err
+		}
+		return e.limitEgress(ctx, sandboxID, p.AllowList)
 	}
 	name := e.containerName(sandboxID)
 	c, err := e.cli.ContainerInspect(ctx, name)
 	if err != nil {
-		return note, fmt.Errorf("inspect the sandbox's container: %w", err)
+		return "", fmt.Errorf("inspect the sandbox's container: %w", err)
 	}
 	if err := e.ensureNetwork(ctx, blockedNetwork, false); err != nil {
-		return note, err
+		return "", err
 	}
 	e.mu.Lock()
 	link := e.linked[sandboxID]
@@ -460,7 +470,7 @@ func (e *dockerExt) applyNetwork(ctx context.Context, sandboxID string, p Networ
 	}
 	if _, on := c.NetworkSettings.Networks[blockedNetwork]; !on {
 		if err := e.cli.NetworkConnect(ctx, blockedNetwork, c.ID, nil); err != nil {
-			return note, fmt.Errorf("move the container to %s: %w", blockedNetwork, err)
+			return "", fmt.Errorf("move the container to %s: %w", blockedNetwork, err)
 		}
 	}
 	if len(left) > 0 {
@@ -472,10 +482,88 @@ func (e *dockerExt) applyNetwork(ctx context.Context, sandboxID string, p Networ
 	}
 	for _, n := range left {
 		if err := e.cli.NetworkDisconnect(ctx, n, c.ID, true); err != nil && !cerrdefs.IsNotFound(err) {
-			return note, fmt.Errorf("take the container off %s: %w", n, err)
+			return "", fmt.Errorf("take the container off %s: %w", n, err)
 		}
 	}
-	return note, nil
+	return "", nil
+}
+
+// limitEgress lets the sandbox's running container open connections only
+// to the blocks of allowList, or to anything when it is empty: the rules
+// of egress.Limit in the container's network namespace. The note says why
+// a list is not enforced: it takes root on the engine's machine. An error
+// is a list that was enforced and could not be lifted.
+func (e *dockerExt) limitEgress(ctx context.Context, sandboxID, allowList string) (note string, err error) {
+	e.mu.Lock()
+	was := e.limited[sandboxID]
+	e.mu.Unlock()
+	if allowList == "" && !was {
+		return "", nil
+	}
+	ns, err := e.netNS(ctx, sandboxID)
+	if allowList == "" {
+		if err == nil {
+			err = egress.Lift(ns)
+		}
+		if err != nil {
+			return "", fmt.Errorf("lift the sandbox's networkAllowList: %w", err)
+		}
+		e.setLimited(sandboxID, false)
+		return "", nil
+	}
+	if err == nil {
+		err = egress.Limit(ns, allowPrefixes(allowList))
+	}
+	if err != nil {
+		return "networkAllowList is recorded but not enforced: " + err.Error(), nil
+	}
+	e.setLimited(sandboxID, true)
+	return "", nil
+}
+
+func (e *dockerExt) setLimited(sandboxID string, on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if on {
+		e.limited[sandboxID] = true
+	} else {
+		delete(e.limited, sandboxID)
+	}
+}
+
+// netNS is the path, on this machine, of the network namespace of the
+// sandbox's running container: the file the engine keeps it by. An engine
+// on another machine, or a rootless one, keeps it where this process does
+// not see it. A container on the host's own network is refused, lest the
+// machine's network be limited.
+func (e *dockerExt) netNS(ctx context.Context, sandboxID string) (string, error) {
+	c, err := e.cli.ContainerInspect(ctx, e.containerName(sandboxID))
+	if err != nil {
+		return "", fmt.Errorf("inspect the sandbox's container: %w", err)
+	}
+	if c.State == nil || !c.State.Running || c.NetworkSettings == nil || c.NetworkSettings.SandboxKey == "" {
+		return "", errors.New("the sandbox's container is not running")
+	}
+	key := c.NetworkSettings.SandboxKey
+	ns, err := os.Stat(key)
+	if err != nil {
+		return "", fmt.Errorf("the container's network namespace is not on this machine (an engine elsewhere, or rootless?): %w", err)
+	}
+	if host, err := os.Stat("/proc/self/ns/net"); err != nil || os.SameFile(ns, host) {
+		return "", errors.New("the sandbox's container shares this machine's network")
+	}
+	return key, nil
+}
+
+// allowPrefixes parses a networkAllowList that checkAllowList accepted.
+func allowPrefixes(list string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, part := range strings.Split(list, ",") {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(part)); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // restoreHome puts a container back on the networks it had before a block

@@ -337,10 +337,43 @@ func TestDockerNetworkBlockIsEnforced(t *testing.T) {
 		assert.NotEqual(t, 0, exit, "created blocked, it reached the host: %s", out)
 	})
 
-	t.Run("an allow list is answered as not enforced", func(t *testing.T) {
-		code, body, hdr := h.raw("POST", "/api/sandbox/"+sb.Id+"/network-settings", map[string]any{"networkAllowList": "10.0.0.0/8"})
-		require.Equal(t, http.StatusOK, code, string(body))
-		assert.Contains(t, hdr.Get(warningHeader), "networkAllowList is recorded but not enforced")
+	t.Run("an allow list limits what it reaches", func(t *testing.T) {
+		outside, _, err := net.SplitHostPort(addr)
+		require.NoError(t, err)
+		allow := func(list string) {
+			t.Helper()
+			code, body, hdr := h.raw("POST", "/api/sandbox/"+sb.Id+"/network-settings", map[string]any{"networkBlockAll": false, "networkAllowList": list})
+			require.Equal(t, http.StatusOK, code, string(body))
+			assert.Empty(t, hdr.Get(warningHeader), "enforced: no warning")
+		}
+		allow("192.0.2.0/24")
+		exit, out := h.run(sb.Id, fetch)
+		assert.NotEqual(t, 0, exit, "reached a host outside its allow list: %s", out)
+
+		allow("192.0.2.0/24, " + outside + "/32")
+		exit, out = h.run(sb.Id, fetch)
+		assert.Equal(t, 0, exit, "a host in its allow list: %s", out)
+
+		allow("192.0.2.0/24")
+		_, _, err = h.api.SandboxAPI.StopSandbox(h.ctx, sb.Id).Execute()
+		require.NoError(t, err)
+		h.waitState(sb.Id, apiclient.SANDBOXSTATE_STOPPED)
+		started, _, err := h.api.SandboxAPI.StartSandbox(h.ctx, sb.Id).Execute()
+		require.NoError(t, err)
+		require.Equal(t, apiclient.SANDBOXSTATE_STARTED, started.GetState(), started.GetErrorReason())
+		exit, out = h.run(sb.Id, fetch)
+		assert.NotEqual(t, 0, exit, "the allow list was lost in a restart: %s", out)
+
+		allow("")
+		exit, out = h.run(sb.Id, fetch)
+		assert.Equal(t, 0, exit, "an empty allow list lets everything through: %s", out)
+	})
+
+	t.Run("an allow list from the start", func(t *testing.T) {
+		limited := h.create(apiclient.CreateSandbox{NetworkAllowList: apiclient.PtrString("192.0.2.0/24")})
+		require.Equal(t, apiclient.SANDBOXSTATE_STARTED, limited.GetState(), limited.GetErrorReason())
+		exit, out := h.run(limited.Id, fetch)
+		assert.NotEqual(t, 0, exit, "created with an allow list, it reached a host outside it: %s", out)
 	})
 }
 

@@ -115,6 +115,9 @@ func NewRuntimeBackend(cfg RuntimeBackendConfig) (Backend, error) {
 	if len(cfg.Command) == 0 && cfg.Image == "" {
 		return nil, errors.New("simulator: runtime backend without a workload command or image")
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 10 * time.Second
 	}

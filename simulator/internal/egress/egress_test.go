@@ -1,0 +1,205 @@
+package egress
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// host is a network namespace joined to this machine by a veth pair, and
+// two addresses of this machine's end that answer on port.
+type host struct {
+	ns             string // its path
+	self           string // its address
+	near, far      string // this machine's two addresses
+	port           string
+	listenerInside net.Listener
+}
+
+// newHost makes a host whose namespace this test owns. It needs root and
+// iproute2, which CI has.
+func newHost(t *testing.T) *host {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("making a network namespace needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("making a network namespace needs iproute2 (ip)")
+	}
+	b := make([]byte, 3)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	sfx := hex.EncodeToString(b)
+	name, out, in := "sbeg-"+sfx, "sge"+sfx, "sgi"+sfx
+	n := int(b[0])
+	h := &host{ns: "/var/run/netns/" + name, self: fmt.Sprintf("10.252.%d.2", n),
+		near: fmt.Sprintf("10.252.%d.1", n), far: fmt.Sprintf("10.251.%d.1", n)}
+	ip := func(args ...string) {
+		t.Helper()
+		b, err := exec.Command("ip", args...).CombinedOutput()
+		require.NoError(t, err, "ip %v: %s", args, b)
+	}
+	ip("netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	ip("link", "add", out, "type", "veth", "peer", "name", in)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", out).Run() })
+	ip("link", "set", in, "netns", name)
+	ip("addr", "add", h.near+"/24", "dev", out)
+	ip("addr", "add", h.far+"/32", "dev", out)
+	ip("link", "set", out, "up")
+	ip("-n", name, "addr", "add", h.self+"/24", "dev", in)
+	ip("-n", name, "link", "set", in, "up")
+	ip("-n", name, "link", "set", "lo", "up")
+	ip("-n", name, "route", "add", "default", "via", h.near)
+
+	// The first listener gets a free port, the second the same one.
+	for _, addr := range []string{h.near, h.far} {
+		l, err := net.Listen("tcp", net.JoinHostPort(addr, h.port))
+		require.NoError(t, err)
+		h.port = portOf(l)
+		t.Cleanup(func() { _ = l.Close() })
+		go greet(l)
+	}
+	h.listenerInside = h.inside(t, func() (net.Listener, error) { return net.Listen("tcp", "0.0.0.0:0") })
+	t.Cleanup(func() { _ = h.listenerInside.Close() })
+	go greet(h.listenerInside)
+	return h
+}
+
+func portOf(l net.Listener) string {
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	return p
+}
+
+// greet answers each connection with "hi" and closes it.
+func greet(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = c.Write([]byte("hi"))
+		_ = c.Close()
+	}
+}
+
+// inside runs open on a thread in h's namespace; a socket belongs to the
+// namespace it was made in, wherever it is used after. The thread is not
+// given back to the runtime.
+func (h *host) inside(t *testing.T, open func() (net.Listener, error)) net.Listener {
+	t.Helper()
+	type result struct {
+		l   net.Listener
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		fd, err := unix.Open(h.ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			err = unix.Setns(fd, unix.CLONE_NEWNET)
+			unix.Close(fd)
+		}
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		l, err := open()
+		ch <- result{l, err}
+	}()
+	r := <-ch
+	require.NoError(t, r.err)
+	return r.l
+}
+
+// reaches reports whether a connection from h's namespace to addr:port
+// gets its greeting. A dropped connection attempt is told by the dialer
+// giving up: the timeout is how long a drop is waited for, not a limit on
+// one that is let through.
+func (h *host) reaches(t *testing.T, addr, port string) bool {
+	t.Helper()
+	ch := make(chan bool, 1)
+	go func() {
+		runtime.LockOSThread()
+		fd, err := unix.Open(h.ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			err = unix.Setns(fd, unix.CLONE_NEWNET)
+			unix.Close(fd)
+		}
+		if err != nil {
+			ch <- false
+			return
+		}
+		ch <- greeted(net.DialTimeout("tcp", net.JoinHostPort(addr, port), time.Second))
+	}()
+	return <-ch
+}
+
+func greeted(c net.Conn, err error) bool {
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := io.ReadAll(c)
+	return err == nil && string(b) == "hi"
+}
+
+func prefixes(ps ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		out = append(out, netip.MustParsePrefix(p))
+	}
+	return out
+}
+
+func TestLimit(t *testing.T) {
+	h := newHost(t)
+	require.True(t, h.reaches(t, h.far, h.port), "before any limit")
+	inPort := portOf(h.listenerInside)
+
+	for _, tc := range []struct {
+		name      string
+		allow     []string
+		near, far bool
+	}{
+		{"one address", []string{h.near + "/32"}, true, false},
+		{"a block holding both", []string{"10.248.0.0/13"}, true, true},
+		{"a block written unmasked", []string{h.far + "/16"}, false, true},
+		{"among others and IPv6", []string{"192.0.2.0/24", "2001:db8::/32", h.far + "/32"}, false, true},
+		{"nothing", nil, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, Limit(h.ns, prefixes(tc.allow...)))
+			assert.Equal(t, tc.near, h.reaches(t, h.near, h.port), "near")
+			assert.Equal(t, tc.far, h.reaches(t, h.far, h.port), "far")
+			assert.True(t, h.reaches(t, "127.0.0.1", inPort), "loopback always passes")
+			assert.True(t, greeted(net.DialTimeout("tcp", net.JoinHostPort(h.self, inPort), 10*time.Second)),
+				"a connection made to the namespace is answered")
+		})
+	}
+
+	t.Run("lifted", func(t *testing.T) {
+		require.NoError(t, Lift(h.ns))
+		assert.True(t, h.reaches(t, h.near, h.port))
+		assert.True(t, h.reaches(t, h.far, h.port))
+		require.NoError(t, Lift(h.ns), "lifting twice is fine")
+	})
+}
+
+func TestLimitErrors(t *testing.T) {
+	err := Limit("/nonexistent/ns", nil)
+	assert.ErrorContains(t, err, "open the network namespace")
+}
