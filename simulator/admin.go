@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -163,10 +164,10 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 		}
 		var list []Fault
 		if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' {
-			err = json.Unmarshal(b, &list)
+			err = decodeStrict(b, &list)
 		} else {
 			var one Fault
-			err = json.Unmarshal(b, &one)
+			err = decodeStrict(b, &one)
 			list = []Fault{one}
 		}
 		if err != nil {
@@ -175,8 +176,8 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 		}
 		out := make([]Fault, 0, len(list))
 		for i, f := range list {
-			if f.Op == "" {
-				s.writeAPIError(w, r, errorf(http.StatusBadRequest, "a fault needs an op (an operationId, toolbox, preview or *)"))
+			if err := f.check(); err != nil {
+				s.writeAPIError(w, r, errorf(http.StatusBadRequest, "invalid fault: %v", err))
 				return
 			}
 			if !sc.all {
@@ -198,7 +199,14 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 	})
 	h("PUT /_sim/faults/random", func(w http.ResponseWriter, r *http.Request, sc scope) {
 		var rf RandomFaults
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&rf); err != nil {
+		b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err == nil {
+			err = decodeStrict(b, &rf)
+		}
+		if err == nil {
+			err = rf.check()
+		}
+		if err != nil {
 			s.writeAPIError(w, r, errorf(http.StatusBadRequest, "invalid random faults: %v", err))
 			return
 		}
@@ -281,4 +289,18 @@ func (s *Simulator) vanish(id string, sc scope) bool {
 	}
 	s.vanishLocked(sb)
 	return true
+}
+
+// decodeStrict decodes the JSON value b into v, refusing a field v does
+// not have: a misspelt one would otherwise be dropped without a word.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value: send one fault, or a list of them in [ ]")
+	}
+	return nil
 }

@@ -2,10 +2,12 @@ package simulator
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,6 +87,75 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	*d = Duration(ms * float64(time.Millisecond))
 	return nil
+}
+
+// check says what is wrong with f, in words for whoever wrote it: a fault
+// that names no operation this simulator serves, or that would do nothing,
+// never fires, and a test that relies on it passes for the wrong reason.
+func (f *Fault) check() error {
+	if f.Op == "" {
+		return errors.New("a fault needs an op: an operationId of Daytona's API (such as getSandbox or createSandbox), toolbox, preview or *")
+	}
+	if err := checkOp(f.Op); err != nil {
+		return err
+	}
+	if f.After < 0 || f.Times < 0 || f.Delay < 0 || f.RetryAfter < 0 {
+		return errors.New("after, times, delay and retryAfter cannot be negative")
+	}
+	return f.checkOutcome()
+}
+
+// checkOutcome says what is wrong with what f does.
+func (f *Fault) checkOutcome() error {
+	if f.Status != 0 && (f.Status < 400 || f.Status > 599) {
+		return fmt.Errorf("status %d is not an error status: give one from 400 to 599", f.Status)
+	}
+	if f.Status == 0 && f.Delay == 0 && f.FailStart == "" && !f.Vanish {
+		return errors.New("the fault does nothing: give it a status, a delay, failStart or vanish")
+	}
+	return nil
+}
+
+// check says what is wrong with r.
+func (r *RandomFaults) check() error {
+	if r.Rate < 0 || r.Rate > 1 {
+		return fmt.Errorf("rate %v is not a probability: give one from 0 to 1", r.Rate)
+	}
+	for _, op := range r.Ops {
+		if err := checkOp(op); err != nil {
+			return err
+		}
+	}
+	for i := range r.Outcomes {
+		if err := r.Outcomes[i].checkOutcome(); err != nil {
+			return fmt.Errorf("outcome %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// faultOps are the ops a fault may name: the API's operationIds, and the
+// toolbox and preview traffic; "*" is every one.
+var faultOps = sync.OnceValue(func() map[string]bool {
+	ops := map[string]bool{"*": true, "toolbox": true, "preview": true}
+	for _, rt := range apiRoutes() {
+		ops[rt.op] = true
+	}
+	return ops
+})
+
+// checkOp says why op is not one a fault can match, naming the one meant
+// when only its case differs.
+func checkOp(op string) error {
+	if faultOps()[op] {
+		return nil
+	}
+	for known := range faultOps() {
+		if strings.EqualFold(known, op) {
+			return fmt.Errorf("op %q is not an operation of this simulator: did you mean %s?", op, known)
+		}
+	}
+	return fmt.Errorf("op %q is not an operation of this simulator: use an operationId of Daytona's API (such as getSandbox or createSandbox), toolbox, preview or *", op)
 }
 
 type faults struct {

@@ -155,6 +155,58 @@ func TestRandomFaultsAreReproducible(t *testing.T) {
 	assert.Less(t, faulted, 18)
 }
 
+// A fault that could never fire is refused with what to fix, lest a test
+// that relies on it pass for the wrong reason; nothing of the call is added.
+func TestAdminRefusesAFaultThatCannotFire(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"unknown op", `{"op":"nosuchop","status":500}`, `op "nosuchop" is not an operation of this simulator`},
+		{"op in the wrong case", `{"op":"getsandbox","status":500}`, "did you mean getSandbox?"},
+		{"misspelt field", `{"op":"getSandbox","stauts":500}`, `unknown field "stauts"`},
+		{"no effect", `{"op":"getSandbox"}`, "the fault does nothing"},
+		{"not an error status", `{"op":"getSandbox","status":200}`, "status 200 is not an error status"},
+		{"negative count", `{"op":"getSandbox","status":500,"times":-1}`, "cannot be negative"},
+		{"one bad in a list", `[{"op":"getSandbox","status":500},{"op":"nosuchop","status":500}]`, `op "nosuchop"`},
+		{"two values", `{"op":"getSandbox","status":500} {"op":"getSandbox","status":500}`, "more than one JSON value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body, _ := h.admin("POST", "/_sim/faults", tc.body)
+			assert.Equal(t, http.StatusBadRequest, code)
+			assert.Contains(t, messageOf(t, body), tc.want)
+		})
+	}
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"unknown op", `{"seed":1,"rate":1,"ops":["nosuchop"]}`, `op "nosuchop"`},
+		{"rate above 1", `{"seed":1,"rate":2}`, "rate 2 is not a probability"},
+		{"misspelt field", `{"seed":1,"rat":1}`, `unknown field "rat"`},
+		{"an outcome that does nothing", `{"seed":1,"rate":1,"outcomes":[{"message":"x"}]}`, "outcome 1: the fault does nothing"},
+	} {
+		t.Run("random "+tc.name, func(t *testing.T) {
+			code, body, _ := h.admin("PUT", "/_sim/faults/random", tc.body)
+			assert.Equal(t, http.StatusBadRequest, code)
+			assert.Contains(t, messageOf(t, body), tc.want)
+		})
+	}
+	code, body, _ := h.admin("GET", "/_sim/faults", nil)
+	require.Equal(t, http.StatusOK, code)
+	assert.JSONEq(t, `[]`, string(body), "nothing was added")
+	sb := h.create(apiclient.CreateSandbox{})
+	code, _, _ = h.raw("GET", "/api/sandbox/"+sb.Id, nil)
+	assert.Equal(t, http.StatusOK, code, "no random fault either")
+}
+
+// messageOf is the message of a Daytona error body.
+func messageOf(t *testing.T, body []byte) string {
+	t.Helper()
+	var e struct{ Message string }
+	require.NoError(t, json.Unmarshal(body, &e), string(body))
+	return e.Message
+}
+
 func TestAdminAPI(t *testing.T) {
 	h := newHarness(t)
 	sb := h.create(apiclient.CreateSandbox{})

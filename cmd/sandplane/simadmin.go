@@ -261,6 +261,29 @@ func newSimCallsCmd() *cobra.Command {
 	return cmd
 }
 
+// printCost prints a cost report as a table of its sandboxes, then its
+// totals and the prices they were reckoned at.
+func printCost(w io.Writer, r simulator.CostReport) error {
+	secs := func(s float64) string { return (time.Duration(s * float64(time.Second))).Round(time.Second).String() }
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tRUNNING\tSTOPPED\tCOST")
+	for _, sb := range r.Sandboxes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t$%.6f\n", sb.ID, orDash(sb.Name), secs(sb.RunningSeconds), secs(sb.StoppedSeconds), sb.Cost)
+	}
+	total := "TOTAL"
+	if r.Pruned > 0 {
+		total = fmt.Sprintf("TOTAL (with %d deleted sandboxes not listed)", r.Pruned)
+	}
+	fmt.Fprintf(tw, "%s\t\t%s\t%s\t$%.6f\n", total, secs(r.RunningSeconds), secs(r.StoppedSeconds), r.Cost)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	p := r.Prices
+	_, err := fmt.Fprintf(w, "\nprices per second: $%g a vCPU, $%g a GiB of memory, $%g a GiB of disk beyond %d GiB free\n",
+		p.CPUPerSecond, p.MemoryGiBPerSecond, p.DiskGiBPerSecond, p.FreeDiskGiB)
+	return err
+}
+
 func newSimCostCmd() *cobra.Command {
 	var a simAdmin
 	var cpu, mem, disk float64
@@ -284,11 +307,18 @@ func newSimCostCmd() *cobra.Command {
 			if err := a.do(cmd.Context(), http.MethodGet, "/_sim/cost", q, nil, &report); err != nil {
 				return err
 			}
-			var v any
-			if err := json.Unmarshal(report, &v); err != nil {
-				return err
+			if a.json {
+				var v any
+				if err := json.Unmarshal(report, &v); err != nil {
+					return provider.Errorf(provider.Internal, "the simulator's cost report: %v", err)
+				}
+				return printJSON(cmd.OutOrStdout(), v)
 			}
-			return printJSON(cmd.OutOrStdout(), v)
+			var r simulator.CostReport
+			if err := json.Unmarshal(report, &r); err != nil {
+				return provider.Errorf(provider.Internal, "the simulator's cost report: %v", err)
+			}
+			return printCost(cmd.OutOrStdout(), r)
 		},
 	}
 	a.bind(cmd)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/internal/testdaemon"
+	"github.com/sandplane/sandplane/simulator"
 )
 
 // simCLI runs `sandplane sim args...` against a running simulator and
@@ -59,7 +60,13 @@ func TestSimAdminSubcommands(t *testing.T) {
 
 	out, err = simCLI(t, "cost", "--cpu-per-second", "1")
 	require.NoError(t, err, out)
-	assert.Contains(t, out, "cpuPerSecond")
+	assert.Contains(t, out, "TOTAL")
+	assert.Contains(t, out, "prices per second: $1 a vCPU")
+	out, err = simCLI(t, "cost", "--cpu-per-second", "1", "--json")
+	require.NoError(t, err, out)
+	var report simulator.CostReport
+	require.NoError(t, json.Unmarshal([]byte(out), &report), out)
+	assert.Equal(t, 1.0, report.Prices.CPUPerSecond)
 
 	out, err = simCLI(t, "faults", "--clear")
 	require.NoError(t, err, out)
