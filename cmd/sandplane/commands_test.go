@@ -93,6 +93,28 @@ func TestExec(t *testing.T) {
 		assert.NotContains(t, r.stderr, "flags go before the sandbox")
 	})
 
+	// A sandbox that goes while its command runs takes the command with
+	// it; exec says so, rather than relaying its toolbox's last answer.
+	for _, tc := range []struct {
+		lose   string
+		code   int
+		stderr string
+	}{
+		{"rm", 3, "sandbox lost was deleted while the command ran"},
+		{"stop", 2, "sandbox lost is stopped: it stopped while the command ran, and the command with it; start it again with sandplane start lost"},
+	} {
+		t.Run("a sandbox that goes on "+tc.lose+" while the command runs", func(t *testing.T) {
+			require.Equal(t, 0, d.cli(t, "create", "--name", "lost").code)
+			t.Cleanup(func() { d.cli(t, "rm", "lost") })
+			r := d.start(t, "exec", "lost", "--", "sh", "-c", "echo running; sleep 100")
+			require.Eventually(t, func() bool { return strings.Contains(r.stdout.String(), "running") }, 30*time.Second, 10*time.Millisecond)
+			require.Equal(t, 0, d.cli(t, tc.lose, "lost").code)
+			assert.Equal(t, tc.code, r.wait(t), "stderr: %s", r.stderr)
+			assert.Contains(t, r.stderr.String(), tc.stderr)
+			assert.NotContains(t, r.stderr.String(), "preview token")
+		})
+	}
+
 	t.Run("--json", func(t *testing.T) {
 		r := d.cli(t, "exec", "--json", "box", "--", "sh", "-c", "echo out; echo err >&2; exit 4")
 		assert.Equal(t, 4, r.code, r.stderr)

@@ -211,7 +211,32 @@ func execInSandbox(ctx context.Context, o *clientOptions, idOrName string, comma
 	case errors.Is(err, syscall.EPIPE):
 		return brokenPipeCode, nil
 	}
-	return code, err
+	return code, whyLost(ctx, p, o, idOrName, s.ID, err)
+}
+
+// whyLost explains err, a command that failed in the sandbox id (known to
+// the user as name), by what became of the sandbox meanwhile: one deleted
+// or stopped takes its toolbox with it, whose last answer (a stranger's
+// 401 from the preview proxy, a 503) says nothing the user can act on. err
+// stands while the sandbox still runs.
+func whyLost(ctx context.Context, p provider.Provider, o *clientOptions, name, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	cctx, cancel := detached(ctx, o.clk, lookupTimeout)
+	defer cancel()
+	now, gerr := p.Get(cctx, id)
+	switch {
+	case provider.Code(gerr) == provider.NotFound:
+		return provider.Errorf(provider.NotFound, "sandbox %s was deleted while the command ran, and the command with it", name)
+	case gerr == nil && now.State != provider.StateStarted:
+		why := ""
+		if now.ErrorReason != "" && now.ErrorReason != string(now.State) {
+			why = " (" + now.ErrorReason + ")"
+		}
+		return provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s%s: it stopped while the command ran, and the command with it; start it again with sandplane start %s", name, now.State, why, name)
+	}
+	return err
 }
 
 // onTerminal runs command on a terminal of the sandbox with this process's

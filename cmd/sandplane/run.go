@@ -33,6 +33,8 @@ const (
 	minKeepAlive = 50 * time.Millisecond
 	// cleanupTimeout bounds the delete of --rm after an interrupt.
 	cleanupTimeout = 90 * time.Second
+	// lookupTimeout bounds the look at a sandbox that explains a failure.
+	lookupTimeout = 10 * time.Second
 )
 
 func newRunCmd() *cobra.Command {
@@ -171,7 +173,7 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 	case errors.Is(err, syscall.EPIPE):
 		return brokenPipeCode, nil
 	}
-	return code, err
+	return code, whyLost(ctx, p, o, s.ID, s.ID, err)
 }
 
 // attach runs args in the started sandbox s, or follows its workload when
