@@ -353,6 +353,18 @@ func TestHintsSpeakTheCommandLine(t *testing.T) {
 	assert.Equal(t, "sandplane: the daemon refused the token in SANDPLANE_TOKEN: set it to the daemon's token, which is in the daemon's --token-file (or SANDPLANE_TOKEN_FILE), or was in SANDPLANE_TOKEN when the daemon started\n", r.stderr)
 	r = (&cliDaemon{url: locked.URL, env: []string{"SANDPLANE_TOKEN=cli-token"}}).cli(t, "rm", "x")
 	assert.Equal(t, 3, r.code, "the right token gets as far as the sandbox: %s", r.stderr)
+
+	// info tells what a daemon tells anyone, and that the rest needs the
+	// token, rather than empty lines that read as a daemon without
+	// runtimes.
+	r = (&cliDaemon{url: locked.URL}).cli(t, "info")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^name: +sandplane$`, r.stdout)
+	assert.NotContains(t, r.stdout, "runtimes:")
+	assert.Contains(t, r.stderr, "set SANDPLANE_TOKEN to the token it was started with (its --token-file); without it the daemon tells only its name and version")
+	r = (&cliDaemon{url: locked.URL, env: []string{"SANDPLANE_TOKEN=cli-token"}}).cli(t, "info")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^runtimes: +\S`, r.stdout)
 }
 
 func TestVersion(t *testing.T) {

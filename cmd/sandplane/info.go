@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sandplane/sandplane/local"
+	"github.com/sandplane/sandplane/provider"
 )
 
 func newInfoCmd() *cobra.Command {
@@ -38,9 +40,18 @@ dashboard's address. Exit code 4 means no daemon answers.`,
 		fmt.Fprintf(tw, "provider:\t%s\n", p.Traits().Name)
 		fmt.Fprintf(tw, "name:\t%s\n", info.Name)
 		fmt.Fprintf(tw, "version:\t%s (API %s)\n", info.Version, info.APIVersion)
-		if lp, ok := p.(*local.Provider); ok {
+		lp, isLocal := p.(*local.Provider)
+		if isLocal {
 			fmt.Fprintf(tw, "url:\t%s\n", lp.URL())
 			fmt.Fprintf(tw, "dashboard:\t%s\n", dashboardURL(p))
+			if info.PID == 0 {
+				// A daemon tells a caller without its token only what
+				// identifies it.
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				return provider.Errorf(provider.Unauthenticated, "%s; without it the daemon tells only its name and version", tokenRefused(os.Getenv(local.EnvToken) != ""))
+			}
 		}
 		if info.PID != 0 {
 			fmt.Fprintf(tw, "pid:\t%d\n", info.PID)
