@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -56,13 +55,9 @@ func (rl *Relay) authorize(w http.ResponseWriter, r *http.Request, rt route, e *
 		// one sandbox's page, or any page served at that origin, act as
 		// another sandbox's. Only the header, which a page cannot get
 		// without the token, opens a path route.
-		port := "<port>"
-		if _, p, err := net.SplitHostPort(r.Host); err == nil {
-			port = p
-		}
 		rl.writeError(w, r, provider.Errorf(provider.Unauthenticated,
-			"sandbox %s port %d: it does not exist or is private; a path route opens only with its preview token in the %s header: in a browser open http://%d-%s.%s:%s/ instead",
-			rt.id, rt.port, TokenHeader, rt.port, rt.id, rl.opts.Domain, port))
+			"sandbox %s port %d: it does not exist or is private; a path route opens only with its preview token in the %s header: in a browser open %s instead",
+			rt.id, rt.port, TokenHeader, rl.hostURL(r, strconv.Itoa(rt.port)+"-"+rt.id)))
 		return denied
 	}
 	if got, _, found := cutParam(r.URL.RawQuery, TokenParam); found {

@@ -76,8 +76,15 @@ func TestAnyDomainRoutesByTheFirstLabel(t *testing.T) {
 	}
 	t.Run("any other host is the server's own", func(t *testing.T) {
 		assert.Equal(t, "/x", decodeSeen(t, f.do(t, "GET", "sim.example.com", "/_preview/3000-sb1/x", nil)).URI)
-		e := decodeError(t, f.do(t, "GET", "sim.example.com", "/x", nil), http.StatusNotFound)
-		assert.Contains(t, e.Error.Message, "no sandbox in this address")
+		e := decodeError(t, f.do(t, "GET", "sim.example.com:4791", "/x", nil), http.StatusNotFound)
+		assert.Equal(t, "no sandbox at this address: use http://<port>-<id>.localhost:4791/, or http://sim.example.com:4791/_preview/<port>-<id>/", e.Error.Message)
+	})
+	t.Run("a path route's refusal names a host route a browser opens", func(t *testing.T) {
+		private := target("sb2", up.URL)
+		private.Token = "secret-token"
+		f.backend.set("sb2", private)
+		e := decodeError(t, f.do(t, "GET", "127.0.0.1:4791", "/_preview/3000-sb2/", nil), http.StatusUnauthorized)
+		assert.Contains(t, e.Error.Message, "in a browser open http://3000-sb2.localhost:4791/ instead")
 	})
 	for _, host := range []string{"3000-sb1", "3000-sb1.", "x.3000-sb1.localhost"} {
 		t.Run("not a sandbox's: "+host, func(t *testing.T) {

@@ -394,7 +394,22 @@ func (rl *Relay) serveOwn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rl.writeError(w, r, provider.Errorf(provider.NotFound,
-		"no sandbox in this address: use http://<port>-<id>.%s:<relay port>/ or %s/<port>-<id>/ on the relay", rl.opts.Domain, rl.opts.PathPrefix))
+		"no sandbox at this address: use %s, or http://%s%s/<port>-<id>/", rl.hostURL(r, "<port>-<id>"), r.Host, rl.opts.PathPrefix))
+}
+
+// hostURL is the host route of label (<port>-<id>) on the port r came to:
+// under Domain, or under localhost, which browsers and curl take for
+// loopback, when any host is routed (Domain "*").
+func (rl *Relay) hostURL(r *http.Request, label string) string {
+	domain := rl.opts.Domain
+	if domain == "*" {
+		domain = "localhost"
+	}
+	host := label + "." + domain
+	if _, port, err := net.SplitHostPort(r.Host); err == nil {
+		host = net.JoinHostPort(host, port)
+	}
+	return "http://" + host + "/"
 }
 
 func (rl *Relay) rewrite(pr *httputil.ProxyRequest) {
