@@ -18,9 +18,11 @@ func newWatchCmd() *cobra.Command {
 		Short: "Print lifecycle events as they happen",
 		Long: `Print the provider's lifecycle events until Ctrl-C: first every sandbox as it
 is now, then each created, started, stopped, updated, activity and deleted
-event. A dropped connection is resumed where it left off; a stream the
-provider refuses for good ends watch with exit code 4. --json prints one
-event object per line.`,
+event. A dropped connection is resumed where it left off; a stream that
+ends for good once watching (a provider that stops serving it) ends watch
+with exit code 4. A stream refused from the start exits as any command
+refused (1 for a refused token, 4 for no daemon). --json prints one event
+object per line.`,
 		Args: cobra.NoArgs,
 	}
 	o := newClientOptions(cmd, true)
