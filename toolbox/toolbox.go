@@ -53,7 +53,7 @@ type Options struct {
 	// Version is reported by GET /version and GET /api/info.
 	Version string
 	// SandboxID is reported by GET /api/info; the command sets it from
-	// SANDPLANE_SANDBOX_ID.
+	// DAYTONA_SANDBOX_ID, else SANDPLANE_SANDBOX_ID.
 	SandboxID string
 	// Root, when set, confines the file endpoints to this directory tree.
 	Root string

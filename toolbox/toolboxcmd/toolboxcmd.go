@@ -1,6 +1,7 @@
 package toolboxcmd
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -105,7 +106,7 @@ entrypoint, and whatever it started, ends when the toolbox stops.`,
 				WorkDir:   wd,
 				HomeAlias: os.Getenv(toolbox.HomeAliasEnv),
 				Version:   version,
-				SandboxID: os.Getenv("SANDPLANE_SANDBOX_ID"),
+				SandboxID: sandboxID(),
 				Root:      root,
 				// Other sandboxes of the daemon keep their files there.
 				Hidden:         []string{os.Getenv("SANDPLANE_ROOT")},
@@ -188,4 +189,12 @@ func toolboxListenAddr(listen, port string) (string, error) {
 		return "", fmt.Errorf("toolbox: PORT %q is not a port number", port)
 	}
 	return net.JoinHostPort("127.0.0.1", port), nil
+}
+
+// sandboxID is the id the sandbox's user knows it by: Daytona's, which a
+// simulator's sandbox carries as Daytona's do, else the runtime's marker
+// (the simulator's workloads are named apart from its sandboxes, whose
+// seeded ids repeat from run to run).
+func sandboxID() string {
+	return cmp.Or(os.Getenv("DAYTONA_SANDBOX_ID"), os.Getenv("SANDPLANE_SANDBOX_ID"))
 }

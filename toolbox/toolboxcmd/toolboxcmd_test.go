@@ -120,6 +120,21 @@ func TestToolboxCommandServesUntilCanceled(t *testing.T) {
 	}
 }
 
+// In a simulator's sandbox, the marker names the runtime's workload; the
+// info names the sandbox as its user knows it.
+func TestToolboxInfoNamesTheSandboxByItsDaytonaID(t *testing.T) {
+	port := freePort(t)
+	t.Setenv("PORT", port)
+	t.Setenv("SANDPLANE_SANDBOX_ID", "workload-1")
+	t.Setenv("DAYTONA_SANDBOX_ID", "daytona-sbx")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	info, errc := startToolboxCmd(t, ctx, port)
+	assert.Equal(t, "daytona-sbx", info.SandboxID)
+	cancel()
+	<-errc
+}
+
 func TestToolboxCommandStopsCleanlyOnSIGTERM(t *testing.T) {
 	port := freePort(t)
 	_, errc := startToolboxCmd(t, context.Background(), port, "--listen", "127.0.0.1:"+port)
