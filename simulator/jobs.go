@@ -3,6 +3,8 @@ package simulator
 import (
 	"math"
 	"time"
+
+	"github.com/sandplane/sandplane/provider"
 )
 
 // jobPeriod is how often Daytona's auto-stop, auto-archive and auto-delete
@@ -82,14 +84,11 @@ const (
 // (state equals desired and nothing pending). Called with s.mu held
 // (shared is enough).
 func (s *Simulator) jobFor(sb *sandbox, now time.Time) job {
-	minute := s.cfg.Minute
 	idle := func(interval int) bool {
 		// Daytona's intervals reach 2^31-1 minutes, beyond what a Duration
-		// holds: one that overflows never runs out.
-		if interval > int(math.MaxInt64/minute) {
-			return false
-		}
-		return sb.LastActivity.Before(now.Add(-time.Duration(interval) * minute))
+		// holds: one that saturates never runs out.
+		d := provider.IntervalDuration(interval, s.cfg.Minute)
+		return d < math.MaxInt64 && sb.LastActivity.Before(now.Add(-d))
 	}
 	if sb.OrgID == warmPoolOrg || sb.Pending || sb.busy || sb.State != sb.Desired {
 		return jobNone

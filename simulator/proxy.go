@@ -122,7 +122,7 @@ func (r storeResolver) Resolve(_ context.Context, label string, port int) (relay
 		ID:       sb.ID,
 		URL:      &url.URL{Scheme: "http", Host: net.JoinHostPort(sb.ID+"."+r.kind+".invalid", strconv.Itoa(port))},
 		Token:    token,
-		AutoStop: time.Duration(sb.AutoStop) * s.cfg.Minute,
+		AutoStop: provider.IntervalDuration(sb.AutoStop, s.cfg.Minute),
 		Minute:   s.cfg.Minute,
 	}, nil
 }

@@ -64,6 +64,8 @@ func TestShortDurationAndIdle(t *testing.T) {
 	s := provider.Sandbox{State: provider.StateStarted, LastActivityAt: now.Add(-45 * time.Second), AutoStopInterval: 15}
 	assert.Equal(t, "45s/15m0s", idleColumn(s, now, time.Minute))
 	assert.Equal(t, "45s/3s", idleColumn(s, now, 200*time.Millisecond))
+	s.AutoStopInterval = 99999999999 // accepted by the API; longer than a Duration holds
+	assert.Equal(t, "45s/106751d23h", idleColumn(s, now, time.Minute))
 	s.AutoStopInterval = 0
 	assert.Equal(t, "45s/never", idleColumn(s, now, time.Minute))
 	s.State = provider.StateStopped

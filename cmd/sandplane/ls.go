@@ -88,7 +88,7 @@ func printTable(w io.Writer, list []provider.Sandbox, now time.Time, minute time
 func idleColumn(s provider.Sandbox, now time.Time, minute time.Duration) string {
 	window := "never"
 	if s.AutoStopInterval > 0 {
-		window = shortDuration(time.Duration(s.AutoStopInterval) * minute)
+		window = shortDuration(provider.IntervalDuration(s.AutoStopInterval, minute))
 	}
 	if s.State != provider.StateStarted {
 		return "-/" + window

@@ -244,7 +244,7 @@ func keepAlive(ctx context.Context, p provider.Provider, clk clock.Clock, s *pro
 	if s.AutoStopInterval <= 0 {
 		return
 	}
-	every := min(max(time.Duration(s.AutoStopInterval)*minute/4, minKeepAlive), maxKeepAlive)
+	every := min(max(provider.IntervalDuration(s.AutoStopInterval, minute)/4, minKeepAlive), maxKeepAlive)
 	t := clk.NewTicker(every)
 	defer t.Stop()
 	for {

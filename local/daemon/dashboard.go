@@ -164,7 +164,7 @@ func autoStopWindow(s provider.Sandbox, minute time.Duration) string {
 	if s.AutoStopInterval <= 0 {
 		return ""
 	}
-	return formatDuration(time.Duration(s.AutoStopInterval) * minute)
+	return formatDuration(provider.IntervalDuration(s.AutoStopInterval, minute))
 }
 
 // idleFraction is how much of its auto-stop window the sandbox has been
@@ -173,7 +173,7 @@ func idleFraction(s provider.Sandbox, now time.Time, minute time.Duration) float
 	if s.AutoStopInterval <= 0 {
 		return 0
 	}
-	f := float64(now.Sub(s.LastActivityAt)) / float64(time.Duration(s.AutoStopInterval)*minute)
+	f := float64(now.Sub(s.LastActivityAt)) / float64(provider.IntervalDuration(s.AutoStopInterval, minute))
 	return min(max(f, 0), 1)
 }
 

@@ -2,7 +2,6 @@ package manager
 
 import (
 	"errors"
-	"math"
 	"sync"
 	"time"
 
@@ -55,10 +54,7 @@ func (m *Manager) idle(r *record, now time.Time) bool {
 	if r.State != provider.StateStarted || r.AutoStopInterval <= 0 {
 		return false
 	}
-	if int64(r.AutoStopInterval) > math.MaxInt64/int64(m.opts.Minute) {
-		return false // longer than a Duration can hold: practically never
-	}
-	return now.Sub(r.LastActivityAt) >= time.Duration(r.AutoStopInterval)*m.opts.Minute
+	return now.Sub(r.LastActivityAt) >= provider.IntervalDuration(r.AutoStopInterval, m.opts.Minute)
 }
 
 func (m *Manager) autoStop(e *entry) {

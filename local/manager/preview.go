@@ -198,6 +198,6 @@ func (m *Manager) PreviewTarget(ctx context.Context, idOrName string, port int) 
 		return t, m.undeclared(r, port)
 	}
 	t.HostPort = host
-	t.AutoStop, t.Minute = time.Duration(r.AutoStopInterval)*m.opts.Minute, m.opts.Minute
+	t.AutoStop, t.Minute = provider.IntervalDuration(r.AutoStopInterval, m.opts.Minute), m.opts.Minute
 	return t, nil
 }

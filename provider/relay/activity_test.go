@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -32,6 +33,7 @@ func TestTiming(t *testing.T) {
 		{"no minute given: a real minute", 3 * time.Minute, 0, false, 60 * time.Second, 60 * time.Second * 10 / 9},
 		{"Daytona's timing: fifteen minutes keep 45 s and 50 s", 15 * time.Minute, time.Minute, true, 45 * time.Second, 50 * time.Second},
 		{"Daytona's timing scales with the minute", 60 * time.Second, time.Second, true, 750 * time.Millisecond, 750 * time.Millisecond * 10 / 9},
+		{"an interval of centuries does not wrap", math.MaxInt64, time.Minute, false, math.MaxInt64 / 3, math.MaxInt64/3 + math.MaxInt64/3/9},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -44,7 +44,7 @@ func (a *providerResolver) Resolve(ctx context.Context, idOrName string, port in
 		return Target{ID: sb.ID, Token: t.Token}, err
 	}
 	t.ID = sb.ID
-	t.AutoStop = time.Duration(sb.AutoStopInterval) * minute
+	t.AutoStop = provider.IntervalDuration(sb.AutoStopInterval, minute)
 	t.Minute = minute
 	return t, nil
 }

@@ -87,7 +87,7 @@ func timing(autoStop, minute time.Duration, daytona bool) (window, beat time.Dur
 	if !daytona {
 		window = max(autoStop/3, window)
 	}
-	return window, window * 10 / 9
+	return window, window + window/9 // not window*10/9, which overflows for an interval of centuries
 }
 
 // entry is a cached resolution.
