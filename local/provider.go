@@ -333,7 +333,7 @@ func (p *Provider) classify(err error) error {
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
 		return provider.Errorf(provider.Unavailable, "the sandplane daemon at %s did not answer in time: %w", p.base, err)
 	case errors.As(err, &oe) && oe.Op == "dial":
-		return provider.Errorf(provider.Unavailable, "no sandplane daemon answers at %s: start one with `sandplane serve` (or `make run`), or set %s", p.base, EnvURL)
+		return provider.Errorf(provider.Unavailable, "no sandplane daemon answers at %s: start one with `sandplane serve` (or `make run`), or point the client at the one that runs (%s, or the CLI's --provider local://HOST:PORT)", p.base, EnvURL)
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {

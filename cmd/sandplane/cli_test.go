@@ -287,6 +287,7 @@ func TestRunWithoutADaemonSaysHowToStartOne(t *testing.T) {
 	r := d.cli(t, "run", "--", "true")
 	assert.Equal(t, 4, r.code)
 	assert.Contains(t, r.stderr, "sandplane serve")
+	assert.Contains(t, r.stderr, "--provider local://HOST:PORT", "the flag that points the CLI elsewhere")
 	r = d.cli(t, "ls")
 	assert.Equal(t, 4, r.code)
 	r = d.cli(t, "rm", "one", "two")

@@ -44,7 +44,7 @@ func newClientOptions(cmd *cobra.Command, withJSON bool) *clientOptions {
 	o := &clientOptions{clk: clock.Real()}
 	cmd.Flags().StringVar(&o.provider, "provider", "", "local:// (the daemon at $AGENT_CONTROL_PLANE_URL or 127.0.0.1:4025), local://HOST:PORT, daytona:// (default $"+provider.EnvProvider+" or local://)")
 	if withJSON {
-		cmd.Flags().BoolVar(&o.json, "json", false, "print JSON for scripts instead of a table")
+		cmd.Flags().BoolVar(&o.json, "json", false, "print JSON for scripts instead of text")
 	}
 	return o
 }

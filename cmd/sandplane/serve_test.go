@@ -132,7 +132,7 @@ func TestTokenFileMustBePrivate(t *testing.T) {
 // A listen address that is not loopback is a usage error (exit code 2), as
 // it is for sim and relay, named where it was set, and refused before the
 // daemon takes its root.
-func TestServeRefusesANetworkAddressAsAUsageError(t *testing.T) {
+func TestServeRefusesBadSettingsAsAUsageError(t *testing.T) {
 	_, port, err := net.SplitHostPort(testdaemon.FreeAddr(t))
 	require.NoError(t, err)
 	addr := "0.0.0.0:" + port
@@ -148,6 +148,8 @@ func TestServeRefusesANetworkAddressAsAUsageError(t *testing.T) {
 		{"the environment", nil, "SANDPLANE_LISTEN=" + addr, `SANDPLANE_LISTEN "` + addr + `" is not loopback`},
 		{"the config file", []string{"--config", config}, "", `listen (in the config file) "` + addr + `" is not loopback`},
 		{"no port", []string{"--listen", "127.0.0.1"}, "", `--listen "127.0.0.1": address 127.0.0.1: missing port`},
+		{"a config file that is not there", []string{"--config", config + ".missing"}, "", "read config: open " + config + ".missing: no such file or directory"},
+		{"a bad value in the environment", nil, "SANDPLANE_MINUTE=soon", "SANDPLANE_MINUTE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -92,6 +92,9 @@ func (s *simFlags) runConfig(getenv func(string) string) (simulator.RunConfig, e
 	if s.minute <= 0 {
 		return simulator.RunConfig{}, provider.Errorf(provider.InvalidArgument, "--minute must be positive")
 	}
+	if s.warmPool < 0 {
+		return simulator.RunConfig{}, provider.Errorf(provider.InvalidArgument, "--warm-pool must be 0 (no warm pool) or the number of sandboxes to keep warm")
+	}
 	if s.proxyIdleKeepAlive < 0 {
 		return simulator.RunConfig{}, provider.Errorf(provider.InvalidArgument, "--proxy-idle-keep-alive must be 0 (open connections count while open) or positive")
 	}

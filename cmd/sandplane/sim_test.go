@@ -160,6 +160,7 @@ func TestSimFlagsMapOntoRunConfig(t *testing.T) {
 		{name: "an unknown profile", args: []string{"--profile", "slow"}, code: provider.InvalidArgument},
 		{name: "a minute that is not positive", args: []string{"--minute", "0s"}, code: provider.InvalidArgument},
 		{name: "a negative idle keep-alive", args: []string{"--proxy-idle-keep-alive", "-1s"}, code: provider.InvalidArgument},
+		{name: "a negative warm pool", args: []string{"--warm-pool", "-1"}, code: provider.InvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
