@@ -340,12 +340,15 @@ func TestServeRefusesATakenPort(t *testing.T) {
 	defer squatter.Close()
 	go http.Serve(squatter, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") }))
 	out, err := exec.Command(testdaemon.Binary(t), "serve", "--listen", squatter.Addr().String(), "--root", t.TempDir()).CombinedOutput()
-	require.Error(t, err)
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 4, ee.ExitCode(), "unavailable, as for the simulator")
 	assert.Contains(t, string(out), "not a sandplane daemon")
 
 	d := startDaemon(t, "")
 	out, err = exec.Command(testdaemon.Binary(t), "serve", "--listen", d.Addr, "--root", t.TempDir()).CombinedOutput()
-	require.Error(t, err)
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 4, ee.ExitCode())
 	assert.Contains(t, string(out), "a sandplane daemon")
 	assert.Contains(t, string(out), "already serves")
 

@@ -19,17 +19,17 @@ import (
 func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen address %q: %w", addr, err)
+		return nil, provider.Errorf(provider.InvalidArgument, "listen address %q: %v", addr, err)
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("listen address %q is not loopback: the daemon has no authentication strong enough for a network; use 127.0.0.1", addr)
+		return nil, provider.Errorf(provider.InvalidArgument, "listen address %q is not loopback: the daemon has no authentication strong enough for a network; use 127.0.0.1", addr)
 	}
 	l, err := net.Listen("tcp", addr)
 	if err == nil {
 		return l, nil
 	}
 	if !errors.Is(err, syscall.EADDRINUSE) {
-		return nil, err
+		return nil, provider.Errorf(provider.Unavailable, "listen on %s: %v", addr, err)
 	}
 	if info, perr := probe(ctx, addr); perr == nil && info.Name == "sandplane" {
 		// A daemon with a token tells a probe only its version.
@@ -37,9 +37,9 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 		if info.PID != 0 {
 			who = fmt.Sprintf("pid %d, root %s, %s", info.PID, info.RootDir, who)
 		}
-		return nil, fmt.Errorf("a sandplane daemon (%s) already serves %s: use it, or stop it first", who, addr)
+		return nil, provider.Errorf(provider.Unavailable, "a sandplane daemon (%s) already serves %s: use it, or stop it first", who, addr)
 	}
-	return nil, fmt.Errorf("%s is taken by something that is not a sandplane daemon: stop it or pick another address with --listen", addr)
+	return nil, provider.Errorf(provider.Unavailable, "%s is taken by something that is not a sandplane daemon: stop it or pick another address with --listen", addr)
 }
 
 func probe(ctx context.Context, addr string) (*provider.Info, error) {
