@@ -28,6 +28,11 @@ func (p *interruptingProvider) Create(_ context.Context, req provider.CreateRequ
 	return &provider.Sandbox{ID: "sb-1", Name: req.Name, State: provider.StateStarted}, nil
 }
 
+// Get finds the sandbox still started: a failure is the command's own.
+func (p *interruptingProvider) Get(_ context.Context, id string) (*provider.Sandbox, error) {
+	return &provider.Sandbox{ID: id, State: provider.StateStarted}, nil
+}
+
 func (p *interruptingProvider) Info(context.Context) (*provider.Info, error) {
 	return &provider.Info{}, nil
 }

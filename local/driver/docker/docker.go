@@ -33,6 +33,13 @@ const (
 	// cleanupTimeout bounds the removal of a half-made container after the
 	// caller's context ended.
 	cleanupTimeout = 30 * time.Second
+	// startTimeout bounds what Start asks of the engine: making the
+	// network, inspecting, creating and starting the container, which
+	// takes it milliseconds to seconds; a commit of a large filesystem,
+	// when a replaced container carries its files over, takes the longest.
+	// A create's context has no deadline, and an engine that hangs would
+	// hold the create, and the sandbox's other operations, for good.
+	startTimeout = 5 * time.Minute
 	// probeWindow is how long Probe waits for the port's proxy to hang up on
 	// a connection that nothing inside the container accepted, when no HTTP
 	// answer comes first.
@@ -293,12 +300,26 @@ func owned(c container.InspectResponse, spec driver.Spec) error {
 // after a daemon restart, a changed snapshot) is replaced by one that starts
 // from a commit of its filesystem, so a sandbox never loses its files, as a
 // Daytona sandbox keeps its disk. On error nothing Start created is left
-// behind; a pre-existing container is kept, with its filesystem.
+// behind; a pre-existing container is kept, with its filesystem. An engine
+// that has not done it within 5 minutes (startTimeout) fails it.
 // preflight_failed, create_failed, unavailable.
 func (r *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Handle, error) {
 	if err := validate(spec); err != nil {
 		return driver.Handle{}, err
 	}
+	sctx, cancel := r.withTimeout(ctx, startTimeout)
+	defer cancel()
+	h, err := r.start(sctx, spec)
+	if err != nil && sctx.Err() != nil && ctx.Err() == nil {
+		return driver.Handle{}, provider.Errorf(provider.Unavailable,
+			"the docker engine at %s did not finish starting the container within %s: check that it answers (docker info), then retry: %v",
+			r.host(), startTimeout, provider.Message(err))
+	}
+	return h, err
+}
+
+// start is Start within its bound.
+func (r *Driver) start(ctx context.Context, spec driver.Spec) (driver.Handle, error) {
 	want := r.containerSpec(spec)
 	name := ContainerName(spec.SandboxID)
 	if err := r.ensureNetwork(ctx, spec.Network); err != nil {
