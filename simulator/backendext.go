@@ -57,8 +57,8 @@ type VolumeBackend interface {
 // settings to its running workload.
 type NetworkBackend interface {
 	// ApplyNetwork enforces policy on the running workload of sandboxID
-	// (its next start applies Workload.Network by itself). enforced lists
-	// what the backend could not enforce, "" when everything was.
+	// (its next start applies Workload.Network by itself). notEnforced
+	// says what the backend could not enforce, "" when everything was.
 	ApplyNetwork(ctx context.Context, sandboxID string, policy NetworkPolicy) (notEnforced string, err error)
 }
 

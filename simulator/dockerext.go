@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/netip"
 	"os"
 	"sort"
@@ -432,7 +433,8 @@ func (e *dockerExt) resize(ctx context.Context, sandboxID string, cpu, memoryGiB
 	return nil
 }
 
-// ApplyNetwork moves a running container onto or off the blocked network.
+// ApplyNetwork moves a running container onto or off the blocked network,
+// and limits what it reaches to its allow list.
 func (d dockerBackend) ApplyNetwork(ctx context.Context, sandboxID string, p NetworkPolicy) (string, error) {
 	return d.ext.applyNetwork(ctx, sandboxID, p)
 }
@@ -440,15 +442,18 @@ func (d dockerBackend) ApplyNetwork(ctx context.Context, sandboxID string, p Net
 // applyNetwork enforces networkBlockAll: the container leaves every network
 // but the simulator's internal ones (the link network stays: its members
 // have no route out either) and joins blockedNetwork, whose address the
-// simulator's proxy still reaches. Otherwise the container is back on its
-// own networks, and networkAllowList limits what it may reach there
-// (limitEgress); the note says why the list is not enforced, if it is not.
+// simulator's proxy still reaches. Otherwise networkAllowList limits what
+// the container may reach (limitEgress), and then it is back on its own
+// networks: in that order, so that a block lifted under a list never
+// leaves it open meanwhile. The note says why the list is not enforced,
+// if it is not.
 func (e *dockerExt) applyNetwork(ctx context.Context, sandboxID string, p NetworkPolicy) (string, error) {
 	if !p.BlockAll {
-		if err := e.restoreHome(ctx, sandboxID); err != nil {
-			return "", err
+		note, err := e.limitEgress(ctx, sandboxID, p.AllowList)
+		if err != nil {
+			return note, err
 		}
-		return e.limitEgress(ctx, sandboxID, p.AllowList)
+		return note, e.restoreHome(ctx, sandboxID)
 	}
 	name := e.containerName(sandboxID)
 	c, err := e.cli.ContainerInspect(ctx, name)
@@ -490,9 +495,10 @@ func (e *dockerExt) applyNetwork(ctx context.Context, sandboxID string, p Networ
 
 // limitEgress lets the sandbox's running container open connections only
 // to the blocks of allowList, or to anything when it is empty: the rules
-// of egress.Limit in the container's network namespace. The note says why
-// a list is not enforced: it takes root on the engine's machine. An error
-// is a list that was enforced and could not be lifted.
+// of egress.Limit in the container's network namespace, which hold as the
+// container has no CAP_NET_RAW (the docker runtime drops it). The note
+// says why a list is not enforced. An error is a list that was enforced
+// and could not be lifted.
 func (e *dockerExt) limitEgress(ctx context.Context, sandboxID, allowList string) (note string, err error) {
 	e.mu.Lock()
 	was := e.limited[sandboxID]
@@ -501,6 +507,9 @@ func (e *dockerExt) limitEgress(ctx context.Context, sandboxID, allowList string
 		return "", nil
 	}
 	ns, err := e.netNS(ctx, sandboxID)
+	if err == nil {
+		defer ns.Close()
+	}
 	if allowList == "" {
 		if err == nil {
 			err = egress.Lift(ns)
@@ -531,28 +540,50 @@ func (e *dockerExt) setLimited(sandboxID string, on bool) {
 	}
 }
 
-// netNS is the path, on this machine, of the network namespace of the
-// sandbox's running container: the file the engine keeps it by. An engine
-// on another machine, or a rootless one, keeps it where this process does
-// not see it. A container on the host's own network is refused, lest the
-// machine's network be limited.
-func (e *dockerExt) netNS(ctx context.Context, sandboxID string) (string, error) {
+// netNS opens, on this machine, the network namespace of the sandbox's
+// running container: the file the engine keeps it by. An engine on
+// another machine, or a rootless one, keeps it where this process does not
+// see it, and only root may open it. A container on a network it does not
+// own, or a namespace that is this process's or the machine's, is refused,
+// lest the machine's network be limited.
+func (e *dockerExt) netNS(ctx context.Context, sandboxID string) (*os.File, error) {
 	c, err := e.cli.ContainerInspect(ctx, e.containerName(sandboxID))
 	if err != nil {
-		return "", fmt.Errorf("inspect the sandbox's container: %w", err)
+		return nil, fmt.Errorf("inspect the sandbox's container: %w", err)
 	}
 	if c.State == nil || !c.State.Running || c.NetworkSettings == nil || c.NetworkSettings.SandboxKey == "" {
-		return "", errors.New("the sandbox's container is not running")
+		return nil, errors.New("the sandbox's container is not running")
 	}
-	key := c.NetworkSettings.SandboxKey
-	ns, err := os.Stat(key)
+	if c.HostConfig != nil && (c.HostConfig.NetworkMode.IsHost() || c.HostConfig.NetworkMode.IsContainer()) {
+		return nil, fmt.Errorf("the sandbox's container shares the network of %s", c.HostConfig.NetworkMode)
+	}
+	ns, err := os.Open(c.NetworkSettings.SandboxKey)
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return nil, errors.New("it takes a simulator running as root on the docker engine's machine")
+	case err != nil:
+		return nil, fmt.Errorf("the container's network namespace is not on this machine (an engine elsewhere, or rootless?): %w", err)
+	}
+	if shared(ns, "/proc/self/ns/net", "/proc/1/ns/net") {
+		ns.Close()
+		return nil, errors.New("the sandbox's container shares this machine's network")
+	}
+	return ns, nil
+}
+
+// shared reports whether f is the same namespace as any of paths, or
+// cannot be told apart from them.
+func shared(f *os.File, paths ...string) bool {
+	fi, err := f.Stat()
 	if err != nil {
-		return "", fmt.Errorf("the container's network namespace is not on this machine (an engine elsewhere, or rootless?): %w", err)
+		return true
 	}
-	if host, err := os.Stat("/proc/self/ns/net"); err != nil || os.SameFile(ns, host) {
-		return "", errors.New("the sandbox's container shares this machine's network")
+	for _, p := range paths {
+		if other, err := os.Stat(p); err == nil && os.SameFile(fi, other) {
+			return true
+		}
 	}
-	return key, nil
+	return false
 }
 
 // allowPrefixes parses a networkAllowList that checkAllowList accepted.

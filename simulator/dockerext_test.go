@@ -370,10 +370,25 @@ func TestDockerNetworkBlockIsEnforced(t *testing.T) {
 	})
 
 	t.Run("an allow list from the start", func(t *testing.T) {
+		outside, _, err := net.SplitHostPort(addr)
+		require.NoError(t, err)
 		limited := h.create(apiclient.CreateSandbox{NetworkAllowList: apiclient.PtrString("192.0.2.0/24")})
 		require.Equal(t, apiclient.SANDBOXSTATE_STARTED, limited.GetState(), limited.GetErrorReason())
 		exit, out := h.run(limited.Id, fetch)
 		assert.NotEqual(t, 0, exit, "created with an allow list, it reached a host outside it: %s", out)
+		allowed := h.create(apiclient.CreateSandbox{NetworkAllowList: apiclient.PtrString(outside + "/32")})
+		require.Equal(t, apiclient.SANDBOXSTATE_STARTED, allowed.GetState(), allowed.GetErrorReason())
+		exit, out = h.run(allowed.Id, fetch)
+		assert.Equal(t, 0, exit, "created with a host in its allow list, it did not reach it: %s", out)
+	})
+
+	t.Run("no packet gets past the rules", func(t *testing.T) {
+		// A packet socket writes frames below the IP stack, where the
+		// allow list's rules never see them: the container may not have
+		// one, even as root.
+		exit, out := h.run(sb.Id, "/toolbox rawsocket")
+		assert.NotEqual(t, 0, exit, "a packet socket opened in the sandbox: %s", out)
+		assert.Contains(t, out, "operation not permitted")
 	})
 }
 

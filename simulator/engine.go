@@ -19,6 +19,9 @@ type step struct {
 	startsWorkload bool
 	// builds marks the image build, whose failure is build_failed.
 	builds bool
+	// network is the network settings a start applies, as they were when
+	// it was planned.
+	network NetworkPolicy
 }
 
 // plan picks the next step towards the desired state. Called with s.mu held.
@@ -47,11 +50,11 @@ func (s *Simulator) plan(sb *sandbox) (step, bool) {
 		case stPendingBuild:
 			return step{via: stBuildingSnapshot, to: stUnknown, delay: p.Build, builds: true, work: s.buildWork(sb)}, true
 		case stUnknown, stCreating:
-			return step{via: stCreating, to: stStarted, delay: p.Create, work: start, startsWorkload: true}, true
+			return step{via: stCreating, to: stStarted, delay: p.Create, work: start, startsWorkload: true, network: w.Network}, true
 		case stStopped, stStarting:
-			return step{via: stStarting, to: stStarted, delay: p.Start, work: start, startsWorkload: true}, true
+			return step{via: stStarting, to: stStarted, delay: p.Start, work: start, startsWorkload: true, network: w.Network}, true
 		case stArchived, stRestoring:
-			return step{via: stRestoring, to: stStarted, delay: p.Restore, work: start, startsWorkload: true}, true
+			return step{via: stRestoring, to: stStarted, delay: p.Restore, work: start, startsWorkload: true, network: w.Network}, true
 		}
 	case dsStopped:
 		if sb.State == stStarted || sb.State == stStopping {
@@ -186,6 +189,12 @@ func (s *Simulator) finish(sb *sandbox, st step, gen uint64, url string, err err
 	case stStarted:
 		sb.ErrorReason = nil
 		sb.toolboxURL = url
+		if sb.policy() != st.network {
+			// Changed while the workload started, which applied the
+			// settings it was planned with.
+			id := sb.ID
+			s.goBackground(func(ctx context.Context) { _, _ = s.enforceNetwork(ctx, id) })
+		}
 		runner := "sandplane-sim-runner"
 		daemon := "sandplane-sim"
 		sb.RunnerID, sb.DaemonVersion = &runner, &daemon

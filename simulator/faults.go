@@ -58,7 +58,7 @@ type RandomFaults struct {
 	// Rate is the probability that a matching request gets a fault.
 	Rate float64 `json:"rate"`
 	// Ops limits the faults to these operations; empty means every API
-	// operation.
+	// operation, and "*" every operation, toolbox and preview included.
 	Ops []string `json:"ops,omitempty"`
 	// Outcomes are the faults to pick from (Op and counters are ignored).
 	// Default: statuses 500, 503 and 429.
@@ -289,7 +289,7 @@ func (f *faults) match(op, org string, ids ...string) (Fault, bool) {
 
 // draw decides whether op gets a random fault, and which.
 func (r *randomFaults) draw(op string) (Fault, bool) {
-	if r.Rate <= 0 || !(len(r.Ops) == 0 && op != "toolbox" && op != "preview" || contains(r.Ops, op)) {
+	if r.Rate <= 0 || !(len(r.Ops) == 0 && op != "toolbox" && op != "preview" || contains(r.Ops, op) || contains(r.Ops, "*")) {
 		return Fault{}, false
 	}
 	if r.rng.Float64() >= r.Rate {

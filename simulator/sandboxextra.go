@@ -128,8 +128,6 @@ func (s *Simulator) updateNetworkSettings(c *call) (reply, *apiError) {
 		}
 	}
 	tbx := s.toolboxProxyURL(c.r)
-	var policy NetworkPolicy
-	var running bool
 	var id string
 	rep, err := s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		if req.NetworkBlockAll != nil {
@@ -144,26 +142,47 @@ func (s *Simulator) updateNetworkSettings(c *call) (reply, *apiError) {
 			sb.DomainAllowList = &v
 		}
 		sb.UpdatedAt = s.clk.Now()
-		policy, running, id = sb.policy(), sb.State == stStarted && sb.toolboxURL != "", sb.ID
+		id = sb.ID
 		return reply{http.StatusOK, sb.dto(tbx, false)}, nil
 	})
 	if err != nil {
 		return rep, err
 	}
-	nb, ok := s.backend.(NetworkBackend)
-	switch {
-	case !ok:
-		c.w.Header().Add(warningHeader, networkNote(s.backend))
-	case running:
-		note, aerr := nb.ApplyNetwork(c.ctx(), id, policy)
-		if aerr != nil {
-			return reply{}, errorf(http.StatusInternalServerError, "apply the network settings: %v", aerr)
-		}
-		if note != "" {
-			c.w.Header().Add(warningHeader, note)
-		}
+	note, aerr := s.enforceNetwork(c.ctx(), id)
+	if aerr != nil {
+		return reply{}, errorf(http.StatusInternalServerError, "apply the network settings: %v", aerr)
+	}
+	if note != "" {
+		c.w.Header().Add(warningHeader, note)
 	}
 	return rep, nil
+}
+
+// enforceNetwork applies the sandbox's network settings, as they are now,
+// to its running workload; a workload that is not running gets them at its
+// next start. Changes are applied one at a time, each reading the settings
+// anew, so that the last ones stored are the ones in force, however
+// requests and starts interleave. The note says what the backend does not
+// enforce.
+func (s *Simulator) enforceNetwork(ctx context.Context, id string) (note string, err error) {
+	nb, ok := s.backend.(NetworkBackend)
+	if !ok {
+		return networkNote(s.backend), nil
+	}
+	s.netMu.Lock()
+	defer s.netMu.Unlock()
+	s.mu.RLock()
+	sb := s.byID[id]
+	running := sb != nil && !sb.gone && sb.State == stStarted && sb.toolboxURL != ""
+	var policy NetworkPolicy
+	if running {
+		policy = sb.policy()
+	}
+	s.mu.RUnlock()
+	if !running {
+		return "", nil
+	}
+	return nb.ApplyNetwork(ctx, id, policy)
 }
 
 // policy is the sandbox's network settings for the backend.

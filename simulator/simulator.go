@@ -39,6 +39,10 @@ type Simulator struct {
 
 	// mu guards the state below; reads (a get, a list) take it shared, so
 	// that a list never holds up a get.
+	// netMu orders the network settings applied to workloads
+	// (enforceNetwork).
+	netMu sync.Mutex
+
 	mu     storeLock
 	byID   map[string]*sandbox
 	byName map[string]*sandbox // orgID + "\x00" + name

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -211,15 +212,16 @@ func execInSandbox(ctx context.Context, o *clientOptions, idOrName string, comma
 	case errors.Is(err, syscall.EPIPE):
 		return brokenPipeCode, nil
 	}
-	return code, whyLost(ctx, p, o, idOrName, s.ID, err)
+	return code, whyLost(ctx, p, o, idOrName, s.ID, err, true)
 }
 
 // whyLost explains err, a command that failed in the sandbox id (known to
 // the user as name), by what became of the sandbox meanwhile: one deleted
 // or stopped takes its toolbox with it, whose last answer (a stranger's
 // 401 from the preview proxy, a 503) says nothing the user can act on. err
-// stands while the sandbox still runs.
-func whyLost(ctx context.Context, p provider.Provider, o *clientOptions, name, id string, err error) error {
+// stands while the sandbox still runs. restartable says whether the user
+// may start the sandbox again (not one run --rm is about to delete).
+func whyLost(ctx context.Context, p provider.Provider, o *clientOptions, name, id string, err error, restartable bool) error {
 	if err == nil {
 		return nil
 	}
@@ -234,7 +236,11 @@ func whyLost(ctx context.Context, p provider.Provider, o *clientOptions, name, i
 		if now.ErrorReason != "" && now.ErrorReason != string(now.State) {
 			why = " (" + now.ErrorReason + ")"
 		}
-		return provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s%s: it stopped while the command ran, and the command with it; start it again with sandplane start %s", name, now.State, why, name)
+		msg := fmt.Sprintf("sandbox %s is %s%s: it stopped while the command ran, and the command with it", name, now.State, why)
+		if restartable {
+			msg += "; start it again with sandplane start " + name
+		}
+		return provider.Errorf(provider.FailedPrecondition, "%s", msg)
 	}
 	return err
 }

@@ -33,25 +33,32 @@ dashboard's address. Exit code 4 means no daemon answers.`,
 		if err != nil {
 			return err
 		}
+		lp, isLocal := p.(*local.Provider)
+		var withheld error
+		if isLocal && info.PID == 0 {
+			// A daemon tells a caller without its token only what
+			// identifies it.
+			withheld = provider.Errorf(provider.Unauthenticated, "%s; without it the daemon tells only its name and version", tokenRefused(os.Getenv(local.EnvToken) != ""))
+		}
 		if o.json {
-			return printJSON(o.stdout, info)
+			if err := printJSON(o.stdout, info); err != nil {
+				return err
+			}
+			return withheld
 		}
 		tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "provider:\t%s\n", p.Traits().Name)
 		fmt.Fprintf(tw, "name:\t%s\n", info.Name)
 		fmt.Fprintf(tw, "version:\t%s (API %s)\n", info.Version, info.APIVersion)
-		lp, isLocal := p.(*local.Provider)
 		if isLocal {
 			fmt.Fprintf(tw, "url:\t%s\n", lp.URL())
 			fmt.Fprintf(tw, "dashboard:\t%s\n", dashboardURL(p))
-			if info.PID == 0 {
-				// A daemon tells a caller without its token only what
-				// identifies it.
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-				return provider.Errorf(provider.Unauthenticated, "%s; without it the daemon tells only its name and version", tokenRefused(os.Getenv(local.EnvToken) != ""))
+		}
+		if withheld != nil {
+			if err := tw.Flush(); err != nil {
+				return err
 			}
+			return withheld
 		}
 		if info.PID != 0 {
 			fmt.Fprintf(tw, "pid:\t%d\n", info.PID)

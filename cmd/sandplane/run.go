@@ -173,7 +173,7 @@ func runInSandbox(ctx context.Context, o *clientOptions, req provider.CreateRequ
 	case errors.Is(err, syscall.EPIPE):
 		return brokenPipeCode, nil
 	}
-	return code, whyLost(ctx, p, o, s.ID, s.ID, err)
+	return code, whyLost(ctx, p, o, s.ID, s.ID, err, !rm)
 }
 
 // attach runs args in the started sandbox s, or follows its workload when

@@ -155,11 +155,11 @@ func Load(self []string, path string, getenv func(string) string, override func(
 	}
 	if path != "" {
 		if err := c.LoadFile(path); err != nil {
-			return Config{}, provider.Errorf(provider.InvalidArgument, "%v", err)
+			return Config{}, provider.Errorf(provider.InvalidArgument, "%w", err)
 		}
 	}
 	if err := c.LoadEnv(getenv); err != nil {
-		return Config{}, provider.Errorf(provider.InvalidArgument, "%v", err)
+		return Config{}, provider.Errorf(provider.InvalidArgument, "%w", err)
 	}
 	if override != nil {
 		override(&c)

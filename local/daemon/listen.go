@@ -19,7 +19,7 @@ import (
 func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, provider.Errorf(provider.InvalidArgument, "listen address %q: %v", addr, err)
+		return nil, provider.Errorf(provider.InvalidArgument, "listen address %q: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, provider.Errorf(provider.InvalidArgument, "listen address %q is not loopback: the daemon has no authentication strong enough for a network; use 127.0.0.1", addr)
@@ -29,7 +29,7 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 		return l, nil
 	}
 	if !errors.Is(err, syscall.EADDRINUSE) {
-		return nil, provider.Errorf(provider.Unavailable, "listen on %s: %v", addr, err)
+		return nil, provider.Errorf(provider.Unavailable, "listen on %s: %w", addr, err)
 	}
 	if info, perr := probe(ctx, addr); perr == nil && info.Name == "sandplane" {
 		// A daemon with a token tells a probe only its version.

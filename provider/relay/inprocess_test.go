@@ -77,7 +77,9 @@ func TestAnyDomainRoutesByTheFirstLabel(t *testing.T) {
 	t.Run("any other host is the server's own", func(t *testing.T) {
 		assert.Equal(t, "/x", decodeSeen(t, f.do(t, "GET", "sim.example.com", "/_preview/3000-sb1/x", nil)).URI)
 		e := decodeError(t, f.do(t, "GET", "sim.example.com:4791", "/x", nil), http.StatusNotFound)
-		assert.Equal(t, "no sandbox at this address: use http://<port>-<id>.localhost:4791/, or http://sim.example.com:4791/_preview/<port>-<id>/", e.Error.Message)
+		assert.Equal(t, "no sandbox at this address: use http://<port>-<id>.sim.example.com:4791/, or http://sim.example.com:4791/_preview/<port>-<id>/", e.Error.Message)
+		e = decodeError(t, f.do(t, "GET", "127.0.0.1:4791", "/x", nil), http.StatusNotFound)
+		assert.Contains(t, e.Error.Message, "use http://<port>-<id>.localhost:4791/", "an address has no subdomains")
 	})
 	t.Run("a path route's refusal names a host route a browser opens", func(t *testing.T) {
 		private := target("sb2", up.URL)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"strings"
 	"sync"
 	"syscall"
@@ -398,12 +399,16 @@ func (rl *Relay) serveOwn(w http.ResponseWriter, r *http.Request) {
 }
 
 // hostURL is the host route of label (<port>-<id>) on the port r came to:
-// under Domain, or under localhost, which browsers and curl take for
-// loopback, when any host is routed (Domain "*").
+// under Domain or, when any host is routed (Domain "*"), under the name r
+// came to, or localhost (which browsers and curl take for loopback) when
+// it came to an address.
 func (rl *Relay) hostURL(r *http.Request, label string) string {
 	domain := rl.opts.Domain
 	if domain == "*" {
-		domain = "localhost"
+		domain = hostname(r.Host)
+		if _, err := netip.ParseAddr(strings.Trim(domain, "[]")); err == nil || domain == "" {
+			domain = "localhost"
+		}
 	}
 	host := label + "." + domain
 	if _, port, err := net.SplitHostPort(r.Host); err == nil {

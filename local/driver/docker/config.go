@@ -105,6 +105,11 @@ func (r *Driver) containerSpec(spec driver.Spec) containerSpec {
 		// handler still ends on stop as it would natively, instead of
 		// ignoring the signal as PID 1 and waiting out the grace.
 		Init: &init,
+		// No raw sockets: with them a workload writes whatever packets it
+		// likes onto the bridge (another's address, ARP answers) and past
+		// the firewall rules of its own namespace. ping still works, over
+		// the ICMP datagram sockets the engine opens to every group.
+		CapDrop: []string{"NET_RAW"},
 	}
 	if hostNet {
 		// The workload binds the host's port itself: nothing to publish,
@@ -141,7 +146,8 @@ func specDigest(cfg *container.Config, host *container.HostConfig) string {
 		Init                 *bool
 		Network              container.NetworkMode `json:",omitempty"`
 		Mounts               []mount.Mount         `json:",omitempty"`
-	}{cfg.Image, cfg.User, cfg.WorkingDir, cfg.Entrypoint, cfg.Env, labels, host.PortBindings, host.ExtraHosts, host.Init, host.NetworkMode, host.Mounts})
+		CapDrop              []string              `json:",omitempty"`
+	}{cfg.Image, cfg.User, cfg.WorkingDir, cfg.Entrypoint, cfg.Env, labels, host.PortBindings, host.ExtraHosts, host.Init, host.NetworkMode, host.Mounts, host.CapDrop})
 	if err != nil {
 		// Only strings, slices and maps of strings: Marshal cannot fail.
 		panic(err)

@@ -7,19 +7,25 @@ import (
 	"os"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 )
 
-// table is the name of the table this package owns in a namespace.
-const table = "sandplane_egress"
+const (
+	// table is the name of the table this package owns in a namespace.
+	table = "sandplane_egress"
+	// ctDirReply is conntrack's IP_CT_DIR_REPLY: a packet that answers.
+	ctDirReply = 1
+)
 
-// Limit lets the network namespace at nsPath (/proc/PID/ns/net) open
-// connections only to the addresses in allow, and over loopback; what it
-// was allowed before is replaced. An empty allow leaves it loopback only.
-func Limit(nsPath string, allow []netip.Prefix) error {
-	return apply(nsPath, func(c *nftables.Conn, t *nftables.Table) {
+// Limit lets the network namespace ns (an open /proc/PID/ns/net or the
+// file an engine keeps it by) send only to the addresses in allow: every
+// packet out must go over loopback, answer a connection made to the
+// namespace, find its neighbours (IPv6), or be for allow. What it was
+// allowed before is replaced, and a connection it opened to an address no
+// longer allowed goes no further. An empty allow leaves it loopback only.
+func Limit(ns *os.File, allow []netip.Prefix) error {
+	return apply(ns, func(c *nftables.Conn, t *nftables.Table) {
 		c.DelTable(t)
 		c.AddTable(t)
 		drop := nftables.ChainPolicyDrop
@@ -27,7 +33,7 @@ func Limit(nsPath string, allow []netip.Prefix) error {
 			Name: "output", Table: t, Type: nftables.ChainTypeFilter,
 			Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &drop,
 		})
-		rules := [][]expr.Any{viaLoopback(), replies()}
+		rules := [][]expr.Any{viaLoopback(), replies(), neighbourDiscovery()}
 		for _, p := range allow {
 			rules = append(rules, to(p))
 		}
@@ -37,20 +43,15 @@ func Limit(nsPath string, allow []netip.Prefix) error {
 	})
 }
 
-// Lift takes away what Limit set in the namespace at nsPath, if anything.
-func Lift(nsPath string) error {
-	return apply(nsPath, func(c *nftables.Conn, t *nftables.Table) { c.DelTable(t) })
+// Lift takes away what Limit set in the namespace ns, if anything.
+func Lift(ns *os.File) error {
+	return apply(ns, func(c *nftables.Conn, t *nftables.Table) { c.DelTable(t) })
 }
 
-// apply runs one batch in the namespace at nsPath: change adds its
-// messages after one that makes sure the table exists, so that deleting
-// it never fails for want of it.
-func apply(nsPath string, change func(*nftables.Conn, *nftables.Table)) error {
-	ns, err := os.Open(nsPath)
-	if err != nil {
-		return fmt.Errorf("open the network namespace: %w", err)
-	}
-	defer ns.Close()
+// apply runs one batch in the namespace ns: change adds its messages after
+// one that makes sure the table exists, so that deleting it never fails
+// for want of it.
+func apply(ns *os.File, change func(*nftables.Conn, *nftables.Table)) error {
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
 	if err != nil {
 		return fmt.Errorf("connect to nftables in the network namespace: %w", err)
@@ -77,15 +78,29 @@ func viaLoopback() []expr.Any {
 	}
 }
 
-// replies matches packets of connections already under way or related to
-// one: those made to the namespace, and those it was allowed to open.
+// replies matches packets that answer a connection made to the namespace
+// (the toolbox answering its proxy): the reply direction of a tracked
+// connection. The namespace's own connections go out in the original
+// direction, so each packet of theirs must be for an allowed address, and
+// stops being let through when its address is no longer allowed.
 func replies() []expr.Any {
 	return []expr.Any{
-		&expr.Ct{Key: expr.CtKeySTATE, Register: 1},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
-			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED),
-			Xor:  make([]byte, 4)},
-		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
+		&expr.Ct{Key: expr.CtKeyDIRECTION, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{ctDirReply}},
+	}
+}
+
+// neighbourDiscovery matches IPv6's router and neighbour solicitations and
+// advertisements (ICMPv6 types 133 to 136), which carry no connection
+// state and without which no IPv6 address, allowed or not, is reached.
+func neighbourDiscovery() []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV6}},
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_ICMPV6}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+		&expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: []byte{133}, ToData: []byte{136}},
 	}
 }
 

@@ -19,11 +19,13 @@ import (
 )
 
 // host is a network namespace joined to this machine by a veth pair, and
-// two addresses of this machine's end that answer on port.
+// two addresses of this machine's end, in IPv4 and in IPv6, that answer
+// on port.
 type host struct {
 	ns             string // its path
 	self           string // its address
 	near, far      string // this machine's two addresses
+	near6, far6    string // and in IPv6
 	port           string
 	listenerInside net.Listener
 }
@@ -45,7 +47,8 @@ func newHost(t *testing.T) *host {
 	name, out, in := "sbeg-"+sfx, "sge"+sfx, "sgi"+sfx
 	n := int(b[0])
 	h := &host{ns: "/var/run/netns/" + name, self: fmt.Sprintf("10.252.%d.2", n),
-		near: fmt.Sprintf("10.252.%d.1", n), far: fmt.Sprintf("10.251.%d.1", n)}
+		near: fmt.Sprintf("10.252.%d.1", n), far: fmt.Sprintf("10.251.%d.1", n),
+		near6: fmt.Sprintf("fd00:77:%x::1", n), far6: fmt.Sprintf("fd00:78:%x::1", n)}
 	ip := func(args ...string) {
 		t.Helper()
 		b, err := exec.Command("ip", args...).CombinedOutput()
@@ -58,14 +61,18 @@ func newHost(t *testing.T) *host {
 	ip("link", "set", in, "netns", name)
 	ip("addr", "add", h.near+"/24", "dev", out)
 	ip("addr", "add", h.far+"/32", "dev", out)
+	ip("addr", "add", h.near6+"/64", "dev", out, "nodad")
+	ip("addr", "add", h.far6+"/128", "dev", out, "nodad")
 	ip("link", "set", out, "up")
 	ip("-n", name, "addr", "add", h.self+"/24", "dev", in)
+	ip("-n", name, "addr", "add", fmt.Sprintf("fd00:77:%x::2/64", n), "dev", in, "nodad")
 	ip("-n", name, "link", "set", in, "up")
 	ip("-n", name, "link", "set", "lo", "up")
 	ip("-n", name, "route", "add", "default", "via", h.near)
+	ip("-n", name, "-6", "route", "add", "default", "via", h.near6)
 
-	// The first listener gets a free port, the second the same one.
-	for _, addr := range []string{h.near, h.far} {
+	// The first listener gets a free port, the others the same one.
+	for _, addr := range []string{h.near, h.far, h.near6, h.far6} {
 		l, err := net.Listen("tcp", net.JoinHostPort(addr, h.port))
 		require.NoError(t, err)
 		h.port = portOf(l)
@@ -130,7 +137,17 @@ func (h *host) inside(t *testing.T, open func() (net.Listener, error)) net.Liste
 // one that is let through.
 func (h *host) reaches(t *testing.T, addr, port string) bool {
 	t.Helper()
-	ch := make(chan bool, 1)
+	return greeted(h.dial(t, addr, port))
+}
+
+// dial connects from h's namespace to addr:port.
+func (h *host) dial(t *testing.T, addr, port string) (net.Conn, error) {
+	t.Helper()
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
 		fd, err := unix.Open(h.ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -139,12 +156,32 @@ func (h *host) reaches(t *testing.T, addr, port string) bool {
 			unix.Close(fd)
 		}
 		if err != nil {
-			ch <- false
+			ch <- result{err: err}
 			return
 		}
-		ch <- greeted(net.DialTimeout("tcp", net.JoinHostPort(addr, port), time.Second))
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(addr, port), time.Second)
+		ch <- result{c, err}
 	}()
-	return <-ch
+	r := <-ch
+	return r.c, r.err
+}
+
+// limit is Limit on h's namespace.
+func (h *host) limit(t *testing.T, allow ...string) {
+	t.Helper()
+	ns, err := os.Open(h.ns)
+	require.NoError(t, err)
+	defer ns.Close()
+	require.NoError(t, Limit(ns, prefixes(allow...)))
+}
+
+// lift is Lift on h's namespace.
+func (h *host) lift(t *testing.T) {
+	t.Helper()
+	ns, err := os.Open(h.ns)
+	require.NoError(t, err)
+	defer ns.Close()
+	require.NoError(t, Lift(ns))
 }
 
 func greeted(c net.Conn, err error) bool {
@@ -168,23 +205,28 @@ func prefixes(ps ...string) []netip.Prefix {
 func TestLimit(t *testing.T) {
 	h := newHost(t)
 	require.True(t, h.reaches(t, h.far, h.port), "before any limit")
+	require.True(t, h.reaches(t, h.far6, h.port), "before any limit, IPv6")
 	inPort := portOf(h.listenerInside)
 
 	for _, tc := range []struct {
-		name      string
-		allow     []string
-		near, far bool
+		name                   string
+		allow                  []string
+		near, far, near6, far6 bool
 	}{
-		{"one address", []string{h.near + "/32"}, true, false},
-		{"a block holding both", []string{"10.248.0.0/13"}, true, true},
-		{"a block written unmasked", []string{h.far + "/16"}, false, true},
-		{"among others and IPv6", []string{"192.0.2.0/24", "2001:db8::/32", h.far + "/32"}, false, true},
-		{"nothing", nil, false, false},
+		{"one address", []string{h.near + "/32"}, true, false, false, false},
+		{"a block holding both", []string{"10.248.0.0/13"}, true, true, false, false},
+		{"a block written unmasked", []string{h.far + "/16"}, false, true, false, false},
+		{"one IPv6 address", []string{h.far6 + "/128"}, false, false, false, true},
+		{"an IPv6 block", []string{"fd00::/8"}, false, false, true, true},
+		{"among others", []string{"192.0.2.0/24", "2001:db8::/32", h.far + "/32", h.near6 + "/128"}, false, true, true, false},
+		{"nothing", nil, false, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.NoError(t, Limit(h.ns, prefixes(tc.allow...)))
+			h.limit(t, tc.allow...)
 			assert.Equal(t, tc.near, h.reaches(t, h.near, h.port), "near")
 			assert.Equal(t, tc.far, h.reaches(t, h.far, h.port), "far")
+			assert.Equal(t, tc.near6, h.reaches(t, h.near6, h.port), "near, IPv6")
+			assert.Equal(t, tc.far6, h.reaches(t, h.far6, h.port), "far, IPv6")
 			assert.True(t, h.reaches(t, "127.0.0.1", inPort), "loopback always passes")
 			assert.True(t, greeted(net.DialTimeout("tcp", net.JoinHostPort(h.self, inPort), 10*time.Second)),
 				"a connection made to the namespace is answered")
@@ -192,14 +234,49 @@ func TestLimit(t *testing.T) {
 	}
 
 	t.Run("lifted", func(t *testing.T) {
-		require.NoError(t, Lift(h.ns))
+		h.lift(t)
 		assert.True(t, h.reaches(t, h.near, h.port))
 		assert.True(t, h.reaches(t, h.far, h.port))
-		require.NoError(t, Lift(h.ns), "lifting twice is fine")
+		h.lift(t) // lifting twice is fine
 	})
 }
 
+// A limit holds for connections already open: one to an address no longer
+// allowed goes no further.
+func TestLimitCutsWhatItNoLongerAllows(t *testing.T) {
+	h := newHost(t)
+	echo, err := net.Listen("tcp", net.JoinHostPort(h.far, "0"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = echo.Close() })
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	h.limit(t, h.far+"/32")
+	c, err := h.dial(t, h.far, portOf(echo))
+	require.NoError(t, err)
+	defer c.Close()
+	roundTrip := func() error {
+		_ = c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write([]byte("x")); err != nil {
+			return err
+		}
+		_, err := io.ReadFull(c, make([]byte, 1))
+		return err
+	}
+	require.NoError(t, roundTrip(), "allowed")
+	h.limit(t, h.near+"/32")
+	assert.Error(t, roundTrip(), "the connection went on after its address was taken off the list")
+}
+
 func TestLimitErrors(t *testing.T) {
-	err := Limit("/nonexistent/ns", nil)
-	assert.ErrorContains(t, err, "open the network namespace")
+	f, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	defer f.Close()
+	assert.ErrorContains(t, Limit(f, nil), "setns", "a file that is not a namespace")
 }
