@@ -49,6 +49,12 @@ shows it, stdout and stderr together. It needs a terminal on stdin.
 and a last {"type":"exit","exitCode":N} as JSON lines instead of the output;
 JSON strings hold text, so there bytes that are not UTF-8 become U+FFFD.
 
+What the command starts ends with it, background jobs included (nohup
+does not save them): exec leaves nothing running behind it. To leave a
+server running in the sandbox, detach it from the command's session:
+  sandplane exec ID -- sh -c 'setsid my-server >server.log 2>&1 &'
+It then runs until the sandbox stops.
+
 Commands run through the sandbox's toolbox API (its session API, or its
 terminal API for -it), so it works on any provider whose sandboxes serve one:
 the local daemon's default snapshot, Daytona.`,
