@@ -114,13 +114,13 @@ func (m *Manager) plan(req provider.CreateRequest) (*entry, Snapshot, error) {
 	if err := validateCreate(&req); err != nil {
 		return nil, Snapshot{}, err
 	}
-	rtName := req.Runtime
-	if rtName == "" {
-		rtName = m.opts.DefaultRuntime
-	}
 	snapName := req.Snapshot
 	if snapName == "" {
 		snapName = DefaultSnapshot
+	}
+	rtName := req.Runtime
+	if rtName == "" {
+		rtName = m.runtimeFor(snapName)
 	}
 	snap, err := m.resolve(rtName, snapName)
 	if err != nil {
@@ -354,6 +354,17 @@ func writeNew(path string, data []byte, perm os.FileMode) (*os.File, error) {
 	return f, nil
 }
 
+// runtimeFor is the runtime of a create that names none: the daemon's
+// default, or docker for a snapshot only docker can run (an image, no
+// command).
+func (m *Manager) runtimeFor(snapName string) provider.Runtime {
+	snap, ok := m.opts.Snapshots[snapName]
+	if _, docker := m.opts.Runtimes[provider.RuntimeDocker]; ok && docker && len(snap.Command) == 0 && snap.Image != "" {
+		return provider.RuntimeDocker
+	}
+	return m.opts.DefaultRuntime
+}
+
 func (m *Manager) resolve(rtName provider.Runtime, snapName string) (Snapshot, error) {
 	if _, ok := m.opts.Runtimes[rtName]; !ok {
 		return Snapshot{}, provider.Errorf(provider.PreflightFailed, "runtime %q is not enabled on this daemon (enabled: %v)", rtName, m.Runtimes())
@@ -366,7 +377,11 @@ func (m *Manager) resolve(rtName provider.Runtime, snapName string) (Snapshot, e
 		return Snapshot{}, provider.Errorf(provider.PreflightFailed, "snapshot %q has no image, so it cannot run on the docker runtime: set its image in the daemon config", snapName)
 	}
 	if rtName != provider.RuntimeDocker && len(snap.Command) == 0 {
-		return Snapshot{}, provider.Errorf(provider.PreflightFailed, "snapshot %q has no command, so it cannot run on the %s runtime", snapName, rtName)
+		hint := "give it a command in the daemon config"
+		if snap.Image != "" {
+			hint = "create it on the docker runtime (sandplane create --runtime docker), or " + hint
+		}
+		return Snapshot{}, provider.Errorf(provider.PreflightFailed, "snapshot %q has no command, so it cannot run on the %s runtime: %s", snapName, rtName, hint)
 	}
 	return snap, nil
 }

@@ -159,6 +159,27 @@ func TestCreateGetListDelete(t *testing.T) {
 	assert.Equal(t, 2, h.rt.Running())
 }
 
+// A snapshot that only docker can run (an image, no command) runs on
+// docker when the create names no runtime; named native, it is refused
+// with the way out.
+func TestAnImageOnlySnapshotRunsOnDocker(t *testing.T) {
+	dockerRT := drivertest.New(provider.RuntimeDocker)
+	h := newHarness(t, func(o *Options) {
+		o.Runtimes[provider.RuntimeDocker] = dockerRT
+		o.DefaultRuntime = provider.RuntimeNative
+		o.Snapshots["node"] = Snapshot{Image: "node:20-slim", Ready: "none"}
+	})
+	s := h.create(provider.CreateRequest{Snapshot: "node"})
+	assert.Equal(t, provider.RuntimeDocker, s.Runtime)
+	assert.Equal(t, 1, dockerRT.Running())
+	assert.Equal(t, provider.RuntimeNative, h.create(provider.CreateRequest{}).Runtime, "the default snapshot keeps the default runtime")
+
+	_, err := h.m.Create(context.Background(), provider.CreateRequest{Snapshot: "node", Runtime: provider.RuntimeNative})
+	require.Error(t, err)
+	assert.Equal(t, provider.PreflightFailed, provider.Code(err))
+	assert.Contains(t, provider.Message(err), "create it on the docker runtime (sandplane create --runtime docker)")
+}
+
 func TestCreateErrors(t *testing.T) {
 	h := newHarness(t)
 	h.create(provider.CreateRequest{ID: "taken", Name: "taken-name"})
