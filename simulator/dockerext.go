@@ -19,6 +19,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	dockervolume "github.com/docker/docker/api/types/volume"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/docker"
+	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/simulator/internal/egress"
 )
 
@@ -35,6 +37,10 @@ import (
 // labelSim so that it can be told from anything else there.
 const (
 	labelSim = "io.sandplane.simulator"
+	// labelSimOwner names the simulator process that made a container
+	// (ownerLabel), so that one that died without removing it (kill -9)
+	// leaves nothing the next one cannot sweep.
+	labelSimOwner = "io.sandplane.simulator.owner"
 	// labelSimSandbox holds the id of the simulator sandbox a container
 	// runs; its name holds the workload id (see workload.id).
 	labelSimSandbox = "io.sandplane.simulator.sandbox"
@@ -59,6 +65,8 @@ type dockerExt struct {
 	// instance tells this backend's images from those of another
 	// simulator with the same seed (see tagOf).
 	instance string
+	// owner is this simulator's labelSimOwner.
+	owner string
 
 	mu sync.Mutex
 	// home holds, per sandbox, the networks its container was on before
@@ -85,9 +93,40 @@ var (
 )
 
 func newDockerBackend(b *runtimeBackend) Backend {
-	b.ext = &dockerExt{b: b, cli: b.cfg.Docker, instance: uuid.NewString()[:8], home: map[string][]string{}, linked: map[string]string{}, limited: map[string]bool{},
+	b.ext = &dockerExt{b: b, cli: b.cfg.Docker, instance: uuid.NewString()[:8], owner: ownerLabel(),
+		home: map[string][]string{}, linked: map[string]string{}, limited: map[string]bool{},
 		images: map[string]bool{}, volumes: map[string]bool{}, networks: map[string]bool{}}
+	ctx, cancel := clock.WithTimeout(context.Background(), b.cfg.Clock, sweepTimeout)
+	defer cancel()
+	b.ext.sweep(ctx)
 	return dockerBackend{b}
+}
+
+// sweepTimeout bounds the sweep of a new backend.
+const sweepTimeout = 30 * time.Second
+
+// sweep removes the containers that simulators of this machine left
+// behind when they died without removing them (kill -9): those whose
+// owner label names a simulator process that is gone. Its state went with
+// it, so nothing could ever find them again.
+func (e *dockerExt) sweep(ctx context.Context) {
+	key := docker.LabelPrefix + labelSimOwner
+	list, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", key))})
+	if err != nil {
+		e.b.cfg.Logger.Warn("list the containers of simulators that are gone", "err", err)
+		return
+	}
+	for _, c := range list {
+		if !ownerGone(c.Labels[key]) {
+			continue
+		}
+		err := e.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			e.b.cfg.Logger.Warn("remove the container of a simulator that is gone", "container", c.ID, "err", err)
+			continue
+		}
+		e.b.cfg.Logger.Info("removed the container of a simulator that is gone", "container", c.ID)
+	}
 }
 
 // note records something the backend made, for Close.
@@ -340,11 +379,14 @@ func (dockerBackend) VolumeMountNote() string {
 	return "a volume is a docker volume (" + volumePrefix + "<id>) mounted at its mountPath"
 }
 
-// prepare mounts the workload's volumes, runs its snapshot's image, and
-// puts a container that the simulator moved (blocked, linked) back on its
-// own networks, so that the runtime's readiness check reaches it through
-// the published port.
+// prepare labels the workload's container with this simulator (sweep),
+// mounts its volumes, runs its snapshot's image, and puts a container that
+// the simulator moved (blocked, linked) back on its own networks, so that
+// the runtime's readiness check reaches it through the published port.
 func (e *dockerExt) prepare(ctx context.Context, spec *driver.Spec, w Workload) error {
+	if e.owner != "" {
+		spec.Labels[labelSimOwner] = e.owner
+	}
 	if w.Image != "" {
 		spec.Image = w.Image
 	}

@@ -68,6 +68,22 @@ func gone(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
 }
 
+// StartTime is when process pid started, in clock ticks since boot: with
+// the pid, what tells a process from a later one given the same pid. A
+// process that has ended is fs.ErrNotExist.
+func StartTime(pid int) (uint64, error) {
+	st, err := readStat(pid)
+	switch {
+	case gone(err):
+		return 0, fs.ErrNotExist
+	case err != nil:
+		return 0, err
+	case st.Zombie():
+		return 0, fs.ErrNotExist
+	}
+	return st.StartTime, nil
+}
+
 // alive reports whether h's process runs: its pid exists, still names the
 // process h was made for (same start time), and has not ended.
 func alive(h driver.Handle) (bool, error) {

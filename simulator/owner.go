@@ -1,0 +1,58 @@
+package simulator
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/sandplane/sandplane/local/driver/native"
+)
+
+// bootIDFile names this boot of the machine.
+const bootIDFile = "/proc/sys/kernel/random/boot_id"
+
+// ownerLabel names this simulator process for good, as the value of
+// labelSimOwner on what it makes on the engine: the machine's boot, and the
+// process's pid and start time, which a later process given the same pid
+// does not share. "" where /proc cannot tell.
+func ownerLabel() string {
+	boot, err := os.ReadFile(bootIDFile)
+	if err != nil {
+		return ""
+	}
+	start, err := native.StartTime(os.Getpid())
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d/%d", strings.TrimSpace(string(boot)), os.Getpid(), start)
+}
+
+// ownerGone reports whether the simulator an ownerLabel names ran on this
+// machine since it last booted and has ended since. One of another machine
+// or an earlier boot cannot be told from a live one elsewhere, so it is not
+// gone.
+func ownerGone(label string) bool {
+	boot, pid, start, ok := parseOwner(label)
+	if !ok {
+		return false
+	}
+	now, err := os.ReadFile(bootIDFile)
+	if err != nil || strings.TrimSpace(string(now)) != boot {
+		return false
+	}
+	got, err := native.StartTime(pid)
+	return errors.Is(err, fs.ErrNotExist) || err == nil && got != start
+}
+
+func parseOwner(label string) (boot string, pid int, start uint64, ok bool) {
+	f := strings.Split(label, "/")
+	if len(f) != 3 || f[0] == "" {
+		return "", 0, 0, false
+	}
+	pid, err1 := strconv.Atoi(f[1])
+	start, err2 := strconv.ParseUint(f[2], 10, 64)
+	return f[0], pid, start, err1 == nil && err2 == nil && pid > 0
+}
