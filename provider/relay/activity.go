@@ -79,6 +79,30 @@ type sandbox struct {
 	// due once the window that the failure moved last back passes, not a
 	// beat after last (see refresh).
 	retrying bool
+	// token is the sandbox's preview token when last resolved, to check a
+	// caller against once the provider gives none (a stopped sandbox).
+	token string
+}
+
+// setToken remembers the sandbox's preview token.
+func (s *sandbox) setToken(token string) {
+	s.mu.Lock()
+	s.token = token
+	s.mu.Unlock()
+}
+
+// knownToken is the preview token the sandbox id had when last resolved,
+// or "" for one the relay has not resolved lately.
+func (t *tracker) knownToken(id string) string {
+	t.mu.Lock()
+	s := t.sandboxes[id]
+	t.mu.Unlock()
+	if s == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.token
 }
 
 // conn is one proxied request, for as long as it is open. bytes counts what

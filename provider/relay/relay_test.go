@@ -92,6 +92,27 @@ func TestPathWithoutSlashRedirects(t *testing.T) {
 	assert.Equal(t, "/3000-sb1/?x=1", rec.Header().Get("Location"))
 }
 
+// A provider gives no preview token for a stopped sandbox (the daemon
+// answers a preview of one with failed_precondition): the relay checks the
+// caller against the token it last knew, so that a stranger still learns
+// nothing while the sandbox's user is told it stopped.
+func TestAStrangerCannotTellAStoppedSandboxItResolvedBefore(t *testing.T) {
+	up := upstream(t, ok)
+	f := newFixture(t, Options{CacheTTL: -1})
+	running := target("sb1", up.URL)
+	running.Token = "s3cret"
+	f.backend.set("sb1", running)
+	withToken := http.Header{TokenHeader: {"s3cret"}}
+	require.Equal(t, http.StatusOK, f.do(t, "GET", "3000-sb1.localhost", "/", withToken).Code)
+
+	f.backend.failWith("sb1", Target{ID: "sb1"}, provider.Errorf(provider.FailedPrecondition, "sandbox sb1 is stopped"))
+	stranger := decodeError(t, f.do(t, "GET", "3000-sb1.localhost", "/", nil), http.StatusUnauthorized)
+	missing := decodeError(t, f.do(t, "GET", "3000-nope.localhost", "/", nil), http.StatusUnauthorized)
+	assert.Equal(t, strings.ReplaceAll(missing.Error.Message, "nope", "sb1"), stranger.Error.Message, "a stranger's answer is a missing sandbox's")
+	owner := decodeError(t, f.do(t, "GET", "3000-sb1.localhost", "/", withToken), http.StatusServiceUnavailable)
+	assert.Contains(t, owner.Error.Message, "sandbox sb1 is stopped: start it, then retry")
+}
+
 func TestErrorsAreClearAndImmediate(t *testing.T) {
 	up := upstream(t, ok)
 	f := newFixture(t, Options{})

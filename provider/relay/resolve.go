@@ -155,6 +155,9 @@ func (r *resolver) fetch(k routeKey) (*entry, error) {
 	defer cancel()
 	t, err := r.res.Resolve(ctx, k.id, k.port)
 	if err != nil {
+		if t.ID != "" && t.Token == "" {
+			t.Token = r.track.knownToken(t.ID)
+		}
 		if t.ID != "" && t.Token != "" && provider.Code(err) != provider.NotFound {
 			return nil, &unreachable{id: t.ID, token: t.Token, err: err}
 		}
@@ -167,6 +170,7 @@ func (r *resolver) fetch(k routeKey) (*entry, error) {
 	now := r.clk.Now()
 	sb := r.track.sandbox(t.ID)
 	sb.setTiming(window, beat, now)
+	sb.setToken(t.Token)
 	e := &entry{target: t, sb: sb, expires: now.Add(r.ttl)}
 	r.mu.Lock()
 	if r.ttl > 0 {
