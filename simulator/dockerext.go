@@ -481,21 +481,33 @@ func (d dockerBackend) ApplyNetwork(ctx context.Context, sandboxID string, p Net
 	return d.ext.applyNetwork(ctx, sandboxID, p)
 }
 
-// applyNetwork enforces networkBlockAll: the container leaves every network
-// but the simulator's internal ones (the link network stays: its members
-// have no route out either) and joins blockedNetwork, whose address the
-// simulator's proxy still reaches. Otherwise networkAllowList limits what
+// applyNetwork enforces networkBlockAll: the container sends only over
+// loopback and in answer (egress.Limit with nothing allowed), leaves every
+// network but the simulator's internal ones (the link network stays: its
+// members have no route out either) and joins blockedNetwork, whose address
+// the simulator's proxy still reaches. Otherwise networkAllowList limits what
 // the container may reach (limitEgress), and then it is back on its own
 // networks: in that order, so that a block lifted under a list never
 // leaves it open meanwhile. The note says why the list is not enforced,
 // if it is not.
 func (e *dockerExt) applyNetwork(ctx context.Context, sandboxID string, p NetworkPolicy) (string, error) {
 	if !p.BlockAll {
-		note, err := e.limitEgress(ctx, sandboxID, p.AllowList)
+		why, err := e.limitEgress(ctx, sandboxID, p.AllowList != "", allowPrefixes(p.AllowList))
 		if err != nil {
-			return note, err
+			return "", err
+		}
+		note := ""
+		if why != "" {
+			note = "networkAllowList is recorded but not enforced: " + why
 		}
 		return note, e.restoreHome(ctx, sandboxID)
+	}
+	// The block cuts the host's own addresses too, which the blocked
+	// network still routes to, but not the link network; where the rules
+	// cannot be set, the network alone holds against everything beyond
+	// this machine.
+	if _, err := e.limitEgress(ctx, sandboxID, true, e.linkSubnets(ctx, sandboxID)); err != nil {
+		return "", err
 	}
 	name := e.containerName(sandboxID)
 	c, err := e.cli.ContainerInspect(ctx, name)
@@ -535,41 +547,63 @@ func (e *dockerExt) applyNetwork(ctx context.Context, sandboxID string, p Networ
 	return "", nil
 }
 
-// limitEgress lets the sandbox's running container open connections only
-// to the blocks of allowList, or to anything when it is empty: the rules
-// of egress.Limit in the container's network namespace, which hold as the
+// limitEgress confines what the sandbox's running container may reach to
+// allow with the rules of egress.Limit in its network namespace (nil:
+// loopback only), or lifts them when limit is false. The rules hold as the
 // container has no CAP_NET_RAW (the docker runtime drops it). The note
-// says why a list is not enforced. An error is a list that was enforced
-// and could not be lifted.
-func (e *dockerExt) limitEgress(ctx context.Context, sandboxID, allowList string) (note string, err error) {
+// says why they are not set: it takes root on the engine's machine. An
+// error is a limit that was set and could not be lifted.
+func (e *dockerExt) limitEgress(ctx context.Context, sandboxID string, limit bool, allow []netip.Prefix) (note string, err error) {
 	e.mu.Lock()
 	was := e.limited[sandboxID]
 	e.mu.Unlock()
-	if allowList == "" && !was {
+	if !limit && !was {
 		return "", nil
 	}
 	ns, err := e.netNS(ctx, sandboxID)
 	if err == nil {
 		defer ns.Close()
 	}
-	if allowList == "" {
+	if !limit {
 		if err == nil {
 			err = egress.Lift(ns)
 		}
 		if err != nil {
-			return "", fmt.Errorf("lift the sandbox's networkAllowList: %w", err)
+			return "", fmt.Errorf("lift the sandbox's network limits: %w", err)
 		}
 		e.setLimited(sandboxID, false)
 		return "", nil
 	}
 	if err == nil {
-		err = egress.Limit(ns, allowPrefixes(allowList))
+		err = egress.Limit(ns, allow)
 	}
 	if err != nil {
-		return "networkAllowList is recorded but not enforced: " + err.Error(), nil
+		return err.Error(), nil
 	}
 	e.setLimited(sandboxID, true)
 	return "", nil
+}
+
+// linkSubnets are the address blocks of the link network the sandbox is
+// on, if any.
+func (e *dockerExt) linkSubnets(ctx context.Context, sandboxID string) []netip.Prefix {
+	e.mu.Lock()
+	link := e.linked[sandboxID]
+	e.mu.Unlock()
+	if link == "" {
+		return nil
+	}
+	n, err := e.cli.NetworkInspect(ctx, link, network.InspectOptions{})
+	if err != nil {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, c := range n.IPAM.Config {
+		if p, err := netip.ParsePrefix(c.Subnet); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (e *dockerExt) setLimited(sandboxID string, on bool) {

@@ -295,11 +295,18 @@ func listenIn(t *testing.T, nsPath, addr string) net.Listener {
 }
 
 func TestDockerNetworkBlockIsEnforced(t *testing.T) {
-	h, _, _ := dockerExtHarness(t)
+	h, cli, _ := dockerExtHarness(t)
 	sb := h.create(apiclient.CreateSandbox{})
 	require.Equal(t, apiclient.SANDBOXSTATE_STARTED, sb.GetState(), sb.GetErrorReason())
 	addr := outsideHost(t)
 	fetch := "/toolbox fetch http://" + addr + "/"
+	// A service of the host's own, on every address of it.
+	hostService, err := net.Listen("tcp", "0.0.0.0:0")
+	require.NoError(t, err)
+	hostServer := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("host")) })}
+	go func() { _ = hostServer.Serve(hostService) }()
+	t.Cleanup(func() { _ = hostServer.Close() })
+	_, hostPort, _ := net.SplitHostPort(hostService.Addr().String())
 
 	exit, out := h.run(sb.Id, fetch)
 	require.Equal(t, 0, exit, "an open sandbox reaches the host: %s", out)
@@ -311,6 +318,16 @@ func TestDockerNetworkBlockIsEnforced(t *testing.T) {
 	assert.Empty(t, hdr.Get(warningHeader), "enforced: no warning")
 	exit, out = h.run(sb.Id, fetch)
 	assert.NotEqual(t, 0, exit, "a blocked sandbox reached the host: %s", out)
+
+	t.Run("the block cuts the host's own addresses", func(t *testing.T) {
+		n, err := cli.NetworkInspect(context.Background(), blockedNetwork, networkInspectOptions)
+		require.NoError(t, err)
+		require.NotEmpty(t, n.IPAM.Config)
+		gateway := n.IPAM.Config[0].Gateway
+		require.NotEmpty(t, gateway, "the blocked network has an address on the host")
+		exit, out := h.run(sb.Id, "/toolbox fetch http://"+net.JoinHostPort(gateway, hostPort)+"/")
+		assert.NotEqual(t, 0, exit, "a blocked sandbox reached a service of the host: %s", out)
+	})
 
 	t.Run("the block survives a restart", func(t *testing.T) {
 		_, _, err := h.api.SandboxAPI.StopSandbox(h.ctx, sb.Id).Execute()
@@ -410,6 +427,11 @@ func TestDockerLinkedSandboxes(t *testing.T) {
 	other := h.create(apiclient.CreateSandbox{})
 	exit, out = h.run(other.Id, "/toolbox fetch http://owner-box:"+strconv.Itoa(port)+"/version")
 	assert.NotEqual(t, 0, exit, "a sandbox that is not linked does not: %s", out)
+
+	code, body, _ := h.raw("POST", "/api/sandbox/"+follower.Id+"/network-settings", map[string]any{"networkBlockAll": true})
+	require.Equal(t, http.StatusOK, code, string(body))
+	exit, out = h.run(follower.Id, "/toolbox fetch http://owner-box:"+strconv.Itoa(port)+"/version")
+	assert.Equal(t, 0, exit, "a blocked follower still reaches its owner: %s", out)
 
 	_, _, err := h.api.SandboxAPI.DeleteSandbox(h.ctx, owner.Id).Execute()
 	require.NoError(t, err)
