@@ -52,6 +52,7 @@ func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
 	if aerr != nil {
 		return reply{}, aerr
 	}
+	warnDomainAllowList(c, req.DomainAllowList)
 	s.mu.Lock()
 	if aerr := s.admitCreateLocked(c.org, &p); aerr != nil {
 		s.mu.Unlock()

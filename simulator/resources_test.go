@@ -186,6 +186,13 @@ func TestSandboxExtras(t *testing.T) {
 		assert.Contains(t, hdr.Get(warningHeader), "not enforced")
 		code, body, _ = h.raw("POST", "/api/sandbox/"+sb.Id+"/network-settings", map[string]any{"networkAllowList": "not-a-cidr"})
 		assert.Equal(t, http.StatusBadRequest, code, string(body))
+		code, body, hdr = h.raw("POST", "/api/sandbox/"+sb.Id+"/network-settings", map[string]any{"domainAllowList": "example.com"})
+		require.Equal(t, http.StatusOK, code, string(body))
+		assert.Equal(t, "example.com", decode(t, body)["domainAllowList"])
+		assert.Contains(t, hdr.Values(warningHeader), "domainAllowList is recorded but not enforced: the simulator does not filter by domain")
+		code, body, hdr = h.raw("POST", "/api/sandbox", map[string]any{"domainAllowList": "example.com"})
+		require.Equal(t, http.StatusOK, code, string(body))
+		assert.Contains(t, hdr.Values(warningHeader), "domainAllowList is recorded but not enforced: the simulator does not filter by domain", "at create too")
 	})
 	t.Run("fork is for VMs", func(t *testing.T) {
 		code, body, _ := h.raw("POST", "/api/sandbox/"+sb.Id+"/fork", map[string]any{})

@@ -127,6 +127,7 @@ func (s *Simulator) updateNetworkSettings(c *call) (reply, *apiError) {
 			return reply{}, err
 		}
 	}
+	warnDomainAllowList(c, req.DomainAllowList)
 	tbx := s.toolboxProxyURL(c.r)
 	var id string
 	rep, err := s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
@@ -156,6 +157,15 @@ func (s *Simulator) updateNetworkSettings(c *call) (reply, *apiError) {
 		c.w.Header().Add(warningHeader, note)
 	}
 	return rep, nil
+}
+
+// warnDomainAllowList says, for a request that sets one, that the domain
+// allow list is kept and not enforced: no backend resolves what a
+// sandbox looks up.
+func warnDomainAllowList(c *call, list *string) {
+	if list != nil && *list != "" {
+		c.w.Header().Add(warningHeader, "domainAllowList is recorded but not enforced: the simulator does not filter by domain")
+	}
 }
 
 // enforceNetwork applies the sandbox's network settings, as they are now,
