@@ -79,7 +79,8 @@ func newHost(t *testing.T) *host {
 		t.Cleanup(func() { _ = l.Close() })
 		go greet(l)
 	}
-	h.listenerInside = h.inside(t, func() (net.Listener, error) { return net.Listen("tcp", "0.0.0.0:0") })
+	h.listenerInside, err = inNS(h.ns, func() (net.Listener, error) { return net.Listen("tcp", "0.0.0.0:0") })
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.listenerInside.Close() })
 	go greet(h.listenerInside)
 	return h
@@ -102,33 +103,32 @@ func greet(l net.Listener) {
 	}
 }
 
-// inside runs open on a thread in h's namespace; a socket belongs to the
-// namespace it was made in, wherever it is used after. The thread is not
-// given back to the runtime.
-func (h *host) inside(t *testing.T, open func() (net.Listener, error)) net.Listener {
-	t.Helper()
+// inNS runs f on a thread in the network namespace at ns: a socket
+// belongs to the namespace it was made in, wherever it is used after. The
+// thread is never given back to the runtime.
+func inNS[T any](ns string, f func() (T, error)) (T, error) {
 	type result struct {
-		l   net.Listener
+		v   T
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
-		fd, err := unix.Open(h.ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err == nil {
 			err = unix.Setns(fd, unix.CLONE_NEWNET)
 			unix.Close(fd)
 		}
 		if err != nil {
-			ch <- result{err: err}
+			var zero T
+			ch <- result{zero, err}
 			return
 		}
-		l, err := open()
-		ch <- result{l, err}
+		v, err := f()
+		ch <- result{v, err}
 	}()
 	r := <-ch
-	require.NoError(t, r.err)
-	return r.l
+	return r.v, r.err
 }
 
 // reaches reports whether a connection from h's namespace to addr:port
@@ -143,27 +143,7 @@ func (h *host) reaches(t *testing.T, addr, port string) bool {
 // dial connects from h's namespace to addr:port.
 func (h *host) dial(t *testing.T, addr, port string) (net.Conn, error) {
 	t.Helper()
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open(h.ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err == nil {
-			err = unix.Setns(fd, unix.CLONE_NEWNET)
-			unix.Close(fd)
-		}
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		c, err := net.DialTimeout("tcp", net.JoinHostPort(addr, port), time.Second)
-		ch <- result{c, err}
-	}()
-	r := <-ch
-	return r.c, r.err
+	return inNS(h.ns, func() (net.Conn, error) { return net.DialTimeout("tcp", net.JoinHostPort(addr, port), time.Second) })
 }
 
 // limit is Limit on h's namespace.
