@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -71,6 +72,9 @@ Prometheus metrics are at /metrics on the relay's own address.`,
 func runRelay(ctx context.Context, f relayFlags, out io.Writer, log *slog.Logger) error {
 	if f.idleKeepAlive < 0 || f.maxRefreshes < 1 {
 		return provider.Errorf(provider.InvalidArgument, "--idle-keepalive must be 0 or more and --max-refreshes 1 or more")
+	}
+	if strings.Trim(f.domain, ".") == "" || strings.ContainsAny(f.domain, " /:") {
+		return provider.Errorf(provider.InvalidArgument, "--domain %q is not a domain: give the one sandboxes are addressed under, such as localhost (the default)", f.domain)
 	}
 	p, err := openProvider(ctx, f.provider)
 	if err != nil {

@@ -202,6 +202,8 @@ func TestRelayCommandRefusesBadFlags(t *testing.T) {
 		{"no port", []string{"--listen", "127.0.0.1"}, "--listen"},
 		{"a negative idle limit", []string{"--idle-keepalive", "-1s"}, "--idle-keepalive"},
 		{"an unknown provider", []string{"--provider", "nope://"}, "unknown provider"},
+		{"an empty domain", []string{"--domain", ""}, `--domain "" is not a domain`},
+		{"a URL for a domain", []string{"--domain", "http://x"}, "is not a domain"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

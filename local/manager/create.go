@@ -39,7 +39,7 @@ func validateCreate(req *provider.CreateRequest) error {
 	}
 	for k, v := range req.EnvVars {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return provider.Errorf(provider.InvalidArgument, "env var name %q is invalid", k)
+			return provider.Errorf(provider.InvalidArgument, "env var name %q is invalid: a name is not empty and holds no '=' or NUL byte", k)
 		}
 		if k == "PORT" {
 			return provider.Errorf(provider.InvalidArgument, "env var PORT is set by the daemon to the sandbox port; remove it from envVars")

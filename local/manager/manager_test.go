@@ -203,6 +203,7 @@ func TestCreateErrors(t *testing.T) {
 		{"label key too long", provider.CreateRequest{Labels: map[string]string{strings.Repeat("k", MaxLabelKeyLen+1): "v"}}, provider.InvalidArgument},
 		{"too many labels", provider.CreateRequest{Labels: manyLabels(MaxLabels + 1)}, provider.InvalidArgument},
 		{"NUL in an env value", provider.CreateRequest{EnvVars: map[string]string{"SECRET": "abc\x00def"}}, provider.InvalidArgument},
+		{"= in an env name", provider.CreateRequest{EnvVars: map[string]string{"A=B": "v"}}, provider.InvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
