@@ -91,11 +91,14 @@ func TestListeningPortsAreTheSandboxs(t *testing.T) {
 	spec := newSpec(t, "")
 	escapedPID := filepath.Join(spec.Dir, "escaped.pid")
 	killPIDFile(t, escapedPID)
+	// The escaped server first: its subshell has exited, so it has left
+	// the tree, before any server the test waits for listens. Started
+	// last, it could be seen listening while its subshell still ran.
 	spec.Command = []string{"/bin/sh", "-c", fmt.Sprintf(`
+		( setsid %[1]s httpd -f -p 127.0.0.1:%[5]d & echo $! > %[6]s )
 		%[1]s httpd -f -p 127.0.0.1:%[2]d &
 		( %[1]s httpd -f -p 0.0.0.0:%[3]d & )
 		%[1]s httpd -f -p [::1]:%[4]d &
-		( setsid %[1]s httpd -f -p 127.0.0.1:%[5]d & echo $! > %[6]s )
 		exec %[1]s sleep 600`, bb, direct, background, v6, escaped, escapedPID)}
 	h := start(t, r, spec)
 
