@@ -116,8 +116,9 @@ func (e *dockerExt) sweep(ctx context.Context) {
 		e.b.cfg.Logger.Warn("list the containers of simulators that are gone", "err", err)
 		return
 	}
+	boot := bootID()
 	for _, c := range list {
-		if !ownerGone(c.Labels[key]) {
+		if !ownerGone(c.Labels[key], boot) {
 			continue
 		}
 		err := e.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})

@@ -14,33 +14,40 @@ import (
 // bootIDFile names this boot of the machine.
 const bootIDFile = "/proc/sys/kernel/random/boot_id"
 
-// ownerLabel names this simulator process for good, as the value of
-// labelSimOwner on what it makes on the engine: the machine's boot, and the
-// process's pid and start time, which a later process given the same pid
-// does not share. "" where /proc cannot tell.
-func ownerLabel() string {
-	boot, err := os.ReadFile(bootIDFile)
+// bootID is this boot of the machine, or "" where /proc cannot tell.
+func bootID() string {
+	b, err := os.ReadFile(bootIDFile)
 	if err != nil {
 		return ""
 	}
-	start, err := native.StartTime(os.Getpid())
-	if err != nil {
-		return ""
-	}
-	return fmt.Sprintf("%s/%d/%d", strings.TrimSpace(string(boot)), os.Getpid(), start)
+	return strings.TrimSpace(string(b))
 }
 
-// ownerGone reports whether the simulator an ownerLabel names ran on this
-// machine since it last booted and has ended since. One of another machine
-// or an earlier boot cannot be told from a live one elsewhere, so it is not
-// gone.
-func ownerGone(label string) bool {
-	boot, pid, start, ok := parseOwner(label)
-	if !ok {
-		return false
+// ownerLabel names this simulator process for good, as the value of
+// labelSimOwner on what it makes on the engine.
+func ownerLabel() string { return ownerOf(bootID(), os.Getpid()) }
+
+// ownerOf names process pid of the boot: the boot, and the process's pid
+// and start time, which a later process given the same pid does not
+// share. "" where /proc cannot tell.
+func ownerOf(boot string, pid int) string {
+	if boot == "" {
+		return ""
 	}
-	now, err := os.ReadFile(bootIDFile)
-	if err != nil || strings.TrimSpace(string(now)) != boot {
+	start, err := native.StartTime(pid)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d/%d", boot, pid, start)
+}
+
+// ownerGone reports whether the simulator an owner label names ran during
+// boot, this machine's, and has ended since. One of another machine or an
+// earlier boot cannot be told from a live one elsewhere, so it is not
+// gone.
+func ownerGone(label, boot string) bool {
+	theirs, pid, start, ok := parseOwner(label)
+	if !ok || boot == "" || theirs != boot {
 		return false
 	}
 	got, err := native.StartTime(pid)

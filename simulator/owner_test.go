@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
-	"github.com/sandplane/sandplane/local/driver/native"
 )
 
 // deadOwner is the owner label of a process of this boot that has ended.
@@ -24,20 +22,17 @@ func deadOwner(t *testing.T) string {
 	t.Helper()
 	cmd := exec.Command("sleep", "60")
 	require.NoError(t, cmd.Start())
-	start, err := native.StartTime(cmd.Process.Pid)
-	require.NoError(t, err)
+	label := ownerOf(bootID(), cmd.Process.Pid)
+	require.NotEmpty(t, label)
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
-	boot, err := os.ReadFile(bootIDFile)
-	require.NoError(t, err)
-	return fmt.Sprintf("%s/%d/%d", strings.TrimSpace(string(boot)), cmd.Process.Pid, start)
+	return label
 }
 
 func TestOwnerGone(t *testing.T) {
 	self := ownerLabel()
 	require.NotEmpty(t, self)
-	boot, _, _, ok := parseOwner(self)
-	require.True(t, ok)
+	boot := bootID()
 	for _, tc := range []struct {
 		name  string
 		label string
@@ -50,8 +45,9 @@ func TestOwnerGone(t *testing.T) {
 		{"not a label", "x", false},
 		{"empty", "", false},
 	} {
-		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.gone, ownerGone(tc.label)) })
+		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.gone, ownerGone(tc.label, boot)) })
 	}
+	assert.False(t, ownerGone(deadOwner(t), ""), "without this boot's id, nothing is known gone")
 }
 
 // A simulator killed with SIGKILL leaves its containers running: the
