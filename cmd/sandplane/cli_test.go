@@ -204,7 +204,7 @@ func TestRunStreamsAndExitsWithTheCommandsCode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := d.cli(t, append([]string{"run", "--rm", "--"}, tt.args...)...)
+			r := d.cli(t, append([]string{"run", "--auto-stop", "0", "--rm", "--"}, tt.args...)...)
 			assert.Equal(t, tt.code, r.code, "stderr: %s", r.stderr)
 			assert.Equal(t, tt.stdout, r.stdout)
 			assert.Contains(t, r.stderr, tt.stderr)
@@ -217,7 +217,7 @@ func TestRunStreamsAndExitsWithTheCommandsCode(t *testing.T) {
 
 func TestRunWithoutRmKeepsTheSandbox(t *testing.T) {
 	d := startCLIDaemon(t)
-	r := d.cli(t, "run", "--name", "kept", "--label", "task=7", "--", "true")
+	r := d.cli(t, "run", "--auto-stop", "0", "--name", "kept", "--label", "task=7", "--", "true")
 	require.Equal(t, 0, r.code, r.stderr)
 	s, err := d.p.Get(context.Background(), "kept")
 	require.NoError(t, err)
@@ -228,7 +228,7 @@ func TestRunWithoutRmKeepsTheSandbox(t *testing.T) {
 
 func TestRunRmLeavesNothingAfterSIGINT(t *testing.T) {
 	d := startCLIDaemon(t)
-	r := d.start(t, "run", "--rm", "--", "sh", "-c", "echo $$; exec sleep 30")
+	r := d.start(t, "run", "--auto-stop", "0", "--rm", "--", "sh", "-c", "echo $$; exec sleep 30")
 	var pid int
 	require.Eventually(t, func() bool {
 		n, err := strconv.Atoi(strings.TrimSpace(r.stdout.String()))
@@ -251,7 +251,7 @@ func TestRunRmDuringCreateLeavesNothing(t *testing.T) {
 	d := startCLIDaemon(t)
 	// SIGINT while the daemon waits for a slow workload to come up: the
 	// create finishes regardless, and run must delete what it made.
-	r := d.start(t, "run", "--rm", "--snapshot", "slow-start", "--", "true")
+	r := d.start(t, "run", "--auto-stop", "0", "--rm", "--snapshot", "slow-start", "--", "true")
 	require.Eventually(t, func() bool {
 		list, _ := d.p.List(context.Background(), provider.ListOptions{})
 		return len(list) == 1 && list[0].State == provider.StateStarting
@@ -275,7 +275,7 @@ func TestRunKeepsTheSandboxAliveWhileStreaming(t *testing.T) {
 
 func TestRunFollowsTheSnapshotsOwnWorkload(t *testing.T) {
 	d := startCLIDaemon(t)
-	r := d.cli(t, "run", "--rm", "--snapshot", "exits-four")
+	r := d.cli(t, "run", "--auto-stop", "0", "--rm", "--snapshot", "exits-four")
 	assert.Equal(t, 4, r.code, r.stderr)
 	assert.Equal(t, "from-entrypoint\n", r.stdout)
 	assert.Contains(t, r.stderr, "to-stderr\n")
@@ -298,7 +298,7 @@ func TestRunWithoutADaemonSaysHowToStartOne(t *testing.T) {
 
 func TestExitCodesScriptsCanTrust(t *testing.T) {
 	d := startCLIDaemon(t)
-	require.Equal(t, 0, d.cli(t, "create", "--name", "exists").code)
+	require.Equal(t, 0, d.cli(t, "create", "--auto-stop", "0", "--name", "exists").code)
 	tests := []struct {
 		name string
 		args []string
@@ -344,7 +344,7 @@ func TestLifecycleCommands(t *testing.T) {
 	assert.Equal(t, map[string]string{"origin": "cli", "k": "v"}, created.Labels)
 	assert.Zero(t, created.AutoStopInterval)
 
-	r = d.cli(t, "create", "--name", "plain")
+	r = d.cli(t, "create", "--auto-stop", "0", "--name", "plain")
 	require.Equal(t, 0, r.code, r.stderr)
 	plainID := strings.TrimSpace(r.stdout)
 	assert.Contains(t, r.stderr, "Sandbox plain ("+plainID+") is started")
@@ -374,10 +374,10 @@ func TestLifecycleCommands(t *testing.T) {
 func TestLsShowsWhatTheDashboardShows(t *testing.T) {
 	d := startCLIDaemon(t)
 	ctx := context.Background()
-	require.Equal(t, 0, d.cli(t, "create", "--name", "from-cli").code)
-	_, err := d.p.Create(ctx, provider.CreateRequest{Name: "from-harness", Labels: map[string]string{"origin": "harness"}})
+	require.Equal(t, 0, d.cli(t, "create", "--auto-stop", "0", "--name", "from-cli").code)
+	_, err := d.p.Create(ctx, provider.CreateRequest{Name: "from-harness", Labels: map[string]string{"origin": "harness"}, AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
-	_, err = d.p.Create(ctx, provider.CreateRequest{Name: "unlabelled"})
+	_, err = d.p.Create(ctx, provider.CreateRequest{Name: "unlabelled", AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
 	require.Equal(t, 0, d.cli(t, "stop", "from-harness").code)
 
@@ -456,7 +456,7 @@ func TestWatchSeesEveryTransition(t *testing.T) {
 	require.Equal(t, provider.EventSandboxesReplaced, first.Type)
 
 	for _, args := range [][]string{
-		{"create", "--name", "watched"}, {"stop", "watched"}, {"start", "watched"}, {"rm", "watched"},
+		{"create", "--auto-stop", "0", "--name", "watched"}, {"stop", "watched"}, {"start", "watched"}, {"rm", "watched"},
 	} {
 		r := d.cli(t, args...)
 		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
@@ -487,8 +487,8 @@ func TestWatchForPeople(t *testing.T) {
 	d := startCLIDaemon(t)
 	w := d.start(t, "watch", "--label", "origin=cli")
 	require.Eventually(t, func() bool { return strings.Contains(w.stdout.String(), "snapshot") }, 20*time.Second, 10*time.Millisecond)
-	require.Equal(t, 0, d.cli(t, "create", "--name", "seen").code)
-	_, err := d.p.Create(context.Background(), provider.CreateRequest{Name: "filtered-out"})
+	require.Equal(t, 0, d.cli(t, "create", "--auto-stop", "0", "--name", "seen").code)
+	_, err := d.p.Create(context.Background(), provider.CreateRequest{Name: "filtered-out", AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
 	require.Equal(t, 0, d.cli(t, "rm", "seen").code)
 	require.Eventually(t, func() bool { return strings.Contains(w.stdout.String(), "deleted") }, 20*time.Second, 10*time.Millisecond)
@@ -502,7 +502,7 @@ func TestWatchForPeople(t *testing.T) {
 
 func TestLogs(t *testing.T) {
 	d := startCLIDaemon(t)
-	r := d.cli(t, "create", "--name", "ticking", "--snapshot", "ticker")
+	r := d.cli(t, "create", "--auto-stop", "0", "--name", "ticking", "--snapshot", "ticker")
 	require.Equal(t, 0, r.code, r.stderr)
 	r = d.cli(t, "logs", "-f", "ticking")
 	assert.Equal(t, 0, r.code, r.stderr)
@@ -581,7 +581,7 @@ func inRoot(t *testing.T, root string, nsPID int) int {
 func TestRunRmLeavesNothingWhenTheReaderGoesAway(t *testing.T) {
 	d := startCLIDaemon(t)
 	// sandplane run --rm -- yes | head -1
-	cmd := exec.Command(testdaemon.Binary(t), "run", "--rm", "--", "sh", "-c", "while :; do echo y; sleep 0.01; done")
+	cmd := exec.Command(testdaemon.Binary(t), "run", "--auto-stop", "0", "--rm", "--", "sh", "-c", "while :; do echo y; sleep 0.01; done")
 	cmd.Env = cliEnv(d.url)
 	var stderr testdaemon.Buffer
 	cmd.Stderr = &stderr

@@ -28,7 +28,7 @@ import (
 
 func TestUsageErrorsExitWithTwo(t *testing.T) {
 	d := startCLIDaemon(t)
-	require.Equal(t, 0, d.cli(t, "create", "--name", "here").code)
+	require.Equal(t, 0, d.cli(t, "create", "--auto-stop", "0", "--name", "here").code)
 	tests := []struct {
 		name string
 		args []string
@@ -61,8 +61,8 @@ func TestUsageErrorsExitWithTwo(t *testing.T) {
 
 func TestExec(t *testing.T) {
 	d := startCLIDaemon(t)
-	require.Equal(t, 0, d.cli(t, "create", "--name", "box").code)
-	require.Equal(t, 0, d.cli(t, "create", "--name", "parked").code)
+	require.Equal(t, 0, d.cli(t, "create", "--auto-stop", "0", "--name", "box").code)
+	require.Equal(t, 0, d.cli(t, "create", "--auto-stop", "0", "--name", "parked").code)
 	require.Equal(t, 0, d.cli(t, "stop", "parked").code)
 	tests := []struct {
 		name           string
@@ -104,7 +104,7 @@ func TestExec(t *testing.T) {
 		{"stop", 2, "sandbox lost is stopped: it stopped while the command ran, and the command with it; start it again with sandplane start lost"},
 	} {
 		t.Run("a sandbox that goes on "+tc.lose+" while the command runs", func(t *testing.T) {
-			require.Equal(t, 0, d.cli(t, "create", "--name", "lost").code)
+			require.Equal(t, 0, d.cli(t, "create", "--auto-stop", "0", "--name", "lost").code)
 			t.Cleanup(func() { d.cli(t, "rm", "lost") })
 			r := d.start(t, "exec", "lost", "--", "sh", "-c", "echo running; sleep 100")
 			require.Eventually(t, func() bool { return strings.Contains(r.stdout.String(), "running") }, 30*time.Second, 10*time.Millisecond)
@@ -149,7 +149,7 @@ func TestExecAndRunPassStdinOnAndEndIt(t *testing.T) {
 		{"a line, then end of input", strings.NewReader("one\n"), []string{"exec", "box", "--", "sh", "-c", `while read -r l; do echo "got $l"; done; echo end`}, 0, "got one\nend\n"},
 		{"bytes that are not text", bytes.NewReader(everyByte), []string{"exec", "box", "--", "cat"}, 0, string(everyByte)},
 		{"output that is not UTF-8", nil, []string{"exec", "box", "--", "sh", "-c", `printf '\377\376 bin'`}, 0, "\xff\xfe bin"},
-		{"echo hi | run -- cat", strings.NewReader("hi\n"), []string{"run", "--rm", "--", "cat"}, 0, "hi\n"},
+		{"echo hi | run -- cat", strings.NewReader("hi\n"), []string{"run", "--auto-stop", "0", "--rm", "--", "cat"}, 0, "hi\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -187,7 +187,7 @@ func TestExecAndRunPassStdinOnAndEndIt(t *testing.T) {
 
 func TestExecOnATerminal(t *testing.T) {
 	d := startCLIDaemon(t)
-	require.Equal(t, 0, d.cli(t, "create", "--name", "tty").code)
+	require.Equal(t, 0, d.cli(t, "create", "--auto-stop", "0", "--name", "tty").code)
 	// run starts the binary on a terminal of 101x33; the copy of its
 	// output ends once it has exited and everything it wrote is read.
 	type onTerminal struct {
@@ -254,7 +254,7 @@ func TestExecOnATerminal(t *testing.T) {
 
 func TestRunJSONAndItsWarnings(t *testing.T) {
 	d := startCLIDaemon(t)
-	r := d.cli(t, "run", "--rm", "--json", "--", "sh", "-c", "echo out; sleep 0.2; echo err >&2; exit 3")
+	r := d.cli(t, "run", "--auto-stop", "0", "--rm", "--json", "--", "sh", "-c", "echo out; sleep 0.2; echo err >&2; exit 3")
 	assert.Equal(t, 3, r.code, r.stderr)
 	events := outputEvents(t, r.stdout)
 	require.Len(t, events, 4, "sandbox, stdout, stderr, exit: %s", r.stdout)
@@ -264,7 +264,7 @@ func TestRunJSONAndItsWarnings(t *testing.T) {
 	assert.Equal(t, provider.StateStarted, events[0].Sandbox.State)
 	assert.Equal(t, []outputEvent{{Type: "stdout", Data: "out\n"}, {Type: "stderr", Data: "err\n"}, {Type: "exit", ExitCode: ptr(3)}}, events[1:])
 
-	r = d.cli(t, "run", "--rm", "--snapshot", "exits-four")
+	r = d.cli(t, "run", "--auto-stop", "0", "--rm", "--snapshot", "exits-four")
 	assert.Equal(t, 4, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "sandplane: no COMMAND given: following the snapshot's own workload until it ends")
 	assert.Contains(t, r.stderr, "is stopped (exited: code 4)", "it says why it ended")
@@ -275,7 +275,7 @@ func TestSelectorsQuietListAndStopReason(t *testing.T) {
 	d := startCLIDaemon(t)
 	ids := map[string]string{}
 	for _, c := range []struct{ name, team string }{{"a1", "a"}, {"a2", "a"}, {"b1", "b"}} {
-		r := d.cli(t, "create", "--name", c.name, "--label", "team="+c.team)
+		r := d.cli(t, "create", "--auto-stop", "0", "--name", c.name, "--label", "team="+c.team)
 		require.Equal(t, 0, r.code, r.stderr)
 		ids[c.name] = strings.TrimSpace(r.stdout)
 	}
@@ -327,7 +327,7 @@ func TestSelectorsQuietListAndStopReason(t *testing.T) {
 
 func TestLogsFollowSaysWhyItEnded(t *testing.T) {
 	d := startCLIDaemon(t)
-	r := d.cli(t, "create", "--name", "short", "--snapshot", "exits-four")
+	r := d.cli(t, "create", "--auto-stop", "0", "--name", "short", "--snapshot", "exits-four")
 	require.Equal(t, 0, r.code, r.stderr)
 	r = d.cli(t, "logs", "-f", "short")
 	assert.Equal(t, 0, r.code, r.stderr)

@@ -10,11 +10,13 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/toolbox/client"
 )
 
@@ -233,7 +235,7 @@ func whyLost(ctx context.Context, p provider.Provider, o *clientOptions, name, i
 	}
 	cctx, cancel := detached(ctx, o.clk, lookupTimeout)
 	defer cancel()
-	now, gerr := p.Get(cctx, id)
+	now, gerr := settled(cctx, p, o.clk, id)
 	switch {
 	case provider.Code(gerr) == provider.NotFound:
 		return provider.Errorf(provider.NotFound, "sandbox %s was deleted while the command ran, and the command with it", name)
@@ -249,6 +251,25 @@ func whyLost(ctx context.Context, p provider.Provider, o *clientOptions, name, i
 		return provider.Errorf(provider.FailedPrecondition, "%s", msg)
 	}
 	return err
+}
+
+// settled is the sandbox id once it is no longer stopping: a delete stops
+// the sandbox first, so the command it takes with it can end while the
+// sandbox is still stopping on its way to being deleted, and that state
+// says neither which. It asks again, more slowly each time, until ctx ends,
+// then answers with what it last saw.
+func settled(ctx context.Context, p provider.Provider, clk clock.Clock, id string) (*provider.Sandbox, error) {
+	wait := 10 * time.Millisecond
+	for {
+		s, err := p.Get(ctx, id)
+		if err != nil || s.State != provider.StateStopping {
+			return s, err
+		}
+		if clock.Sleep(ctx, clk, wait) != nil {
+			return s, nil
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
 }
 
 // onTerminal runs command on a terminal of the sandbox with this process's

@@ -92,7 +92,10 @@ func get(t *testing.T, base, host, path string, token ...string) (int, string) {
 func TestRelayCommandInFrontOfTheLocalDaemon(t *testing.T) {
 	d := startCLIDaemon(t)
 	ctx := context.Background()
-	sb, err := d.p.Create(ctx, provider.CreateRequest{})
+	// An hour of the daemon's 200ms minutes (12 s): long enough that the
+	// sandbox does not stop before the relay's first request on a loaded
+	// machine, and not 0, which would leave the relay nothing to refresh.
+	sb, err := d.p.Create(ctx, provider.CreateRequest{AutoStopInterval: ptr(60)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.p.Delete(context.Background(), sb.ID) })
 	r, base := startRelay(t, nil, "--provider", "local://"+strings.TrimPrefix(d.url, "http://"))

@@ -42,7 +42,7 @@ snapshots:
 	ctx := context.Background()
 	ids := make([]string, 8)
 	for i := range ids {
-		s, err := d.P.Create(ctx, provider.CreateRequest{Snapshot: "stubborn", Labels: map[string]string{"i": strconv.Itoa(i)}})
+		s, err := d.P.Create(ctx, provider.CreateRequest{Snapshot: "stubborn", Labels: map[string]string{"i": strconv.Itoa(i)}, AutoStopInterval: ptr(0)})
 		require.NoError(t, err)
 		ids[i] = s.ID
 	}
@@ -233,7 +233,7 @@ snapshots:
 	// A workload's view.
 	p, err := local.New(d.url, local.WithToken(token))
 	require.NoError(t, err)
-	s, err := p.Create(context.Background(), provider.CreateRequest{Snapshot: "spy", EnvVars: map[string]string{"OWN": "mine"}})
+	s, err := p.Create(context.Background(), provider.CreateRequest{Snapshot: "spy", EnvVars: map[string]string{"OWN": "mine"}, AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
 	dir := filepath.Join(d.root, s.ID)
 	// Once "reported" exists, cat has written all it will: the shell makes
