@@ -63,9 +63,11 @@ type Snapshot struct {
 	Env          map[string]string `yaml:"env,omitempty"`
 	WorkDir      string            `yaml:"workDir,omitempty"`
 	User         string            `yaml:"user,omitempty"`
-	// Ready is how the daemon knows the workload is up: "port" (the
-	// default) waits until the sandbox port accepts connections; "none"
-	// counts a spawned workload as started.
+	// Ready is how the daemon knows the workload is up: "http" (the
+	// default) waits until the sandbox port gives an HTTP response to GET /,
+	// any status; "port", for a workload that speaks something else, until
+	// the port accepts a connection and holds it; "none" counts a spawned
+	// workload as started.
 	Ready string `yaml:"ready,omitempty"`
 	// Isolation is how the native runtime isolates the workload beyond its
 	// containment: "bwrap" or "none"; empty takes the daemon's default.
@@ -329,8 +331,8 @@ func (c *Config) Validate() error {
 		if len(s.Command) == 0 && s.Image == "" {
 			return fmt.Errorf("snapshot %q needs a command (native) or an image (docker)", name)
 		}
-		if s.Ready != "" && s.Ready != "port" && s.Ready != "none" {
-			return fmt.Errorf("snapshot %q: ready must be \"port\" or \"none\", got %q", name, s.Ready)
+		if s.Ready != "" && s.Ready != "http" && s.Ready != "port" && s.Ready != "none" {
+			return fmt.Errorf("snapshot %q: ready must be \"http\" (the default), \"port\" or \"none\", got %q", name, s.Ready)
 		}
 		if !validIsolation(s.Isolation) {
 			return fmt.Errorf("snapshot %q: isolation must be \"none\" or \"bwrap\", got %q", name, s.Isolation)

@@ -29,9 +29,11 @@ snapshots:
     env: {A: b}
     port: 8000
     ports: [3000, 5173]
+    ready: http
   fast:
     image: some-image
     network: host
+    ready: port
 `), 0o600))
 	require.NoError(t, c.LoadFile(file))
 	require.NoError(t, c.LoadEnv(envOf(map[string]string{EnvMinute: "1s", EnvReapInterval: "250", EnvReapOnExit: "1"})))
@@ -45,6 +47,8 @@ snapshots:
 	assert.Equal(t, []string{"sandplane", "toolbox"}, c.Snapshots["default"].Command, "built-in default survives the file")
 	assert.Equal(t, "b", c.Snapshots["python"].Env["A"])
 	assert.Equal(t, "host", c.Snapshots["fast"].Network)
+	assert.Equal(t, "port", c.Snapshots["fast"].Ready)
+	assert.Equal(t, "http", c.Snapshots["python"].Ready)
 	assert.Equal(t, 8000, c.Snapshots["python"].Port)
 	assert.Equal(t, []int{3000, 5173}, c.Snapshots["python"].Ports)
 	assert.Equal(t, 90*time.Second, c.PreviewIdleKeepAlive)

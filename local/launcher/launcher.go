@@ -119,9 +119,10 @@ type Workload struct {
 // (Driver.Preflight), starts it, records it (Record) and waits until it is
 // ready, in that order. On error nothing of it runs and the port is free
 // again. preflight_failed and unavailable come from the driver as they are;
-// create_failed: the workload did not start or did not come up, with the
-// end of its output (a *NotReadyError, for errors.As, when it ended or timed
-// out); resource_exhausted: no free port.
+// create_failed: the workload did not start, or ended before it came up;
+// unavailable: it did not come up within ReadyTimeout (both with the end of
+// its output, a *NotReadyError for errors.As); resource_exhausted: no free
+// port.
 func (l *Launcher) Launch(ctx context.Context, req Request) (Workload, error) {
 	spec, ports, err := l.allocate(req)
 	if err != nil {
@@ -192,13 +193,14 @@ func (l *Launcher) output(ctx context.Context, h driver.Handle, dir string, reda
 	return lastOutput(redact, stdout, stderr)
 }
 
-// notReady is the create_failed error of a workload that did not come up:
-// a *NotReadyError with its output when it ended or timed out.
+// notReady is the error of a workload that did not come up: a
+// *NotReadyError with its output when it ended (create_failed) or timed out
+// (unavailable).
 func notReady(err error, output string) error {
 	var nr *NotReadyError
 	if errors.As(err, &nr) {
 		nr.Output = output
-		return provider.Errorf(provider.CreateFailed, "%w", nr)
+		return provider.Errorf(nr.code(), "%w", nr)
 	}
 	return provider.Errorf(provider.CreateFailed, "%v%s", err, outputSuffix(output))
 }

@@ -27,7 +27,8 @@ import (
 )
 
 // serveVar makes the test binary a workload instead of running tests: "tcp"
-// accepts connections on $PORT, "http" answers every request there, "fail"
+// accepts connections on $PORT and closes them, "silent" accepts them and
+// holds them without a word, "http" answers every request there, "fail"
 // writes to stderr and exits 3.
 const serveVar = "LAUNCHER_TEST_SERVE"
 
@@ -57,10 +58,15 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			os.Exit(1)
 		}
+		var held []net.Conn
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				os.Exit(1)
+			}
+			if os.Getenv(serveVar) == "silent" {
+				held = append(held, c)
+				continue
 			}
 			c.Close()
 		}
@@ -257,12 +263,12 @@ func TestFailedLaunchLeavesNothing(t *testing.T) {
 	}{
 		{name: "the workload exits before it serves", mode: "fail", code: provider.CreateFailed, undone: true,
 			message: []string{"ended before it listened on port", "exited: code 3", "workload output: cannot start: the key is ***"}},
-		{name: "the workload never serves", mode: "http", timeout: 300 * time.Millisecond, code: provider.CreateFailed, undone: true,
+		{name: "the workload never serves", mode: "http", timeout: 300 * time.Millisecond, code: provider.Unavailable, undone: true,
 			edit: func(req *launcher.Request) {
 				req.Ready = launcher.ReadyHTTP("/version")
 				req.Spec.Command = []string{"sleep", "30"}
 			},
-			message: []string{"did not answer HTTP on port", "within 300ms", "it must serve on $PORT"}},
+			message: []string{"did not answer HTTP on port", "within 300ms", "it must answer HTTP on $PORT, or declare ready: port"}},
 		{name: "the command is missing", mode: "tcp", code: provider.PreflightFailed, undone: true,
 			edit: func(req *launcher.Request) { req.Spec.Command = []string{"no-such-command-here"} }},
 		{name: "the record is refused", mode: "tcp", code: provider.Internal, undone: true, message: []string{"no room in the registry"},
@@ -308,6 +314,51 @@ func TestFailedLaunchLeavesNothing(t *testing.T) {
 			port, err := h.ports.Allocate(h.base)
 			require.NoError(t, err)
 			assert.Equal(t, h.base, port, "the port of the failed launch is free again")
+		})
+	}
+}
+
+// Ready means the workload answers as its readiness says: HTTP, whatever
+// accepts the connection first; or, for a workload that speaks something
+// else, a connection accepted. A workload that never does fails the launch
+// with unavailable, and leaves nothing running. (The never-ready cases
+// wait out a short deadline, but what they assert holds however long it
+// is: their workload never answers.)
+func TestReadinessIsTheWorkloadsAnswer(t *testing.T) {
+	tests := []struct {
+		mode  string // what the workload does with a connection
+		ready launcher.Readiness
+		up    bool
+	}{
+		{"http", launcher.ReadyHTTP("/"), true},
+		{"tcp", launcher.ReadyHTTP("/"), false},
+		{"silent", launcher.ReadyHTTP("/"), false},
+		{"http", launcher.ReadyPort, true},
+		{"tcp", launcher.ReadyPort, true},
+		{"silent", launcher.ReadyPort, true},
+	}
+	for _, tt := range tests {
+		name := fmt.Sprintf("%s workload, %v", tt.mode, tt.ready)
+		t.Run(name, func(t *testing.T) {
+			timeout := 30 * time.Second
+			if !tt.up {
+				timeout = 300 * time.Millisecond
+			}
+			h := newHarness(t, timeout)
+			req := h.request(tt.mode, tt.ready)
+			var started []driver.Handle
+			req.Record = func(hd driver.Handle, _ int) error { started = append(started, hd); return nil }
+			w, err := h.launch(req)
+			if tt.up {
+				require.NoError(t, err)
+				assert.True(t, h.running(w.Handle))
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, provider.Unavailable, provider.Code(err), "%v", err)
+			assert.Contains(t, err.Error(), "did not answer HTTP on port")
+			require.Len(t, started, 1)
+			assert.False(t, h.running(started[0]), "the workload that never answered is gone")
 		})
 	}
 }
@@ -398,7 +449,11 @@ func TestNotReadyErrorSaysWhy(t *testing.T) {
 			req.Record = func(_ driver.Handle, p int) error { port = p; return nil }
 			_, err := h.launch(req)
 			require.Error(t, err)
-			assert.Equal(t, provider.CreateFailed, provider.Code(err))
+			code := provider.Unavailable // it may yet answer: a retry can succeed
+			if tt.exited {
+				code = provider.CreateFailed // its command is at fault
+			}
+			assert.Equal(t, code, provider.Code(err))
 			var nr *launcher.NotReadyError
 			require.ErrorAs(t, err, &nr)
 			assert.Equal(t, provider.Message(err), nr.Error(), "the error's message is the cause's")

@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // Readiness says when a launched workload counts as up. The zero value is
-// ReadyPort.
+// ReadyPort; a sandbox's default is ReadyHTTP("/"), since a port that
+// accepts does not prove the workload behind it answers (Docker's proxy and
+// bubblewrap's forwarder accept for it).
 type Readiness struct {
 	mode readyMode
 	path string
@@ -32,15 +35,29 @@ const (
 var (
 	// ReadyPort waits until the workload accepts connections on its port,
 	// or, on a driver that implements driver.Prober (Docker, whose proxy
-	// accepts before the container does), until the driver says it serves.
+	// accepts before the container does), until the driver says it holds
+	// one: for a workload that does not speak HTTP.
 	ReadyPort = Readiness{mode: modePort}
 	// ReadyNone counts a started workload as up.
 	ReadyNone = Readiness{mode: modeNone}
 )
 
 // ReadyHTTP waits until the workload answers GET path on its port with any
-// HTTP response.
+// HTTP response, whatever the driver: only the workload writes one, never a
+// proxy or forwarder in front of it.
 func ReadyHTTP(path string) Readiness { return Readiness{mode: modeHTTP, path: path} }
+
+// String is the readiness as a snapshot words it: "port", "none", or
+// "http" with its path.
+func (r Readiness) String() string {
+	switch r.mode {
+	case modeNone:
+		return "none"
+	case modeHTTP:
+		return "http " + r.path
+	}
+	return "port"
+}
 
 // probeTimeout bounds one readiness check.
 const probeTimeout = time.Second
@@ -181,14 +198,26 @@ type NotReadyError struct {
 }
 
 func (e *NotReadyError) Error() string {
-	did, do := "listened", "listen"
+	did, do, check := "listened", "listen", "it must listen on $PORT"
 	if e.ready.mode == modeHTTP {
 		did, do = "answered HTTP", "answer HTTP"
+		check = "it must answer HTTP on $PORT, or declare ready: port in its snapshot if it speaks something else"
 	}
 	if e.Exited {
 		return fmt.Sprintf("workload ended before it %s on port %d (%s)%s", did, e.Port, e.Reason, outputSuffix(e.Output))
 	}
-	return fmt.Sprintf("workload did not %s on port %d within %s: it must serve on $PORT%s", do, e.Port, e.Timeout, outputSuffix(e.Output))
+	return fmt.Sprintf("workload did not %s on port %d within %s: %s%s", do, e.Port, e.Timeout, check, outputSuffix(e.Output))
+}
+
+// code is the error code of a launch that did not come up: create_failed
+// for a workload that ended (its command is at fault), unavailable for
+// one still running but not answering (it may yet, on a less loaded
+// machine: a retry can succeed).
+func (e *NotReadyError) code() provider.ErrorCode {
+	if e.Exited {
+		return provider.CreateFailed
+	}
+	return provider.Unavailable
 }
 
 // maxTail bounds the workload output an error quotes.

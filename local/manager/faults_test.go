@@ -215,7 +215,7 @@ func TestCreateReleasesThePortWhenItsLastWriteFails(t *testing.T) {
 	h := newHarness(t, useRuntime(p), func(o *Options) {
 		o.PortMin, o.PortMax = 14400, 14400
 		o.LaunchHook = hook
-		o.Snapshots[DefaultSnapshot] = Snapshot{Command: []string{"workload"}}
+		o.Snapshots[DefaultSnapshot] = Snapshot{Command: []string{"workload"}, Ready: "port"} // up when the driver's Probe says
 	})
 	_, err := h.m.Create(context.Background(), provider.CreateRequest{ID: "unlucky"})
 	assert.Equal(t, provider.CreateFailed, provider.Code(err), "%v", err)
@@ -404,7 +404,7 @@ func TestAChangeWhileTheWorkloadStartsIsKept(t *testing.T) {
 		t.Run(op, func(t *testing.T) {
 			p := newProbeGate()
 			h := newHarness(t, useRuntime(p), func(o *Options) {
-				o.Snapshots[DefaultSnapshot] = Snapshot{Command: []string{"workload"}}
+				o.Snapshots[DefaultSnapshot] = Snapshot{Command: []string{"workload"}, Ready: "port"} // up when the driver's Probe says
 			})
 			if op == "start" {
 				close(p.release)
@@ -452,7 +452,7 @@ func TestThePreparedRecordIsWhatStartedWrites(t *testing.T) {
 	p := newProbeGate()
 	close(p.release)
 	h := newHarness(t, useRuntime(p), func(o *Options) {
-		o.Snapshots[DefaultSnapshot] = Snapshot{Command: []string{"workload"}}
+		o.Snapshots[DefaultSnapshot] = Snapshot{Command: []string{"workload"}, Ready: "port"} // up when the driver's Probe says
 	})
 	check := func(s provider.Sandbox) {
 		t.Helper()

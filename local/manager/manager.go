@@ -28,9 +28,11 @@ type Snapshot struct {
 	Env          map[string]string `json:"env,omitempty"`
 	WorkDir      string            `json:"workDir,omitempty"`
 	User         string            `json:"user,omitempty"`
-	// Ready is how the manager knows the workload is up: "port" (the
-	// default) waits until the sandbox port accepts connections; "none"
-	// counts a spawned workload as started.
+	// Ready is how the manager knows the workload is up: "http" (the
+	// default) waits until the sandbox port gives an HTTP response to GET /,
+	// any status; "port", for a workload that speaks something else, until
+	// the port accepts a connection and holds it; "none" counts a spawned
+	// workload as started.
 	Ready string `json:"ready,omitempty"`
 	// Isolation is how the native runtime isolates the workload beyond its
 	// containment: "bwrap" or "none"; empty takes the daemon's default.

@@ -27,10 +27,6 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot, up func(r 
 	if rec.Runtime == provider.RuntimeDocker {
 		base, command = nil, snap.ImageCommand // the image brings its own
 	}
-	ready := launcher.ReadyPort
-	if snap.Ready == "none" {
-		ready = launcher.ReadyNone
-	}
 	hook := m.opts.LaunchHook
 	declared := snap.declared()
 	prefer := cloneInts(rec.LastExtraPorts)
@@ -56,7 +52,7 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot, up func(r 
 		PreferPort:   rec.LastPort,
 		SandboxPorts: declared,
 		PreferPorts:  prefer,
-		Ready:        ready,
+		Ready:        readiness(snap.Ready),
 		Prepare: func(ctx context.Context, spec *driver.Spec) error {
 			// The launcher adds PORT and PORT_<port>, which only it sets.
 			spec.Env = spawnEnv(base, env)
@@ -286,4 +282,17 @@ func (m *Manager) markExited(e *entry, h driver.Handle, reason string) {
 	if m.opts.LaunchHook != nil {
 		m.opts.LaunchHook.AfterExit(rec.ID)
 	}
+}
+
+// readiness is how a launch of a snapshot whose ready is this waits for its
+// workload: an HTTP answer unless the snapshot says otherwise (config
+// validates the word).
+func readiness(ready string) launcher.Readiness {
+	switch ready {
+	case "port":
+		return launcher.ReadyPort
+	case "none":
+		return launcher.ReadyNone
+	}
+	return launcher.ReadyHTTP("/")
 }
