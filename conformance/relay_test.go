@@ -217,7 +217,14 @@ func countProxyEvents(t *testing.T, p *local.Provider, id string) func() int {
 	}
 	base := n.Load()
 	return func() int {
-		time.Sleep(200 * time.Millisecond) // let the last events arrive
+		// The first refresh is waited for, however late it comes (the
+		// deadline only stops a hang). The pause after it lets any more
+		// arrive: a correct relay sends none, so a slow machine can hide
+		// a bug there but never fail the count.
+		for deadline := time.Now().Add(10 * time.Second); n.Load() == base && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
 		return int(n.Load() - base)
 	}
 }
@@ -512,7 +519,7 @@ func webSocketWithTrafficKeepsSandboxAlive(t *testing.T, mk relayMaker) {
 
 	c.holdFor(3, func() {
 		require.NoError(t, conn.Write(ctx, websocket.MessageBinary, []byte("echo tick\n")))
-		time.Sleep(c.b.minute / 10)
+		time.Sleep(c.b.minute / 10) // the traffic's pace, not a wait for anything
 	})
 	assert.Positive(t, got.Load(), "the shell answered through the relay")
 
@@ -540,7 +547,7 @@ func idleWebSocketCountsWhileOpen(t *testing.T, mk relayMaker) {
 	defer cancel()
 	conn, _ := c.ptyConn(ctx)
 	c.setAutoStop(1)
-	c.holdFor(3, func() { time.Sleep(c.b.minute / 10) })
+	c.holdFor(3, func() { time.Sleep(c.b.minute / 10) }) // silence, checked at this pace
 	conn.Close(websocket.StatusNormalClosure, "")
 	c.waitAutoStopped()
 }

@@ -87,7 +87,7 @@ func drive[T any](clk *clocktest.Fake, f func() T) T {
 		for ctx.Err() == nil {
 			_ = clk.BlockUntilWaiters(ctx, 1)
 			clk.Advance(10 * time.Millisecond)
-			time.Sleep(200 * time.Microsecond) // let the woken goroutine run
+			time.Sleep(200 * time.Microsecond) // let the woken goroutine run; its pace, not a wait for it
 		}
 	}()
 	defer func() {

@@ -514,6 +514,6 @@ func (env *dockerEnv) bareDockerRun(b *testing.B, root string, run bareRun) time
 			}
 		}
 		require.True(b, time.Now().Before(deadline), "the bare container never answered: %v", err)
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // a poll of the condition; the deadline only stops a hang
 	}
 }

@@ -71,7 +71,7 @@ func checkToolbox(t *testing.T, p *local.Provider, s *provider.Sandbox) {
 	// it proxies to them: until then their previews answer 503.
 	for deadline := time.Now().Add(20 * time.Second); resp.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline); {
 		resp.Body.Close()
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a poll of the condition; the deadline only stops a hang
 		resp = toolboxDo(t, p, s, http.MethodGet, "/api/info", "")
 	}
 	defer resp.Body.Close()
@@ -298,7 +298,9 @@ func TestStopStartPreservesTheDirectory(t *testing.T) {
 }
 
 func TestAutoStopEndToEnd(t *testing.T) {
-	d := startDaemon(t, "") // one interval minute = 200ms
+	// A one-second minute: the refreshes below, twenty a minute, keep busy
+	// alive unless the machine stalls this goroutine for a whole second.
+	d := testdaemon.Start(t, testdaemon.Options{Config: slowConfig, Minute: time.Second})
 	ctx := context.Background()
 	idle, err := d.P.Create(ctx, provider.CreateRequest{Name: "idle", AutoStopInterval: ptr(1)})
 	require.NoError(t, err)
@@ -313,7 +315,7 @@ func TestAutoStopEndToEnd(t *testing.T) {
 				return
 			}
 			_ = d.P.RefreshActivity(ctx, "busy")
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // the activity's pace: twenty a minute
 		}
 	}()
 	got := eventuallyState(t, d.P, idle.ID, provider.StateStopped)

@@ -150,6 +150,8 @@ func TestHungStopDuringEvictionKeepsTheCap(t *testing.T) {
 	require.NoError(t, hang.WaitBlocked(waitCtx(t), 1))
 	for i := 0; i < 12; i++ { // past StopTimeout, one poll at a time
 		h.clk.Advance(time.Second)
+		// Lets the stop's poll run between steps; what is asserted after
+		// is waited on as a condition, so a slower poll changes nothing.
 		time.Sleep(time.Millisecond)
 	}
 	h.eventually(func() bool { return testutil.ToFloat64(h.p.m.hungStops) == 1 }, "the stop is taken for hung")
@@ -199,6 +201,9 @@ func TestClaimWaitsForAnUnconfirmedStop(t *testing.T) {
 	}, "the stop is taken for hung")
 
 	waiting := h.acquireAsync(h.ctx, "a")
+	// Pool time is the fake clock's and stands still: a correct pool never
+	// admits the claim here. The pause only gives a wrong one the chance
+	// to, so a slow machine can hide a bug but never fail this test.
 	time.Sleep(20 * time.Millisecond)
 	select {
 	case r := <-waiting:

@@ -135,6 +135,8 @@ func (d *driver) settle() {
 			n := runtime.Stack(d.buf, true)
 			fmt.Fprintf(os.Stderr, "driver stuck: %d in transit\n%s\n", d.inTransit(), d.buf[:n])
 		}
+		// Yield to goroutines in a syscall, which Gosched does not wait
+		// for; settle loops until quiet however long that takes.
 		time.Sleep(10 * time.Microsecond)
 	}
 }

@@ -178,6 +178,9 @@ func TestCancelAndImmediateResend(t *testing.T) {
 	assert.ErrorIs(t, r.err, context.Canceled)
 
 	resend := h.acquireAsync(h.ctx, "conv")
+	// The create hangs until Release: a correct pool never answers the
+	// resend here. The pause only gives a wrong one the chance to, so a
+	// slow machine can hide a bug but never fail this test.
 	time.Sleep(10 * time.Millisecond)
 	select {
 	case r := <-resend:
@@ -281,6 +284,8 @@ func TestChurnKeepsTheCap(t *testing.T) {
 				return
 			default:
 				h.clk.Advance(time.Second)
+				// The pace of the fake clock against the acquires: any
+				// interleaving is one the pool must survive.
 				time.Sleep(200 * time.Microsecond)
 			}
 		}

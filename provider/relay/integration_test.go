@@ -287,6 +287,8 @@ func TestIntegrationWebSocketWithTrafficKeepsSandboxAlive(t *testing.T) {
 		_, msg, err := c.Read(ctx)
 		require.NoError(t, err)
 		require.Equal(t, "ping", string(msg))
+		// The traffic's pace, not a wait for anything: the relay must keep
+		// the sandbox alive across the gaps, however long they take.
 		time.Sleep(200 * time.Millisecond)
 	})
 	require.NoError(t, c.Close(websocket.StatusNormalClosure, "done"))

@@ -91,7 +91,7 @@ func startToolboxCmd(t *testing.T, ctx context.Context, port string, args ...str
 		default:
 		}
 		require.True(t, time.Now().Before(deadline), "toolbox never answered: %v", err)
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a poll of the condition; the deadline only stops a hang
 	}
 	return info, errc
 }
@@ -295,7 +295,7 @@ func TestToolboxCommandRunsTheEntrypoint(t *testing.T) {
 				return
 			}
 			require.True(t, time.Now().Before(deadline), "entrypoint logs: %s", body)
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // a poll of the condition; the deadline only stops a hang
 		}
 	}
 

@@ -367,7 +367,7 @@ func TestProbe(t *testing.T) {
 				break
 			}
 			require.True(t, time.Now().Before(deadline), "probe never succeeded")
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // a poll of the condition; the deadline only stops a hang
 		}
 		_, err := get(baseURL(spec.Port))
 		assert.NoError(t, err, "once the probe succeeds the workload answers")
@@ -390,7 +390,7 @@ func TestProbe(t *testing.T) {
 				break
 			}
 			require.True(t, time.Now().Before(deadline), "the server never started")
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // a poll of the condition; the deadline only stops a hang
 		}
 		ok, err := h.rt.Probe(ctx, hd, spec.Port)
 		require.NoError(t, err)
