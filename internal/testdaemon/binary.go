@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sandplane/sandplane/internal/leakcheck"
 	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 )
@@ -80,7 +81,9 @@ func RequireOwnInit(t testing.TB) {
 	}
 }
 
-// Main runs the tests of m and removes the binary they built, if any; it
+// Main runs the tests of m, failing them when a goroutine or a child
+// process outlives them (leakcheck.Main), and removes the binary they
+// built, if any; it
 // returns m's exit code. In this binary re-executed by ServeBare it serves
 // instead.
 func Main(m *testing.M) int {
@@ -89,7 +92,7 @@ func Main(m *testing.M) int {
 	if file := os.Getenv(bareEnv); file != "" {
 		return serveBare(file)
 	}
-	code := m.Run()
+	code := leakcheck.Main(m)
 	built.once.Do(func() {}) // waits for a build under way; none starts after
 	if built.dir != "" {
 		os.RemoveAll(built.dir)

@@ -69,10 +69,16 @@ func newPreviewHarness(t *testing.T, token string) *previewHarness {
 	h.ts.Start()
 	t.Cleanup(h.ts.Close)
 	sub, _, _, _ := hub.subscribe(0, false, nil)
-	t.Cleanup(func() { hub.unsubscribe(sub) })
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done); hub.unsubscribe(sub) })
 	go func() {
-		for ev := range sub.ch {
-			h.events <- ev
+		for {
+			select {
+			case ev := <-sub.ch:
+				h.events <- ev
+			case <-done:
+				return
+			}
 		}
 	}()
 	return h
@@ -255,7 +261,10 @@ func TestPreviewTrafficIsProxyActivity(t *testing.T) {
 	}
 	wg.Wait()
 	require.Eventually(t, func() bool { return len(h.events) > 0 }, 5*time.Second, time.Millisecond)
-	time.Sleep(100 * time.Millisecond) // a second refresh, had there been one, would be here by now
+	// Every request was answered and the relay refreshes once per 45 s:
+	// a correct one sends nothing more. The pause only gives a wrong one
+	// the time to, so a slow machine can hide a bug but never fail this.
+	time.Sleep(100 * time.Millisecond)
 	assert.Equal(t, 1, h.proxyRefreshes("busy"), "200 requests within Daytona's 45 s: one activity event, source proxy")
 
 	req, _ := http.NewRequest("GET", pv.URL+"/", nil)

@@ -47,6 +47,7 @@ func newTestServerIn(t *testing.T, root, token string) (*httptest.Server, *manag
 	t.Cleanup(m.Close)
 	s, err := New(Options{Manager: m, Hub: hub, Version: "test", Token: token, Containment: "pid-namespace"})
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	return ts, m
@@ -462,6 +463,7 @@ func newTestServerF(f *testing.F) (*httptest.Server, *manager.Manager) {
 	f.Cleanup(m.Close)
 	s, err := New(Options{Manager: m, Hub: hub, Version: "test"})
 	require.NoError(f, err)
+	f.Cleanup(func() { _ = s.Close() })
 	ts := httptest.NewServer(s.Handler())
 	f.Cleanup(ts.Close)
 	return ts, m

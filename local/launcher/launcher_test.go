@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/internal/leakcheck"
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/native"
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 	nsinit.Main()
 	switch os.Getenv(serveVar) {
 	case "":
-		os.Exit(m.Run())
+		os.Exit(leakcheck.Main(m))
 	case "fail":
 		fmt.Fprintln(os.Stderr, "cannot start: the key is hunter2")
 		os.Exit(3)

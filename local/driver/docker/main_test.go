@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/internal/leakcheck"
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
@@ -38,7 +39,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := leakcheck.Main(m)
 	if imageTag != "" {
 		if cli, err := dockertest.NewClient(); err == nil {
 			if err := dockertest.RemoveImage(context.Background(), cli, imageTag); err != nil {
@@ -202,7 +203,7 @@ func getWhenUp(t testing.TB, url string) string {
 		if time.Now().After(deadline) {
 			t.Fatalf("GET %s never answered: %v", url, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a poll of the condition; the deadline only stops a hang
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandplane/sandplane/internal/leakcheck"
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 )
 
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(reportVar) != "" {
 		reportAndWait()
 	}
-	code := m.Run()
+	code := leakcheck.Main(m)
 	if builtInit.path != "" {
 		os.RemoveAll(filepath.Dir(builtInit.path))
 	}
