@@ -7,7 +7,7 @@ BIN       := bin/sandplane
 # Static, so the same binary runs on the host and inside a FROM-scratch image.
 export CGO_ENABLED ?= 0
 
-.PHONY: all run build test test-go test-deps bench generate check-generate lint clean
+.PHONY: all run build test test-go test-deps stress bench generate check-generate lint clean
 
 all: build
 
@@ -30,6 +30,10 @@ test-deps:
 	@for d in $$(find . -name node_modules -prune -o -name package-lock.json -path '*testdata*' -print | xargs -r -n1 dirname); do \
 		if command -v npm >/dev/null; then (cd $$d && npm ci --no-audit --no-fund --loglevel=error) || exit 1; fi; \
 	done
+
+## stress: the most timing-dependent tests, -count=3, with every CPU kept busy; prints each failure with its package and test
+stress: test-deps
+	$(GO) run ./internal/stress $(ARGS)
 
 ## bench: each figure beside its baseline measured in the same run, as a ratio
 # Lifecycle benchmarks spawn real workloads: a fixed count keeps them short.
