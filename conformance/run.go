@@ -110,6 +110,9 @@ func (e *env) name(what string) string {
 }
 
 // create creates a sandbox with the suite's labels and requires it started.
+// A scenario whose subject is not auto-stop asks for AutoStopInterval 0:
+// the local backends' minutes are shrunk, and the default fifteen of them
+// can pass within a scenario on a loaded machine.
 func (e *env) create(req provider.CreateRequest) *provider.Sandbox {
 	e.t.Helper()
 	labels := maps.Clone(e.labels)

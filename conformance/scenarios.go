@@ -52,7 +52,7 @@ func createGetList(e *env) {
 	assert.Equal(e.t, sb.ID, byName.ID, "get by name")
 	assert.Equal(e.t, provider.StateStarted, byID.State)
 
-	other := e.create(provider.CreateRequest{Labels: map[string]string{"purpose": "second"}})
+	other := e.create(provider.CreateRequest{Labels: map[string]string{"purpose": "second"}, AutoStopInterval: ptr(0)})
 	assert.NotEqual(e.t, sb.ID, other.ID)
 
 	all, err := e.p.List(e.ctx, provider.ListOptions{Labels: e.labels})
@@ -76,7 +76,7 @@ func createGetList(e *env) {
 }
 
 func nameConflict(e *env) {
-	sb := e.create(provider.CreateRequest{Name: e.name("taken")})
+	sb := e.create(provider.CreateRequest{Name: e.name("taken"), AutoStopInterval: ptr(0)})
 	_, err := e.p.Create(e.ctx, provider.CreateRequest{Name: e.name("taken"), Labels: e.labels})
 	assert.Equal(e.t, provider.AlreadyExists, provider.Code(err), "%v", err)
 	assert.NotEmpty(e.t, provider.Message(err))
@@ -101,7 +101,7 @@ func missingSandbox(e *env) {
 }
 
 func deleteTwice(e *env) {
-	sb := e.create(provider.CreateRequest{Name: e.name("doomed")})
+	sb := e.create(provider.CreateRequest{Name: e.name("doomed"), AutoStopInterval: ptr(0)})
 	require.NoError(e.t, e.p.Delete(e.ctx, sb.ID))
 	_, err := e.p.Get(e.ctx, sb.ID)
 	assert.Equal(e.t, provider.NotFound, provider.Code(err), "gone once Delete returns: %v", err)
@@ -113,7 +113,7 @@ func deleteTwice(e *env) {
 }
 
 func stopStartKeepsWorkdir(e *env) {
-	sb := e.create(provider.CreateRequest{Name: e.name("box")})
+	sb := e.create(provider.CreateRequest{Name: e.name("box"), AutoStopInterval: ptr(0)})
 	out := e.exec(sb, "pwd && echo kept > conformance.txt")
 	require.Zero(e.t, out.ExitCode, out.Result)
 	dir := lines(out.Result)[0]
@@ -142,7 +142,7 @@ func traits(e *env) {
 	require.Equal(e.t, e.want.Traits, tr, "the provider's traits")
 	require.NotEmpty(e.t, tr.Name)
 
-	sb := e.create(provider.CreateRequest{Name: e.name("box")})
+	sb := e.create(provider.CreateRequest{Name: e.name("box"), AutoStopInterval: ptr(0)})
 	resized, err := e.p.Resize(e.ctx, sb.ID, provider.ResizeRequest{CPU: 1, Memory: 1})
 	if tr.ResizeIsNoop {
 		require.NoError(e.t, err, "ResizeIsNoop: resize is accepted")
@@ -292,7 +292,7 @@ func busySandboxStillStops(e *env) {
 }
 
 func previewReachesWorkload(e *env) {
-	sb := e.create(provider.CreateRequest{Name: e.name("web")})
+	sb := e.create(provider.CreateRequest{Name: e.name("web"), AutoStopInterval: ptr(0)})
 	marker := "preview-" + e.h.RunID()
 	out := e.exec(sb, "echo "+marker+" > preview.txt && pwd")
 	require.Zero(e.t, out.ExitCode, out.Result)
@@ -356,7 +356,7 @@ func previewReachesWorkload(e *env) {
 
 func execThroughToolbox(e *env) {
 	const value = "conformance-value-1234"
-	sb := e.create(provider.CreateRequest{Name: e.name("shell"), EnvVars: map[string]string{"CF_VALUE": value}})
+	sb := e.create(provider.CreateRequest{Name: e.name("shell"), EnvVars: map[string]string{"CF_VALUE": value}, AutoStopInterval: ptr(0)})
 	out := e.exec(sb, "echo out; echo err 1>&2; test \"$CF_VALUE\" = "+value+" && echo env-ok; exit 3")
 	assert.Equal(e.t, 3, out.ExitCode, "a failing command's exit code comes back")
 	for _, want := range []string{"out", "err", "env-ok"} {
@@ -366,7 +366,7 @@ func execThroughToolbox(e *env) {
 
 func entrypointLogsRedacted(e *env) {
 	secret := "cf-secret-" + e.h.RunID() + "-0123456789"
-	sb := e.create(provider.CreateRequest{Name: e.name("logs"), EnvVars: map[string]string{"CF_SECRET": secret}})
+	sb := e.create(provider.CreateRequest{Name: e.name("logs"), EnvVars: map[string]string{"CF_SECRET": secret}, AutoStopInterval: ptr(0)})
 	if e.want.Traits.NoEntrypointLogs {
 		_, err := e.p.EntrypointLogs(e.ctx, sb.ID)
 		assert.Equal(e.t, provider.Unsupported, provider.Code(err), "%v", err)

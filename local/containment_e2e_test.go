@@ -232,7 +232,7 @@ func TestCreatesFindAnInitParked(t *testing.T) {
 		20*time.Second, 10*time.Millisecond, "no init parked at start")
 	require.Eventually(t, func() bool { toolbox = testdaemon.ParkedWorkloads(t, first[0]); return len(toolbox) == 1 },
 		20*time.Second, 10*time.Millisecond, "the parked init started no toolbox ahead")
-	s, err := d.P.Create(context.Background(), provider.CreateRequest{EnvVars: map[string]string{"E2E_SECRET": "s3cret-e2e"}})
+	s, err := d.P.Create(context.Background(), provider.CreateRequest{EnvVars: map[string]string{"E2E_SECRET": "s3cret-e2e"}, AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
 	assert.Equal(t, first[0], workloadPID(t, d.P, s), "the first create ran under the init parked at start")
 	checkParkedToolbox(t, d, s, toolbox[0])

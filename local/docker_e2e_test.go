@@ -402,7 +402,7 @@ func TestDockerCreateWithoutAnEngine(t *testing.T) {
 	assert.Equal(t, provider.Unavailable, provider.Code(err))
 	assert.Contains(t, err.Error(), "start dockerd or set DOCKER_HOST")
 
-	s, err := d.P.Create(context.Background(), provider.CreateRequest{})
+	s, err := d.P.Create(context.Background(), provider.CreateRequest{AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
 	assert.Equal(t, provider.RuntimeNative, s.Runtime)
 }

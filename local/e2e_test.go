@@ -220,7 +220,7 @@ func TestKillNineOfTheDaemonMidCreateLeavesNoOrphan(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, orphans, "the restarted daemon killed the half-created workload")
 	assert.NoDirExists(t, filepath.Join(d.Root, "half"))
-	s, err := d2.P.Create(context.Background(), provider.CreateRequest{ID: "half"})
+	s, err := d2.P.Create(context.Background(), provider.CreateRequest{ID: "half", AutoStopInterval: ptr(0)})
 	require.NoError(t, err, "the id is free again")
 	assert.Equal(t, provider.StateStarted, s.State)
 }
@@ -268,7 +268,7 @@ func TestHundredParallelCreatesGetDistinctPorts(t *testing.T) {
 func TestStopStartPreservesTheDirectory(t *testing.T) {
 	d := startDaemon(t, "")
 	ctx := context.Background()
-	s, err := d.P.Create(ctx, provider.CreateRequest{Name: "keeper", EnvVars: map[string]string{"SECRET_TOKEN": "hunter2-very-secret"}})
+	s, err := d.P.Create(ctx, provider.CreateRequest{Name: "keeper", AutoStopInterval: ptr(0), EnvVars: map[string]string{"SECRET_TOKEN": "hunter2-very-secret"}})
 	require.NoError(t, err)
 	exec := func(s *provider.Sandbox, cmd string) string {
 		body, _ := json.Marshal(map[string]any{"command": cmd})
@@ -329,7 +329,7 @@ func TestAutoStopEndToEnd(t *testing.T) {
 
 func TestReapOnExit(t *testing.T) {
 	d := startDaemon(t, "", "AGENT_CONTROL_PLANE_REAP_ON_EXIT=1")
-	s, err := d.P.Create(context.Background(), provider.CreateRequest{})
+	s, err := d.P.Create(context.Background(), provider.CreateRequest{AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
 	pid := workloadPID(t, d.P, s)
 	d.Stop()
@@ -406,7 +406,7 @@ func TestWatchSurvivesADaemonRestart(t *testing.T) {
 		}
 	}
 	assert.Empty(t, next(provider.EventSandboxesReplaced).Sandboxes)
-	s, err := d.P.Create(ctx, provider.CreateRequest{Name: "w", Labels: map[string]string{"origin": "watch"}})
+	s, err := d.P.Create(ctx, provider.CreateRequest{Name: "w", Labels: map[string]string{"origin": "watch"}, AutoStopInterval: ptr(0)})
 	require.NoError(t, err)
 	assert.Equal(t, s.ID, next(provider.EventStarted).Sandbox.ID)
 

@@ -75,7 +75,9 @@ type Provider interface {
 	// invalid_argument: a malformed request. already_exists: the id or name is
 	// taken. preflight_failed: the request cannot run here (unknown snapshot,
 	// missing command or image); nothing was spawned. create_failed: the
-	// workload did not come up; everything was rolled back.
+	// workload ended before it came up. unavailable: it did not come up
+	// within the create's deadline (a retry may succeed), or the provider
+	// cannot be reached. Either way everything was rolled back.
 	// resource_exhausted: no free port.
 	Create(ctx context.Context, req CreateRequest) (*Sandbox, error)
 
@@ -88,7 +90,8 @@ type Provider interface {
 	// Start respawns a stopped sandbox with its preserved state and returns it
 	// started; a started sandbox is returned as it is. not_found.
 	// failed_precondition: the sandbox is mid-transition or its old workload
-	// could not be killed yet. create_failed: the workload did not come up.
+	// could not be killed yet. create_failed: the workload ended before it
+	// came up; unavailable: it did not come up within the deadline.
 	Start(ctx context.Context, idOrName string) (*Sandbox, error)
 
 	// Stop stops the workload and keeps what Start needs. not_found.

@@ -178,7 +178,10 @@ type Driver interface {
 
 // Prober is implemented by runtimes for which a connection to the published
 // port does not prove the workload listens (Docker's userland proxy accepts
-// before the container does). Without it the manager dials the port.
+// before the container does). The launcher asks it for a workload that
+// declares ready: port, which speaks something other than HTTP; without it
+// the launcher dials the port. The default readiness, an HTTP answer, needs
+// neither: no proxy writes one.
 type Prober interface {
 	// Probe reports whether the workload behind h serves on port.
 	Probe(ctx context.Context, h Handle, port int) (bool, error)

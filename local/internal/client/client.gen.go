@@ -136,8 +136,10 @@ type ClientInterface interface {
 	//
 	// Answers 201 once the sandbox is `started`. On any failure the daemon
 	// rolls back everything it did (process, port, directory) and answers
-	// `preflight_failed` (the request cannot run here, nothing was spawned) or
-	// `create_failed` (the workload did not come up). Every field is
+	// `preflight_failed` (the request cannot run here, nothing was spawned),
+	// `create_failed` (the workload ended before it came up) or
+	// `unavailable` (it did not answer within the deadline: an HTTP answer on
+	// its port, unless its snapshot declares `ready: port` or `none`). Every field is
 	// optional, the body too: no body is `{}`.
 	//
 	// Takes any type of body and a specified content type.
@@ -149,8 +151,10 @@ type ClientInterface interface {
 	//
 	// Answers 201 once the sandbox is `started`. On any failure the daemon
 	// rolls back everything it did (process, port, directory) and answers
-	// `preflight_failed` (the request cannot run here, nothing was spawned) or
-	// `create_failed` (the workload did not come up). Every field is
+	// `preflight_failed` (the request cannot run here, nothing was spawned),
+	// `create_failed` (the workload ended before it came up) or
+	// `unavailable` (it did not answer within the deadline: an HTTP answer on
+	// its port, unless its snapshot declares `ready: port` or `none`). Every field is
 	// optional, the body too: no body is `{}`.
 	//
 	// Takes a body of the `application/json` content type.
@@ -280,8 +284,10 @@ func (c *Client) ListSandboxes(ctx context.Context, reqEditors ...RequestEditorF
 //
 // Answers 201 once the sandbox is `started`. On any failure the daemon
 // rolls back everything it did (process, port, directory) and answers
-// `preflight_failed` (the request cannot run here, nothing was spawned) or
-// `create_failed` (the workload did not come up). Every field is
+// `preflight_failed` (the request cannot run here, nothing was spawned),
+// `create_failed` (the workload ended before it came up) or
+// `unavailable` (it did not answer within the deadline: an HTTP answer on
+// its port, unless its snapshot declares `ready: port` or `none`). Every field is
 // optional, the body too: no body is `{}`.
 //
 // Takes any type of body and a specified content type.
@@ -303,8 +309,10 @@ func (c *Client) CreateSandboxWithBody(ctx context.Context, contentType string, 
 //
 // Answers 201 once the sandbox is `started`. On any failure the daemon
 // rolls back everything it did (process, port, directory) and answers
-// `preflight_failed` (the request cannot run here, nothing was spawned) or
-// `create_failed` (the workload did not come up). Every field is
+// `preflight_failed` (the request cannot run here, nothing was spawned),
+// `create_failed` (the workload ended before it came up) or
+// `unavailable` (it did not answer within the deadline: an HTTP answer on
+// its port, unless its snapshot declares `ready: port` or `none`). Every field is
 // optional, the body too: no body is `{}`.
 //
 // Takes a body of the `application/json` content type.
@@ -1053,8 +1061,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Answers 201 once the sandbox is `started`. On any failure the daemon
 	// rolls back everything it did (process, port, directory) and answers
-	// `preflight_failed` (the request cannot run here, nothing was spawned) or
-	// `create_failed` (the workload did not come up). Every field is
+	// `preflight_failed` (the request cannot run here, nothing was spawned),
+	// `create_failed` (the workload ended before it came up) or
+	// `unavailable` (it did not answer within the deadline: an HTTP answer on
+	// its port, unless its snapshot declares `ready: port` or `none`). Every field is
 	// optional, the body too: no body is `{}`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -1066,8 +1076,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Answers 201 once the sandbox is `started`. On any failure the daemon
 	// rolls back everything it did (process, port, directory) and answers
-	// `preflight_failed` (the request cannot run here, nothing was spawned) or
-	// `create_failed` (the workload did not come up). Every field is
+	// `preflight_failed` (the request cannot run here, nothing was spawned),
+	// `create_failed` (the workload ended before it came up) or
+	// `unavailable` (it did not answer within the deadline: an HTTP answer on
+	// its port, unless its snapshot declares `ready: port` or `none`). Every field is
 	// optional, the body too: no body is `{}`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -1767,8 +1779,10 @@ func (c *ClientWithResponses) ListSandboxesWithResponse(ctx context.Context, req
 //
 // Answers 201 once the sandbox is `started`. On any failure the daemon
 // rolls back everything it did (process, port, directory) and answers
-// `preflight_failed` (the request cannot run here, nothing was spawned) or
-// `create_failed` (the workload did not come up). Every field is
+// `preflight_failed` (the request cannot run here, nothing was spawned),
+// `create_failed` (the workload ended before it came up) or
+// `unavailable` (it did not answer within the deadline: an HTTP answer on
+// its port, unless its snapshot declares `ready: port` or `none`). Every field is
 // optional, the body too: no body is `{}`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -1786,8 +1800,10 @@ func (c *ClientWithResponses) CreateSandboxWithBodyWithResponse(ctx context.Cont
 //
 // Answers 201 once the sandbox is `started`. On any failure the daemon
 // rolls back everything it did (process, port, directory) and answers
-// `preflight_failed` (the request cannot run here, nothing was spawned) or
-// `create_failed` (the workload did not come up). Every field is
+// `preflight_failed` (the request cannot run here, nothing was spawned),
+// `create_failed` (the workload ended before it came up) or
+// `unavailable` (it did not answer within the deadline: an HTTP answer on
+// its port, unless its snapshot declares `ready: port` or `none`). Every field is
 // optional, the body too: no body is `{}`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
