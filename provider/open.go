@@ -35,6 +35,15 @@ func Register(scheme string, o Opener) {
 	openers[scheme] = o
 }
 
+// Unregister removes the provider registered under scheme, if any: for a
+// test that registers a fake of its own and must leave the registry as it
+// found it, for the tests after it (and its own next run, under -count).
+func Unregister(scheme string) {
+	openersMu.Lock()
+	defer openersMu.Unlock()
+	delete(openers, scheme)
+}
+
 // Open returns the provider rawURL names: "local://" (the daemon at
 // AGENT_CONTROL_PLANE_URL), "local://127.0.0.1:4025", "daytona://" (with
 // DAYTONA_API_KEY, DAYTONA_API_URL, DAYTONA_TARGET)... An empty rawURL means

@@ -30,4 +30,9 @@ func TestOpen(t *testing.T) {
 	assert.Contains(t, err.Error(), "test-open://")
 	assert.Contains(t, err.Error(), EnvProvider)
 	assert.Panics(t, func() { Register("test-open", nil) })
+
+	Unregister("test-open")
+	assert.NotContains(t, Schemes(), "test-open://", "unregistered")
+	_, err = Open(context.Background(), "test-open://")
+	assert.Equal(t, InvalidArgument, Code(err))
 }

@@ -50,6 +50,7 @@ func (p *interruptingProvider) Toolbox(ctx context.Context, _ string) (string, h
 func TestRunInterruptedAnywhereExitsWithTheInterruptCode(t *testing.T) {
 	fake := &interruptingProvider{}
 	provider.Register("interrupting-test", func(context.Context, *url.URL) (provider.Provider, error) { return fake, nil })
+	t.Cleanup(func() { provider.Unregister("interrupting-test") })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fake.interrupt = cancel
@@ -85,6 +86,7 @@ func (p *slowCreator) Toolbox(context.Context, string) (string, http.Header, err
 func TestRunWaitsForASlowCreate(t *testing.T) {
 	fake := &slowCreator{called: make(chan struct{}), release: make(chan struct{})}
 	provider.Register("slow-create-test", func(context.Context, *url.URL) (provider.Provider, error) { return fake, nil })
+	t.Cleanup(func() { provider.Unregister("slow-create-test") })
 	clk := clocktest.NewFake(time.Time{})
 	var stderr bytes.Buffer
 	o := &clientOptions{provider: "slow-create-test://", clk: clk, stdout: &bytes.Buffer{}, stderr: &stderr}

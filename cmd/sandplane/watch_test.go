@@ -27,6 +27,7 @@ func (refusedWatcher) Watch(context.Context, provider.WatchOptions) (<-chan prov
 
 func TestWatchFailsWhenTheStreamEndsBeforeCtrlC(t *testing.T) {
 	provider.Register("refused-watch-test", func(context.Context, *url.URL) (provider.Provider, error) { return refusedWatcher{}, nil })
+	t.Cleanup(func() { provider.Unregister("refused-watch-test") })
 	cmd := newWatchCmd()
 	var stdout bytes.Buffer
 	cmd.SetOut(&stdout)
