@@ -258,89 +258,16 @@ func (l opLock) unlock() { <-l }
 // New loads the registry under opts.Root, reconciles it with what actually
 // runs, removes orphans, and starts the idle reaper.
 func New(opts Options) (*Manager, error) {
-	if opts.Root == "" {
-		return nil, provider.Errorf(provider.InvalidArgument, "manager: root directory is required")
-	}
-	if len(opts.Runtimes) == 0 {
-		return nil, provider.Errorf(provider.InvalidArgument, "manager: at least one runtime is required")
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.Real()
-	}
-	if opts.PortMin == 0 && opts.PortMax == 0 {
-		opts.PortMin, opts.PortMax = 4100, 4999
-	}
-	if opts.PortMin <= 0 || opts.PortMax > 65535 || opts.PortMin > opts.PortMax {
-		return nil, provider.Errorf(provider.InvalidArgument, "manager: invalid port range %d-%d", opts.PortMin, opts.PortMax)
-	}
-	if opts.PortLockDir == "" {
-		opts.PortLockDir = launcher.DefaultLockDir()
-	}
-	if opts.Minute <= 0 {
-		opts.Minute = time.Minute
-	}
-	if opts.AutoStopMinutes == nil {
-		fifteen := 15
-		opts.AutoStopMinutes = &fifteen
-	} else if *opts.AutoStopMinutes < 0 {
-		zero := 0
-		opts.AutoStopMinutes = &zero
-	}
-	if opts.ReapInterval <= 0 {
-		opts.ReapInterval = opts.Minute
-	}
-	if opts.StopGrace <= 0 {
-		opts.StopGrace = 10 * time.Second
-	}
-	if opts.ReadyTimeout <= 0 {
-		opts.ReadyTimeout = 30 * time.Second
-	}
-	if opts.DefaultRuntime == "" {
-		opts.DefaultRuntime = provider.RuntimeNative
-		if _, ok := opts.Runtimes[provider.RuntimeNative]; !ok {
-			for name := range opts.Runtimes {
-				opts.DefaultRuntime = name
-			}
-		}
-	}
-	if opts.PreviewHost == "" {
-		opts.PreviewHost = "127.0.0.1"
-	}
-	for name, snap := range opts.Snapshots {
-		if err := snap.validatePorts(name); err != nil {
-			return nil, err
-		}
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(opts.Root, 0o700); err != nil {
 		return nil, provider.Errorf(provider.Internal, "create root %s: %w", opts.Root, err)
 	}
-	m := &Manager{
-		opts:      opts,
-		clk:       opts.Clock,
-		log:       opts.Logger,
-		ports:     launcher.NewPortRange(opts.PortMin, opts.PortMax, opts.PortLockDir),
-		launchers: map[provider.Runtime]*launcher.Launcher{},
-		reg:       newIndex(),
-		flush:     flusher{every: activityFlushEvery(opts.Minute), clk: opts.Clock, dirty: map[*entry]struct{}{}},
-	}
-	for name, d := range opts.Runtimes {
-		l, err := launcher.New(launcher.Config{
-			Driver:       d,
-			Ports:        m.ports,
-			Clock:        opts.Clock,
-			ReadyTimeout: opts.ReadyTimeout,
-			StopGrace:    opts.StopGrace,
-			// A workload being spawned is never taken for an orphan.
-			StartGate: m.spawnMu.RLocker(),
-			Logger:    opts.Logger,
-		})
-		if err != nil {
-			return nil, provider.Errorf(provider.InvalidArgument, "manager: runtime %s: %v", name, err)
-		}
-		m.launchers[name] = l
+	m := newManager(opts)
+	if err := m.addLaunchers(); err != nil {
+		return nil, err
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if err := m.rehydrate(); err != nil {
@@ -351,6 +278,112 @@ func New(opts Options) (*Manager, error) {
 	go m.reapLoop(m.clk.NewTicker(m.opts.ReapInterval)) // armed before New returns, so no tick is missed
 	m.warm()
 	return m, nil
+}
+
+// withDefaults checks o and fills in what it leaves unset. invalid_argument.
+func (o Options) withDefaults() (Options, error) {
+	if o.Root == "" {
+		return o, provider.Errorf(provider.InvalidArgument, "manager: root directory is required")
+	}
+	if len(o.Runtimes) == 0 {
+		return o, provider.Errorf(provider.InvalidArgument, "manager: at least one runtime is required")
+	}
+	if o.PortMin == 0 && o.PortMax == 0 {
+		o.PortMin, o.PortMax = 4100, 4999
+	}
+	if o.PortMin <= 0 || o.PortMax > 65535 || o.PortMin > o.PortMax {
+		return o, provider.Errorf(provider.InvalidArgument, "manager: invalid port range %d-%d", o.PortMin, o.PortMax)
+	}
+	for name, snap := range o.Snapshots {
+		if err := snap.validatePorts(name); err != nil {
+			return o, err
+		}
+	}
+	o.fillTimes()
+	o.fillPlaces()
+	return o, nil
+}
+
+// fillTimes gives the clock and every duration left unset its default.
+func (o *Options) fillTimes() {
+	if o.Clock == nil {
+		o.Clock = clock.Real()
+	}
+	if o.Minute <= 0 {
+		o.Minute = time.Minute
+	}
+	if o.AutoStopMinutes == nil {
+		fifteen := 15
+		o.AutoStopMinutes = &fifteen
+	} else if *o.AutoStopMinutes < 0 {
+		zero := 0
+		o.AutoStopMinutes = &zero
+	}
+	if o.ReapInterval <= 0 {
+		o.ReapInterval = o.Minute
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = 10 * time.Second
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 30 * time.Second
+	}
+}
+
+// fillPlaces gives the default runtime, the port lock directory, the
+// preview host and the logger their defaults.
+func (o *Options) fillPlaces() {
+	if o.PortLockDir == "" {
+		o.PortLockDir = launcher.DefaultLockDir()
+	}
+	if o.DefaultRuntime == "" {
+		o.DefaultRuntime = provider.RuntimeNative
+		if _, ok := o.Runtimes[provider.RuntimeNative]; !ok {
+			for name := range o.Runtimes {
+				o.DefaultRuntime = name
+			}
+		}
+	}
+	if o.PreviewHost == "" {
+		o.PreviewHost = "127.0.0.1"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// newManager is a manager on opts with an empty registry and no launcher.
+func newManager(opts Options) *Manager {
+	return &Manager{
+		opts:      opts,
+		clk:       opts.Clock,
+		log:       opts.Logger,
+		ports:     launcher.NewPortRange(opts.PortMin, opts.PortMax, opts.PortLockDir),
+		launchers: map[provider.Runtime]*launcher.Launcher{},
+		reg:       newIndex(),
+		flush:     flusher{every: activityFlushEvery(opts.Minute), clk: opts.Clock, dirty: map[*entry]struct{}{}},
+	}
+}
+
+// addLaunchers gives each runtime its launcher. invalid_argument.
+func (m *Manager) addLaunchers() error {
+	for name, d := range m.opts.Runtimes {
+		l, err := launcher.New(launcher.Config{
+			Driver:       d,
+			Ports:        m.ports,
+			Clock:        m.opts.Clock,
+			ReadyTimeout: m.opts.ReadyTimeout,
+			StopGrace:    m.opts.StopGrace,
+			// A workload being spawned is never taken for an orphan.
+			StartGate: m.spawnMu.RLocker(),
+			Logger:    m.opts.Logger,
+		})
+		if err != nil {
+			return provider.Errorf(provider.InvalidArgument, "manager: runtime %s: %v", name, err)
+		}
+		m.launchers[name] = l
+	}
+	return nil
 }
 
 // warm lets the default runtime prepare the start of a default sandbox, so

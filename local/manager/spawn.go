@@ -23,84 +23,117 @@ func (m *Manager) spawn(ctx context.Context, e *entry, snap Snapshot, up func(r 
 	if err != nil {
 		return nil, err
 	}
-	base, command := m.opts.BaseEnv, snap.Command
-	if rec.Runtime == provider.RuntimeDocker {
-		base, command = nil, snap.ImageCommand // the image brings its own
+	j := &spawnJob{m: m, e: e, rec: rec, snap: snap, env: env, up: up, declared: snap.declared()}
+	if _, err := m.launchers[rec.Runtime].Launch(ctx, j.request()); err != nil {
+		j.next.discard()
+		return nil, err
 	}
-	hook := m.opts.LaunchHook
-	declared := snap.declared()
-	prefer := cloneInts(rec.LastExtraPorts)
+	return j.next, nil
+}
+
+// spawnJob is one spawn: what it launches, and what the launcher's hooks
+// learn on the way (the host ports, the prepared record).
+type spawnJob struct {
+	m        *Manager
+	e        *entry
+	rec      *record // a copy of e's record before the spawn
+	snap     Snapshot
+	env      map[string]string // the sandbox's own, with its token
+	up       func(r *record)
+	declared []int // the snapshot's ports inside the sandbox, workload first
+
+	extra map[int]int // the host ports of the declared ports but the first
+	next  *prepared
+}
+
+// request is the launch of j's workload.
+func (j *spawnJob) request() launcher.Request {
+	command := j.snap.Command
+	if j.rec.Runtime == provider.RuntimeDocker {
+		command = j.snap.ImageCommand // the image brings its own
+	}
+	prefer := cloneInts(j.rec.LastExtraPorts)
 	if prefer == nil {
 		prefer = map[int]int{}
 	}
-	prefer[declared[0]] = rec.LastPort
-	var extra map[int]int // the host ports of the other declared ports
-	var next *prepared
-	_, err = m.launchers[rec.Runtime].Launch(ctx, launcher.Request{
+	prefer[j.declared[0]] = j.rec.LastPort
+	return launcher.Request{
 		Spec: driver.Spec{
-			SandboxID: rec.ID,
-			Root:      m.opts.Root,
-			Dir:       m.dir(rec.ID),
+			SandboxID: j.rec.ID,
+			Root:      j.m.opts.Root,
+			Dir:       j.m.dir(j.rec.ID),
 			Command:   append([]string(nil), command...),
-			Image:     snap.Image,
-			WorkDir:   snap.WorkDir,
-			User:      snap.User,
-			Labels:    cloneMap(rec.Labels),
-			Isolation: snap.Isolation,
-			Network:   snap.Network,
+			Image:     j.snap.Image,
+			WorkDir:   j.snap.WorkDir,
+			User:      j.snap.User,
+			Labels:    cloneMap(j.rec.Labels),
+			Isolation: j.snap.Isolation,
+			Network:   j.snap.Network,
 		},
-		PreferPort:   rec.LastPort,
-		SandboxPorts: declared,
+		PreferPort:   j.rec.LastPort,
+		SandboxPorts: j.declared,
 		PreferPorts:  prefer,
-		Ready:        readiness(snap.Ready),
-		Prepare: func(ctx context.Context, spec *driver.Spec) error {
-			// The launcher adds PORT and PORT_<port>, which only it sets.
-			spec.Env = spawnEnv(base, env)
-			extra = nil
-			for _, pm := range spec.ExtraPorts {
-				if extra == nil {
-					extra = map[int]int{}
-				}
-				extra[pm.Sandbox] = pm.Host
-			}
-			if hook == nil {
-				return nil
-			}
-			if err := hook.BeforeSpawn(ctx, spec); err != nil {
-				return provider.Errorf(provider.CreateFailed, "launch hook refused the spawn: %v", err)
-			}
-			return nil
-		},
-		Record: func(h driver.Handle, port int) error {
-			// On disk before anything waits for the workload, so that a
-			// daemon killed now finds it. Not durable against a machine
-			// crash: the write of the state that follows is (but for a
-			// native start's, whose loss changes nothing: see
-			// startDurable), and until it the record says the sandbox is
-			// not started yet, so a machine crash before it rolls a create
-			// back, and the workload, marked with the root, is an orphan.
-			if _, err := m.write(e, func(r *record) {
-				r.Handle = &h
-				r.Port, r.LastPort, r.SandboxPort = port, port, declared[0]
-				r.ExtraPorts, r.LastExtraPorts = cloneInts(extra), cloneInts(extra)
-			}, false); err != nil {
-				return err
-			}
-			next = m.prepare(e, up)
-			return nil
-		},
-		Undo: func() {
-			if hook != nil {
-				hook.AfterExit(rec.ID)
-			}
-		},
-		Redact: launcher.Redactor(env),
-	})
-	if err != nil {
-		next.discard()
-		return nil, err
+		Ready:        readiness(j.snap.Ready),
+		Prepare:      j.prepare,
+		Record:       j.record,
+		Undo:         j.undo,
+		Redact:       launcher.Redactor(j.env),
 	}
-	return next, nil
+}
+
+// prepare completes the spec once the launcher has chosen its ports: the
+// environment, the host ports of the extra declared ports, and the launch
+// hook's say.
+func (j *spawnJob) prepare(ctx context.Context, spec *driver.Spec) error {
+	base := j.m.opts.BaseEnv
+	if j.rec.Runtime == provider.RuntimeDocker {
+		base = nil // the image brings its own
+	}
+	// The launcher adds PORT and PORT_<port>, which only it sets.
+	spec.Env = spawnEnv(base, j.env)
+	j.extra = nil
+	for _, pm := range spec.ExtraPorts {
+		if j.extra == nil {
+			j.extra = map[int]int{}
+		}
+		j.extra[pm.Sandbox] = pm.Host
+	}
+	hook := j.m.opts.LaunchHook
+	if hook == nil {
+		return nil
+	}
+	if err := hook.BeforeSpawn(ctx, spec); err != nil {
+		return provider.Errorf(provider.CreateFailed, "launch hook refused the spawn: %v", err)
+	}
+	return nil
+}
+
+// record writes the workload's handle and ports the moment it exists, then
+// prepares what up makes of the record.
+//
+// On disk before anything waits for the workload, so that a daemon killed
+// now finds it. Not durable against a machine crash: the write of the state
+// that follows is (but for a native start's, whose loss changes nothing: see
+// startDurable), and until it the record says the sandbox is not started
+// yet, so a machine crash before it rolls a create back, and the workload,
+// marked with the root, is an orphan.
+func (j *spawnJob) record(h driver.Handle, port int) error {
+	if _, err := j.m.write(j.e, func(r *record) {
+		r.Handle = &h
+		r.Port, r.LastPort, r.SandboxPort = port, port, j.declared[0]
+		r.ExtraPorts, r.LastExtraPorts = cloneInts(j.extra), cloneInts(j.extra)
+	}, false); err != nil {
+		return err
+	}
+	j.next = j.m.prepare(j.e, j.up)
+	return nil
+}
+
+// undo tells the launch hook that a workload it let spawn is gone.
+func (j *spawnJob) undo() {
+	if hook := j.m.opts.LaunchHook; hook != nil {
+		hook.AfterExit(j.rec.ID)
+	}
 }
 
 // workloadEnv is the sandbox's own environment with its token: the token
