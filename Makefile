@@ -7,7 +7,7 @@ BIN       := bin/sandplane
 # Static, so the same binary runs on the host and inside a FROM-scratch image.
 export CGO_ENABLED ?= 0
 
-.PHONY: all run build test test-go test-deps stress bench generate check-generate lint clean
+.PHONY: all run build test test-go test-deps fuzz stress bench generate check-generate lint clean
 
 all: build
 
@@ -24,6 +24,20 @@ run: build
 ## cannot see change.
 test: test-deps
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m ./...
+	@$(MAKE) --no-print-directory fuzz
+
+## fuzz: each fuzz target for FUZZTIME beyond its committed corpus (which
+## the test run above already replays); a crasher lands in the package's
+## testdata/fuzz, ready to commit with its fix
+FUZZTIME ?= 3s
+fuzz:
+	@set -e; for f in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' | sort); do \
+		pkg=./$$(dirname $$f); \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "fuzz: $$pkg $$t for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
 
 # Node packages for the tests that drive the official TypeScript SDK.
 test-deps:
