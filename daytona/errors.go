@@ -76,10 +76,13 @@ func (p *Provider) classify(ctx context.Context, op op, resp *http.Response, err
 		return &provider.Error{Code: code, Message: msg, Err: err}
 	}
 	if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
-		if errors.Is(cause, errTimedOut) {
-			return provider.Errorf(provider.Unavailable, "%s: Daytona at %s did not answer in time: %w", op, p.cfg.APIURL, err)
+		switch {
+		case errors.Is(cause, errTimedOut):
+			return provider.Errorf(provider.DeadlineExceeded, "%s: Daytona at %s did not answer in time: %w", op, p.cfg.APIURL, err)
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return provider.Errorf(provider.DeadlineExceeded, "%s: the caller's deadline passed before Daytona at %s answered: %w", op, p.cfg.APIURL, err)
 		}
-		return provider.Errorf(provider.Unavailable, "%s: request to Daytona was cancelled: %w", op, err)
+		return provider.Errorf(provider.Canceled, "%s: request to Daytona was cancelled: %w", op, err)
 	}
 	var oe *net.OpError
 	var dns *net.DNSError

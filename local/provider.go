@@ -329,9 +329,9 @@ func (p *Provider) classify(err error) error {
 	var oe *net.OpError
 	switch {
 	case errors.Is(err, context.Canceled):
-		return provider.Errorf(provider.Unavailable, "request to the sandplane daemon was cancelled: %w", err)
+		return provider.Errorf(provider.Canceled, "request to the sandplane daemon was cancelled: %w", err)
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-		return provider.Errorf(provider.Unavailable, "the sandplane daemon at %s did not answer in time: %w", p.base, err)
+		return provider.Errorf(provider.DeadlineExceeded, "the sandplane daemon at %s did not answer in time: %w", p.base, err)
 	case errors.As(err, &oe) && oe.Op == "dial":
 		return provider.Errorf(provider.Unavailable, "no sandplane daemon answers at %s: start one with `sandplane serve` (or `make run`), or point the client at the one that runs (%s, or the CLI's --provider local://HOST:PORT)", p.base, EnvURL)
 	}

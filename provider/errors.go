@@ -32,6 +32,12 @@ const (
 	PermissionDenied  = wire.PermissionDenied
 	ResourceExhausted = wire.ResourceExhausted
 	Internal          = wire.Internal
+	// Canceled: the caller gave up (its context was cancelled) before the
+	// operation ended. The operation may or may not have taken effect.
+	Canceled = wire.Canceled
+	// DeadlineExceeded: the caller's deadline passed, or the backend did not
+	// answer in time. The operation may or may not have taken effect.
+	DeadlineExceeded = wire.DeadlineExceeded
 )
 
 // httpStatus is the one table between codes and HTTP statuses.
@@ -48,6 +54,10 @@ var httpStatus = map[ErrorCode]int{
 	PermissionDenied:   http.StatusForbidden,
 	ResourceExhausted:  http.StatusTooManyRequests,
 	Internal:           http.StatusInternalServerError,
+	// No standard status says "the client left"; 499 is nginx's, the one
+	// proxies and log readers know.
+	Canceled:         499,
+	DeadlineExceeded: http.StatusGatewayTimeout,
 }
 
 // HTTPStatus returns the status that carries code on the wire.
@@ -76,6 +86,8 @@ func CodeForHTTPStatus(status int) ErrorCode {
 		return ResourceExhausted
 	case http.StatusNotImplemented:
 		return Unsupported
+	case 499:
+		return Canceled
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return Unavailable
 	}
@@ -105,14 +117,58 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// Is reports whether target is the sentinel of e's code (ErrNotFound for
+// not_found...), or the context error that canceled and deadline_exceeded
+// stand for, so that errors.Is(err, context.Canceled) holds for a
+// cancellation the server reported too. Codes are compared, not messages.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case context.Canceled:
+		return e.Code == Canceled
+	case context.DeadlineExceeded:
+		return e.Code == DeadlineExceeded
+	}
+	t, ok := target.(*Error)
+	return ok && sentinels[e.Code] == t
+}
+
+// The sentinel errors, one per code: errors.Is(err, provider.ErrNotFound)
+// holds for every error whose code is not_found, wherever it was made. A
+// bare context error carries no *Error: Code(err) classifies it, and
+// errors.Is(err, context.Canceled) matches it and its coded forms alike.
+var (
+	ErrNotFound           = sentinel(NotFound)
+	ErrAlreadyExists      = sentinel(AlreadyExists)
+	ErrInvalidArgument    = sentinel(InvalidArgument)
+	ErrFailedPrecondition = sentinel(FailedPrecondition)
+	ErrPreflightFailed    = sentinel(PreflightFailed)
+	ErrCreateFailed       = sentinel(CreateFailed)
+	ErrUnsupported        = sentinel(Unsupported)
+	ErrUnavailable        = sentinel(Unavailable)
+	ErrUnauthenticated    = sentinel(Unauthenticated)
+	ErrPermissionDenied   = sentinel(PermissionDenied)
+	ErrResourceExhausted  = sentinel(ResourceExhausted)
+	ErrInternal           = sentinel(Internal)
+	ErrCanceled           = sentinel(Canceled)
+	ErrDeadlineExceeded   = sentinel(DeadlineExceeded)
+)
+
+var sentinels = map[ErrorCode]*Error{}
+
+func sentinel(code ErrorCode) *Error {
+	e := &Error{Code: code, Message: string(code)}
+	sentinels[code] = e
+	return e
+}
+
 // Errorf returns an *Error with a formatted message. A %w verb keeps the cause.
 func Errorf(code ErrorCode, format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
 	return &Error{Code: code, Message: err.Error(), Err: errors.Unwrap(err)}
 }
 
-// Code returns the code of err: its own when it carries one, unavailable for
-// a cancelled or expired context, internal otherwise, and "" for nil.
+// Code returns the code of err: its own when it carries one, canceled or
+// deadline_exceeded for a context's end, internal otherwise, and "" for nil.
 func Code(err error) ErrorCode {
 	if err == nil {
 		return ""
@@ -121,8 +177,11 @@ func Code(err error) ErrorCode {
 	if errors.As(err, &e) {
 		return e.Code
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return Unavailable
+	switch {
+	case errors.Is(err, context.Canceled):
+		return Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return DeadlineExceeded
 	}
 	return Internal
 }

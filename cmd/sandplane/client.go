@@ -114,6 +114,9 @@ func cliMessage(err error) string {
 	switch provider.Code(err) {
 	case provider.NotFound:
 		msg += " (sandplane ls lists the sandboxes)"
+	case provider.Canceled, provider.DeadlineExceeded:
+		// The request may have reached the server before the CLI gave up.
+		msg += " (it may still have taken effect: sandplane ls shows what is there)"
 	case provider.Unauthenticated:
 		if strings.Contains(msg, "Authorization: Bearer") {
 			// The daemon's own words are for API clients.

@@ -85,8 +85,10 @@ func exitCode(err error) int {
 	switch provider.Code(err) {
 	case provider.NotFound:
 		return 3
-	case provider.Unavailable:
+	case provider.Unavailable, provider.DeadlineExceeded:
 		return 4
+	case provider.Canceled:
+		return interruptedCode // the CLI's context ends on Ctrl-C or SIGTERM
 	case provider.InvalidArgument, provider.AlreadyExists, provider.FailedPrecondition, provider.PreflightFailed:
 		return 2
 	}

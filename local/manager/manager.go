@@ -240,7 +240,7 @@ func (l opLock) lock(ctx context.Context) error {
 	case l <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return provider.Errorf(provider.Unavailable, "gave up waiting for another operation on the sandbox: %v", ctx.Err())
+		return provider.Errorf(provider.Code(ctx.Err()), "gave up waiting for another operation on the sandbox: %w", ctx.Err())
 	}
 }
 

@@ -10,7 +10,9 @@ import (
 // Defines values for ErrorCode.
 const (
 	AlreadyExists      ErrorCode = "already_exists"
+	Canceled           ErrorCode = "canceled"
 	CreateFailed       ErrorCode = "create_failed"
+	DeadlineExceeded   ErrorCode = "deadline_exceeded"
 	FailedPrecondition ErrorCode = "failed_precondition"
 	Internal           ErrorCode = "internal"
 	InvalidArgument    ErrorCode = "invalid_argument"
@@ -28,7 +30,11 @@ func (e ErrorCode) Valid() bool {
 	switch e {
 	case AlreadyExists:
 		return true
+	case Canceled:
+		return true
 	case CreateFailed:
+		return true
+	case DeadlineExceeded:
 		return true
 	case FailedPrecondition:
 		return true
@@ -195,7 +201,9 @@ type ErrorBody struct {
 	// Code not_found 404, already_exists 409, invalid_argument 400,
 	// failed_precondition 409, preflight_failed 422, create_failed 500,
 	// unsupported 501, unavailable 503, unauthenticated 401,
-	// permission_denied 403, resource_exhausted 429, internal 500.
+	// permission_denied 403, resource_exhausted 429, internal 500,
+	// canceled 499 (the caller gave up: nginx's "client closed request"),
+	// deadline_exceeded 504 (the caller's deadline passed first).
 	Code ErrorCode `json:"code"`
 
 	// Message What went wrong and what to do about it.
@@ -205,7 +213,9 @@ type ErrorBody struct {
 // ErrorCode not_found 404, already_exists 409, invalid_argument 400,
 // failed_precondition 409, preflight_failed 422, create_failed 500,
 // unsupported 501, unavailable 503, unauthenticated 401,
-// permission_denied 403, resource_exhausted 429, internal 500.
+// permission_denied 403, resource_exhausted 429, internal 500,
+// canceled 499 (the caller gave up: nginx's "client closed request"),
+// deadline_exceeded 504 (the caller's deadline passed first).
 type ErrorCode string
 
 // ErrorResponse defines model for ErrorResponse.

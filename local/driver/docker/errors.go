@@ -44,8 +44,10 @@ func (r *Driver) classify(what string, err error) error {
 		return provider.Errorf(provider.ResourceExhausted, "%s: %w", what, err)
 	case cerrdefs.IsNotImplemented(err):
 		return provider.Errorf(provider.Unsupported, "%s: %w", what, err)
-	case cerrdefs.IsCanceled(err), cerrdefs.IsDeadlineExceeded(err):
-		return provider.Errorf(provider.Unavailable, "%s: %w", what, err)
+	case cerrdefs.IsCanceled(err):
+		return provider.Errorf(provider.Canceled, "%s: %w", what, err)
+	case cerrdefs.IsDeadlineExceeded(err):
+		return provider.Errorf(provider.DeadlineExceeded, "%s: %w", what, err)
 	}
 	return provider.Errorf(provider.Internal, "%s: %w", what, err)
 }
@@ -56,7 +58,7 @@ func as(code provider.ErrorCode, err error) error {
 	switch c := provider.Code(err); {
 	case err == nil:
 		return nil
-	case c == provider.Unavailable, c == code:
+	case c == provider.Unavailable, c == provider.Canceled, c == provider.DeadlineExceeded, c == code:
 		return err
 	}
 	return &provider.Error{Code: code, Message: provider.Message(err), Err: err}

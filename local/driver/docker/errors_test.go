@@ -35,7 +35,8 @@ func TestClassify(t *testing.T) {
 		{"not implemented", cerrdefs.ErrNotImplemented, provider.Unsupported},
 		{"unknown", errors.New("boom"), provider.Internal},
 		{"already coded", coded, provider.AlreadyExists},
-		{"context cancelled", context.Canceled, provider.Unavailable},
+		{"context cancelled", context.Canceled, provider.Canceled},
+		{"context deadline", context.DeadlineExceeded, provider.DeadlineExceeded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
