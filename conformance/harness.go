@@ -50,6 +50,11 @@ type Expectations struct {
 	// DeclaredPorts means a preview names only ports the snapshot declares:
 	// any other is invalid_argument. Daytona previews any port.
 	DeclaredPorts bool
+	// Watch means the provider implements provider.Watcher; the suite then
+	// checks what a watcher sees.
+	Watch bool
+	// StopWithReason means the provider implements provider.ReasonStopper.
+	StopWithReason bool
 }
 
 // Labels every sandbox of the suite carries.

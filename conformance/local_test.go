@@ -24,9 +24,11 @@ import (
 
 // localExpect is what the local control plane promises, on either runtime.
 var localExpect = conformance.Expectations{
-	Traits:        provider.Traits{Name: "local", StopStoppedIsNoop: true, ResizeIsNoop: true, SyncStop: true, ReapIntervalMinutes: 1},
-	WorkloadPort:  4000,
-	DeclaredPorts: true,
+	Traits:         provider.Traits{Name: "local", StopStoppedIsNoop: true, ResizeIsNoop: true, SyncStop: true, ReapIntervalMinutes: 1},
+	WorkloadPort:   4000,
+	DeclaredPorts:  true,
+	Watch:          true,
+	StopWithReason: true,
 }
 
 // dockerEnv is what the docker harnesses of one run share: the engine and

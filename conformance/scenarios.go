@@ -35,6 +35,9 @@ var scenarios = []scenario{
 	{"exec_through_toolbox", execThroughToolbox},
 	{"entrypoint_logs_redacted", entrypointLogsRedacted},
 	{"unreachable_backend", unreachableBackend},
+	{"cancelled_call", cancelledCall},
+	{"stop_reasons", stopReasons},
+	{"watch_sees_lifecycle", watchSeesLifecycle},
 }
 
 func createGetList(e *env) {
