@@ -1,6 +1,7 @@
 package toolbox
 
 import "net/http"
+import "github.com/sandplane/sandplane/toolbox/wire"
 
 // computerUseUnavailable is the daemon's answer on a sandbox whose image
 // has no desktop: every computer-use route answers 503 with this message.
@@ -24,16 +25,11 @@ func (s *server) handleComputerUse(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// InitializeRequest is the body of POST /init.
-type InitializeRequest struct {
-	Token string `json:"token"`
-}
-
 // handleInit takes the token that the runner hands the daemon when the
 // sandbox starts. The toolbox keeps it in memory only; it is never echoed
 // or logged.
 func (s *server) handleInit(w http.ResponseWriter, r *http.Request) {
-	var req InitializeRequest
+	var req wire.InitializeRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return

@@ -15,6 +15,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 const (
@@ -180,13 +182,6 @@ func (s *server) receiveFilePart(w http.ResponseWriter, r *http.Request, t targe
 	}
 }
 
-// UploadedFileV2 is the answer of POST /files/upload-v2.
-type UploadedFileV2 struct {
-	Name string `json:"name"`
-	Path string `json:"path"`
-	Type string `json:"type"`
-}
-
 // handleUploadV2 is the newer toolbox's upload of one file to ?path=, which
 // pre-signed upload URLs name: the file as the multipart part "file", as
 // /files/upload takes it, or as the raw body. It answers the file's name,
@@ -205,7 +200,7 @@ func (s *server) handleUploadV2(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, UploadedFileV2{Name: pathpkg.Base(path), Path: path, Type: "file"})
+	writeJSON(w, http.StatusOK, wire.UploadedFileV2{Name: pathpkg.Base(path), Path: path, Type: "file"})
 	return nil
 }
 

@@ -20,6 +20,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 //go:embed interpreter_driver.py
@@ -37,26 +39,6 @@ const (
 	// turn it into their timeout error.
 	interpTimeoutCode websocket.StatusCode = 4008
 )
-
-// CreateContextRequest is the body of POST /process/interpreter/context.
-type CreateContextRequest struct {
-	Cwd      string `json:"cwd"`
-	Language string `json:"language"`
-}
-
-// InterpreterContext describes a context.
-type InterpreterContext struct {
-	ID        string `json:"id"`
-	Cwd       string `json:"cwd"`
-	Language  string `json:"language"`
-	CreatedAt string `json:"createdAt"`
-	Active    bool   `json:"active"`
-}
-
-// ListContextsResponse answers GET /process/interpreter/context.
-type ListContextsResponse struct {
-	Contexts []InterpreterContext `json:"contexts"`
-}
 
 // interpRequest is the first message of an execute WebSocket.
 type interpRequest struct {
@@ -101,7 +83,7 @@ type interpContext struct {
 	worker *interpWorker
 }
 
-func (in *interpreters) create(req CreateContextRequest) (*interpContext, error) {
+func (in *interpreters) create(req wire.CreateContextRequest) (*interpContext, error) {
 	if req.Language != "" && req.Language != "python" {
 		return nil, errorf(http.StatusBadRequest, "unsupported language: %s; interpreter contexts support python only", req.Language)
 	}
@@ -169,7 +151,7 @@ func (in *interpreters) remove(id string) error {
 }
 
 // list returns the contexts clients created; the default one is left out.
-func (in *interpreters) list() []InterpreterContext {
+func (in *interpreters) list() []wire.InterpreterContext {
 	in.mu.Lock()
 	all := make([]*interpContext, 0, len(in.m))
 	for id, c := range in.m {
@@ -184,7 +166,7 @@ func (in *interpreters) list() []InterpreterContext {
 		}
 		return all[i].id < all[j].id
 	})
-	out := make([]InterpreterContext, 0, len(all))
+	out := make([]wire.InterpreterContext, 0, len(all))
 	for _, c := range all {
 		out = append(out, c.info())
 	}
@@ -202,10 +184,10 @@ func (in *interpreters) closeAll() {
 	}
 }
 
-func (c *interpContext) info() InterpreterContext {
+func (c *interpContext) info() wire.InterpreterContext {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return InterpreterContext{
+	return wire.InterpreterContext{
 		ID: c.id, Cwd: c.cwd, Language: "python",
 		CreatedAt: c.createdAt.Format(time.RFC3339Nano),
 		Active:    c.worker != nil && !c.worker.isDead(),
@@ -497,7 +479,7 @@ func (w *interpWorker) kill() {
 }
 
 func (s *server) handleCreateContext(w http.ResponseWriter, r *http.Request) {
-	var req CreateContextRequest
+	var req wire.CreateContextRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -511,7 +493,7 @@ func (s *server) handleCreateContext(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) handleListContexts(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, ListContextsResponse{Contexts: s.interp.list()})
+	writeJSON(w, http.StatusOK, wire.ListContextsResponse{Contexts: s.interp.list()})
 }
 
 func (s *server) handleDeleteContext(w http.ResponseWriter, r *http.Request) {

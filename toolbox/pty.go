@@ -18,6 +18,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 const (
@@ -40,45 +42,6 @@ const (
 	// base64url JSON, after the "~".
 	ptyEnvsProtocolPrefix = "X-Daytona-Pty-Envs~"
 )
-
-// PtyCreateRequest is the body of POST /process/pty.
-type PtyCreateRequest struct {
-	ID        string            `json:"id"`
-	Cwd       string            `json:"cwd"`
-	Envs      map[string]string `json:"envs"`
-	Cols      *int              `json:"cols"`
-	Rows      *int              `json:"rows"`
-	LazyStart bool              `json:"lazyStart"`
-}
-
-// PtyCreateResponse answers a create.
-type PtyCreateResponse struct {
-	SessionID string `json:"sessionId"`
-}
-
-// PtySessionInfo describes a PTY session. Envs lists the names of the
-// variables it was given; their values are never reported.
-type PtySessionInfo struct {
-	ID        string            `json:"id"`
-	Cwd       string            `json:"cwd"`
-	Envs      map[string]string `json:"envs"`
-	Cols      int               `json:"cols"`
-	Rows      int               `json:"rows"`
-	CreatedAt string            `json:"createdAt"`
-	Active    bool              `json:"active"`
-	LazyStart bool              `json:"lazyStart"`
-}
-
-// PtyListResponse answers GET /process/pty.
-type PtyListResponse struct {
-	Sessions []PtySessionInfo `json:"sessions"`
-}
-
-// PtyResizeRequest is the body of POST /process/pty/{sessionId}/resize.
-type PtyResizeRequest struct {
-	Cols *int `json:"cols"`
-	Rows *int `json:"rows"`
-}
 
 // ptyControl is the JSON text message of the PTY WebSocket protocol.
 type ptyControl struct {
@@ -140,7 +103,7 @@ type ptyClient struct {
 	kicked chan struct{}
 }
 
-func (pm *ptyManager) create(req PtyCreateRequest) (*ptySession, error) {
+func (pm *ptyManager) create(req wire.PtyCreateRequest) (*ptySession, error) {
 	sess, err := pm.newSession(req)
 	if err != nil {
 		return nil, err
@@ -164,7 +127,7 @@ func (pm *ptyManager) create(req PtyCreateRequest) (*ptySession, error) {
 	return sess, nil
 }
 
-func (pm *ptyManager) newSession(req PtyCreateRequest) (*ptySession, error) {
+func (pm *ptyManager) newSession(req wire.PtyCreateRequest) (*ptySession, error) {
 	if req.ID == "" {
 		req.ID = uuid.NewString()
 	}
@@ -234,7 +197,7 @@ func (pm *ptyManager) remove(id string) error {
 	return nil
 }
 
-func (pm *ptyManager) list() []PtySessionInfo {
+func (pm *ptyManager) list() []wire.PtySessionInfo {
 	pm.mu.Lock()
 	all := make([]*ptySession, 0, len(pm.m))
 	for _, s := range pm.m {
@@ -244,7 +207,7 @@ func (pm *ptyManager) list() []PtySessionInfo {
 	sort.Slice(all, func(i, j int) bool {
 		return all[i].createdAt.Before(all[j].createdAt) || all[i].createdAt.Equal(all[j].createdAt) && all[i].id < all[j].id
 	})
-	out := make([]PtySessionInfo, 0, len(all))
+	out := make([]wire.PtySessionInfo, 0, len(all))
 	for _, s := range all {
 		out = append(out, s.info())
 	}
@@ -398,14 +361,14 @@ func (p *ptySession) kill() {
 	p.ptmx.Close()
 }
 
-func (p *ptySession) info() PtySessionInfo {
+func (p *ptySession) info() wire.PtySessionInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	envs := make(map[string]string, len(p.envNames))
 	for _, k := range p.envNames {
 		envs[k] = ""
 	}
-	return PtySessionInfo{
+	return wire.PtySessionInfo{
 		ID: p.id, Cwd: p.cwd, Envs: envs, Cols: p.cols, Rows: p.rows,
 		CreatedAt: p.createdAt.Format(time.RFC3339Nano),
 		Active:    p.started && !p.exited,
@@ -462,7 +425,7 @@ func (p *ptySession) exitInfo() ptyExit {
 }
 
 func (s *server) handleCreatePty(w http.ResponseWriter, r *http.Request) {
-	var req PtyCreateRequest
+	var req wire.PtyCreateRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -472,11 +435,11 @@ func (s *server) handleCreatePty(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, PtyCreateResponse{SessionID: sess.id})
+	writeJSON(w, http.StatusCreated, wire.PtyCreateResponse{SessionID: sess.id})
 }
 
 func (s *server) handleListPty(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, PtyListResponse{Sessions: s.ptys.list()})
+	writeJSON(w, http.StatusOK, wire.PtyListResponse{Sessions: s.ptys.list()})
 }
 
 func (s *server) handleGetPty(w http.ResponseWriter, r *http.Request) {
@@ -505,7 +468,7 @@ func (s *server) handleResizePty(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	var req PtyResizeRequest
+	var req wire.PtyResizeRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -585,9 +548,9 @@ func (s *server) handleCreateConnectPty(w http.ResponseWriter, r *http.Request) 
 	s.servePty(r.Context(), conn, sess, offers(r, ptyExitControlProtocol))
 }
 
-func ptyCreateFromQuery(r *http.Request) (PtyCreateRequest, error) {
+func ptyCreateFromQuery(r *http.Request) (wire.PtyCreateRequest, error) {
 	q := r.URL.Query()
-	req := PtyCreateRequest{ID: q.Get("id"), Cwd: q.Get("cwd"), LazyStart: true}
+	req := wire.PtyCreateRequest{ID: q.Get("id"), Cwd: q.Get("cwd"), LazyStart: true}
 	for _, f := range []struct {
 		name string
 		dst  **int

@@ -17,6 +17,7 @@ import (
 	"unicode"
 
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 const (
@@ -93,49 +94,6 @@ type sessionCommand struct {
 	// echo copies input into stdout, as a terminal would echo typing.
 	echo    bool
 	inputMu sync.Mutex // one input at a time, never interleaved
-}
-
-// SessionCommand is a command as GET /process/session lists it.
-type SessionCommand struct {
-	ID       string `json:"id"`
-	Command  string `json:"command"`
-	ExitCode *int   `json:"exitCode,omitempty"`
-}
-
-// Session is the answer of GET /process/session/{sessionId}.
-type Session struct {
-	SessionID string           `json:"sessionId"`
-	Commands  []SessionCommand `json:"commands"`
-}
-
-// SessionExecuteRequest is the body of POST /process/session/{id}/exec.
-// Async is the older spelling of RunAsync; either makes the call return at
-// once with only the command id, and gives the command a stdin that
-// POST .../command/{commandId}/input writes to (a sync command reads
-// /dev/null). Input is echoed into the command's stdout unless
-// SuppressInputEcho.
-type SessionExecuteRequest struct {
-	Command           string `json:"command"`
-	RunAsync          bool   `json:"runAsync"`
-	Async             bool   `json:"async"`
-	SuppressInputEcho bool   `json:"suppressInputEcho"`
-}
-
-// SessionExecuteResponse answers a session exec. Output is stdout and stderr
-// interleaved in arrival order.
-type SessionExecuteResponse struct {
-	CmdID    string  `json:"cmdId"`
-	Output   *string `json:"output,omitempty"`
-	Stdout   *string `json:"stdout,omitempty"`
-	Stderr   *string `json:"stderr,omitempty"`
-	ExitCode *int    `json:"exitCode,omitempty"`
-}
-
-// SessionCommandLogs answers GET .../command/{commandId}/logs.
-type SessionCommandLogs struct {
-	Output string `json:"output"`
-	Stdout string `json:"stdout"`
-	Stderr string `json:"stderr"`
 }
 
 type sessions struct {
@@ -225,7 +183,7 @@ func (ss *sessions) remove(id string) error {
 	return nil
 }
 
-func (ss *sessions) list() []Session {
+func (ss *sessions) list() []wire.Session {
 	ss.mu.Lock()
 	all := make([]*session, 0, len(ss.m))
 	for _, s := range ss.m {
@@ -233,7 +191,7 @@ func (ss *sessions) list() []Session {
 	}
 	ss.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].id < all[j].id })
-	out := make([]Session, 0, len(all))
+	out := make([]wire.Session, 0, len(all))
 	for _, s := range all {
 		out = append(out, s.view())
 	}
@@ -457,12 +415,12 @@ func (s *session) command(id string) (*sessionCommand, error) {
 	return c, nil
 }
 
-func (s *session) view() Session {
+func (s *session) view() wire.Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v := Session{SessionID: s.id, Commands: make([]SessionCommand, 0, len(s.commands))}
+	v := wire.Session{SessionID: s.id, Commands: make([]wire.SessionCommand, 0, len(s.commands))}
 	for _, c := range s.commands {
-		v.Commands = append(v.Commands, SessionCommand{ID: c.id, Command: c.text, ExitCode: c.exit})
+		v.Commands = append(v.Commands, wire.SessionCommand{ID: c.id, Command: c.text, ExitCode: c.exit})
 	}
 	return v
 }
