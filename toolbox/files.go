@@ -231,7 +231,7 @@ type uploadedFile struct {
 // merged with the usual error fields, so that clients reading either find
 // what they look for.
 type bulkUploadFailure struct {
-	errorResponse
+	wire.ErrorResponse
 	Errors []string       `json:"errors"`
 	Files  []uploadedFile `json:"files"`
 }
@@ -307,7 +307,7 @@ func (s *server) handleBulkUpload(w http.ResponseWriter, r *http.Request) {
 		e := errorf(http.StatusBadRequest, "%d of %d uploads failed: %s", len(errs), len(errs)+len(files), strings.Join(errs, "; "))
 		s.opts.Logger.Info("request failed", "method", r.Method, "path", r.URL.Path, "status", e.status, "failures", len(errs))
 		writeJSON(w, http.StatusBadRequest, bulkUploadFailure{
-			errorResponse: newErrorResponse(r, s.opts.Clock, e),
+			ErrorResponse: newErrorResponse(r, s.opts.Clock, e),
 			Errors:        errs,
 			Files:         files,
 		})

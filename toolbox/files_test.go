@@ -268,7 +268,7 @@ func TestBulkDownload(t *testing.T) {
 
 	assert.Equal(t, "error", parts[1].name)
 	assert.Equal(t, "missing.txt", parts[1].filename)
-	var e errorResponse
+	var e wire.ErrorResponse
 	require.NoError(t, json.Unmarshal(parts[1].body, &e), "%s", parts[1].body)
 	assert.Equal(t, http.StatusNotFound, e.StatusCode)
 	assert.Equal(t, "FILE_NOT_FOUND", e.Code)

@@ -196,6 +196,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 // Daytona's daemon answers) into a coded error.
 func (c *Client) fail(method, path string, resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	// Only the message, not the whole wire.ErrorResponse: a proxy in front
+	// of the daemon may answer with other fields or types, and its message
+	// is still the best thing to show.
 	var e struct {
 		Message string `json:"message"`
 	}
