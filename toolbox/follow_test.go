@@ -252,7 +252,7 @@ func TestCommandLogsAsPlainTextForOldSDKs(t *testing.T) {
 // keeps up or falls behind, and past maxRuns it still sends everything.
 func TestFollowKeepsArrivalOrder(t *testing.T) {
 	newCmd := func() (*session, *sessionCommand) {
-		all := &sessions{budget: &logBudget{limit: 1 << 20}, m: map[string]*session{}}
+		all := &sessions{budget: &logBudget{limit: 1 << 20}, reg: newRegistry[string, *session]()}
 		s := &session{all: all}
 		c := &sessionCommand{
 			stdout: cappedBuffer{limit: 1 << 16, budget: all.budget},

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
@@ -59,14 +60,12 @@ type interpMessage struct {
 }
 
 type interpreters struct {
-	srv    *server
-	mu     sync.Mutex
-	m      map[string]*interpContext
-	closed bool
+	srv *server
+	reg *registry[string, *interpContext]
 }
 
 func newInterpreters(srv *server) *interpreters {
-	return &interpreters{srv: srv, m: map[string]*interpContext{}}
+	return &interpreters{srv: srv, reg: newRegistry[string, *interpContext]()}
 }
 
 // An interpContext is one python worker whose globals persist across runs.
@@ -95,16 +94,16 @@ func (in *interpreters) create(req wire.CreateContextRequest) (*interpContext, e
 	if err := c.ensureWorker(); err != nil {
 		return nil, err
 	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.closed || len(in.m) >= maxContexts {
-		c.kill()
-		if in.closed {
-			return nil, errorf(http.StatusGone, "toolbox is shutting down")
+	_, err := in.reg.add(c.id, func(_ bool, n int) (*interpContext, error) {
+		if n >= maxContexts {
+			return nil, errorf(http.StatusConflict, "too many interpreter contexts: at most %d; delete one first", maxContexts)
 		}
-		return nil, errorf(http.StatusConflict, "too many interpreter contexts: at most %d; delete one first", maxContexts)
+		return c, nil
+	})
+	if err != nil {
+		c.kill()
+		return nil, err
 	}
-	in.m[c.id] = c
 	return c, nil
 }
 
@@ -115,35 +114,24 @@ func (in *interpreters) newContext(id, cwd string) *interpContext {
 // get returns a context; the empty id is the default context, made on
 // first use in the work directory.
 func (in *interpreters) get(id string) (*interpContext, error) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.closed {
-		return nil, errorf(http.StatusGone, "toolbox is shutting down")
-	}
 	if id == "" || id == defaultContextID {
-		c := in.m[defaultContextID]
-		if c == nil {
-			c = in.newContext(defaultContextID, in.srv.opts.WorkDir)
-			in.m[defaultContextID] = c
-		}
-		return c, nil
+		return in.reg.getOrAdd(defaultContextID, func() *interpContext {
+			return in.newContext(defaultContextID, in.srv.opts.WorkDir)
+		})
 	}
-	c := in.m[id]
-	if c == nil {
+	c, err := in.reg.get(id)
+	if errors.Is(err, errMissing) {
 		return nil, errorf(http.StatusNotFound, "interpreter context %s not found", id)
 	}
-	return c, nil
+	return c, err
 }
 
 func (in *interpreters) remove(id string) error {
 	if id == defaultContextID {
 		return errorf(http.StatusBadRequest, "the default interpreter context cannot be deleted")
 	}
-	in.mu.Lock()
-	c := in.m[id]
-	delete(in.m, id)
-	in.mu.Unlock()
-	if c == nil {
+	c, ok := in.reg.remove(id)
+	if !ok {
 		return errorf(http.StatusNotFound, "interpreter context %s not found", id)
 	}
 	c.kill()
@@ -152,14 +140,7 @@ func (in *interpreters) remove(id string) error {
 
 // list returns the contexts clients created; the default one is left out.
 func (in *interpreters) list() []wire.InterpreterContext {
-	in.mu.Lock()
-	all := make([]*interpContext, 0, len(in.m))
-	for id, c := range in.m {
-		if id != defaultContextID {
-			all = append(all, c)
-		}
-	}
-	in.mu.Unlock()
+	all := slices.DeleteFunc(in.reg.values(), func(c *interpContext) bool { return c.id == defaultContextID })
 	sort.Slice(all, func(i, j int) bool {
 		if !all[i].createdAt.Equal(all[j].createdAt) {
 			return all[i].createdAt.Before(all[j].createdAt)
@@ -174,12 +155,7 @@ func (in *interpreters) list() []wire.InterpreterContext {
 }
 
 func (in *interpreters) closeAll() {
-	in.mu.Lock()
-	in.closed = true
-	all := in.m
-	in.m = map[string]*interpContext{}
-	in.mu.Unlock()
-	for _, c := range all {
+	for _, c := range in.reg.close() {
 		c.kill()
 	}
 }

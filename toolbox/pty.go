@@ -60,14 +60,12 @@ type ptyExit struct {
 }
 
 type ptyManager struct {
-	srv    *server
-	mu     sync.Mutex
-	m      map[string]*ptySession
-	closed bool
+	srv *server
+	reg *registry[string, *ptySession]
 }
 
 func newPtyManager(srv *server) *ptyManager {
-	return &ptyManager{srv: srv, m: map[string]*ptySession{}}
+	return &ptyManager{srv: srv, reg: newRegistry[string, *ptySession]()}
 }
 
 // A ptySession is a shell on a pseudo-terminal. It outlives its WebSocket
@@ -108,23 +106,20 @@ func (pm *ptyManager) create(req wire.PtyCreateRequest) (*ptySession, error) {
 	if err != nil {
 		return nil, err
 	}
-	pm.mu.Lock()
-	defer pm.mu.Unlock()
-	switch {
-	case pm.closed:
-		return nil, errorf(http.StatusGone, "toolbox is shutting down")
-	case pm.m[sess.id] != nil:
-		return nil, errorf(http.StatusConflict, "PTY session with ID %s already exists", sess.id)
-	case len(pm.m) >= maxPTYs:
-		return nil, errorf(http.StatusConflict, "too many PTY sessions: at most %d; delete one first", maxPTYs)
-	}
-	if !sess.lazy {
-		if err := sess.start(); err != nil {
-			return nil, err
+	return pm.reg.add(sess.id, func(taken bool, n int) (*ptySession, error) {
+		switch {
+		case taken:
+			return nil, errorf(http.StatusConflict, "PTY session with ID %s already exists", sess.id)
+		case n >= maxPTYs:
+			return nil, errorf(http.StatusConflict, "too many PTY sessions: at most %d; delete one first", maxPTYs)
 		}
-	}
-	pm.m[sess.id] = sess
-	return sess, nil
+		if !sess.lazy {
+			if err := sess.start(); err != nil {
+				return nil, err
+			}
+		}
+		return sess, nil
+	})
 }
 
 func (pm *ptyManager) newSession(req wire.PtyCreateRequest) (*ptySession, error) {
@@ -175,22 +170,18 @@ func ptyDim(name string, v *int, def int) (int, error) {
 	return *v, nil
 }
 
+// get returns the PTY id; after close there is none.
 func (pm *ptyManager) get(id string) (*ptySession, error) {
-	pm.mu.Lock()
-	defer pm.mu.Unlock()
-	sess := pm.m[id]
-	if sess == nil {
+	sess, err := pm.reg.get(id)
+	if err != nil {
 		return nil, errorf(http.StatusNotFound, "PTY session %s not found", id)
 	}
 	return sess, nil
 }
 
 func (pm *ptyManager) remove(id string) error {
-	pm.mu.Lock()
-	sess := pm.m[id]
-	delete(pm.m, id)
-	pm.mu.Unlock()
-	if sess == nil {
+	sess, ok := pm.reg.remove(id)
+	if !ok {
 		return errorf(http.StatusNotFound, "PTY session %s not found", id)
 	}
 	sess.kill()
@@ -198,12 +189,7 @@ func (pm *ptyManager) remove(id string) error {
 }
 
 func (pm *ptyManager) list() []wire.PtySessionInfo {
-	pm.mu.Lock()
-	all := make([]*ptySession, 0, len(pm.m))
-	for _, s := range pm.m {
-		all = append(all, s)
-	}
-	pm.mu.Unlock()
+	all := pm.reg.values()
 	sort.Slice(all, func(i, j int) bool {
 		return all[i].createdAt.Before(all[j].createdAt) || all[i].createdAt.Equal(all[j].createdAt) && all[i].id < all[j].id
 	})
@@ -215,14 +201,9 @@ func (pm *ptyManager) list() []wire.PtySessionInfo {
 }
 
 func (pm *ptyManager) closeAll() {
-	pm.mu.Lock()
-	pm.closed = true
-	all := pm.m
-	pm.m = map[string]*ptySession{}
-	pm.mu.Unlock()
 	// At once: each may wait out a hang-up's grace.
 	var wg sync.WaitGroup
-	for _, s := range all {
+	for _, s := range pm.reg.close() {
 		wg.Go(s.kill)
 	}
 	wg.Wait()
