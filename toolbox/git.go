@@ -384,14 +384,18 @@ func parseGitStatus(out string) wire.GitStatus {
 	return st
 }
 
+// fileStatus reads a record's XY letters; one that is missing or unknown
+// reads as Unmodified, so no record, however cut, fails the listing.
 func fileStatus(xy, name, orig string) wire.FileStatus {
-	code := func(b byte) string {
-		if s, ok := gitStatusCodes[b]; ok {
-			return s
+	code := func(i int) string {
+		if i < len(xy) {
+			if s, ok := gitStatusCodes[xy[i]]; ok {
+				return s
+			}
 		}
 		return "Unmodified"
 	}
-	return wire.FileStatus{Name: name, Staging: code(xy[0]), Worktree: code(xy[1]), Extra: orig}
+	return wire.FileStatus{Name: name, Staging: code(0), Worktree: code(1), Extra: orig}
 }
 
 func (s *server) handleGitBranches(w http.ResponseWriter, r *http.Request) error {
