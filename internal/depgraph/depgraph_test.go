@@ -131,3 +131,14 @@ func TestSDKDependencies(t *testing.T) {
 		})
 	}
 }
+
+// TestToolboxWireIsALeaf keeps the toolbox's wire types on the standard
+// library alone: the client and the server both import them, so anything
+// they import, every client links.
+func TestToolboxWireIsALeaf(t *testing.T) {
+	for _, dep := range deps(t, "toolbox/wire") {
+		if !strings.HasPrefix(dep, "std ") && dep != module+"toolbox/wire" {
+			t.Errorf("toolbox/wire imports %s: keep it to the standard library", dep)
+		}
+	}
+}
