@@ -6,25 +6,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
-
-// CodeRunRequest is the body of POST /process/code-run.
-type CodeRunRequest struct {
-	Code     string            `json:"code"`
-	Language string            `json:"language"`
-	Argv     []string          `json:"argv,omitempty"`
-	Envs     map[string]string `json:"envs,omitempty"`
-	// Timeout is in seconds; absent or 0 means none.
-	Timeout *int64 `json:"timeout,omitempty"`
-}
-
-// CodeRunResponse answers a code run. Result is stdout and stderr
-// interleaved, as for process/execute. Artifacts (matplotlib charts) are
-// never produced: the sandbox's python is plain.
-type CodeRunResponse struct {
-	ExitCode int    `json:"exitCode"`
-	Result   string `json:"result"`
-}
 
 // codeRunner says how one language runs a program file. The interpreters
 // are looked up in PATH by the shell, so a missing one fails the way a
@@ -53,8 +37,8 @@ func supportedLanguages() string {
 	return strings.Join(names, ", ")
 }
 
-func parseCodeRunRequest(body []byte) (CodeRunRequest, codeRunner, error) {
-	var req CodeRunRequest
+func parseCodeRunRequest(body []byte) (wire.CodeRunRequest, codeRunner, error) {
+	var req wire.CodeRunRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return req, codeRunner{}, err
 	}
@@ -123,5 +107,5 @@ func (s *server) handleCodeRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(http.StatusRequestTimeout, "command execution timeout"))
 		return
 	}
-	writeJSON(w, http.StatusOK, CodeRunResponse{ExitCode: res.exitCode, Result: string(res.output)})
+	writeJSON(w, http.StatusOK, wire.CodeRunResponse{ExitCode: res.exitCode, Result: string(res.output)})
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 func TestCodeRun(t *testing.T) {
@@ -18,40 +20,40 @@ func TestCodeRun(t *testing.T) {
 
 	tests := []struct {
 		name     string
-		req      CodeRunRequest
+		req      wire.CodeRunRequest
 		exitCode int
 		result   []string
 	}{
 		{
 			name:   "python with argv and envs",
-			req:    CodeRunRequest{Language: "python", Code: "import os, sys\nprint(sys.argv[1:], os.environ['GREETING'])\nprint(os.getcwd())", Argv: []string{"a b", "c"}, Envs: map[string]string{"GREETING": "hi"}},
+			req:    wire.CodeRunRequest{Language: "python", Code: "import os, sys\nprint(sys.argv[1:], os.environ['GREETING'])\nprint(os.getcwd())", Argv: []string{"a b", "c"}, Envs: map[string]string{"GREETING": "hi"}},
 			result: []string{"['a b', 'c'] hi\n", ts.workDir + "\n"},
 		},
 		{
 			name:     "python exception",
-			req:      CodeRunRequest{Language: "python", Code: "print('before')\nraise ValueError('boom')"},
+			req:      wire.CodeRunRequest{Language: "python", Code: "print('before')\nraise ValueError('boom')"},
 			exitCode: 1,
 			result:   []string{"before\n", "ValueError: boom"},
 		},
 		{
 			name:   "javascript",
-			req:    CodeRunRequest{Language: "javascript", Code: "console.log(process.argv.slice(2).join(','), 6*7)", Argv: []string{"x", "y"}},
+			req:    wire.CodeRunRequest{Language: "javascript", Code: "console.log(process.argv.slice(2).join(','), 6*7)", Argv: []string{"x", "y"}},
 			result: []string{"x,y 42\n"},
 		},
 		{
 			name:   "typescript",
-			req:    CodeRunRequest{Language: "typescript", Code: "interface P { n: number }\nconst p: P = { n: 41 };\nconsole.log(p.n + 1);\nexport {};"},
+			req:    wire.CodeRunRequest{Language: "typescript", Code: "interface P { n: number }\nconst p: P = { n: 41 };\nconsole.log(p.n + 1);\nexport {};"},
 			result: []string{"42\n"},
 		},
 		{
 			name:     "typescript type error",
-			req:      CodeRunRequest{Language: "typescript", Code: "const x: number = 'not a number';\nconsole.log(x);"},
+			req:      wire.CodeRunRequest{Language: "typescript", Code: "const x: number = 'not a number';\nconsole.log(x);"},
 			exitCode: 1,
 			result:   []string{"TS2322"},
 		},
 		{
 			name:     "exit code",
-			req:      CodeRunRequest{Language: "python", Code: "import sys; sys.exit(3)"},
+			req:      wire.CodeRunRequest{Language: "python", Code: "import sys; sys.exit(3)"},
 			exitCode: 3,
 		},
 	}
@@ -59,7 +61,7 @@ func TestCodeRun(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := ts.postJSON(t, "/process/code-run", tt.req)
 			require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
-			var out CodeRunResponse
+			var out wire.CodeRunResponse
 			resp.json(t, &out)
 			assert.Equal(t, tt.exitCode, out.ExitCode, "result: %s", out.Result)
 			for _, want := range tt.result {
@@ -76,16 +78,16 @@ func TestCodeRun(t *testing.T) {
 
 	t.Run("timeout", func(t *testing.T) {
 		timeout := int64(1)
-		resp := ts.postJSON(t, "/process/code-run", CodeRunRequest{Language: "python", Code: "import time\ntime.sleep(60)", Timeout: &timeout})
+		resp := ts.postJSON(t, "/process/code-run", wire.CodeRunRequest{Language: "python", Code: "import time\ntime.sleep(60)", Timeout: &timeout})
 		require.Equal(t, http.StatusRequestTimeout, resp.status, "body: %s", resp.body)
 		assert.Equal(t, "command execution timeout", resp.apiErr(t).Message)
 	})
 
 	t.Run("a missing interpreter fails like a missing command", func(t *testing.T) {
 		t.Setenv("PATH", t.TempDir())
-		resp := ts.postJSON(t, "/process/code-run", CodeRunRequest{Language: "typescript", Code: "console.log(1)"})
+		resp := ts.postJSON(t, "/process/code-run", wire.CodeRunRequest{Language: "typescript", Code: "console.log(1)"})
 		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
-		var out CodeRunResponse
+		var out wire.CodeRunResponse
 		resp.json(t, &out)
 		assert.Equal(t, 127, out.ExitCode)
 		assert.Contains(t, out.Result, "ts-node")
@@ -96,11 +98,11 @@ func TestCodeRun(t *testing.T) {
 		name string
 		body any
 	}{
-		{"unsupported language", CodeRunRequest{Language: "ruby", Code: "puts 1"}},
-		{"no language", CodeRunRequest{Code: "print(1)"}},
-		{"no code", CodeRunRequest{Language: "python", Code: "  "}},
+		{"unsupported language", wire.CodeRunRequest{Language: "ruby", Code: "puts 1"}},
+		{"no language", wire.CodeRunRequest{Code: "print(1)"}},
+		{"no code", wire.CodeRunRequest{Language: "python", Code: "  "}},
 		{"negative timeout", map[string]any{"language": "python", "code": "1", "timeout": -1}},
-		{"bad env name", CodeRunRequest{Language: "python", Code: "1", Envs: map[string]string{"A=B": "x"}}},
+		{"bad env name", wire.CodeRunRequest{Language: "python", Code: "1", Envs: map[string]string{"A=B": "x"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := ts.postJSON(t, "/process/code-run", tt.body)

@@ -1,13 +1,17 @@
 package toolbox
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
+)
 
 // computerUseUnavailable is the daemon's answer on a sandbox whose image
 // has no desktop: every computer-use route answers 503 with this message.
 // The standard error fields come along so that clients reading either
 // shape find the message.
 type computerUseUnavailable struct {
-	errorResponse
+	wire.ErrorResponse
 	Details  string `json:"details"`
 	Solution string `json:"solution"`
 }
@@ -18,22 +22,17 @@ func (s *server) handleComputerUse(w http.ResponseWriter, r *http.Request) {
 	e := &apiError{status: http.StatusServiceUnavailable, code: "SERVICE_UNAVAILABLE", msg: "Computer-use functionality is not available"}
 	s.opts.Logger.Info("request failed", "method", r.Method, "path", r.URL.Path, "status", e.status, "error", e.msg)
 	writeJSON(w, e.status, computerUseUnavailable{
-		errorResponse: newErrorResponse(r, s.opts.Clock, e),
+		ErrorResponse: newErrorResponse(r, s.opts.Clock, e),
 		Details:       "The computer-use plugin is not installed in this sandbox: it has no display server.",
 		Solution:      "Use a sandbox image with computer-use support (an X server, VNC and the computer-use plugin).",
 	})
-}
-
-// InitializeRequest is the body of POST /init.
-type InitializeRequest struct {
-	Token string `json:"token"`
 }
 
 // handleInit takes the token that the runner hands the daemon when the
 // sandbox starts. The toolbox keeps it in memory only; it is never echoed
 // or logged.
 func (s *server) handleInit(w http.ResponseWriter, r *http.Request) {
-	var req InitializeRequest
+	var req wire.InitializeRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return

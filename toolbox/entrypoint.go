@@ -34,10 +34,8 @@ func (ss *sessions) startEntrypoint(command string) error {
 // toolbox was started without one (as Daytona's daemon answers a sandbox
 // whose image has no entrypoint) or it was deleted.
 func (ss *sessions) entrypoint() (*session, *sessionCommand, error) {
-	ss.mu.Lock()
-	sess := ss.m[entrypointSessionID]
-	ss.mu.Unlock()
-	if sess == nil {
+	sess, err := ss.reg.get(entrypointSessionID)
+	if err != nil {
 		return nil, nil, errorf(http.StatusNotFound, "session not found: this sandbox has no entrypoint session")
 	}
 	sess.mu.Lock()

@@ -8,6 +8,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 func TestEntrypointSession(t *testing.T) {
@@ -15,7 +17,7 @@ func TestEntrypointSession(t *testing.T) {
 	const entry = `echo booting; echo "warming up" >&2; read -r cmd; echo "entrypoint got $cmd"; sleep 300 & echo $! > `
 	ts := newTestServer(t, Options{Entrypoint: entry + pidFile})
 
-	var sess Session
+	var sess wire.Session
 	resp := ts.get(t, "/process/session/entrypoint")
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 	resp.json(t, &sess)
@@ -27,21 +29,21 @@ func TestEntrypointSession(t *testing.T) {
 
 	f := ts.follow(t, "/process/session/entrypoint/logs")
 	f.waitStdout("booting\n")
-	var logs SessionCommandLogs
+	var logs wire.SessionCommandLogs
 	waitFor(t, "the entrypoint's stderr", func() bool {
 		ts.get(t, "/process/session/entrypoint/logs").json(t, &logs)
 		return logs.Stderr == "warming up\n"
 	})
 	assert.Equal(t, "booting\n", logs.Stdout)
 
-	require.Equal(t, http.StatusNoContent, ts.sendInput(t, "entrypoint", cmdID, SessionSendInputRequest{Data: ref("serve\n")}).status)
+	require.Equal(t, http.StatusNoContent, ts.sendInput(t, "entrypoint", cmdID, wire.SessionSendInputRequest{Data: ref("serve\n")}).status)
 	assert.Equal(t, websocket.StatusNormalClosure, f.closed())
 	assert.Equal(t, "booting\nserve\nentrypoint got serve\n", f.stream("stdout"))
 	code, _ := ts.waitCommand(t, "entrypoint", cmdID)
 	assert.Equal(t, 0, code)
 
 	t.Run("it is listed like any session", func(t *testing.T) {
-		var all []Session
+		var all []wire.Session
 		ts.get(t, "/process/session").json(t, &all)
 		require.Len(t, all, 1)
 		assert.Equal(t, "entrypoint", all[0].SessionID)
@@ -73,7 +75,7 @@ func TestNoEntrypoint(t *testing.T) {
 
 func TestEntrypointThatFails(t *testing.T) {
 	ts := newTestServer(t, Options{Entrypoint: "no-such-entrypoint-xyz"})
-	var sess Session
+	var sess wire.Session
 	ts.get(t, "/process/session/entrypoint").json(t, &sess)
 	require.Len(t, sess.Commands, 1)
 	code, logs := ts.waitCommand(t, "entrypoint", sess.Commands[0].ID)

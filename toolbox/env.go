@@ -7,20 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-)
 
-// UpdateEnvRequest is the body of POST /env (toolbox releases after
-// v0.190.0; the SDK's sandbox.updateEnv).
-type UpdateEnvRequest struct {
-	// Set maps names to values that every process started afterwards
-	// (execute, code-run, sessions, PTYs, interpreters, git, LSP) inherits.
-	Set map[string]string `json:"set"`
-	// Unset names variables to remove before Set is applied.
-	Unset []string `json:"unset"`
-	// UnsetValuePrefix removes every variable whose value starts with it
-	// and whose name is not a key of Set, before Set is applied.
-	UnsetValuePrefix string `json:"unsetValuePrefix"`
-}
+	"github.com/sandplane/sandplane/toolbox/wire"
+)
 
 // procEnv is the environment the toolbox hands the processes it starts:
 // its own, changed by POST /env. Changes live in the toolbox only (never
@@ -64,7 +53,7 @@ func (e *procEnv) environ() []string {
 }
 
 // update applies req: the removals first, then Set.
-func (e *procEnv) update(req UpdateEnvRequest) {
+func (e *procEnv) update(req wire.UpdateEnvRequest) {
 	current := e.environ()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -122,7 +111,7 @@ func (e *procEnv) gitConfig(key, value string) {
 // handleUpdateEnv changes the environment of the processes started from
 // now on; running sessions keep theirs, as their shells already run.
 func (s *server) handleUpdateEnv(w http.ResponseWriter, r *http.Request) {
-	var req UpdateEnvRequest
+	var req wire.UpdateEnvRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return

@@ -6,20 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
-
-// errorResponse is the daemon's error body (Daytona's common-go ErrorResponse).
-type errorResponse struct {
-	StatusCode int       `json:"statusCode"`
-	Message    string    `json:"message"`
-	Code       string    `json:"code"`
-	Timestamp  time.Time `json:"timestamp"`
-	Path       string    `json:"path"`
-	Method     string    `json:"method"`
-}
 
 // apiError is a failure with the status and code it is answered with.
 type apiError struct {
@@ -32,34 +22,7 @@ func (e *apiError) Error() string { return e.msg }
 
 // errorf makes an apiError whose code follows from status.
 func errorf(status int, format string, args ...any) *apiError {
-	return &apiError{status: status, code: codeFor(status), msg: fmt.Sprintf(format, args...)}
-}
-
-// codeFor maps a status to the daemon's code set.
-func codeFor(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "BAD_REQUEST"
-	case http.StatusUnauthorized:
-		return "UNAUTHORIZED"
-	case http.StatusForbidden:
-		return "FORBIDDEN"
-	case http.StatusNotFound:
-		return "NOT_FOUND"
-	case http.StatusRequestTimeout:
-		return "REQUEST_TIMEOUT"
-	case http.StatusConflict:
-		return "CONFLICT"
-	case http.StatusGone:
-		return "GONE"
-	case http.StatusRequestEntityTooLarge:
-		return "PAYLOAD_TOO_LARGE"
-	case http.StatusUnsupportedMediaType:
-		return "UNSUPPORTED_MEDIA_TYPE"
-	case http.StatusUnprocessableEntity:
-		return "UNPROCESSABLE_ENTITY"
-	}
-	return "INTERNAL_SERVER_ERROR"
+	return &apiError{status: status, code: wire.ErrorCode(status), msg: fmt.Sprintf(format, args...)}
 }
 
 func asAPIError(err error) *apiError {
@@ -70,15 +33,9 @@ func asAPIError(err error) *apiError {
 	return errorf(http.StatusInternalServerError, "%v", err)
 }
 
-func newErrorResponse(r *http.Request, c clock.Clock, e *apiError) errorResponse {
-	return errorResponse{
-		StatusCode: e.status,
-		Message:    e.msg,
-		Code:       e.code,
-		Timestamp:  c.Now().UTC(),
-		Path:       r.URL.Path,
-		Method:     r.Method,
-	}
+// newErrorResponse is e's body in answer to r, at the time c tells.
+func newErrorResponse(r *http.Request, c clock.Clock, e *apiError) wire.ErrorResponse {
+	return wire.NewErrorResponse(r, c.Now(), e.status, e.code, e.msg)
 }
 
 func writeError(w http.ResponseWriter, r *http.Request, c clock.Clock, err error) {

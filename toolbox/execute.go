@@ -13,27 +13,13 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
-// ExecuteRequest is the body of POST /process/execute.
-type ExecuteRequest struct {
-	Command string            `json:"command"`
-	Cwd     *string           `json:"cwd,omitempty"`
-	Envs    map[string]string `json:"envs,omitempty"`
-	// Timeout is in seconds; absent or 0 means none.
-	Timeout *int64 `json:"timeout,omitempty"`
-}
-
-// ExecuteResponse is the answer of POST /process/execute. Result holds
-// stdout and stderr interleaved as the command wrote them.
-type ExecuteResponse struct {
-	ExitCode int    `json:"exitCode"`
-	Result   string `json:"result"`
-}
-
 // parseExecuteRequest decodes and validates an execute body.
-func parseExecuteRequest(body []byte) (ExecuteRequest, error) {
-	var req ExecuteRequest
+func parseExecuteRequest(body []byte) (wire.ExecuteRequest, error) {
+	var req wire.ExecuteRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return req, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 func TestExecute(t *testing.T) {
@@ -28,38 +29,38 @@ func TestExecute(t *testing.T) {
 		wantErr  string // substring of the error message
 		errCode  string
 	}{
-		{name: "echo", body: ExecuteRequest{Command: "echo hello"}, wantCode: 200, wantOut: "hello\n"},
-		{name: "shell syntax", body: ExecuteRequest{Command: "for i in 1 2 3; do printf $i; done | tr 1 x"}, wantCode: 200, wantOut: "x23"},
-		{name: "non-zero exit is still 200", body: ExecuteRequest{Command: "echo out; exit 3"}, wantCode: 200, wantExit: 3, wantOut: "out\n"},
+		{name: "echo", body: wire.ExecuteRequest{Command: "echo hello"}, wantCode: 200, wantOut: "hello\n"},
+		{name: "shell syntax", body: wire.ExecuteRequest{Command: "for i in 1 2 3; do printf $i; done | tr 1 x"}, wantCode: 200, wantOut: "x23"},
+		{name: "non-zero exit is still 200", body: wire.ExecuteRequest{Command: "echo out; exit 3"}, wantCode: 200, wantExit: 3, wantOut: "out\n"},
 		{
 			name:     "stdout and stderr combined in write order",
-			body:     ExecuteRequest{Command: "echo one; echo two >&2; echo three; echo four >&2"},
+			body:     wire.ExecuteRequest{Command: "echo one; echo two >&2; echo three; echo four >&2"},
 			wantCode: 200, wantOut: "one\ntwo\nthree\nfour\n",
 		},
-		{name: "default cwd is the work dir", body: ExecuteRequest{Command: "pwd"}, wantCode: 200, wantOut: "WORKDIR\n"},
-		{name: "relative cwd", body: ExecuteRequest{Command: "pwd", Cwd: ptr("sub")}, wantCode: 200, wantOut: "WORKDIR/sub\n"},
-		{name: "absolute cwd", body: ExecuteRequest{Command: "pwd", Cwd: ptr("/")}, wantCode: 200, wantOut: "/\n"},
+		{name: "default cwd is the work dir", body: wire.ExecuteRequest{Command: "pwd"}, wantCode: 200, wantOut: "WORKDIR\n"},
+		{name: "relative cwd", body: wire.ExecuteRequest{Command: "pwd", Cwd: ptr("sub")}, wantCode: 200, wantOut: "WORKDIR/sub\n"},
+		{name: "absolute cwd", body: wire.ExecuteRequest{Command: "pwd", Cwd: ptr("/")}, wantCode: 200, wantOut: "/\n"},
 		{
 			name:     "envs are added to the environment",
-			body:     ExecuteRequest{Command: `printf '%s|%s' "$GREETING" "$HOME"`, Envs: map[string]string{"GREETING": "hi there", "HOME": "/nowhere"}},
+			body:     wire.ExecuteRequest{Command: `printf '%s|%s' "$GREETING" "$HOME"`, Envs: map[string]string{"GREETING": "hi there", "HOME": "/nowhere"}},
 			wantCode: 200, wantOut: "hi there|/nowhere",
 		},
-		{name: "stdin is empty", body: ExecuteRequest{Command: "cat; echo done"}, wantCode: 200, wantOut: "done\n"},
-		{name: "shell syntax error", body: ExecuteRequest{Command: "if then"}, wantCode: 200, wantExit: 2},
-		{name: "unknown program", body: ExecuteRequest{Command: "no-such-program-xyz"}, wantCode: 200, wantExit: 127},
-		{name: "missing cwd cannot start", body: ExecuteRequest{Command: "true", Cwd: ptr("/no/such/dir")}, wantCode: 200, wantExit: -1, wantOut: "/no/such/dir"},
-		{name: "timeout 0 means none", body: ExecuteRequest{Command: "echo ok", Timeout: ptr[int64](0)}, wantCode: 200, wantOut: "ok\n"},
+		{name: "stdin is empty", body: wire.ExecuteRequest{Command: "cat; echo done"}, wantCode: 200, wantOut: "done\n"},
+		{name: "shell syntax error", body: wire.ExecuteRequest{Command: "if then"}, wantCode: 200, wantExit: 2},
+		{name: "unknown program", body: wire.ExecuteRequest{Command: "no-such-program-xyz"}, wantCode: 200, wantExit: 127},
+		{name: "missing cwd cannot start", body: wire.ExecuteRequest{Command: "true", Cwd: ptr("/no/such/dir")}, wantCode: 200, wantExit: -1, wantOut: "/no/such/dir"},
+		{name: "timeout 0 means none", body: wire.ExecuteRequest{Command: "echo ok", Timeout: ptr[int64](0)}, wantCode: 200, wantOut: "ok\n"},
 		{name: "unknown fields are ignored", body: `{"command":"echo x","language":"python"}`, wantCode: 200, wantOut: "x\n"},
-		{name: "empty command", body: ExecuteRequest{Command: ""}, wantCode: 400, errCode: "BAD_REQUEST", wantErr: "command cannot be empty"},
-		{name: "whitespace command", body: ExecuteRequest{Command: " \t\n "}, wantCode: 400, errCode: "BAD_REQUEST", wantErr: "command cannot be empty"},
+		{name: "empty command", body: wire.ExecuteRequest{Command: ""}, wantCode: 400, errCode: "BAD_REQUEST", wantErr: "command cannot be empty"},
+		{name: "whitespace command", body: wire.ExecuteRequest{Command: " \t\n "}, wantCode: 400, errCode: "BAD_REQUEST", wantErr: "command cannot be empty"},
 		{name: "missing command", body: `{}`, wantCode: 400, errCode: "BAD_REQUEST", wantErr: "command cannot be empty"},
 		{name: "not JSON", body: `command=ls`, wantCode: 400, errCode: "INVALID_REQUEST_BODY"},
 		{name: "wrong type", body: `{"command":["ls"]}`, wantCode: 400, errCode: "INVALID_REQUEST_BODY"},
 		{name: "fractional timeout", body: `{"command":"ls","timeout":1.5}`, wantCode: 400, errCode: "INVALID_REQUEST_BODY"},
-		{name: "negative timeout", body: ExecuteRequest{Command: "ls", Timeout: ptr[int64](-1)}, wantCode: 400, wantErr: "timeout"},
-		{name: "NUL in command", body: ExecuteRequest{Command: "echo a\x00b"}, wantCode: 400, wantErr: "NUL"},
-		{name: "bad env name", body: ExecuteRequest{Command: "ls", Envs: map[string]string{"A=B": "x"}}, wantCode: 400, wantErr: "environment variable name"},
-		{name: "empty env name", body: ExecuteRequest{Command: "ls", Envs: map[string]string{"": "x"}}, wantCode: 400, wantErr: "environment variable name"},
+		{name: "negative timeout", body: wire.ExecuteRequest{Command: "ls", Timeout: ptr[int64](-1)}, wantCode: 400, wantErr: "timeout"},
+		{name: "NUL in command", body: wire.ExecuteRequest{Command: "echo a\x00b"}, wantCode: 400, wantErr: "NUL"},
+		{name: "bad env name", body: wire.ExecuteRequest{Command: "ls", Envs: map[string]string{"A=B": "x"}}, wantCode: 400, wantErr: "environment variable name"},
+		{name: "empty env name", body: wire.ExecuteRequest{Command: "ls", Envs: map[string]string{"": "x"}}, wantCode: 400, wantErr: "environment variable name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,7 +76,7 @@ func TestExecute(t *testing.T) {
 				assert.Equal(t, http.MethodPost, e.Method)
 				return
 			}
-			var got ExecuteResponse
+			var got wire.ExecuteResponse
 			resp.json(t, &got)
 			assert.Equal(t, tt.wantExit, got.ExitCode, "result: %q", got.Result)
 			want := strings.ReplaceAll(tt.wantOut, "WORKDIR", ts.workDir)
@@ -100,7 +101,7 @@ func TestExecuteTimeoutKillsProcessGroup(t *testing.T) {
 	cmd := "sleep 300 & echo $! > " + pidFile + "; wait"
 	done := make(chan response, 1)
 	go func() {
-		done <- ts.postJSON(t, "/process/execute", ExecuteRequest{Command: cmd, Timeout: ptr[int64](5)})
+		done <- ts.postJSON(t, "/process/execute", wire.ExecuteRequest{Command: cmd, Timeout: ptr[int64](5)})
 	}()
 	child := readPID(t, pidFile)
 	t.Cleanup(func() { killPID(t, child) })
@@ -126,7 +127,7 @@ func TestExecuteTimeoutKillsProcessGroup(t *testing.T) {
 
 func TestExecuteRealTimeout(t *testing.T) {
 	ts := newTestServer(t, Options{})
-	resp := ts.postJSON(t, "/process/execute", ExecuteRequest{Command: "sleep 30", Timeout: ptr[int64](1)})
+	resp := ts.postJSON(t, "/process/execute", wire.ExecuteRequest{Command: "sleep 30", Timeout: ptr[int64](1)})
 	require.Equal(t, http.StatusRequestTimeout, resp.status, "body: %s", resp.body)
 }
 
@@ -137,7 +138,7 @@ func TestExecuteBackgroundChildDoesNotHoldTheAnswer(t *testing.T) {
 
 	done := make(chan response, 1)
 	go func() {
-		done <- ts.postJSON(t, "/process/execute", ExecuteRequest{
+		done <- ts.postJSON(t, "/process/execute", wire.ExecuteRequest{
 			Command: "echo started; sleep 300 & echo $! > " + pidFile,
 		})
 	}()
@@ -152,7 +153,7 @@ func TestExecuteBackgroundChildDoesNotHoldTheAnswer(t *testing.T) {
 
 	resp := <-done
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
-	var got ExecuteResponse
+	var got wire.ExecuteResponse
 	resp.json(t, &got)
 	assert.Equal(t, 0, got.ExitCode)
 	assert.Equal(t, "started\n", got.Result)
@@ -183,9 +184,9 @@ func TestExecuteClientGoneKillsCommand(t *testing.T) {
 
 func TestExecuteOutputIsCapped(t *testing.T) {
 	ts := newTestServer(t, Options{MaxOutputBytes: 10})
-	resp := ts.postJSON(t, "/process/execute", ExecuteRequest{Command: "printf 0123456789abcdef"})
+	resp := ts.postJSON(t, "/process/execute", wire.ExecuteRequest{Command: "printf 0123456789abcdef"})
 	require.Equal(t, http.StatusOK, resp.status)
-	var got ExecuteResponse
+	var got wire.ExecuteResponse
 	resp.json(t, &got)
 	assert.True(t, strings.HasPrefix(got.Result, "0123456789\n[sandplane: output truncated, 6 more bytes dropped]"), got.Result)
 }

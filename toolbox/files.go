@@ -15,6 +15,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 const (
@@ -180,13 +182,6 @@ func (s *server) receiveFilePart(w http.ResponseWriter, r *http.Request, t targe
 	}
 }
 
-// UploadedFileV2 is the answer of POST /files/upload-v2.
-type UploadedFileV2 struct {
-	Name string `json:"name"`
-	Path string `json:"path"`
-	Type string `json:"type"`
-}
-
 // handleUploadV2 is the newer toolbox's upload of one file to ?path=, which
 // pre-signed upload URLs name: the file as the multipart part "file", as
 // /files/upload takes it, or as the raw body. It answers the file's name,
@@ -205,7 +200,7 @@ func (s *server) handleUploadV2(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, UploadedFileV2{Name: pathpkg.Base(path), Path: path, Type: "file"})
+	writeJSON(w, http.StatusOK, wire.UploadedFileV2{Name: pathpkg.Base(path), Path: path, Type: "file"})
 	return nil
 }
 
@@ -236,89 +231,126 @@ type uploadedFile struct {
 // merged with the usual error fields, so that clients reading either find
 // what they look for.
 type bulkUploadFailure struct {
-	errorResponse
+	wire.ErrorResponse
 	Errors []string       `json:"errors"`
 	Files  []uploadedFile `json:"files"`
 }
 
 var bulkField = regexp.MustCompile(`^files\[([0-9]{1,9})\]\.(path|file)$`)
 
+// bulkUpload is one bulk upload under way: the destinations announced so
+// far by index, what was stored, and what was refused.
+type bulkUpload struct {
+	dests map[string]string
+	files []uploadedFile
+	errs  []string
+}
+
 // handleBulkUpload stores parts files[i].file at the path sent in the
 // preceding part files[i].path. A file whose path is missing or cannot be
-// written is reported and skipped; the others are still stored.
-func (s *server) handleBulkUpload(w http.ResponseWriter, r *http.Request) {
+// written is reported and skipped; the others are still stored. The parts
+// are taken as they stream in, never held: a file is written as it
+// arrives, so each path must come before its file.
+func (s *server) handleBulkUpload(w http.ResponseWriter, r *http.Request) error {
 	mr, err := s.multipartReader(w, r)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
-	dests := map[string]string{}
-	var errs []string
-	files := []uploadedFile{}
+	up := &bulkUpload{dests: map[string]string{}, files: []uploadedFile{}}
 	for {
 		part, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			s.fail(w, r, multipartError(err))
-			return
+			return multipartError(err)
 		}
-		m := bulkField.FindStringSubmatch(part.FormName())
-		if m == nil {
-			part.Close()
-			continue
+		if err := s.takeBulkPart(up, part); err != nil {
+			return err
 		}
-		idx, kind := m[1], m[2]
-		if kind == "path" {
-			if len(dests) >= maxBulkFiles {
-				part.Close()
-				s.fail(w, r, errorf(http.StatusBadRequest, "too many files: at most %d per request", maxBulkFiles))
-				return
-			}
-			dest, err := readSmallPart(part, maxPathBytes)
-			part.Close()
-			if err != nil {
-				errs = append(errs, "path["+idx+"]: "+err.Error())
-				continue
-			}
-			dest = strings.TrimSpace(dest)
-			if dest == "" {
-				errs = append(errs, "path["+idx+"]: empty path")
-				continue
-			}
-			dests[idx] = dest
-			continue
-		}
-		dest, ok := dests[idx]
-		if !ok {
-			part.Close()
-			errs = append(errs, "file["+idx+"]: missing .path metadata")
-			continue
-		}
-		n, err := s.writeUpload(dest, part)
-		part.Close()
-		if err != nil {
-			if ae := asAPIError(err); ae.status == http.StatusRequestEntityTooLarge {
-				s.fail(w, r, ae)
-				return
-			}
-			errs = append(errs, dest+": "+err.Error())
-			continue
-		}
-		files = append(files, uploadedFile{Path: dest, Bytes: n})
 	}
-	if len(errs) > 0 {
-		e := errorf(http.StatusBadRequest, "%d of %d uploads failed: %s", len(errs), len(errs)+len(files), strings.Join(errs, "; "))
-		s.opts.Logger.Info("request failed", "method", r.Method, "path", r.URL.Path, "status", e.status, "failures", len(errs))
-		writeJSON(w, http.StatusBadRequest, bulkUploadFailure{
-			errorResponse: newErrorResponse(r, s.opts.Clock, e),
-			Errors:        errs,
-			Files:         files,
-		})
+	s.answerBulkUpload(w, r, up)
+	return nil
+}
+
+// takeBulkPart takes one part: a path to remember, a file to write, or
+// anything else to skip. It fails only for what ends the whole upload.
+func (s *server) takeBulkPart(up *bulkUpload, part *multipart.Part) error {
+	defer part.Close()
+	m := bulkField.FindStringSubmatch(part.FormName())
+	switch {
+	case m == nil:
+		return nil
+	case m[2] == "path":
+		return up.takePath(m[1], part)
+	default:
+		return s.writeBulkFile(up, m[1], part)
+	}
+}
+
+// takePath remembers where file idx goes, or why it cannot go anywhere.
+func (up *bulkUpload) takePath(idx string, part io.Reader) error {
+	if len(up.dests) >= maxBulkFiles {
+		return errorf(http.StatusBadRequest, "too many files: at most %d per request", maxBulkFiles)
+	}
+	dest, err := readBulkPath(part)
+	if err != nil {
+		up.errs = append(up.errs, "path["+idx+"]: "+err.Error())
+		return nil
+	}
+	up.dests[idx] = dest
+	return nil
+}
+
+// readBulkPath reads and checks a path part: short, and not blank.
+func readBulkPath(part io.Reader) (string, error) {
+	dest, err := readSmallPart(part, maxPathBytes)
+	if err != nil {
+		return "", err
+	}
+	dest = strings.TrimSpace(dest)
+	if dest == "" {
+		return "", errors.New("empty path")
+	}
+	return dest, nil
+}
+
+// writeBulkFile stores file idx at its announced path. A file past the
+// upload limit ends the upload (the rest of the body is not read); any
+// other failure is reported with the rest.
+func (s *server) writeBulkFile(up *bulkUpload, idx string, part io.Reader) error {
+	dest, ok := up.dests[idx]
+	if !ok {
+		up.errs = append(up.errs, "file["+idx+"]: missing .path metadata")
+		return nil
+	}
+	n, err := s.writeUpload(dest, part)
+	if err != nil {
+		if ae := asAPIError(err); ae.status == http.StatusRequestEntityTooLarge {
+			return ae
+		}
+		up.errs = append(up.errs, dest+": "+err.Error())
+		return nil
+	}
+	up.files = append(up.files, uploadedFile{Path: dest, Bytes: n})
+	return nil
+}
+
+// answerBulkUpload answers what was stored, or, when anything failed,
+// Daytona's partial-failure body: 400 with the failures and what was
+// stored all the same.
+func (s *server) answerBulkUpload(w http.ResponseWriter, r *http.Request, up *bulkUpload) {
+	if len(up.errs) == 0 {
+		writeJSON(w, http.StatusOK, map[string][]uploadedFile{"files": up.files})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string][]uploadedFile{"files": files})
+	e := errorf(http.StatusBadRequest, "%d of %d uploads failed: %s", len(up.errs), len(up.errs)+len(up.files), strings.Join(up.errs, "; "))
+	s.opts.Logger.Info("request failed", "method", r.Method, "path", r.URL.Path, "status", e.status, "failures", len(up.errs))
+	writeJSON(w, http.StatusBadRequest, bulkUploadFailure{
+		ErrorResponse: newErrorResponse(r, s.opts.Clock, e),
+		Errors:        up.errs,
+		Files:         up.files,
+	})
 }
 
 func (s *server) writeUpload(dest string, r io.Reader) (int64, error) {

@@ -19,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 func q(p string) string { return url.QueryEscape(p) }
@@ -266,7 +268,7 @@ func TestBulkDownload(t *testing.T) {
 
 	assert.Equal(t, "error", parts[1].name)
 	assert.Equal(t, "missing.txt", parts[1].filename)
-	var e errorResponse
+	var e wire.ErrorResponse
 	require.NoError(t, json.Unmarshal(parts[1].body, &e), "%s", parts[1].body)
 	assert.Equal(t, http.StatusNotFound, e.StatusCode)
 	assert.Equal(t, "FILE_NOT_FOUND", e.Code)
@@ -317,7 +319,7 @@ func TestFolderListInfoDelete(t *testing.T) {
 	t.Run("list", func(t *testing.T) {
 		resp := ts.get(t, "/files?path=proj")
 		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
-		var list []FileInfo
+		var list []wire.FileInfo
 		resp.json(t, &list)
 		require.Len(t, list, 3, "the dangling link is skipped: %s", resp.body)
 		assert.Equal(t, "link", list[0].Name)
@@ -339,7 +341,7 @@ func TestFolderListInfoDelete(t *testing.T) {
 		paths := func(depth string) []string {
 			resp := ts.get(t, "/files?path=proj&depth="+depth)
 			require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
-			var list []FileInfo
+			var list []wire.FileInfo
 			resp.json(t, &list)
 			var out []string
 			for _, fi := range list {
@@ -356,7 +358,7 @@ func TestFolderListInfoDelete(t *testing.T) {
 	})
 
 	t.Run("list defaults to the work dir", func(t *testing.T) {
-		var list []FileInfo
+		var list []wire.FileInfo
 		ts.get(t, "/files").json(t, &list)
 		require.Len(t, list, 1)
 		assert.Equal(t, "proj", list[0].Name)
@@ -370,7 +372,7 @@ func TestFolderListInfoDelete(t *testing.T) {
 		for _, k := range []string{"group", "isDir", "modTime", "mode", "modifiedAt", "name", "owner", "permissions", "size"} {
 			assert.Contains(t, raw, k)
 		}
-		var info FileInfo
+		var info wire.FileInfo
 		resp.json(t, &info)
 		assert.Equal(t, "readme.md", info.Name)
 		assert.Equal(t, int64(5), info.Size)
@@ -468,9 +470,9 @@ func TestUploadV2(t *testing.T) {
 			body, ctype := tt.body(binary)
 			resp := ts.do(t, http.MethodPost, "/files/upload-v2?path="+q(path), body, ctype)
 			require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
-			var got UploadedFileV2
+			var got wire.UploadedFileV2
 			resp.json(t, &got)
-			assert.Equal(t, UploadedFileV2{Name: fmt.Sprintf("v2-%d.bin", i), Path: path, Type: "file"}, got)
+			assert.Equal(t, wire.UploadedFileV2{Name: fmt.Sprintf("v2-%d.bin", i), Path: path, Type: "file"}, got)
 			b, err := os.ReadFile(filepath.Join(ts.workDir, path))
 			require.NoError(t, err)
 			assert.Equal(t, binary, string(b))

@@ -14,6 +14,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // follower is a test client of logs?follow=true. It keeps every message
@@ -125,7 +127,7 @@ func TestFollowCommandLogs(t *testing.T) {
 	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "f"}).status)
 
 	t.Run("output arrives as it is produced, the socket closes at the end", func(t *testing.T) {
-		id := ts.execAsync(t, "f", SessionExecuteRequest{Command: `echo first; read -r line; echo "second $line" >&2; read -r more; printf 'третий'`, SuppressInputEcho: true})
+		id := ts.execAsync(t, "f", wire.SessionExecuteRequest{Command: `echo first; read -r line; echo "second $line" >&2; read -r more; printf 'третий'`, SuppressInputEcho: true})
 		f := ts.follow(t, "/process/session/f/command/"+id+"/logs")
 		// The command waits for input: what arrives now was streamed live.
 		f.waitStdout("first\n")
@@ -137,9 +139,9 @@ func TestFollowCommandLogs(t *testing.T) {
 			t.Fatal("the follow ended while the command still runs")
 		default:
 		}
-		require.Equal(t, http.StatusNoContent, ts.sendInput(t, "f", id, SessionSendInputRequest{Data: ref("go\n")}).status)
+		require.Equal(t, http.StatusNoContent, ts.sendInput(t, "f", id, wire.SessionSendInputRequest{Data: ref("go\n")}).status)
 		waitFor(t, "followed stderr", func() bool { return f.stream("stderr") == "second go\n" })
-		require.Equal(t, http.StatusNoContent, ts.sendInput(t, "f", id, SessionSendInputRequest{Data: ref("\n")}).status)
+		require.Equal(t, http.StatusNoContent, ts.sendInput(t, "f", id, wire.SessionSendInputRequest{Data: ref("\n")}).status)
 		assert.Equal(t, websocket.StatusNormalClosure, f.closed())
 		assert.Equal(t, []followed{
 			{"stdout", "first\n"},
@@ -149,7 +151,7 @@ func TestFollowCommandLogs(t *testing.T) {
 	})
 
 	t.Run("an ended command's logs, then close", func(t *testing.T) {
-		resp, out := ts.sessionExec(t, "f", SessionExecuteRequest{Command: "echo out; echo err >&2"})
+		resp, out := ts.sessionExec(t, "f", wire.SessionExecuteRequest{Command: "echo out; echo err >&2"})
 		require.Equal(t, http.StatusOK, resp.status)
 		f := ts.follow(t, "/process/session/f/command/"+out.CmdID+"/logs")
 		assert.Equal(t, websocket.StatusNormalClosure, f.closed())
@@ -159,7 +161,7 @@ func TestFollowCommandLogs(t *testing.T) {
 
 	t.Run("a deleted session ends the follow", func(t *testing.T) {
 		require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "doomed"}).status)
-		id := ts.execAsync(t, "doomed", SessionExecuteRequest{Command: "echo up; sleep 300"})
+		id := ts.execAsync(t, "doomed", wire.SessionExecuteRequest{Command: "echo up; sleep 300"})
 		f := ts.follow(t, "/process/session/doomed/command/"+id+"/logs")
 		f.waitStdout("up\n")
 		require.Equal(t, http.StatusNoContent, ts.do(t, http.MethodDelete, "/process/session/doomed", nil, "").status)
@@ -167,7 +169,7 @@ func TestFollowCommandLogs(t *testing.T) {
 	})
 
 	t.Run("follow needs a WebSocket", func(t *testing.T) {
-		id := ts.execAsync(t, "f", SessionExecuteRequest{Command: "true"})
+		id := ts.execAsync(t, "f", wire.SessionExecuteRequest{Command: "true"})
 		for _, q := range []string{"?follow=true", "?follow=maybe"} {
 			resp := ts.get(t, "/process/session/f/command/"+id+"/logs"+q)
 			require.Equal(t, http.StatusBadRequest, resp.status, "%s: %s", q, resp.body)
@@ -178,7 +180,7 @@ func TestFollowCommandLogs(t *testing.T) {
 	})
 
 	t.Run("follow is guarded like every route", func(t *testing.T) {
-		id := ts.execAsync(t, "f", SessionExecuteRequest{Command: "true"})
+		id := ts.execAsync(t, "f", wire.SessionExecuteRequest{Command: "true"})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(ts.url, "http")+"/process/session/f/command/"+id+"/logs?follow=true", nil)
@@ -191,7 +193,7 @@ func TestFollowCommandLogs(t *testing.T) {
 func TestFollowLargeAndTruncatedOutput(t *testing.T) {
 	ts := newTestServer(t, Options{MaxOutputBytes: 100 << 10})
 	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "big"}).status)
-	id := ts.execAsync(t, "big", SessionExecuteRequest{Command: "head -c 150000 /dev/zero | tr '\\000' a"})
+	id := ts.execAsync(t, "big", wire.SessionExecuteRequest{Command: "head -c 150000 /dev/zero | tr '\\000' a"})
 	f := ts.follow(t, "/process/session/big/command/"+id+"/logs")
 	assert.Equal(t, websocket.StatusNormalClosure, f.closed())
 
@@ -207,7 +209,7 @@ func TestFollowLargeAndTruncatedOutput(t *testing.T) {
 func TestCommandLogsAsPlainTextForOldSDKs(t *testing.T) {
 	ts := newTestServer(t, Options{})
 	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "old"}).status)
-	_, out := ts.sessionExec(t, "old", SessionExecuteRequest{Command: "echo out; echo err >&2"})
+	_, out := ts.sessionExec(t, "old", wire.SessionExecuteRequest{Command: "echo out; echo err >&2"})
 	path := "/process/session/old/command/" + out.CmdID + "/logs"
 
 	for _, tt := range []struct {
@@ -250,7 +252,7 @@ func TestCommandLogsAsPlainTextForOldSDKs(t *testing.T) {
 // keeps up or falls behind, and past maxRuns it still sends everything.
 func TestFollowKeepsArrivalOrder(t *testing.T) {
 	newCmd := func() (*session, *sessionCommand) {
-		all := &sessions{budget: &logBudget{limit: 1 << 20}, m: map[string]*session{}}
+		all := &sessions{budget: &logBudget{limit: 1 << 20}, reg: newRegistry[string, *session]()}
 		s := &session{all: all}
 		c := &sessionCommand{
 			stdout: cappedBuffer{limit: 1 << 16, budget: all.budget},

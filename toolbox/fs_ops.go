@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 const (
@@ -27,32 +29,6 @@ const (
 	// the sign of a binary file it skips (git's heuristic).
 	binarySniffBytes = 8000
 )
-
-// Match is one line found by GET /files/find.
-type Match struct {
-	File    string `json:"file"`
-	Line    int    `json:"line"`
-	Content string `json:"content"`
-}
-
-// SearchFilesResponse answers GET /files/search.
-type SearchFilesResponse struct {
-	Files []string `json:"files"`
-}
-
-// ReplaceRequest is the body of POST /files/replace.
-type ReplaceRequest struct {
-	Files    []string `json:"files"`
-	Pattern  string   `json:"pattern"`
-	NewValue *string  `json:"newValue"`
-}
-
-// ReplaceResult is the outcome for one file of a replace.
-type ReplaceResult struct {
-	File    string `json:"file"`
-	Success bool   `json:"success"`
-	Error   string `json:"error,omitempty"`
-}
 
 // handleMove renames source to destination. Like the daemon it refuses a
 // destination that exists or whose parent does not.
@@ -240,8 +216,8 @@ func (s *server) handleFind(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, matches)
 }
 
-func (f *fsys) find(t target, pattern string) ([]Match, error) {
-	matches := []Match{}
+func (f *fsys) find(t target, pattern string) ([]wire.Match, error) {
+	matches := []wire.Match{}
 	err := f.walk(t, func(rel string, d fs.DirEntry) error {
 		if !d.Type().IsRegular() {
 			return nil
@@ -260,7 +236,7 @@ var errEnough = errors.New("enough matches")
 
 // grepFile appends the matching lines of one file. Unreadable files are
 // skipped, as grep -s would.
-func (f *fsys) grepFile(t target, rel, pattern string, matches []Match) ([]Match, error) {
+func (f *fsys) grepFile(t target, rel, pattern string, matches []wire.Match) ([]wire.Match, error) {
 	file, err := f.root.Open(path.Join(filepath.ToSlash(t.rel), rel))
 	if err != nil {
 		return matches, nil
@@ -278,7 +254,7 @@ func (f *fsys) grepFile(t target, rel, pattern string, matches []Match) ([]Match
 		if !strings.Contains(text, pattern) {
 			continue
 		}
-		matches = append(matches, Match{File: name, Line: line, Content: strings.TrimSuffix(text, "\r")})
+		matches = append(matches, wire.Match{File: name, Line: line, Content: strings.TrimSuffix(text, "\r")})
 		if len(matches) >= maxFindMatches {
 			return matches, errEnough
 		}
@@ -315,7 +291,7 @@ func (s *server) handleSearch(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, SearchFilesResponse{Files: files})
+	writeJSON(w, http.StatusOK, wire.SearchFilesResponse{Files: files})
 }
 
 // walk visits everything under t but t itself, in lexical order, with
@@ -363,7 +339,7 @@ func (f *fsys) walk(t target, visit func(rel string, d fs.DirEntry) error) error
 // each file. Each file succeeds or fails on its own; the answer is 200 with
 // one result per file.
 func (s *server) handleReplace(w http.ResponseWriter, r *http.Request) {
-	var req ReplaceRequest
+	var req wire.ReplaceRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -382,9 +358,9 @@ func (s *server) handleReplace(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(http.StatusBadRequest, "newValue is required"))
 		return
 	}
-	results := make([]ReplaceResult, 0, len(req.Files))
+	results := make([]wire.ReplaceResult, 0, len(req.Files))
 	for _, p := range req.Files {
-		res := ReplaceResult{File: p, Success: true}
+		res := wire.ReplaceResult{File: p, Success: true}
 		if err := s.replaceIn(p, req.Pattern, *req.NewValue); err != nil {
 			res.Success, res.Error = false, err.Error()
 		}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -78,7 +80,7 @@ func TestSetPermissions(t *testing.T) {
 			require.Equal(t, http.StatusOK, resp.status, "%s: %s", q, resp.body)
 		}
 		resp := ts.get(t, "/files/info?path=f.sh")
-		var fi FileInfo
+		var fi wire.FileInfo
 		resp.json(t, &fi)
 		assert.Equal(t, me.Uid, fi.Owner)
 		assert.Equal(t, me.Gid, fi.Group)
@@ -128,25 +130,25 @@ func TestFindInFiles(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(ts.workDir, "other"), filepath.Join(ts.workDir, "src", "link")))
 
 	t.Run("relative path", func(t *testing.T) {
-		var matches []Match
+		var matches []wire.Match
 		resp := ts.get(t, "/files/find?path=src&pattern=TODO")
 		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 		resp.json(t, &matches)
-		assert.Equal(t, []Match{
+		assert.Equal(t, []wire.Match{
 			{File: "src/a.go", Line: 2, Content: "// TODO: one"},
 			{File: "src/sub/b.go", Line: 3, Content: "var x = 1 // TODO: two"},
 		}, matches, "binary files and symlinked directories are skipped; CRLF is trimmed")
 	})
 	t.Run("absolute path and a literal pattern", func(t *testing.T) {
-		var matches []Match
+		var matches []wire.Match
 		ts.get(t, "/files/find?path="+q(filepath.Join(ts.workDir, "src"))+"&pattern="+q("a.b")).json(t, &matches)
 		require.Len(t, matches, 1, "the pattern is text, not a regular expression")
 		assert.Equal(t, filepath.Join(ts.workDir, "src", "regex.txt"), matches[0].File)
 	})
 	t.Run("a single file", func(t *testing.T) {
-		var matches []Match
+		var matches []wire.Match
 		ts.get(t, "/files/find?path=other/c.txt&pattern=outside").json(t, &matches)
-		assert.Equal(t, []Match{{File: "other/c.txt", Line: 1, Content: "TODO outside"}}, matches)
+		assert.Equal(t, []wire.Match{{File: "other/c.txt", Line: 1, Content: "TODO outside"}}, matches)
 	})
 	t.Run("no match is an empty list", func(t *testing.T) {
 		resp := ts.get(t, "/files/find?path=src&pattern=nothing-matches-this")
@@ -176,7 +178,7 @@ func TestSearchFiles(t *testing.T) {
 	})
 	require.NoError(t, os.Mkdir(filepath.Join(ts.workDir, "p", "vendor.go"), 0o755))
 
-	var res SearchFilesResponse
+	var res wire.SearchFilesResponse
 	resp := ts.get(t, "/files/search?path=p&pattern="+q("*.go"))
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 	resp.json(t, &res)
@@ -197,15 +199,15 @@ func TestReplaceInFiles(t *testing.T) {
 	require.NoError(t, os.Chmod(filepath.Join(ts.workDir, "a.txt"), 0o600))
 	require.NoError(t, os.Mkdir(filepath.Join(ts.workDir, "dir"), 0o755))
 
-	var results []ReplaceResult
+	var results []wire.ReplaceResult
 	resp := ts.postJSON(t, "/files/replace", map[string]any{
 		"files": []string{"a.txt", "b.txt", "missing.txt", "dir"}, "pattern": "old", "newValue": "new",
 	})
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 	resp.json(t, &results)
 	require.Len(t, results, 4)
-	assert.Equal(t, ReplaceResult{File: "a.txt", Success: true}, results[0])
-	assert.Equal(t, ReplaceResult{File: "b.txt", Success: true}, results[1])
+	assert.Equal(t, wire.ReplaceResult{File: "a.txt", Success: true}, results[0])
+	assert.Equal(t, wire.ReplaceResult{File: "b.txt", Success: true}, results[1])
 	assert.False(t, results[2].Success)
 	assert.Contains(t, results[2].Error, "missing.txt")
 	assert.False(t, results[3].Success)

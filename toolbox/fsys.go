@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // fsys performs every file operation through a tree. Confined, the tree is
@@ -213,26 +215,10 @@ func isEscape(err error) bool {
 	return false
 }
 
-// FileInfo is the daemon's FileInfo. Owner and group are numeric ids.
-type FileInfo struct {
-	Group       string `json:"group"`
-	IsDir       bool   `json:"isDir"`
-	ModTime     string `json:"modTime"`
-	Mode        string `json:"mode"`
-	ModifiedAt  string `json:"modifiedAt"`
-	Name        string `json:"name"`
-	Owner       string `json:"owner"`
-	Permissions string `json:"permissions"`
-	Size        int64  `json:"size"`
-	// Path is the entry's absolute path, which later toolbox releases add
-	// so that a listing deeper than one level says where each entry is.
-	Path string `json:"path,omitempty"`
-}
-
-func newFileInfo(name string, fi fs.FileInfo) FileInfo {
+func newFileInfo(name string, fi fs.FileInfo) wire.FileInfo {
 	owner, group := ownerGroup(fi)
 	mod := fi.ModTime().UTC()
-	return FileInfo{
+	return wire.FileInfo{
 		Group: group,
 		IsDir: fi.IsDir(),
 		// The spec's deprecated modTime is in Go's time.String() layout;
@@ -247,10 +233,10 @@ func newFileInfo(name string, fi fs.FileInfo) FileInfo {
 	}
 }
 
-func (f *fsys) info(t target) (FileInfo, error) {
+func (f *fsys) info(t target) (wire.FileInfo, error) {
 	fi, err := f.root.Stat(t.rel)
 	if err != nil {
-		return FileInfo{}, f.fsError(t, err)
+		return wire.FileInfo{}, f.fsError(t, err)
 	}
 	return newFileInfo(filepath.Base(t.abs), fi), nil
 }
@@ -261,15 +247,15 @@ func (f *fsys) info(t target) (FileInfo, error) {
 // depth 1 is the directory's own entries. Each entry is followed by its
 // children, names sorted on every level. Links are followed for the
 // details but never descended into, so a link cannot make a loop.
-func (f *fsys) list(t target, depth int) ([]FileInfo, error) {
-	out := []FileInfo{}
+func (f *fsys) list(t target, depth int) ([]wire.FileInfo, error) {
+	out := []wire.FileInfo{}
 	if err := f.listInto(&out, t, depth); err != nil {
 		return nil, f.fsError(t, err)
 	}
 	return out, nil
 }
 
-func (f *fsys) listInto(out *[]FileInfo, t target, depth int) error {
+func (f *fsys) listInto(out *[]wire.FileInfo, t target, depth int) error {
 	d, err := f.root.Open(t.rel)
 	if err != nil {
 		return err

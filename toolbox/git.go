@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // The git endpoints run the git CLI, so they behave as git does in the
@@ -39,109 +41,6 @@ func ParseGitURLRewrite(s string) (GitURLRewrite, error) {
 
 // maxGitOutput bounds what one git command may print.
 const maxGitOutput = 64 << 20
-
-// GitCloneRequest is the body of POST /git/clone.
-type GitCloneRequest struct {
-	URL             string `json:"url"`
-	Path            string `json:"path"`
-	Branch          string `json:"branch"`
-	CommitID        string `json:"commit_id"`
-	Username        string `json:"username"`
-	Password        string `json:"password"`
-	InsecureSkipTLS bool   `json:"insecure_skip_tls"`
-	// Depth makes a shallow clone of that many commits (later toolbox
-	// releases); 0 clones everything.
-	Depth int `json:"depth"`
-}
-
-// GitRepoRequest is the body of push and pull. Branch, Remote and
-// SetUpstream come from later toolbox releases: without them a push
-// publishes the current branch to origin (setting the upstream when it has
-// none) and a pull fast-forwards from the upstream (else origin's branch
-// of the same name).
-type GitRepoRequest struct {
-	Path     string `json:"path"`
-	Username string `json:"username"`
-	Password string `json:"password"`
-	// Branch is the branch to push, or the remote branch to pull; the
-	// current branch by default.
-	Branch string `json:"branch"`
-	// Remote is the remote to push to or pull from; origin by default.
-	Remote string `json:"remote"`
-	// SetUpstream makes a push record the pushed branch as the upstream.
-	SetUpstream bool `json:"set_upstream"`
-}
-
-// GitBranchRequest names a branch of the repository at Path.
-type GitBranchRequest struct {
-	Path string `json:"path"`
-	Name string `json:"name"`
-}
-
-// GitCheckoutRequest is the body of POST /git/checkout.
-type GitCheckoutRequest struct {
-	Path   string `json:"path"`
-	Branch string `json:"branch"`
-}
-
-// GitAddRequest is the body of POST /git/add.
-type GitAddRequest struct {
-	Path  string   `json:"path"`
-	Files []string `json:"files"`
-}
-
-// GitCommitRequest is the body of POST /git/commit.
-type GitCommitRequest struct {
-	Path       string `json:"path"`
-	Message    string `json:"message"`
-	Author     string `json:"author"`
-	Email      string `json:"email"`
-	AllowEmpty bool   `json:"allow_empty"`
-}
-
-// GitCommitResponse answers a commit.
-type GitCommitResponse struct {
-	Hash string `json:"hash"`
-}
-
-// GitCommitInfo is one commit of GET /git/history.
-type GitCommitInfo struct {
-	Hash      string `json:"hash"`
-	Author    string `json:"author"`
-	Email     string `json:"email"`
-	Message   string `json:"message"`
-	Timestamp string `json:"timestamp"`
-}
-
-// ListBranchResponse answers GET /git/branches.
-type ListBranchResponse struct {
-	Branches []string `json:"branches"`
-	// Current is the checked-out branch, empty when HEAD is detached
-	// (later toolbox releases).
-	Current string `json:"current,omitempty"`
-}
-
-// FileStatus is one file of GitStatus. Staging and Worktree take the
-// values of Daytona's Status enum.
-type FileStatus struct {
-	Name     string `json:"name"`
-	Staging  string `json:"staging"`
-	Worktree string `json:"worktree"`
-	Extra    string `json:"extra"`
-}
-
-// GitStatus answers GET /git/status.
-type GitStatus struct {
-	CurrentBranch   string       `json:"currentBranch"`
-	FileStatus      []FileStatus `json:"fileStatus"`
-	Ahead           int          `json:"ahead"`
-	Behind          int          `json:"behind"`
-	BranchPublished bool         `json:"branchPublished"`
-	// Detached and Upstream (like "origin/main") come from later toolbox
-	// releases.
-	Detached bool   `json:"detached"`
-	Upstream string `json:"upstream,omitempty"`
-}
 
 // gitCreds are sent to git through an askpass program, never on a command
 // line or in a URL, so they reach neither the repository's config nor ps.
@@ -367,7 +266,7 @@ func noOption(what, v string) error {
 }
 
 func (s *server) handleGitClone(w http.ResponseWriter, r *http.Request) error {
-	var req GitCloneRequest
+	var req wire.GitCloneRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		return err
 	}
@@ -444,8 +343,8 @@ var gitStatusCodes = map[byte]string{
 }
 
 // parseGitStatus reads `git status --porcelain=v2 --branch -z`.
-func parseGitStatus(out string) GitStatus {
-	st := GitStatus{FileStatus: []FileStatus{}}
+func parseGitStatus(out string) wire.GitStatus {
+	st := wire.GitStatus{FileStatus: []wire.FileStatus{}}
 	recs := strings.Split(out, "\x00")
 	for i := 0; i < len(recs); i++ {
 		rec := recs[i]
@@ -476,23 +375,27 @@ func parseGitStatus(out string) GitStatus {
 			}
 		case strings.HasPrefix(rec, "u "):
 			if f := strings.SplitN(rec, " ", 11); len(f) == 11 {
-				st.FileStatus = append(st.FileStatus, FileStatus{Name: f[10], Staging: "Updated but unmerged", Worktree: "Updated but unmerged"})
+				st.FileStatus = append(st.FileStatus, wire.FileStatus{Name: f[10], Staging: "Updated but unmerged", Worktree: "Updated but unmerged"})
 			}
 		case strings.HasPrefix(rec, "? "):
-			st.FileStatus = append(st.FileStatus, FileStatus{Name: rec[2:], Staging: "Untracked", Worktree: "Untracked"})
+			st.FileStatus = append(st.FileStatus, wire.FileStatus{Name: rec[2:], Staging: "Untracked", Worktree: "Untracked"})
 		}
 	}
 	return st
 }
 
-func fileStatus(xy, name, orig string) FileStatus {
-	code := func(b byte) string {
-		if s, ok := gitStatusCodes[b]; ok {
-			return s
+// fileStatus reads a record's XY letters; one that is missing or unknown
+// reads as Unmodified, so no record, however cut, fails the listing.
+func fileStatus(xy, name, orig string) wire.FileStatus {
+	code := func(i int) string {
+		if i < len(xy) {
+			if s, ok := gitStatusCodes[xy[i]]; ok {
+				return s
+			}
 		}
 		return "Unmodified"
 	}
-	return FileStatus{Name: name, Staging: code(xy[0]), Worktree: code(xy[1]), Extra: orig}
+	return wire.FileStatus{Name: name, Staging: code(0), Worktree: code(1), Extra: orig}
 }
 
 func (s *server) handleGitBranches(w http.ResponseWriter, r *http.Request) error {
@@ -512,13 +415,13 @@ func (s *server) handleGitBranches(w http.ResponseWriter, r *http.Request) error
 	}
 	// Detached, or on a branch without commits yet: no current branch.
 	current, _ := s.git(r.Context(), gitCmd{dir: dir, args: []string{"symbolic-ref", "--quiet", "--short", "HEAD"}})
-	writeJSON(w, http.StatusOK, ListBranchResponse{Branches: branches, Current: strings.TrimSpace(current)})
+	writeJSON(w, http.StatusOK, wire.ListBranchResponse{Branches: branches, Current: strings.TrimSpace(current)})
 	return nil
 }
 
 // branchRequest decodes and checks a {path, name} body.
 func (s *server) branchRequest(w http.ResponseWriter, r *http.Request) (string, string, error) {
-	var req GitBranchRequest
+	var req wire.GitBranchRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		return "", "", err
 	}
@@ -559,7 +462,7 @@ func (s *server) handleGitDeleteBranch(w http.ResponseWriter, r *http.Request) e
 }
 
 func (s *server) handleGitCheckout(w http.ResponseWriter, r *http.Request) error {
-	var req GitCheckoutRequest
+	var req wire.GitCheckoutRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		return err
 	}
@@ -581,7 +484,7 @@ func (s *server) handleGitCheckout(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *server) handleGitAdd(w http.ResponseWriter, r *http.Request) error {
-	var req GitAddRequest
+	var req wire.GitAddRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		return err
 	}
@@ -601,7 +504,7 @@ func (s *server) handleGitAdd(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) handleGitCommit(w http.ResponseWriter, r *http.Request) error {
-	var req GitCommitRequest
+	var req wire.GitCommitRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		return err
 	}
@@ -627,7 +530,7 @@ func (s *server) handleGitCommit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, GitCommitResponse{Hash: strings.TrimSpace(hash)})
+	writeJSON(w, http.StatusOK, wire.GitCommitResponse{Hash: strings.TrimSpace(hash)})
 	return nil
 }
 
@@ -642,7 +545,7 @@ func (s *server) handleGitHistory(w http.ResponseWriter, r *http.Request) error 
 		if _, rerr := s.git(r.Context(), gitCmd{dir: dir, args: []string{"rev-parse", "--git-dir"}}); rerr != nil {
 			return rerr
 		}
-		writeJSON(w, http.StatusOK, []GitCommitInfo{})
+		writeJSON(w, http.StatusOK, []wire.GitCommitInfo{})
 		return nil
 	}
 	out, err := s.git(r.Context(), gitCmd{dir: dir, args: []string{"log", "--format=%H%x1f%an%x1f%ae%x1f%aI%x1f%B%x1e", "HEAD"}})
@@ -653,14 +556,14 @@ func (s *server) handleGitHistory(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-func parseGitLog(out string) []GitCommitInfo {
-	commits := []GitCommitInfo{}
+func parseGitLog(out string) []wire.GitCommitInfo {
+	commits := []wire.GitCommitInfo{}
 	for _, rec := range strings.Split(out, "\x1e") {
 		f := strings.Split(strings.TrimLeft(rec, "\n"), "\x1f")
 		if len(f) != 5 {
 			continue
 		}
-		commits = append(commits, GitCommitInfo{
+		commits = append(commits, wire.GitCommitInfo{
 			Hash: f[0], Author: f[1], Email: f[2], Timestamp: f[3],
 			Message: strings.TrimRight(f[4], "\n"),
 		})
@@ -669,8 +572,8 @@ func parseGitLog(out string) []GitCommitInfo {
 }
 
 // repoRequest decodes a push or pull body.
-func (s *server) repoRequest(w http.ResponseWriter, r *http.Request) (string, GitRepoRequest, error) {
-	var req GitRepoRequest
+func (s *server) repoRequest(w http.ResponseWriter, r *http.Request) (string, wire.GitRepoRequest, error) {
+	var req wire.GitRepoRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		return "", req, err
 	}

@@ -8,90 +8,16 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // The git operations later toolbox releases added (SDKs after 0.190):
 // init, remotes, configuration, reset and restore. Like the others they
 // run the sandbox's git CLI.
 
-// GitInitRequest is the body of POST /git/init.
-type GitInitRequest struct {
-	Path          string `json:"path"`
-	Bare          bool   `json:"bare"`
-	InitialBranch string `json:"initial_branch"`
-}
-
-// GitRemote is one remote of a repository.
-type GitRemote struct {
-	Name string `json:"name"`
-	URL  string `json:"url"`
-}
-
-// ListRemotesResponse answers GET /git/remotes.
-type ListRemotesResponse struct {
-	Remotes []GitRemote `json:"remotes"`
-}
-
-// GitAddRemoteRequest is the body of POST /git/remotes.
-type GitAddRemoteRequest struct {
-	Path string `json:"path"`
-	Name string `json:"name"`
-	URL  string `json:"url"`
-	// Fetch fetches from the remote once it is added.
-	Fetch bool `json:"fetch"`
-	// Overwrite replaces the URL of a remote of the same name.
-	Overwrite bool `json:"overwrite"`
-}
-
-// GitSetConfigRequest is the body of POST /git/config.
-type GitSetConfigRequest struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-	// Scope is global (the default), local (of the repository at Path) or
-	// system.
-	Scope string `json:"scope"`
-	Path  string `json:"path"`
-}
-
-// GitConfigResponse answers GET /git/config; Value is null when the key is
-// not set.
-type GitConfigResponse struct {
-	Value *string `json:"value"`
-}
-
-// GitConfigureUserRequest is the body of POST /git/config/user.
-type GitConfigureUserRequest struct {
-	Name  string `json:"name"`
-	Email string `json:"email"`
-	Scope string `json:"scope"`
-	Path  string `json:"path"`
-}
-
-// GitResetRequest is the body of POST /git/reset.
-type GitResetRequest struct {
-	Path string `json:"path"`
-	// Mode is soft, mixed (the default), hard, merge or keep.
-	Mode string `json:"mode"`
-	// Target is the revision to reset to, HEAD by default.
-	Target string `json:"target"`
-	// Files limits the reset to these paths (of the index only).
-	Files []string `json:"files"`
-}
-
-// GitRestoreRequest is the body of POST /git/restore.
-type GitRestoreRequest struct {
-	Path  string   `json:"path"`
-	Files []string `json:"files"`
-	// Staged restores the index, Worktree the working tree (the default
-	// when neither is set).
-	Staged   bool `json:"staged"`
-	Worktree bool `json:"worktree"`
-	// Source restores from this revision instead of the index.
-	Source string `json:"source"`
-}
-
 func (s *server) handleGitInit(w http.ResponseWriter, r *http.Request) error {
-	var req GitInitRequest
+	var req wire.GitInitRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		return err
 	}
@@ -129,23 +55,23 @@ func (s *server) handleGitListRemotes(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	remotes := []GitRemote{}
+	remotes := []wire.GitRemote{}
 	for _, name := range strings.Fields(names) {
 		url, err := s.gitConfigValue(r.Context(), dir, "--local", "remote."+name+".url")
 		if err != nil {
 			return err
 		}
 		if url != nil {
-			remotes = append(remotes, GitRemote{Name: name, URL: *url})
+			remotes = append(remotes, wire.GitRemote{Name: name, URL: *url})
 		}
 	}
 	sort.Slice(remotes, func(i, j int) bool { return remotes[i].Name < remotes[j].Name })
-	writeJSON(w, http.StatusOK, ListRemotesResponse{Remotes: remotes})
+	writeJSON(w, http.StatusOK, wire.ListRemotesResponse{Remotes: remotes})
 	return nil
 }
 
 func (s *server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) error {
-	var req GitAddRemoteRequest
+	var req wire.GitAddRemoteRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		return err
 	}
@@ -236,7 +162,7 @@ func (s *server) handleGitGetConfig(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, GitConfigResponse{Value: v})
+	writeJSON(w, http.StatusOK, wire.GitConfigResponse{Value: v})
 	return nil
 }
 
@@ -255,7 +181,7 @@ func (s *server) setConfig(ctx context.Context, scope, path string, kv ...string
 }
 
 func (s *server) handleGitSetConfig(w http.ResponseWriter, r *http.Request) error {
-	var req GitSetConfigRequest
+	var req wire.GitSetConfigRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		return err
 	}
@@ -270,7 +196,7 @@ func (s *server) handleGitSetConfig(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (s *server) handleGitConfigureUser(w http.ResponseWriter, r *http.Request) error {
-	var req GitConfigureUserRequest
+	var req wire.GitConfigureUserRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		return err
 	}
@@ -287,7 +213,7 @@ func (s *server) handleGitConfigureUser(w http.ResponseWriter, r *http.Request) 
 var resetModes = []string{"soft", "mixed", "hard", "merge", "keep"}
 
 func (s *server) handleGitReset(w http.ResponseWriter, r *http.Request) error {
-	var req GitResetRequest
+	var req wire.GitResetRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		return err
 	}
@@ -318,7 +244,7 @@ func (s *server) handleGitReset(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) handleGitRestore(w http.ResponseWriter, r *http.Request) error {
-	var req GitRestoreRequest
+	var req wire.GitRestoreRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		return err
 	}
@@ -350,22 +276,12 @@ func (s *server) handleGitRestore(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-// GitAuthenticateRequest is the body of POST /git/credentials (toolbox
-// releases after v0.190.0; the SDK's git.dangerouslyAuthenticate).
-type GitAuthenticateRequest struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
-	// Host defaults to github.com, Protocol to https.
-	Host     string `json:"host"`
-	Protocol string `json:"protocol"`
-}
-
 // handleGitCredentials stores credentials for a host in git's credential
 // store (~/.git-credentials, 0600, in plain text as the SDK warns), with
 // the store as the user's global helper, so that later clones, pulls and
 // pushes to that host authenticate without being given them.
 func (s *server) handleGitCredentials(w http.ResponseWriter, r *http.Request) error {
-	var req GitAuthenticateRequest
+	var req wire.GitAuthenticateRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		return err
 	}

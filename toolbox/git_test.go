@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // isolateGit gives git (the test's and the toolbox's) a private global
@@ -56,11 +58,11 @@ func bareFixture(t *testing.T, path string) {
 	gitRun(t, seed, "push", "-q", "origin", "dev")
 }
 
-func gitStatus(t *testing.T, ts *testServer, path string) GitStatus {
+func gitStatus(t *testing.T, ts *testServer, path string) wire.GitStatus {
 	t.Helper()
 	resp := ts.get(t, "/git/status?path="+q(path))
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
-	var st GitStatus
+	var st wire.GitStatus
 	resp.json(t, &st)
 	return st
 }
@@ -78,35 +80,35 @@ func TestGitWorkflow(t *testing.T) {
 	ts := newTestServer(t, Options{})
 	repo := filepath.Join(ts.workDir, "repo")
 
-	gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: "file://" + bare, Path: "repo"}, 200)
+	gitOK(t, ts, http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "file://" + bare, Path: "repo"}, 200)
 	st := gitStatus(t, ts, "repo")
-	assert.Equal(t, GitStatus{CurrentBranch: "main", FileStatus: []FileStatus{}, BranchPublished: true, Upstream: "origin/main"}, st)
+	assert.Equal(t, wire.GitStatus{CurrentBranch: "main", FileStatus: []wire.FileStatus{}, BranchPublished: true, Upstream: "origin/main"}, st)
 
 	require.NoError(t, os.WriteFile(filepath.Join(repo, "new.txt"), []byte("new\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(repo, "README.md"), []byte("# changed\n"), 0o644))
 	st = gitStatus(t, ts, repo)
-	assert.ElementsMatch(t, []FileStatus{
+	assert.ElementsMatch(t, []wire.FileStatus{
 		{Name: "README.md", Staging: "Unmodified", Worktree: "Modified"},
 		{Name: "new.txt", Staging: "Untracked", Worktree: "Untracked"},
 	}, st.FileStatus)
 
-	gitOK(t, ts, http.MethodPost, "/git/add", GitAddRequest{Path: "repo", Files: []string{"."}}, 200)
+	gitOK(t, ts, http.MethodPost, "/git/add", wire.GitAddRequest{Path: "repo", Files: []string{"."}}, 200)
 	st = gitStatus(t, ts, "repo")
-	assert.ElementsMatch(t, []FileStatus{
+	assert.ElementsMatch(t, []wire.FileStatus{
 		{Name: "README.md", Staging: "Modified", Worktree: "Unmodified"},
 		{Name: "new.txt", Staging: "Added", Worktree: "Unmodified"},
 	}, st.FileStatus)
 
-	resp := ts.postJSON(t, "/git/commit", GitCommitRequest{Path: "repo", Message: "second\n\nwith a body", Author: "Ada", Email: "ada@example.com"})
+	resp := ts.postJSON(t, "/git/commit", wire.GitCommitRequest{Path: "repo", Message: "second\n\nwith a body", Author: "Ada", Email: "ada@example.com"})
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
-	var commit GitCommitResponse
+	var commit wire.GitCommitResponse
 	resp.json(t, &commit)
 	assert.Regexp(t, "^[0-9a-f]{40}$", commit.Hash)
 	st = gitStatus(t, ts, "repo")
 	assert.Equal(t, 1, st.Ahead)
 	assert.Empty(t, st.FileStatus)
 
-	var history []GitCommitInfo
+	var history []wire.GitCommitInfo
 	ts.get(t, "/git/history?path=repo").json(t, &history)
 	require.Len(t, history, 2)
 	assert.Equal(t, commit.Hash, history[0].Hash)
@@ -116,33 +118,33 @@ func TestGitWorkflow(t *testing.T) {
 	assert.NotEmpty(t, history[0].Timestamp)
 	assert.Equal(t, "initial", history[1].Message)
 
-	gitOK(t, ts, http.MethodPost, "/git/push", GitRepoRequest{Path: "repo"}, 200)
+	gitOK(t, ts, http.MethodPost, "/git/push", wire.GitRepoRequest{Path: "repo"}, 200)
 	assert.Equal(t, commit.Hash, gitRun(t, bare, "rev-parse", "main"))
 	assert.Equal(t, 0, gitStatus(t, ts, "repo").Ahead)
 
 	t.Run("branches", func(t *testing.T) {
-		gitOK(t, ts, http.MethodPost, "/git/branches", GitBranchRequest{Path: "repo", Name: "feature"}, 201)
+		gitOK(t, ts, http.MethodPost, "/git/branches", wire.GitBranchRequest{Path: "repo", Name: "feature"}, 201)
 		assert.Equal(t, "feature", gitStatus(t, ts, "repo").CurrentBranch, "creating a branch switches to it")
-		var list ListBranchResponse
+		var list wire.ListBranchResponse
 		ts.get(t, "/git/branches?path=repo").json(t, &list)
 		assert.Equal(t, []string{"feature", "main"}, list.Branches)
 
-		resp := ts.do(t, http.MethodDelete, "/git/branches", jsonReader(t, GitBranchRequest{Path: "repo", Name: "feature"}), "application/json")
+		resp := ts.do(t, http.MethodDelete, "/git/branches", jsonReader(t, wire.GitBranchRequest{Path: "repo", Name: "feature"}), "application/json")
 		require.Equal(t, http.StatusBadRequest, resp.status, "the current branch cannot go: %s", resp.body)
 		resp.apiErr(t)
 
-		gitOK(t, ts, http.MethodPost, "/git/checkout", GitCheckoutRequest{Path: "repo", Branch: "main"}, 200)
-		gitOK(t, ts, http.MethodDelete, "/git/branches", GitBranchRequest{Path: "repo", Name: "feature"}, 204)
+		gitOK(t, ts, http.MethodPost, "/git/checkout", wire.GitCheckoutRequest{Path: "repo", Branch: "main"}, 200)
+		gitOK(t, ts, http.MethodDelete, "/git/branches", wire.GitBranchRequest{Path: "repo", Name: "feature"}, 204)
 		ts.get(t, "/git/branches?path=repo").json(t, &list)
 		assert.Equal(t, []string{"main"}, list.Branches)
 
-		gitOK(t, ts, http.MethodPost, "/git/checkout", GitCheckoutRequest{Path: "repo", Branch: "dev"}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/checkout", wire.GitCheckoutRequest{Path: "repo", Branch: "dev"}, 200)
 		st := gitStatus(t, ts, "repo")
 		assert.Equal(t, "dev", st.CurrentBranch, "a remote branch checks out as a tracking branch")
 		assert.True(t, st.BranchPublished)
 		_, err := os.Stat(filepath.Join(repo, "dev.txt"))
 		assert.NoError(t, err)
-		gitOK(t, ts, http.MethodPost, "/git/checkout", GitCheckoutRequest{Path: "repo", Branch: "main"}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/checkout", wire.GitCheckoutRequest{Path: "repo", Branch: "main"}, 200)
 	})
 
 	t.Run("pull", func(t *testing.T) {
@@ -153,17 +155,17 @@ func TestGitWorkflow(t *testing.T) {
 		gitRun(t, other, "commit", "-q", "-m", "elsewhere")
 		gitRun(t, other, "push", "-q", "origin", "main")
 
-		gitOK(t, ts, http.MethodPost, "/git/pull", GitRepoRequest{Path: "repo"}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/pull", wire.GitRepoRequest{Path: "repo"}, 200)
 		b, err := os.ReadFile(filepath.Join(repo, "pulled.txt"))
 		require.NoError(t, err)
 		assert.Equal(t, "from elsewhere\n", string(b))
 	})
 
 	t.Run("a new branch is published by push", func(t *testing.T) {
-		gitOK(t, ts, http.MethodPost, "/git/branches", GitBranchRequest{Path: "repo", Name: "topic"}, 201)
+		gitOK(t, ts, http.MethodPost, "/git/branches", wire.GitBranchRequest{Path: "repo", Name: "topic"}, 201)
 		assert.False(t, gitStatus(t, ts, "repo").BranchPublished)
-		gitOK(t, ts, http.MethodPost, "/git/commit", GitCommitRequest{Path: "repo", Message: "empty", Author: "Ada", Email: "ada@example.com", AllowEmpty: true}, 200)
-		gitOK(t, ts, http.MethodPost, "/git/push", GitRepoRequest{Path: "repo"}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/commit", wire.GitCommitRequest{Path: "repo", Message: "empty", Author: "Ada", Email: "ada@example.com", AllowEmpty: true}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/push", wire.GitRepoRequest{Path: "repo"}, 200)
 		assert.True(t, gitStatus(t, ts, "repo").BranchPublished)
 		assert.Equal(t, gitRun(t, repo, "rev-parse", "HEAD"), gitRun(t, bare, "rev-parse", "topic"))
 	})
@@ -171,19 +173,19 @@ func TestGitWorkflow(t *testing.T) {
 	t.Run("rename", func(t *testing.T) {
 		gitRun(t, repo, "mv", "new.txt", "renamed.txt")
 		st := gitStatus(t, ts, "repo")
-		assert.Contains(t, st.FileStatus, FileStatus{Name: "renamed.txt", Staging: "Renamed", Worktree: "Unmodified", Extra: "new.txt"})
+		assert.Contains(t, st.FileStatus, wire.FileStatus{Name: "renamed.txt", Staging: "Renamed", Worktree: "Unmodified", Extra: "new.txt"})
 	})
 
 	t.Run("clone a branch, and a commit", func(t *testing.T) {
-		gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: "file://" + bare, Path: "dev-clone", Branch: "dev"}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "file://" + bare, Path: "dev-clone", Branch: "dev"}, 200)
 		assert.Equal(t, "dev", gitStatus(t, ts, "dev-clone").CurrentBranch)
 
 		first := gitRun(t, bare, "rev-list", "--max-parents=0", "main")
-		gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: bare, Path: "old", CommitID: first}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: bare, Path: "old", CommitID: first}, 200)
 		old := gitStatus(t, ts, "old")
 		assert.Equal(t, "HEAD", old.CurrentBranch, "detached at the commit")
 		assert.True(t, old.Detached)
-		var list ListBranchResponse
+		var list wire.ListBranchResponse
 		ts.get(t, "/git/branches?path=old").json(t, &list)
 		assert.Empty(t, list.Current, "no current branch when detached")
 		assert.Equal(t, first, gitRun(t, filepath.Join(ts.workDir, "old"), "rev-parse", "HEAD"))
@@ -192,22 +194,22 @@ func TestGitWorkflow(t *testing.T) {
 	// What later toolbox releases added: shallow clones, and pushes and
 	// pulls that name their branch and remote.
 	t.Run("depth, branch and remote", func(t *testing.T) {
-		gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: "file://" + bare, Path: "shallow", Depth: 1}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "file://" + bare, Path: "shallow", Depth: 1}, 200)
 		shallow := filepath.Join(ts.workDir, "shallow")
 		assert.Equal(t, "1", gitRun(t, shallow, "rev-list", "--count", "HEAD"))
 		assert.Contains(t, gitRun(t, shallow, "branch", "-r"), "origin/dev", "a shallow clone keeps every branch")
 
-		gitOK(t, ts, http.MethodPost, "/git/branches", GitBranchRequest{Path: "shallow", Name: "named"}, 201)
-		gitOK(t, ts, http.MethodPost, "/git/commit", GitCommitRequest{Path: "shallow", Message: "named", Author: "Ada", Email: "ada@example.com", AllowEmpty: true}, 200)
-		gitOK(t, ts, http.MethodPost, "/git/push", GitRepoRequest{Path: "shallow", Branch: "named", Remote: "origin"}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/branches", wire.GitBranchRequest{Path: "shallow", Name: "named"}, 201)
+		gitOK(t, ts, http.MethodPost, "/git/commit", wire.GitCommitRequest{Path: "shallow", Message: "named", Author: "Ada", Email: "ada@example.com", AllowEmpty: true}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/push", wire.GitRepoRequest{Path: "shallow", Branch: "named", Remote: "origin"}, 200)
 		assert.Equal(t, gitRun(t, shallow, "rev-parse", "HEAD"), gitRun(t, bare, "rev-parse", "named"))
 		st := gitStatus(t, ts, "shallow")
 		assert.False(t, st.BranchPublished, "no upstream unless asked")
-		gitOK(t, ts, http.MethodPost, "/git/push", GitRepoRequest{Path: "shallow", SetUpstream: true}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/push", wire.GitRepoRequest{Path: "shallow", SetUpstream: true}, 200)
 		st = gitStatus(t, ts, "shallow")
 		assert.True(t, st.BranchPublished)
 		assert.Equal(t, "origin/named", st.Upstream)
-		var list ListBranchResponse
+		var list wire.ListBranchResponse
 		ts.get(t, "/git/branches?path=shallow").json(t, &list)
 		assert.Equal(t, "named", list.Current)
 
@@ -220,14 +222,14 @@ func TestGitWorkflow(t *testing.T) {
 		gitRun(t, other, "push", "-q", "origin", "ahead")
 		gitRun(t, shallow, "remote", "add", "second", bare)
 		gitRun(t, shallow, "checkout", "-q", "-b", "local")
-		gitOK(t, ts, http.MethodPost, "/git/pull", GitRepoRequest{Path: "shallow", Branch: "ahead", Remote: "second"}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/pull", wire.GitRepoRequest{Path: "shallow", Branch: "ahead", Remote: "second"}, 200)
 		assert.Equal(t, gitRun(t, bare, "rev-parse", "ahead"), gitRun(t, shallow, "rev-parse", "HEAD"))
 
-		resp := ts.postJSON(t, "/git/push", GitRepoRequest{Path: "shallow", Remote: "--exec=x"})
+		resp := ts.postJSON(t, "/git/push", wire.GitRepoRequest{Path: "shallow", Remote: "--exec=x"})
 		require.Equal(t, http.StatusBadRequest, resp.status, "body: %s", resp.body)
-		resp = ts.postJSON(t, "/git/pull", GitRepoRequest{Path: "shallow", Branch: "-x"})
+		resp = ts.postJSON(t, "/git/pull", wire.GitRepoRequest{Path: "shallow", Branch: "-x"})
 		require.Equal(t, http.StatusBadRequest, resp.status, "body: %s", resp.body)
-		resp = ts.postJSON(t, "/git/clone", GitCloneRequest{URL: "file://" + bare, Path: "neg", Depth: -1})
+		resp = ts.postJSON(t, "/git/clone", wire.GitCloneRequest{URL: "file://" + bare, Path: "neg", Depth: -1})
 		require.Equal(t, http.StatusBadRequest, resp.status, "body: %s", resp.body)
 	})
 
@@ -238,19 +240,19 @@ func TestGitWorkflow(t *testing.T) {
 			body               any
 			status             int
 		}{
-			{"clone into a non-empty dir", http.MethodPost, "/git/clone", GitCloneRequest{URL: bare, Path: "repo"}, 400},
-			{"clone a missing repo", http.MethodPost, "/git/clone", GitCloneRequest{URL: "file:///no/such/repo.git", Path: "x"}, 400},
-			{"clone without url", http.MethodPost, "/git/clone", GitCloneRequest{Path: "x"}, 400},
-			{"option as url", http.MethodPost, "/git/clone", GitCloneRequest{URL: "--upload-pack=touch /tmp/x", Path: "x"}, 400},
+			{"clone into a non-empty dir", http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: bare, Path: "repo"}, 400},
+			{"clone a missing repo", http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "file:///no/such/repo.git", Path: "x"}, 400},
+			{"clone without url", http.MethodPost, "/git/clone", wire.GitCloneRequest{Path: "x"}, 400},
+			{"option as url", http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "--upload-pack=touch /tmp/x", Path: "x"}, 400},
 			{"status of a plain dir", http.MethodGet, "/git/status?path=" + q(filepath.Join(ts.workDir, "plain")), nil, 400},
 			{"status of a missing dir", http.MethodGet, "/git/status?path=nope", nil, 404},
 			{"history without path", http.MethodGet, "/git/history", nil, 400},
-			{"nothing to commit", http.MethodPost, "/git/commit", GitCommitRequest{Path: "dev-clone", Message: "m", Author: "a", Email: "e@x"}, 400},
-			{"commit without author", http.MethodPost, "/git/commit", GitCommitRequest{Path: "repo", Message: "m"}, 400},
-			{"checkout unknown", http.MethodPost, "/git/checkout", GitCheckoutRequest{Path: "repo", Branch: "nope"}, 400},
-			{"branch named like an option", http.MethodPost, "/git/branches", GitBranchRequest{Path: "repo", Name: "-D"}, 400},
-			{"add nothing", http.MethodPost, "/git/add", GitAddRequest{Path: "repo"}, 400},
-			{"pull without a remote", http.MethodPost, "/git/pull", GitRepoRequest{Path: "plain"}, 400},
+			{"nothing to commit", http.MethodPost, "/git/commit", wire.GitCommitRequest{Path: "dev-clone", Message: "m", Author: "a", Email: "e@x"}, 400},
+			{"commit without author", http.MethodPost, "/git/commit", wire.GitCommitRequest{Path: "repo", Message: "m"}, 400},
+			{"checkout unknown", http.MethodPost, "/git/checkout", wire.GitCheckoutRequest{Path: "repo", Branch: "nope"}, 400},
+			{"branch named like an option", http.MethodPost, "/git/branches", wire.GitBranchRequest{Path: "repo", Name: "-D"}, 400},
+			{"add nothing", http.MethodPost, "/git/add", wire.GitAddRequest{Path: "repo"}, 400},
+			{"pull without a remote", http.MethodPost, "/git/pull", wire.GitRepoRequest{Path: "plain"}, 400},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				var resp response
@@ -266,7 +268,7 @@ func TestGitWorkflow(t *testing.T) {
 	})
 
 	t.Run("a commit of nothing says why", func(t *testing.T) {
-		resp := ts.postJSON(t, "/git/commit", GitCommitRequest{Path: "dev-clone", Message: "m", Author: "a", Email: "e@x"})
+		resp := ts.postJSON(t, "/git/commit", wire.GitCommitRequest{Path: "dev-clone", Message: "m", Author: "a", Email: "e@x"})
 		require.Equal(t, http.StatusBadRequest, resp.status, "body: %s", resp.body)
 		assert.Contains(t, resp.apiErr(t).Message, "nothing to commit", "git explains this on stdout")
 	})
@@ -290,14 +292,14 @@ func TestGitURLRewrites(t *testing.T) {
 		rw, err := ParseGitURLRewrite("https://github.com/=file://" + fixtures + "/")
 		require.NoError(t, err)
 		ts := newTestServer(t, Options{GitURLRewrites: []GitURLRewrite{rw}})
-		gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: "https://github.com/acme/widget.git", Path: "widget"}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "https://github.com/acme/widget.git", Path: "widget"}, 200)
 		dir := filepath.Join(ts.workDir, "widget")
 		assert.Equal(t, "https://github.com/acme/widget.git", gitRun(t, dir, "remote", "get-url", "origin"), "the clone keeps the public URL")
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "x.txt"), []byte("x"), 0o644))
-		gitOK(t, ts, http.MethodPost, "/git/add", GitAddRequest{Path: "widget", Files: []string{"x.txt"}}, 200)
-		gitOK(t, ts, http.MethodPost, "/git/commit", GitCommitRequest{Path: "widget", Message: "x", Author: "a", Email: "a@x"}, 200)
-		gitOK(t, ts, http.MethodPost, "/git/push", GitRepoRequest{Path: "widget"}, 200)
-		gitOK(t, ts, http.MethodPost, "/git/pull", GitRepoRequest{Path: "widget"}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/add", wire.GitAddRequest{Path: "widget", Files: []string{"x.txt"}}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/commit", wire.GitCommitRequest{Path: "widget", Message: "x", Author: "a", Email: "a@x"}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/push", wire.GitRepoRequest{Path: "widget"}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/pull", wire.GitRepoRequest{Path: "widget"}, 200)
 		assert.Equal(t, gitRun(t, dir, "rev-parse", "HEAD"), gitRun(t, filepath.Join(fixtures, "acme", "widget.git"), "rev-parse", "main"))
 	})
 
@@ -308,7 +310,7 @@ func TestGitURLRewrites(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
 		ts := newTestServer(t, Options{})
-		gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: "https://git.example.invalid/acme/widget.git", Path: "w"}, 200)
+		gitOK(t, ts, http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "https://git.example.invalid/acme/widget.git", Path: "w"}, 200)
 		_, err = os.Stat(filepath.Join(ts.workDir, "w", "README.md"))
 		assert.NoError(t, err)
 	})
@@ -347,26 +349,26 @@ func TestGitCredentials(t *testing.T) {
 		name, user, pass string
 	}{{"no credentials", "", ""}, {"wrong password", "alice", "wrong-password"}} {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := ts.postJSON(t, "/git/clone", GitCloneRequest{URL: url, Path: "denied", Username: tt.user, Password: tt.pass})
+			resp := ts.postJSON(t, "/git/clone", wire.GitCloneRequest{URL: url, Path: "denied", Username: tt.user, Password: tt.pass})
 			require.Equal(t, http.StatusBadRequest, resp.status, "body: %s", resp.body)
 			e := resp.apiErr(t)
 			assert.NotContains(t, e.Message, "wrong-password")
 		})
 	}
 
-	gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: url, Path: "private", Username: "alice", Password: "s3cret-token"}, 200)
+	gitOK(t, ts, http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: url, Path: "private", Username: "alice", Password: "s3cret-token"}, 200)
 	dir := filepath.Join(ts.workDir, "private")
 	cfg, err := os.ReadFile(filepath.Join(dir, ".git", "config"))
 	require.NoError(t, err)
 	assert.NotContains(t, string(cfg), "s3cret-token", "credentials never reach the repository's config")
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "p.txt"), []byte("p"), 0o644))
-	gitOK(t, ts, http.MethodPost, "/git/add", GitAddRequest{Path: "private", Files: []string{"."}}, 200)
-	gitOK(t, ts, http.MethodPost, "/git/commit", GitCommitRequest{Path: "private", Message: "p", Author: "a", Email: "a@x"}, 200)
-	resp := ts.postJSON(t, "/git/push", GitRepoRequest{Path: "private"})
+	gitOK(t, ts, http.MethodPost, "/git/add", wire.GitAddRequest{Path: "private", Files: []string{"."}}, 200)
+	gitOK(t, ts, http.MethodPost, "/git/commit", wire.GitCommitRequest{Path: "private", Message: "p", Author: "a", Email: "a@x"}, 200)
+	resp := ts.postJSON(t, "/git/push", wire.GitRepoRequest{Path: "private"})
 	require.Equal(t, http.StatusBadRequest, resp.status, "a push without credentials is refused: %s", resp.body)
-	gitOK(t, ts, http.MethodPost, "/git/push", GitRepoRequest{Path: "private", Username: "alice", Password: "s3cret-token"}, 200)
-	gitOK(t, ts, http.MethodPost, "/git/pull", GitRepoRequest{Path: "private", Username: "alice", Password: "s3cret-token"}, 200)
+	gitOK(t, ts, http.MethodPost, "/git/push", wire.GitRepoRequest{Path: "private", Username: "alice", Password: "s3cret-token"}, 200)
+	gitOK(t, ts, http.MethodPost, "/git/pull", wire.GitRepoRequest{Path: "private", Username: "alice", Password: "s3cret-token"}, 200)
 	assert.Equal(t, gitRun(t, dir, "rev-parse", "HEAD"), gitRun(t, filepath.Join(root, "private.git"), "rev-parse", "main"))
 }
 
@@ -382,13 +384,13 @@ func TestGitRefusesHiddenDirectories(t *testing.T) {
 	require.NoError(t, os.MkdirAll(other, 0o700))
 	ts := newTestServer(t, Options{Hidden: []string{hidden}})
 
-	gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: "file://" + bare, Path: filepath.Join(other, "repo")}, http.StatusForbidden)
+	gitOK(t, ts, http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "file://" + bare, Path: filepath.Join(other, "repo")}, http.StatusForbidden)
 	assert.NoDirExists(t, filepath.Join(other, "repo"))
 	resp := ts.do(t, http.MethodGet, "/git/status?path="+url.QueryEscape(other), nil, "")
 	assert.Equal(t, http.StatusForbidden, resp.status, resp.body)
 	gitOK(t, ts, http.MethodPost, "/git/init", map[string]any{"path": other}, http.StatusForbidden)
 	assert.NoDirExists(t, filepath.Join(other, ".git"))
-	gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: "file://" + bare, Path: "mine"}, http.StatusOK)
+	gitOK(t, ts, http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "file://" + bare, Path: "mine"}, http.StatusOK)
 }
 
 // hiddenRepoLayout is a work dir under a hidden directory that also holds
@@ -416,7 +418,7 @@ func TestGitCloneRefusesAHiddenSource(t *testing.T) {
 	ts, other := hiddenRepoLayout(t)
 	for i, u := range []string{other, "file://" + other, "../../b/work"} {
 		dest := fmt.Sprintf("stolen%d", i)
-		resp := ts.postJSON(t, "/git/clone", GitCloneRequest{URL: u, Path: dest})
+		resp := ts.postJSON(t, "/git/clone", wire.GitCloneRequest{URL: u, Path: dest})
 		assert.Equal(t, http.StatusForbidden, resp.status, "clone of %q: %s", u, resp.body)
 		assert.NotEqual(t, http.StatusOK, ts.get(t, "/files/download?path="+dest+"/secret.txt").status)
 	}

@@ -10,6 +10,8 @@ import (
 	tb "github.com/daytonaio/daytona/libs/toolbox-api-client-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // TestOfficialGoClient drives the toolbox with Daytona's official Go
@@ -251,10 +253,10 @@ func TestOfficialGoClient(t *testing.T) {
 	}
 }
 
-func toLspSymbols(in []tb.LspSymbol) []LspSymbol {
-	out := make([]LspSymbol, 0, len(in))
+func toLspSymbols(in []tb.LspSymbol) []wire.LspSymbol {
+	out := make([]wire.LspSymbol, 0, len(in))
 	for _, s := range in {
-		out = append(out, LspSymbol{Name: s.Name, Kind: int(s.Kind)})
+		out = append(out, wire.LspSymbol{Name: s.Name, Kind: int(s.Kind)})
 	}
 	return out
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // testServer is a toolbox behind a real loopback HTTP server. Its requests
@@ -62,14 +64,14 @@ func (r response) json(t *testing.T, v any) {
 }
 
 // apiErr decodes an error body and checks that it has the daemon's shape.
-func (r response) apiErr(t *testing.T) errorResponse {
+func (r response) apiErr(t *testing.T) wire.ErrorResponse {
 	t.Helper()
 	var raw map[string]any
 	r.json(t, &raw)
 	for _, k := range []string{"statusCode", "message", "code", "timestamp", "path", "method"} {
 		assert.Contains(t, raw, k, "error body %s", r.body)
 	}
-	var e errorResponse
+	var e wire.ErrorResponse
 	r.json(t, &e)
 	assert.Equal(t, r.status, e.StatusCode)
 	return e

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // With HomeAlias, a path under the alias is the same path under HomeDir
@@ -41,14 +43,14 @@ func TestHomeAliasMapsRequestPaths(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.status, string(resp.body))
 	assert.Contains(t, string(resp.body), `"name":"x.txt"`)
 
-	gitOK(t, ts, http.MethodPost, "/git/clone", GitCloneRequest{URL: "file://" + bare, Path: alias + "/repo"}, 200)
+	gitOK(t, ts, http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "file://" + bare, Path: alias + "/repo"}, 200)
 	assert.FileExists(t, filepath.Join(home, "repo", "README.md"))
 	assert.Equal(t, "main", gitStatus(t, ts, alias+"/repo").CurrentBranch)
 
 	cwd := alias + "/repo"
-	resp = ts.postJSON(t, "/process/execute", ExecuteRequest{Command: "pwd", Cwd: &cwd})
+	resp = ts.postJSON(t, "/process/execute", wire.ExecuteRequest{Command: "pwd", Cwd: &cwd})
 	require.Equal(t, http.StatusOK, resp.status, string(resp.body))
-	var out ExecuteResponse
+	var out wire.ExecuteResponse
 	resp.json(t, &out)
 	assert.Equal(t, filepath.Join(home, "repo")+"\n", out.Result)
 

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 //go:embed interpreter_driver.py
@@ -37,26 +40,6 @@ const (
 	// turn it into their timeout error.
 	interpTimeoutCode websocket.StatusCode = 4008
 )
-
-// CreateContextRequest is the body of POST /process/interpreter/context.
-type CreateContextRequest struct {
-	Cwd      string `json:"cwd"`
-	Language string `json:"language"`
-}
-
-// InterpreterContext describes a context.
-type InterpreterContext struct {
-	ID        string `json:"id"`
-	Cwd       string `json:"cwd"`
-	Language  string `json:"language"`
-	CreatedAt string `json:"createdAt"`
-	Active    bool   `json:"active"`
-}
-
-// ListContextsResponse answers GET /process/interpreter/context.
-type ListContextsResponse struct {
-	Contexts []InterpreterContext `json:"contexts"`
-}
 
 // interpRequest is the first message of an execute WebSocket.
 type interpRequest struct {
@@ -77,14 +60,12 @@ type interpMessage struct {
 }
 
 type interpreters struct {
-	srv    *server
-	mu     sync.Mutex
-	m      map[string]*interpContext
-	closed bool
+	srv *server
+	reg *registry[string, *interpContext]
 }
 
 func newInterpreters(srv *server) *interpreters {
-	return &interpreters{srv: srv, m: map[string]*interpContext{}}
+	return &interpreters{srv: srv, reg: newRegistry[string, *interpContext]()}
 }
 
 // An interpContext is one python worker whose globals persist across runs.
@@ -101,7 +82,7 @@ type interpContext struct {
 	worker *interpWorker
 }
 
-func (in *interpreters) create(req CreateContextRequest) (*interpContext, error) {
+func (in *interpreters) create(req wire.CreateContextRequest) (*interpContext, error) {
 	if req.Language != "" && req.Language != "python" {
 		return nil, errorf(http.StatusBadRequest, "unsupported language: %s; interpreter contexts support python only", req.Language)
 	}
@@ -113,16 +94,16 @@ func (in *interpreters) create(req CreateContextRequest) (*interpContext, error)
 	if err := c.ensureWorker(); err != nil {
 		return nil, err
 	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.closed || len(in.m) >= maxContexts {
-		c.kill()
-		if in.closed {
-			return nil, errorf(http.StatusGone, "toolbox is shutting down")
+	_, err := in.reg.add(c.id, func(_ bool, n int) (*interpContext, error) {
+		if n >= maxContexts {
+			return nil, errorf(http.StatusConflict, "too many interpreter contexts: at most %d; delete one first", maxContexts)
 		}
-		return nil, errorf(http.StatusConflict, "too many interpreter contexts: at most %d; delete one first", maxContexts)
+		return c, nil
+	})
+	if err != nil {
+		c.kill()
+		return nil, err
 	}
-	in.m[c.id] = c
 	return c, nil
 }
 
@@ -133,35 +114,24 @@ func (in *interpreters) newContext(id, cwd string) *interpContext {
 // get returns a context; the empty id is the default context, made on
 // first use in the work directory.
 func (in *interpreters) get(id string) (*interpContext, error) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.closed {
-		return nil, errorf(http.StatusGone, "toolbox is shutting down")
-	}
 	if id == "" || id == defaultContextID {
-		c := in.m[defaultContextID]
-		if c == nil {
-			c = in.newContext(defaultContextID, in.srv.opts.WorkDir)
-			in.m[defaultContextID] = c
-		}
-		return c, nil
+		return in.reg.getOrAdd(defaultContextID, func() *interpContext {
+			return in.newContext(defaultContextID, in.srv.opts.WorkDir)
+		})
 	}
-	c := in.m[id]
-	if c == nil {
+	c, err := in.reg.get(id)
+	if errors.Is(err, errMissing) {
 		return nil, errorf(http.StatusNotFound, "interpreter context %s not found", id)
 	}
-	return c, nil
+	return c, err
 }
 
 func (in *interpreters) remove(id string) error {
 	if id == defaultContextID {
 		return errorf(http.StatusBadRequest, "the default interpreter context cannot be deleted")
 	}
-	in.mu.Lock()
-	c := in.m[id]
-	delete(in.m, id)
-	in.mu.Unlock()
-	if c == nil {
+	c, ok := in.reg.remove(id)
+	if !ok {
 		return errorf(http.StatusNotFound, "interpreter context %s not found", id)
 	}
 	c.kill()
@@ -169,22 +139,15 @@ func (in *interpreters) remove(id string) error {
 }
 
 // list returns the contexts clients created; the default one is left out.
-func (in *interpreters) list() []InterpreterContext {
-	in.mu.Lock()
-	all := make([]*interpContext, 0, len(in.m))
-	for id, c := range in.m {
-		if id != defaultContextID {
-			all = append(all, c)
-		}
-	}
-	in.mu.Unlock()
+func (in *interpreters) list() []wire.InterpreterContext {
+	all := slices.DeleteFunc(in.reg.values(), func(c *interpContext) bool { return c.id == defaultContextID })
 	sort.Slice(all, func(i, j int) bool {
 		if !all[i].createdAt.Equal(all[j].createdAt) {
 			return all[i].createdAt.Before(all[j].createdAt)
 		}
 		return all[i].id < all[j].id
 	})
-	out := make([]InterpreterContext, 0, len(all))
+	out := make([]wire.InterpreterContext, 0, len(all))
 	for _, c := range all {
 		out = append(out, c.info())
 	}
@@ -192,20 +155,15 @@ func (in *interpreters) list() []InterpreterContext {
 }
 
 func (in *interpreters) closeAll() {
-	in.mu.Lock()
-	in.closed = true
-	all := in.m
-	in.m = map[string]*interpContext{}
-	in.mu.Unlock()
-	for _, c := range all {
+	for _, c := range in.reg.close() {
 		c.kill()
 	}
 }
 
-func (c *interpContext) info() InterpreterContext {
+func (c *interpContext) info() wire.InterpreterContext {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return InterpreterContext{
+	return wire.InterpreterContext{
 		ID: c.id, Cwd: c.cwd, Language: "python",
 		CreatedAt: c.createdAt.Format(time.RFC3339Nano),
 		Active:    c.worker != nil && !c.worker.isDead(),
@@ -497,7 +455,7 @@ func (w *interpWorker) kill() {
 }
 
 func (s *server) handleCreateContext(w http.ResponseWriter, r *http.Request) {
-	var req CreateContextRequest
+	var req wire.CreateContextRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -511,7 +469,7 @@ func (s *server) handleCreateContext(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) handleListContexts(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, ListContextsResponse{Contexts: s.interp.list()})
+	writeJSON(w, http.StatusOK, wire.ListContextsResponse{Contexts: s.interp.list()})
 }
 
 func (s *server) handleDeleteContext(w http.ResponseWriter, r *http.Request) {

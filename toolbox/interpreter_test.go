@@ -13,6 +13,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // codeResult is what one execute WebSocket delivered.
@@ -66,8 +68,8 @@ func TestInterpreter(t *testing.T) {
 	ts := newTestServer(t, Options{})
 	require.NoError(t, os.Mkdir(filepath.Join(ts.workDir, "sub"), 0o755))
 
-	var ictx InterpreterContext
-	resp := ts.postJSON(t, "/process/interpreter/context", CreateContextRequest{Cwd: "sub"})
+	var ictx wire.InterpreterContext
+	resp := ts.postJSON(t, "/process/interpreter/context", wire.CreateContextRequest{Cwd: "sub"})
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 	resp.json(t, &ictx)
 	assert.NotEmpty(t, ictx.ID)
@@ -159,7 +161,7 @@ func TestInterpreter(t *testing.T) {
 		assert.Equal(t, websocket.StatusPolicyViolation, res.close.Code)
 	})
 
-	var list ListContextsResponse
+	var list wire.ListContextsResponse
 	ts.get(t, "/process/interpreter/context").json(t, &list)
 	require.Len(t, list.Contexts, 1, "the default context is not listed")
 	assert.Equal(t, ictx.ID, list.Contexts[0].ID)
@@ -175,8 +177,8 @@ func TestInterpreter(t *testing.T) {
 		name string
 		body any
 	}{
-		{"unsupported language", CreateContextRequest{Language: "javascript"}},
-		{"missing cwd", CreateContextRequest{Cwd: "/no/such/dir"}},
+		{"unsupported language", wire.CreateContextRequest{Language: "javascript"}},
+		{"missing cwd", wire.CreateContextRequest{Cwd: "/no/such/dir"}},
 		{"not JSON", "{"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,8 +192,8 @@ func TestInterpreter(t *testing.T) {
 func TestInterpreterWorkersEndWithTheServer(t *testing.T) {
 	requireTool(t, "python3")
 	ts := newTestServer(t, Options{})
-	var ictx InterpreterContext
-	ts.postJSON(t, "/process/interpreter/context", CreateContextRequest{}).json(t, &ictx)
+	var ictx wire.InterpreterContext
+	ts.postJSON(t, "/process/interpreter/context", wire.CreateContextRequest{}).json(t, &ictx)
 	res := runCode(t, ts, interpRequest{Code: "import os; print(os.getpid())", ContextID: ictx.ID})
 	pid, err := strconv.Atoi(strings.TrimSpace(res.stream("stdout")))
 	require.NoError(t, err)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // POST /env changes what every process started afterwards inherits.
@@ -18,24 +20,24 @@ func TestUpdateEnv(t *testing.T) {
 	ts := newTestServer(t, Options{})
 	run := func(t *testing.T, command string) string {
 		t.Helper()
-		resp := ts.postJSON(t, "/process/execute", ExecuteRequest{Command: command})
+		resp := ts.postJSON(t, "/process/execute", wire.ExecuteRequest{Command: command})
 		require.Equal(t, http.StatusOK, resp.status, string(resp.body))
-		var out ExecuteResponse
+		var out wire.ExecuteResponse
 		resp.json(t, &out)
 		return out.Result
 	}
 	tests := []struct {
 		name   string
-		req    UpdateEnvRequest
+		req    wire.UpdateEnvRequest
 		status int
 		after  string
 	}{
-		{"set", UpdateEnvRequest{Set: map[string]string{"SANDPLANE_TEST_A": "one"}}, 200, "one|x|ph:1"},
-		{"unset", UpdateEnvRequest{Unset: []string{"SANDPLANE_TEST_GONE"}}, 200, "one||ph:1"},
-		{"unset by value prefix", UpdateEnvRequest{UnsetValuePrefix: "ph:"}, 200, "one||"},
-		{"set again", UpdateEnvRequest{Set: map[string]string{"SANDPLANE_TEST_GONE": "back"}}, 200, "one|back|"},
-		{"nothing to change", UpdateEnvRequest{}, 400, "one|back|"},
-		{"bad name", UpdateEnvRequest{Set: map[string]string{"A=B": "x"}}, 400, "one|back|"},
+		{"set", wire.UpdateEnvRequest{Set: map[string]string{"SANDPLANE_TEST_A": "one"}}, 200, "one|x|ph:1"},
+		{"unset", wire.UpdateEnvRequest{Unset: []string{"SANDPLANE_TEST_GONE"}}, 200, "one||ph:1"},
+		{"unset by value prefix", wire.UpdateEnvRequest{UnsetValuePrefix: "ph:"}, 200, "one||"},
+		{"set again", wire.UpdateEnvRequest{Set: map[string]string{"SANDPLANE_TEST_GONE": "back"}}, 200, "one|back|"},
+		{"nothing to change", wire.UpdateEnvRequest{}, 400, "one|back|"},
+		{"bad name", wire.UpdateEnvRequest{Set: map[string]string{"A=B": "x"}}, 400, "one|back|"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,9 +52,9 @@ func TestUpdateEnv(t *testing.T) {
 
 	t.Run("sessions started afterwards inherit it", func(t *testing.T) {
 		require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "env"}).status)
-		resp := ts.postJSON(t, "/process/session/env/exec", SessionExecuteRequest{Command: `echo "$SANDPLANE_TEST_A"`})
+		resp := ts.postJSON(t, "/process/session/env/exec", wire.SessionExecuteRequest{Command: `echo "$SANDPLANE_TEST_A"`})
 		require.Equal(t, http.StatusOK, resp.status, string(resp.body))
-		var out SessionExecuteResponse
+		var out wire.SessionExecuteResponse
 		resp.json(t, &out)
 		require.NotNil(t, out.Output)
 		assert.Equal(t, "one\n", *out.Output)
@@ -63,7 +65,7 @@ func TestSystemMetrics(t *testing.T) {
 	ts := newTestServer(t, Options{})
 	resp := ts.get(t, "/system/metrics")
 	require.Equal(t, http.StatusOK, resp.status, string(resp.body))
-	var m SystemMetrics
+	var m wire.SystemMetrics
 	resp.json(t, &m)
 	assert.GreaterOrEqual(t, m.CPUCount, 1)
 	assert.LessOrEqual(t, m.CPUCount, runtime.NumCPU())
@@ -91,9 +93,9 @@ func TestGitStoredCredentials(t *testing.T) {
 	t.Setenv("HOME", home)
 	ts := newTestServer(t, Options{HomeDir: home})
 
-	resp := ts.postJSON(t, "/git/credentials", GitAuthenticateRequest{Username: "ada", Password: "s3cret-token", Host: "git.example.com"})
+	resp := ts.postJSON(t, "/git/credentials", wire.GitAuthenticateRequest{Username: "ada", Password: "s3cret-token", Host: "git.example.com"})
 	require.Equal(t, http.StatusOK, resp.status, string(resp.body))
-	resp = ts.postJSON(t, "/git/credentials", GitAuthenticateRequest{Username: "ada", Password: "s3cret-token", Host: "git.example.com"})
+	resp = ts.postJSON(t, "/git/credentials", wire.GitAuthenticateRequest{Username: "ada", Password: "s3cret-token", Host: "git.example.com"})
 	require.Equal(t, http.StatusOK, resp.status, "twice is fine: %s", resp.body)
 	assert.NoFileExists(t, filepath.Join(home, ".git-credentials"))
 	p := filepath.Join(ts.workDir, ".git-credentials")
@@ -107,13 +109,13 @@ func TestGitStoredCredentials(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(before), string(after), "the global git configuration is untouched")
 
-	resp = ts.postJSON(t, "/process/execute", ExecuteRequest{Command: `printf 'protocol=https\nhost=git.example.com\n\n' | git credential fill`})
+	resp = ts.postJSON(t, "/process/execute", wire.ExecuteRequest{Command: `printf 'protocol=https\nhost=git.example.com\n\n' | git credential fill`})
 	require.Equal(t, http.StatusOK, resp.status)
-	var out ExecuteResponse
+	var out wire.ExecuteResponse
 	resp.json(t, &out)
 	assert.Contains(t, out.Result, "password=s3cret-token", "git finds them")
 
-	for name, req := range map[string]GitAuthenticateRequest{
+	for name, req := range map[string]wire.GitAuthenticateRequest{
 		"no password":  {Username: "ada"},
 		"line break":   {Username: "ada", Password: "x\nhost=evil"},
 		"no user name": {Password: "x"},

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 const (
@@ -40,75 +41,6 @@ var lspCommands = map[string][]string{
 	"javascript": {"typescript-language-server", "--stdio"},
 }
 
-// LspServerRequest names a server: a language and a project directory.
-type LspServerRequest struct {
-	LanguageID    string `json:"languageId"`
-	PathToProject string `json:"pathToProject"`
-}
-
-// LspDocumentRequest names a document of a server.
-type LspDocumentRequest struct {
-	LspServerRequest
-	URI string `json:"uri"`
-}
-
-// LspPosition is a zero-based line and character.
-type LspPosition struct {
-	Line      int `json:"line"`
-	Character int `json:"character"`
-}
-
-// LspRange spans two positions.
-type LspRange struct {
-	Start LspPosition `json:"start"`
-	End   LspPosition `json:"end"`
-}
-
-// LspLocation is a range of a document.
-type LspLocation struct {
-	URI   string   `json:"uri"`
-	Range LspRange `json:"range"`
-}
-
-// LspSymbol is a symbol as the toolbox reports it, whichever of LSP's
-// shapes the server answered with.
-type LspSymbol struct {
-	Kind     int         `json:"kind"`
-	Name     string      `json:"name"`
-	Location LspLocation `json:"location"`
-}
-
-// CompletionContext is LSP's completion trigger.
-type CompletionContext struct {
-	TriggerKind      int    `json:"triggerKind"`
-	TriggerCharacter string `json:"triggerCharacter,omitempty"`
-}
-
-// LspCompletionParams is the body of POST /lsp/completions.
-type LspCompletionParams struct {
-	LspDocumentRequest
-	Position *LspPosition       `json:"position"`
-	Context  *CompletionContext `json:"context,omitempty"`
-}
-
-// CompletionItem is one completion. Documentation is always an object
-// (LSP MarkupContent): a server's plain string is wrapped.
-type CompletionItem struct {
-	Label         string         `json:"label"`
-	Kind          *int           `json:"kind,omitempty"`
-	Detail        string         `json:"detail,omitempty"`
-	Documentation map[string]any `json:"documentation,omitempty"`
-	SortText      string         `json:"sortText,omitempty"`
-	FilterText    string         `json:"filterText,omitempty"`
-	InsertText    string         `json:"insertText,omitempty"`
-}
-
-// CompletionList answers POST /lsp/completions.
-type CompletionList struct {
-	IsIncomplete bool             `json:"isIncomplete"`
-	Items        []CompletionItem `json:"items"`
-}
-
 type lspServers struct {
 	srv    *server
 	mu     sync.Mutex
@@ -121,7 +53,7 @@ func newLSPServers(srv *server) *lspServers {
 }
 
 // key validates a server name and returns its map key and project dir.
-func (ls *lspServers) key(req LspServerRequest) (string, string, error) {
+func (ls *lspServers) key(req wire.LspServerRequest) (string, string, error) {
 	if _, ok := lspCommands[req.LanguageID]; !ok {
 		return "", "", errorf(http.StatusBadRequest, "unsupported languageId %q: supported are python, typescript and javascript", req.LanguageID)
 	}
@@ -132,7 +64,7 @@ func (ls *lspServers) key(req LspServerRequest) (string, string, error) {
 	return req.LanguageID + "\x00" + dir, dir, nil
 }
 
-func (ls *lspServers) start(ctx context.Context, req LspServerRequest) error {
+func (ls *lspServers) start(ctx context.Context, req wire.LspServerRequest) error {
 	key, dir, err := ls.key(req)
 	if err != nil {
 		return err
@@ -158,7 +90,7 @@ func (ls *lspServers) start(ctx context.Context, req LspServerRequest) error {
 	return nil
 }
 
-func (ls *lspServers) get(req LspServerRequest) (*lspClient, error) {
+func (ls *lspServers) get(req wire.LspServerRequest) (*lspClient, error) {
 	key, dir, err := ls.key(req)
 	if err != nil {
 		return nil, err
@@ -172,7 +104,7 @@ func (ls *lspServers) get(req LspServerRequest) (*lspClient, error) {
 	return c, nil
 }
 
-func (ls *lspServers) stop(req LspServerRequest) error {
+func (ls *lspServers) stop(req wire.LspServerRequest) error {
 	key, dir, err := ls.key(req)
 	if err != nil {
 		return err
@@ -554,10 +486,10 @@ func (c *lspClient) close(uri string) error {
 	return c.notify("textDocument/didClose", map[string]any{"textDocument": map[string]string{"uri": doc}})
 }
 
-func (c *lspClient) completions(ctx context.Context, req LspCompletionParams) (CompletionList, error) {
+func (c *lspClient) completions(ctx context.Context, req wire.LspCompletionParams) (wire.CompletionList, error) {
 	doc, err := c.ensureOpen(req.URI)
 	if err != nil {
-		return CompletionList{}, err
+		return wire.CompletionList{}, err
 	}
 	params := map[string]any{"textDocument": map[string]string{"uri": doc}, "position": req.Position}
 	if req.Context != nil {
@@ -565,14 +497,14 @@ func (c *lspClient) completions(ctx context.Context, req LspCompletionParams) (C
 	}
 	raw, err := c.call(ctx, "textDocument/completion", params)
 	if err != nil {
-		return CompletionList{}, err
+		return wire.CompletionList{}, err
 	}
 	return parseCompletions(raw)
 }
 
 // parseCompletions accepts both of LSP's answers: a CompletionList or a
 // bare array of items.
-func parseCompletions(raw json.RawMessage) (CompletionList, error) {
+func parseCompletions(raw json.RawMessage) (wire.CompletionList, error) {
 	type item struct {
 		Label         string          `json:"label"`
 		Kind          *int            `json:"kind"`
@@ -588,16 +520,16 @@ func parseCompletions(raw json.RawMessage) (CompletionList, error) {
 	}
 	if trimmed := strings.TrimSpace(string(raw)); strings.HasPrefix(trimmed, "[") {
 		if err := json.Unmarshal(raw, &list.Items); err != nil {
-			return CompletionList{}, errorf(http.StatusInternalServerError, "bad completion answer: %v", err)
+			return wire.CompletionList{}, errorf(http.StatusInternalServerError, "bad completion answer: %v", err)
 		}
 	} else if trimmed != "null" && trimmed != "" {
 		if err := json.Unmarshal(raw, &list); err != nil {
-			return CompletionList{}, errorf(http.StatusInternalServerError, "bad completion answer: %v", err)
+			return wire.CompletionList{}, errorf(http.StatusInternalServerError, "bad completion answer: %v", err)
 		}
 	}
-	out := CompletionList{IsIncomplete: list.IsIncomplete, Items: make([]CompletionItem, 0, len(list.Items))}
+	out := wire.CompletionList{IsIncomplete: list.IsIncomplete, Items: make([]wire.CompletionItem, 0, len(list.Items))}
 	for _, it := range list.Items {
-		out.Items = append(out.Items, CompletionItem{
+		out.Items = append(out.Items, wire.CompletionItem{
 			Label: it.Label, Kind: it.Kind, Detail: it.Detail, SortText: it.SortText,
 			FilterText: it.FilterText, InsertText: it.InsertText,
 			Documentation: markup(it.Documentation),
@@ -626,7 +558,7 @@ func markup(raw json.RawMessage) map[string]any {
 	return nil
 }
 
-func (c *lspClient) documentSymbols(ctx context.Context, uri string) ([]LspSymbol, error) {
+func (c *lspClient) documentSymbols(ctx context.Context, uri string) ([]wire.LspSymbol, error) {
 	doc, err := c.ensureOpen(uri)
 	if err != nil {
 		return nil, err
@@ -640,15 +572,15 @@ func (c *lspClient) documentSymbols(ctx context.Context, uri string) ([]LspSymbo
 
 // workspaceSymbols asks the server for symbols across the project. A
 // server that offers none (pylsp) answers an empty list.
-func (c *lspClient) workspaceSymbols(ctx context.Context, query string) ([]LspSymbol, error) {
+func (c *lspClient) workspaceSymbols(ctx context.Context, query string) ([]wire.LspSymbol, error) {
 	if !c.caps.workspaceSymbol {
-		return []LspSymbol{}, nil
+		return []wire.LspSymbol{}, nil
 	}
 	raw, err := c.call(ctx, "workspace/symbol", map[string]string{"query": query})
 	if err != nil {
 		var ce *lspCallError
 		if errors.As(err, &ce) && ce.Code == rpcMethodNotFound {
-			return []LspSymbol{}, nil
+			return []wire.LspSymbol{}, nil
 		}
 		return nil, err
 	}
@@ -661,27 +593,27 @@ type lspSymbolWire struct {
 	Name     string `json:"name"`
 	Kind     int    `json:"kind"`
 	Location *struct {
-		URI   string    `json:"uri"`
-		Range *LspRange `json:"range"`
+		URI   string         `json:"uri"`
+		Range *wire.LspRange `json:"range"`
 	} `json:"location"`
-	Range    *LspRange       `json:"range"`
+	Range    *wire.LspRange  `json:"range"`
 	Children []lspSymbolWire `json:"children"`
 }
 
 // parseSymbols flattens any symbol answer into LspSymbols; doc is the URI
 // of DocumentSymbols, which carry none.
-func parseSymbols(raw json.RawMessage, doc string) ([]LspSymbol, error) {
-	var wire []lspSymbolWire
+func parseSymbols(raw json.RawMessage, doc string) ([]wire.LspSymbol, error) {
+	var syms []lspSymbolWire
 	if s := strings.TrimSpace(string(raw)); s != "null" && s != "" {
-		if err := json.Unmarshal(raw, &wire); err != nil {
+		if err := json.Unmarshal(raw, &syms); err != nil {
 			return nil, errorf(http.StatusInternalServerError, "bad symbol answer: %v", err)
 		}
 	}
-	out := []LspSymbol{}
+	out := []wire.LspSymbol{}
 	var walk func([]lspSymbolWire)
 	walk = func(ws []lspSymbolWire) {
 		for _, w := range ws {
-			sym := LspSymbol{Name: w.Name, Kind: w.Kind, Location: LspLocation{URI: doc}}
+			sym := wire.LspSymbol{Name: w.Name, Kind: w.Kind, Location: wire.LspLocation{URI: doc}}
 			switch {
 			case w.Location != nil:
 				sym.Location.URI = w.Location.URI
@@ -695,12 +627,12 @@ func parseSymbols(raw json.RawMessage, doc string) ([]LspSymbol, error) {
 			walk(w.Children)
 		}
 	}
-	walk(wire)
+	walk(syms)
 	return out, nil
 }
 
 func (s *server) handleLSPStart(w http.ResponseWriter, r *http.Request) {
-	var req LspServerRequest
+	var req wire.LspServerRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -713,7 +645,7 @@ func (s *server) handleLSPStart(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) handleLSPStop(w http.ResponseWriter, r *http.Request) {
-	var req LspServerRequest
+	var req wire.LspServerRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -726,7 +658,7 @@ func (s *server) handleLSPStop(w http.ResponseWriter, r *http.Request) {
 }
 
 // documentRequest decodes a document body and finds its server.
-func (s *server) documentRequest(w http.ResponseWriter, r *http.Request, req *LspDocumentRequest) (*lspClient, error) {
+func (s *server) documentRequest(w http.ResponseWriter, r *http.Request, req *wire.LspDocumentRequest) (*lspClient, error) {
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, req); err != nil {
 		return nil, err
 	}
@@ -737,7 +669,7 @@ func (s *server) documentRequest(w http.ResponseWriter, r *http.Request, req *Ls
 }
 
 func (s *server) handleLSPDidOpen(w http.ResponseWriter, r *http.Request) {
-	var req LspDocumentRequest
+	var req wire.LspDocumentRequest
 	c, err := s.documentRequest(w, r, &req)
 	if err == nil {
 		_, err = c.open(req.URI)
@@ -750,7 +682,7 @@ func (s *server) handleLSPDidOpen(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) handleLSPDidClose(w http.ResponseWriter, r *http.Request) {
-	var req LspDocumentRequest
+	var req wire.LspDocumentRequest
 	c, err := s.documentRequest(w, r, &req)
 	if err == nil {
 		err = c.close(req.URI)
@@ -763,7 +695,7 @@ func (s *server) handleLSPDidClose(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) handleLSPCompletions(w http.ResponseWriter, r *http.Request) {
-	var req LspCompletionParams
+	var req wire.LspCompletionParams
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -791,7 +723,7 @@ func (s *server) handleLSPDocumentSymbols(w http.ResponseWriter, r *http.Request
 		s.fail(w, r, errorf(http.StatusBadRequest, "uri is required"))
 		return
 	}
-	c, err := s.lsp.get(LspServerRequest{LanguageID: q.Get("languageId"), PathToProject: q.Get("pathToProject")})
+	c, err := s.lsp.get(wire.LspServerRequest{LanguageID: q.Get("languageId"), PathToProject: q.Get("pathToProject")})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -806,7 +738,7 @@ func (s *server) handleLSPDocumentSymbols(w http.ResponseWriter, r *http.Request
 
 func (s *server) handleLSPWorkspaceSymbols(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	c, err := s.lsp.get(LspServerRequest{LanguageID: q.Get("languageId"), PathToProject: q.Get("pathToProject")})
+	c, err := s.lsp.get(wire.LspServerRequest{LanguageID: q.Get("languageId"), PathToProject: q.Get("pathToProject")})
 	if err != nil {
 		s.fail(w, r, err)
 		return

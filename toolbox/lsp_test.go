@@ -8,9 +8,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
-func symbolNames(syms []LspSymbol) []string {
+func symbolNames(syms []wire.LspSymbol) []string {
 	var out []string
 	for _, s := range syms {
 		out = append(out, s.Name)
@@ -18,7 +20,7 @@ func symbolNames(syms []LspSymbol) []string {
 	return out
 }
 
-func completionLabels(list CompletionList) []string {
+func completionLabels(list wire.CompletionList) []string {
 	var out []string
 	for _, it := range list.Items {
 		out = append(out, it.Label)
@@ -35,12 +37,12 @@ type lspSession struct {
 	proj string
 }
 
-func (l lspSession) server() LspServerRequest {
-	return LspServerRequest{LanguageID: l.lang, PathToProject: l.proj}
+func (l lspSession) server() wire.LspServerRequest {
+	return wire.LspServerRequest{LanguageID: l.lang, PathToProject: l.proj}
 }
 
-func (l lspSession) doc(path string) LspDocumentRequest {
-	return LspDocumentRequest{LspServerRequest: l.server(), URI: "file://" + path}
+func (l lspSession) doc(path string) wire.LspDocumentRequest {
+	return wire.LspDocumentRequest{LspServerRequest: l.server(), URI: "file://" + path}
 }
 
 func (l lspSession) post(path string, body any) {
@@ -49,31 +51,31 @@ func (l lspSession) post(path string, body any) {
 	require.Equal(l.t, http.StatusOK, resp.status, "%s: %s", path, resp.body)
 }
 
-func (l lspSession) documentSymbols(path string) []LspSymbol {
+func (l lspSession) documentSymbols(path string) []wire.LspSymbol {
 	l.t.Helper()
 	q := url.Values{"languageId": {l.lang}, "pathToProject": {l.proj}, "uri": {"file://" + path}}
 	resp := l.ts.get(l.t, "/lsp/document-symbols?"+q.Encode())
 	require.Equal(l.t, http.StatusOK, resp.status, "body: %s", resp.body)
-	var syms []LspSymbol
+	var syms []wire.LspSymbol
 	resp.json(l.t, &syms)
 	return syms
 }
 
-func (l lspSession) workspaceSymbols(query string) []LspSymbol {
+func (l lspSession) workspaceSymbols(query string) []wire.LspSymbol {
 	l.t.Helper()
 	q := url.Values{"languageId": {l.lang}, "pathToProject": {l.proj}, "query": {query}}
 	resp := l.ts.get(l.t, "/lsp/workspacesymbols?"+q.Encode())
 	require.Equal(l.t, http.StatusOK, resp.status, "body: %s", resp.body)
-	var syms []LspSymbol
+	var syms []wire.LspSymbol
 	resp.json(l.t, &syms)
 	return syms
 }
 
-func (l lspSession) completions(path string, line, char int) CompletionList {
+func (l lspSession) completions(path string, line, char int) wire.CompletionList {
 	l.t.Helper()
-	resp := l.ts.postJSON(l.t, "/lsp/completions", LspCompletionParams{LspDocumentRequest: l.doc(path), Position: &LspPosition{Line: line, Character: char}})
+	resp := l.ts.postJSON(l.t, "/lsp/completions", wire.LspCompletionParams{LspDocumentRequest: l.doc(path), Position: &wire.LspPosition{Line: line, Character: char}})
 	require.Equal(l.t, http.StatusOK, resp.status, "body: %s", resp.body)
-	var list CompletionList
+	var list wire.CompletionList
 	resp.json(l.t, &list)
 	return list
 }
@@ -148,12 +150,12 @@ func TestLSPErrors(t *testing.T) {
 		body       any
 		status     int
 	}{
-		{"unknown language", "/lsp/start", LspServerRequest{LanguageID: "cobol", PathToProject: "."}, 400},
-		{"no project", "/lsp/start", LspServerRequest{LanguageID: "python"}, 400},
-		{"missing project", "/lsp/start", LspServerRequest{LanguageID: "python", PathToProject: "/no/such/dir"}, 400},
-		{"not started", "/lsp/did-open", LspDocumentRequest{LspServerRequest: LspServerRequest{LanguageID: "python", PathToProject: "."}, URI: "file://a.py"}, 400},
-		{"stop what never started", "/lsp/stop", LspServerRequest{LanguageID: "python", PathToProject: "."}, 400},
-		{"completions without position", "/lsp/completions", LspDocumentRequest{LspServerRequest: LspServerRequest{LanguageID: "python", PathToProject: "."}, URI: "file://a.py"}, 400},
+		{"unknown language", "/lsp/start", wire.LspServerRequest{LanguageID: "cobol", PathToProject: "."}, 400},
+		{"no project", "/lsp/start", wire.LspServerRequest{LanguageID: "python"}, 400},
+		{"missing project", "/lsp/start", wire.LspServerRequest{LanguageID: "python", PathToProject: "/no/such/dir"}, 400},
+		{"not started", "/lsp/did-open", wire.LspDocumentRequest{LspServerRequest: wire.LspServerRequest{LanguageID: "python", PathToProject: "."}, URI: "file://a.py"}, 400},
+		{"stop what never started", "/lsp/stop", wire.LspServerRequest{LanguageID: "python", PathToProject: "."}, 400},
+		{"completions without position", "/lsp/completions", wire.LspDocumentRequest{LspServerRequest: wire.LspServerRequest{LanguageID: "python", PathToProject: "."}, URI: "file://a.py"}, 400},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := ts.postJSON(t, tt.path, tt.body)
@@ -163,11 +165,11 @@ func TestLSPErrors(t *testing.T) {
 	}
 	t.Run("a missing document", func(t *testing.T) {
 		requireTool(t, "pylsp")
-		srv := LspServerRequest{LanguageID: "python", PathToProject: "."}
+		srv := wire.LspServerRequest{LanguageID: "python", PathToProject: "."}
 		require.Equal(t, http.StatusOK, ts.postJSON(t, "/lsp/start", srv).status)
-		resp := ts.postJSON(t, "/lsp/did-open", LspDocumentRequest{LspServerRequest: srv, URI: "file://nope.py"})
+		resp := ts.postJSON(t, "/lsp/did-open", wire.LspDocumentRequest{LspServerRequest: srv, URI: "file://nope.py"})
 		require.Equal(t, http.StatusNotFound, resp.status, "body: %s", resp.body)
-		resp = ts.postJSON(t, "/lsp/did-open", LspDocumentRequest{LspServerRequest: srv, URI: "http://x/a.py"})
+		resp = ts.postJSON(t, "/lsp/did-open", wire.LspDocumentRequest{LspServerRequest: srv, URI: "http://x/a.py"})
 		require.Equal(t, http.StatusBadRequest, resp.status, "body: %s", resp.body)
 	})
 }

@@ -5,23 +5,9 @@ import (
 	"runtime"
 	"sync"
 	"time"
-)
 
-// SystemMetrics is the answer of GET /system/metrics (toolbox releases
-// after v0.190.0; the SDK's sandbox.getMetricsLatest): one current sample.
-// Sizes are bytes.
-type SystemMetrics struct {
-	CPUCount      int     `json:"cpuCount"`
-	CPUUsedPct    float64 `json:"cpuUsedPct"`
-	DiskFree      uint64  `json:"diskFree"`
-	DiskTotal     uint64  `json:"diskTotal"`
-	DiskUsed      uint64  `json:"diskUsed"`
-	MemCache      uint64  `json:"memCache"`
-	MemTotal      uint64  `json:"memTotal"`
-	MemUsed       uint64  `json:"memUsed"`
-	Timestamp     string  `json:"timestamp"`
-	TimestampUnix int64   `json:"timestampUnix"`
-}
+	"github.com/sandplane/sandplane/toolbox/wire"
+)
 
 // cpuMeter turns the kernel's cumulative CPU times into a use since the
 // previous sample (the first against the toolbox's start), so that one
@@ -51,7 +37,7 @@ func (m *cpuMeter) usedPct() float64 {
 
 func (s *server) handleSystemMetrics(w http.ResponseWriter, r *http.Request) {
 	now := s.opts.Clock.Now().UTC()
-	m := SystemMetrics{
+	m := wire.SystemMetrics{
 		CPUCount:      cpuCount(),
 		CPUUsedPct:    s.cpu.usedPct(),
 		Timestamp:     now.Format(time.RFC3339Nano),

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 func TestWriteTextEqualsEncodingTheWhole(t *testing.T) {
@@ -119,7 +121,7 @@ func TestExecuteHugeOutputIsCappedNotHeld(t *testing.T) {
 	var body sink
 	var status int
 	alloc := allocated(func() {
-		req, err := http.NewRequest(http.MethodPost, ts.url+"/process/execute", jsonReader(t, ExecuteRequest{Command: cmd}))
+		req, err := http.NewRequest(http.MethodPost, ts.url+"/process/execute", jsonReader(t, wire.ExecuteRequest{Command: cmd}))
 		require.NoError(t, err)
 		ts.authorize(req, "application/json")
 		resp, err := http.DefaultClient.Do(req)
@@ -151,7 +153,7 @@ func TestSessionHugeOutputIsCapped(t *testing.T) {
 	ts := newTestServer(t, Options{MaxOutputBytes: limit})
 	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "big"}).status)
 	const produced = 64 << 20
-	resp, out := ts.sessionExec(t, "big", SessionExecuteRequest{
+	resp, out := ts.sessionExec(t, "big", wire.SessionExecuteRequest{
 		Command: fmt.Sprintf("head -c %d /dev/zero | tr '\\0' y; echo done >&2", produced),
 	})
 	require.Equal(t, http.StatusOK, resp.status)
@@ -165,7 +167,7 @@ func TestSessionHugeOutputIsCapped(t *testing.T) {
 
 	logs := ts.get(t, "/process/session/big/command/"+out.CmdID+"/logs")
 	require.Equal(t, http.StatusOK, logs.status)
-	var got SessionCommandLogs
+	var got wire.SessionCommandLogs
 	logs.json(t, &got)
 	assert.Equal(t, *out.Stdout, got.Stdout, "the logs read later are the same capped text")
 }
@@ -182,19 +184,19 @@ func TestSessionLogsShareOneBudget(t *testing.T) {
 	big := fmt.Sprintf("head -c %d /dev/zero | tr '\\0' z", perCommand)
 	var ids []string
 	for i := 0; i < 8; i++ { // 8 commands * (stdout + output) * 64 KiB: twice the budget
-		resp, out := ts.sessionExec(t, "a", SessionExecuteRequest{Command: big})
+		resp, out := ts.sessionExec(t, "a", wire.SessionExecuteRequest{Command: big})
 		require.Equal(t, http.StatusOK, resp.status)
 		ids = append(ids, out.CmdID)
 	}
 	// Another session's command still gets its whole output: the oldest
 	// finished logs, whichever session they are in, make room.
-	resp, out := ts.sessionExec(t, "b", SessionExecuteRequest{Command: big})
+	resp, out := ts.sessionExec(t, "b", wire.SessionExecuteRequest{Command: big})
 	require.Equal(t, http.StatusOK, resp.status)
 	assert.Equal(t, strings.Repeat("z", perCommand), *out.Stdout)
 
 	var kept int
 	for i, id := range ids {
-		var logs SessionCommandLogs
+		var logs wire.SessionCommandLogs
 		r := ts.get(t, "/process/session/a/command/"+id+"/logs")
 		require.Equal(t, http.StatusOK, r.status)
 		r.json(t, &logs)
@@ -208,7 +210,7 @@ func TestSessionLogsShareOneBudget(t *testing.T) {
 	assert.LessOrEqual(t, kept+2*perCommand, budget, "what is kept fits the budget")
 	assert.LessOrEqual(t, ts.sessions.budget.used, int64(budget))
 
-	var first SessionCommandLogs
+	var first wire.SessionCommandLogs
 	ts.get(t, "/process/session/a/command/"+ids[0]+"/logs").json(t, &first)
 	assert.Contains(t, first.Output, "discarded", "the oldest logs made room")
 
@@ -222,8 +224,8 @@ func TestSessionLogsShareOneBudget(t *testing.T) {
 func TestStreamedAnswersDecodeAsTheirTypes(t *testing.T) {
 	rec := httptest.NewRecorder()
 	writeJSONStream(rec, http.StatusOK, field{"exitCode", 3}, field{"result", text{[]byte("a\"b"), []byte("\n[note]\n")}})
-	var got ExecuteResponse
+	var got wire.ExecuteResponse
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &got))
-	assert.Equal(t, ExecuteResponse{ExitCode: 3, Result: "a\"b\n[note]\n"}, got)
+	assert.Equal(t, wire.ExecuteResponse{ExitCode: 3, Result: "a\"b\n[note]\n"}, got)
 	assert.Equal(t, "application/json; charset=utf-8", rec.Header().Get("Content-Type"))
 }

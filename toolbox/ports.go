@@ -5,17 +5,9 @@ import (
 	"os"
 	"slices"
 	"strconv"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
-
-// PortList answers GET /port.
-type PortList struct {
-	Ports []int `json:"ports"`
-}
-
-// IsPortInUseResponse answers GET /port/{port}/in-use.
-type IsPortInUseResponse struct {
-	IsInUse bool `json:"isInUse"`
-}
 
 // sandboxPorts lists the TCP ports that the sandbox's processes listen on:
 // the processes below the toolbox in the process tree. The toolbox's own
@@ -41,7 +33,7 @@ func sandboxPorts() []int {
 }
 
 func (s *server) handleGetPorts(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, PortList{Ports: sandboxPorts()})
+	writeJSON(w, http.StatusOK, wire.PortList{Ports: sandboxPorts()})
 }
 
 func (s *server) handlePortInUse(w http.ResponseWriter, r *http.Request) {
@@ -50,5 +42,5 @@ func (s *server) handlePortInUse(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(http.StatusBadRequest, "invalid port %q: want a number from 1 to 65535", r.PathValue("port")))
 		return
 	}
-	writeJSON(w, http.StatusOK, IsPortInUseResponse{IsInUse: slices.Contains(sandboxPorts(), port)})
+	writeJSON(w, http.StatusOK, wire.IsPortInUseResponse{IsInUse: slices.Contains(sandboxPorts(), port)})
 }

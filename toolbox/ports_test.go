@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 func TestPorts(t *testing.T) {
@@ -33,13 +35,13 @@ func TestPorts(t *testing.T) {
 	port := readPID(t, portFile) // a number in a file
 	pid := readPID(t, filepath.Join(ts.workDir, "pid"))
 
-	var list PortList
+	var list wire.PortList
 	ts.get(t, "/port").json(t, &list)
 	assert.Contains(t, list.Ports, port, "a sandbox process's listener (IPv6 included)")
 	assert.NotContains(t, list.Ports, ownPort)
 
 	inUse := func(p int) bool {
-		var r IsPortInUseResponse
+		var r wire.IsPortInUseResponse
 		resp := ts.get(t, "/port/"+strconv.Itoa(p)+"/in-use")
 		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 		resp.json(t, &r)
@@ -82,13 +84,13 @@ func TestComputerUseIsNotAvailable(t *testing.T) {
 
 func TestInit(t *testing.T) {
 	ts := newTestServer(t, Options{})
-	resp := ts.postJSON(t, "/init", InitializeRequest{Token: "tok-123"})
+	resp := ts.postJSON(t, "/init", wire.InitializeRequest{Token: "tok-123"})
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 	assert.NotContains(t, string(resp.body), "tok-123")
 	ts.initMu.Lock()
 	assert.Equal(t, "tok-123", ts.initToken)
 	ts.initMu.Unlock()
-	resp = ts.postJSON(t, "/init", InitializeRequest{})
+	resp = ts.postJSON(t, "/init", wire.InitializeRequest{})
 	require.Equal(t, http.StatusBadRequest, resp.status)
 	resp.apiErr(t)
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 const (
@@ -41,45 +43,6 @@ const (
 	ptyEnvsProtocolPrefix = "X-Daytona-Pty-Envs~"
 )
 
-// PtyCreateRequest is the body of POST /process/pty.
-type PtyCreateRequest struct {
-	ID        string            `json:"id"`
-	Cwd       string            `json:"cwd"`
-	Envs      map[string]string `json:"envs"`
-	Cols      *int              `json:"cols"`
-	Rows      *int              `json:"rows"`
-	LazyStart bool              `json:"lazyStart"`
-}
-
-// PtyCreateResponse answers a create.
-type PtyCreateResponse struct {
-	SessionID string `json:"sessionId"`
-}
-
-// PtySessionInfo describes a PTY session. Envs lists the names of the
-// variables it was given; their values are never reported.
-type PtySessionInfo struct {
-	ID        string            `json:"id"`
-	Cwd       string            `json:"cwd"`
-	Envs      map[string]string `json:"envs"`
-	Cols      int               `json:"cols"`
-	Rows      int               `json:"rows"`
-	CreatedAt string            `json:"createdAt"`
-	Active    bool              `json:"active"`
-	LazyStart bool              `json:"lazyStart"`
-}
-
-// PtyListResponse answers GET /process/pty.
-type PtyListResponse struct {
-	Sessions []PtySessionInfo `json:"sessions"`
-}
-
-// PtyResizeRequest is the body of POST /process/pty/{sessionId}/resize.
-type PtyResizeRequest struct {
-	Cols *int `json:"cols"`
-	Rows *int `json:"rows"`
-}
-
 // ptyControl is the JSON text message of the PTY WebSocket protocol.
 type ptyControl struct {
 	Type       string `json:"type"`
@@ -97,14 +60,12 @@ type ptyExit struct {
 }
 
 type ptyManager struct {
-	srv    *server
-	mu     sync.Mutex
-	m      map[string]*ptySession
-	closed bool
+	srv *server
+	reg *registry[string, *ptySession]
 }
 
 func newPtyManager(srv *server) *ptyManager {
-	return &ptyManager{srv: srv, m: map[string]*ptySession{}}
+	return &ptyManager{srv: srv, reg: newRegistry[string, *ptySession]()}
 }
 
 // A ptySession is a shell on a pseudo-terminal. It outlives its WebSocket
@@ -140,31 +101,28 @@ type ptyClient struct {
 	kicked chan struct{}
 }
 
-func (pm *ptyManager) create(req PtyCreateRequest) (*ptySession, error) {
+func (pm *ptyManager) create(req wire.PtyCreateRequest) (*ptySession, error) {
 	sess, err := pm.newSession(req)
 	if err != nil {
 		return nil, err
 	}
-	pm.mu.Lock()
-	defer pm.mu.Unlock()
-	switch {
-	case pm.closed:
-		return nil, errorf(http.StatusGone, "toolbox is shutting down")
-	case pm.m[sess.id] != nil:
-		return nil, errorf(http.StatusConflict, "PTY session with ID %s already exists", sess.id)
-	case len(pm.m) >= maxPTYs:
-		return nil, errorf(http.StatusConflict, "too many PTY sessions: at most %d; delete one first", maxPTYs)
-	}
-	if !sess.lazy {
-		if err := sess.start(); err != nil {
-			return nil, err
+	return pm.reg.add(sess.id, func(taken bool, n int) (*ptySession, error) {
+		switch {
+		case taken:
+			return nil, errorf(http.StatusConflict, "PTY session with ID %s already exists", sess.id)
+		case n >= maxPTYs:
+			return nil, errorf(http.StatusConflict, "too many PTY sessions: at most %d; delete one first", maxPTYs)
 		}
-	}
-	pm.m[sess.id] = sess
-	return sess, nil
+		if !sess.lazy {
+			if err := sess.start(); err != nil {
+				return nil, err
+			}
+		}
+		return sess, nil
+	})
 }
 
-func (pm *ptyManager) newSession(req PtyCreateRequest) (*ptySession, error) {
+func (pm *ptyManager) newSession(req wire.PtyCreateRequest) (*ptySession, error) {
 	if req.ID == "" {
 		req.ID = uuid.NewString()
 	}
@@ -212,39 +170,30 @@ func ptyDim(name string, v *int, def int) (int, error) {
 	return *v, nil
 }
 
+// get returns the PTY id; after close there is none.
 func (pm *ptyManager) get(id string) (*ptySession, error) {
-	pm.mu.Lock()
-	defer pm.mu.Unlock()
-	sess := pm.m[id]
-	if sess == nil {
+	sess, err := pm.reg.get(id)
+	if err != nil {
 		return nil, errorf(http.StatusNotFound, "PTY session %s not found", id)
 	}
 	return sess, nil
 }
 
 func (pm *ptyManager) remove(id string) error {
-	pm.mu.Lock()
-	sess := pm.m[id]
-	delete(pm.m, id)
-	pm.mu.Unlock()
-	if sess == nil {
+	sess, ok := pm.reg.remove(id)
+	if !ok {
 		return errorf(http.StatusNotFound, "PTY session %s not found", id)
 	}
 	sess.kill()
 	return nil
 }
 
-func (pm *ptyManager) list() []PtySessionInfo {
-	pm.mu.Lock()
-	all := make([]*ptySession, 0, len(pm.m))
-	for _, s := range pm.m {
-		all = append(all, s)
-	}
-	pm.mu.Unlock()
+func (pm *ptyManager) list() []wire.PtySessionInfo {
+	all := pm.reg.values()
 	sort.Slice(all, func(i, j int) bool {
 		return all[i].createdAt.Before(all[j].createdAt) || all[i].createdAt.Equal(all[j].createdAt) && all[i].id < all[j].id
 	})
-	out := make([]PtySessionInfo, 0, len(all))
+	out := make([]wire.PtySessionInfo, 0, len(all))
 	for _, s := range all {
 		out = append(out, s.info())
 	}
@@ -252,14 +201,9 @@ func (pm *ptyManager) list() []PtySessionInfo {
 }
 
 func (pm *ptyManager) closeAll() {
-	pm.mu.Lock()
-	pm.closed = true
-	all := pm.m
-	pm.m = map[string]*ptySession{}
-	pm.mu.Unlock()
 	// At once: each may wait out a hang-up's grace.
 	var wg sync.WaitGroup
-	for _, s := range all {
+	for _, s := range pm.reg.close() {
 		wg.Go(s.kill)
 	}
 	wg.Wait()
@@ -398,14 +342,14 @@ func (p *ptySession) kill() {
 	p.ptmx.Close()
 }
 
-func (p *ptySession) info() PtySessionInfo {
+func (p *ptySession) info() wire.PtySessionInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	envs := make(map[string]string, len(p.envNames))
 	for _, k := range p.envNames {
 		envs[k] = ""
 	}
-	return PtySessionInfo{
+	return wire.PtySessionInfo{
 		ID: p.id, Cwd: p.cwd, Envs: envs, Cols: p.cols, Rows: p.rows,
 		CreatedAt: p.createdAt.Format(time.RFC3339Nano),
 		Active:    p.started && !p.exited,
@@ -462,7 +406,7 @@ func (p *ptySession) exitInfo() ptyExit {
 }
 
 func (s *server) handleCreatePty(w http.ResponseWriter, r *http.Request) {
-	var req PtyCreateRequest
+	var req wire.PtyCreateRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -472,11 +416,11 @@ func (s *server) handleCreatePty(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, PtyCreateResponse{SessionID: sess.id})
+	writeJSON(w, http.StatusCreated, wire.PtyCreateResponse{SessionID: sess.id})
 }
 
 func (s *server) handleListPty(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, PtyListResponse{Sessions: s.ptys.list()})
+	writeJSON(w, http.StatusOK, wire.PtyListResponse{Sessions: s.ptys.list()})
 }
 
 func (s *server) handleGetPty(w http.ResponseWriter, r *http.Request) {
@@ -505,7 +449,7 @@ func (s *server) handleResizePty(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	var req PtyResizeRequest
+	var req wire.PtyResizeRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -585,9 +529,9 @@ func (s *server) handleCreateConnectPty(w http.ResponseWriter, r *http.Request) 
 	s.servePty(r.Context(), conn, sess, offers(r, ptyExitControlProtocol))
 }
 
-func ptyCreateFromQuery(r *http.Request) (PtyCreateRequest, error) {
+func ptyCreateFromQuery(r *http.Request) (wire.PtyCreateRequest, error) {
 	q := r.URL.Query()
-	req := PtyCreateRequest{ID: q.Get("id"), Cwd: q.Get("cwd"), LazyStart: true}
+	req := wire.PtyCreateRequest{ID: q.Get("id"), Cwd: q.Get("cwd"), LazyStart: true}
 	for _, f := range []struct {
 		name string
 		dst  **int

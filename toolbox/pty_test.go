@@ -16,6 +16,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // wsClient is a test-side WebSocket connection that collects what the
@@ -113,17 +115,17 @@ func TestPtyLifecycle(t *testing.T) {
 	requireTool(t, "stty")
 	ts := newTestServer(t, Options{})
 
-	resp := ts.postJSON(t, "/process/pty", PtyCreateRequest{ID: "term", Cols: ref(80), Rows: ref(24), Envs: map[string]string{"SECRET_TOKEN": "hunter2"}})
+	resp := ts.postJSON(t, "/process/pty", wire.PtyCreateRequest{ID: "term", Cols: ref(80), Rows: ref(24), Envs: map[string]string{"SECRET_TOKEN": "hunter2"}})
 	require.Equal(t, http.StatusCreated, resp.status, "body: %s", resp.body)
 	assert.JSONEq(t, `{"sessionId":"term"}`, string(resp.body))
 
 	t.Run("duplicate id", func(t *testing.T) {
-		resp := ts.postJSON(t, "/process/pty", PtyCreateRequest{ID: "term"})
+		resp := ts.postJSON(t, "/process/pty", wire.PtyCreateRequest{ID: "term"})
 		require.Equal(t, http.StatusConflict, resp.status)
 		resp.apiErr(t)
 	})
 
-	var info PtySessionInfo
+	var info wire.PtySessionInfo
 	ts.get(t, "/process/pty/term").json(t, &info)
 	assert.True(t, info.Active)
 	assert.Equal(t, ts.workDir, info.Cwd)
@@ -137,7 +139,7 @@ func TestPtyLifecycle(t *testing.T) {
 	c.waitOutput(t, "tok=hunter2")
 	c.waitOutput(t, "24 80")
 
-	resp = ts.postJSON(t, "/process/pty/term/resize", PtyResizeRequest{Cols: ref(100), Rows: ref(30)})
+	resp = ts.postJSON(t, "/process/pty/term/resize", wire.PtyResizeRequest{Cols: ref(100), Rows: ref(30)})
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 	resp.json(t, &info)
 	assert.Equal(t, 100, info.Cols)
@@ -146,7 +148,7 @@ func TestPtyLifecycle(t *testing.T) {
 	c.waitOutput(t, "30 100")
 
 	t.Run("bad resize", func(t *testing.T) {
-		for _, body := range []any{PtyResizeRequest{Cols: ref(0), Rows: ref(10)}, PtyResizeRequest{Cols: ref(10), Rows: ref(1001)}, map[string]int{"cols": 10}} {
+		for _, body := range []any{wire.PtyResizeRequest{Cols: ref(0), Rows: ref(10)}, wire.PtyResizeRequest{Cols: ref(10), Rows: ref(1001)}, map[string]int{"cols": 10}} {
 			resp := ts.postJSON(t, "/process/pty/term/resize", body)
 			require.Equal(t, http.StatusBadRequest, resp.status, "body: %s", resp.body)
 			resp.apiErr(t)
@@ -160,7 +162,7 @@ func TestPtyLifecycle(t *testing.T) {
 	bg := readPID(t, pidFile)
 	require.True(t, processAlive(bg))
 
-	var list PtyListResponse
+	var list wire.PtyListResponse
 	ts.get(t, "/process/pty").json(t, &list)
 	require.Len(t, list.Sessions, 1)
 
@@ -192,9 +194,9 @@ func TestPtyLifecycle(t *testing.T) {
 
 func TestPtyExit(t *testing.T) {
 	ts := newTestServer(t, Options{})
-	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/pty", PtyCreateRequest{ID: "lazy", LazyStart: true}).status)
+	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/pty", wire.PtyCreateRequest{ID: "lazy", LazyStart: true}).status)
 
-	var info PtySessionInfo
+	var info wire.PtySessionInfo
 	ts.get(t, "/process/pty/lazy").json(t, &info)
 	assert.False(t, info.Active, "a lazy PTY starts on its first connection")
 
@@ -235,7 +237,7 @@ func TestPtyExit(t *testing.T) {
 func TestPtyTwoClients(t *testing.T) {
 	ts := newTestServer(t, Options{})
 	marker := filepath.Join(ts.workDir, "ready")
-	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/pty", PtyCreateRequest{ID: "eager"}).status)
+	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/pty", wire.PtyCreateRequest{ID: "eager"}).status)
 	// Every connected client sees the terminal's output, whoever typed.
 	c := dialWS(t, ts.url+"/process/pty/eager/connect")
 	waitConnected(t, c)
@@ -275,10 +277,10 @@ func TestPtyCreateErrors(t *testing.T) {
 		name string
 		body any
 	}{
-		{"bad cols", PtyCreateRequest{ID: "a", Cols: ref(5000)}},
-		{"missing cwd", PtyCreateRequest{ID: "a", Cwd: "/no/such/dir"}},
-		{"bad id", PtyCreateRequest{ID: "a/b"}},
-		{"bad env", PtyCreateRequest{ID: "a", Envs: map[string]string{"": "x"}}},
+		{"bad cols", wire.PtyCreateRequest{ID: "a", Cols: ref(5000)}},
+		{"missing cwd", wire.PtyCreateRequest{ID: "a", Cwd: "/no/such/dir"}},
+		{"bad id", wire.PtyCreateRequest{ID: "a/b"}},
+		{"bad env", wire.PtyCreateRequest{ID: "a", Envs: map[string]string{"": "x"}}},
 		{"not JSON", "{"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -288,8 +290,8 @@ func TestPtyCreateErrors(t *testing.T) {
 		})
 	}
 	t.Run("an id is generated when none is given", func(t *testing.T) {
-		var created PtyCreateResponse
-		resp := ts.postJSON(t, "/process/pty", PtyCreateRequest{LazyStart: true})
+		var created wire.PtyCreateResponse
+		resp := ts.postJSON(t, "/process/pty", wire.PtyCreateRequest{LazyStart: true})
 		require.Equal(t, http.StatusCreated, resp.status)
 		resp.json(t, &created)
 		assert.NotEmpty(t, created.SessionID)
@@ -300,7 +302,7 @@ func ref[T any](v T) *T { return &v }
 
 func TestWebSocketRoutesAreGuarded(t *testing.T) {
 	ts := newTestServer(t, Options{})
-	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/pty", PtyCreateRequest{ID: "g", LazyStart: true}).status)
+	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/pty", wire.PtyCreateRequest{ID: "g", LazyStart: true}).status)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, tt := range []struct {

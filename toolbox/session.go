@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"unicode"
 
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 const (
@@ -95,63 +97,18 @@ type sessionCommand struct {
 	inputMu sync.Mutex // one input at a time, never interleaved
 }
 
-// SessionCommand is a command as GET /process/session lists it.
-type SessionCommand struct {
-	ID       string `json:"id"`
-	Command  string `json:"command"`
-	ExitCode *int   `json:"exitCode,omitempty"`
-}
-
-// Session is the answer of GET /process/session/{sessionId}.
-type Session struct {
-	SessionID string           `json:"sessionId"`
-	Commands  []SessionCommand `json:"commands"`
-}
-
-// SessionExecuteRequest is the body of POST /process/session/{id}/exec.
-// Async is the older spelling of RunAsync; either makes the call return at
-// once with only the command id, and gives the command a stdin that
-// POST .../command/{commandId}/input writes to (a sync command reads
-// /dev/null). Input is echoed into the command's stdout unless
-// SuppressInputEcho.
-type SessionExecuteRequest struct {
-	Command           string `json:"command"`
-	RunAsync          bool   `json:"runAsync"`
-	Async             bool   `json:"async"`
-	SuppressInputEcho bool   `json:"suppressInputEcho"`
-}
-
-// SessionExecuteResponse answers a session exec. Output is stdout and stderr
-// interleaved in arrival order.
-type SessionExecuteResponse struct {
-	CmdID    string  `json:"cmdId"`
-	Output   *string `json:"output,omitempty"`
-	Stdout   *string `json:"stdout,omitempty"`
-	Stderr   *string `json:"stderr,omitempty"`
-	ExitCode *int    `json:"exitCode,omitempty"`
-}
-
-// SessionCommandLogs answers GET .../command/{commandId}/logs.
-type SessionCommandLogs struct {
-	Output string `json:"output"`
-	Stdout string `json:"stdout"`
-	Stderr string `json:"stderr"`
-}
-
 type sessions struct {
 	srv    *server
 	budget *logBudget
 	seq    atomic.Uint64
-	mu     sync.Mutex
-	m      map[string]*session
-	closed bool
+	reg    *registry[string, *session]
 }
 
 func newSessions(srv *server) *sessions {
 	return &sessions{
 		srv:    srv,
 		budget: &logBudget{limit: srv.opts.MaxSessionLogBytes},
-		m:      map[string]*session{},
+		reg:    newRegistry[string, *session](),
 	}
 }
 
@@ -181,43 +138,34 @@ func (ss *sessions) create(id string) error {
 // start makes the session id; only the toolbox itself may make the
 // entrypoint session.
 func (ss *sessions) start(id string, entrypoint bool) (*session, error) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if ss.closed {
-		return nil, errorf(http.StatusGone, "toolbox is shutting down")
-	}
-	if _, ok := ss.m[id]; ok {
-		return nil, errorf(http.StatusConflict, "session already exists")
-	}
-	if id == entrypointSessionID && !entrypoint {
-		return nil, errorf(http.StatusBadRequest, "sessionId %q is reserved for the sandbox's entrypoint", id)
-	}
-	if len(ss.m) >= maxSessions {
-		return nil, errorf(http.StatusConflict, "too many sessions: at most %d", maxSessions)
-	}
-	sess, err := startSession(id, ss.srv.opts, ss)
-	if err != nil {
-		return nil, errorf(http.StatusInternalServerError, "starting session shell: %v", err)
-	}
-	ss.m[id] = sess
-	return sess, nil
+	return ss.reg.add(id, func(taken bool, n int) (*session, error) {
+		switch {
+		case taken:
+			return nil, errorf(http.StatusConflict, "session already exists")
+		case id == entrypointSessionID && !entrypoint:
+			return nil, errorf(http.StatusBadRequest, "sessionId %q is reserved for the sandbox's entrypoint", id)
+		case n >= maxSessions:
+			return nil, errorf(http.StatusConflict, "too many sessions: at most %d", maxSessions)
+		}
+		sess, err := startSession(id, ss.srv.opts, ss)
+		if err != nil {
+			return nil, errorf(http.StatusInternalServerError, "starting session shell: %v", err)
+		}
+		return sess, nil
+	})
 }
 
+// get returns the session id; after close there is none.
 func (ss *sessions) get(id string) (*session, error) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	sess, ok := ss.m[id]
-	if !ok {
+	sess, err := ss.reg.get(id)
+	if err != nil {
 		return nil, errorf(http.StatusNotFound, "session not found")
 	}
 	return sess, nil
 }
 
 func (ss *sessions) remove(id string) error {
-	ss.mu.Lock()
-	sess, ok := ss.m[id]
-	delete(ss.m, id)
-	ss.mu.Unlock()
+	sess, ok := ss.reg.remove(id)
 	if !ok {
 		return errorf(http.StatusNotFound, "session not found")
 	}
@@ -225,15 +173,10 @@ func (ss *sessions) remove(id string) error {
 	return nil
 }
 
-func (ss *sessions) list() []Session {
-	ss.mu.Lock()
-	all := make([]*session, 0, len(ss.m))
-	for _, s := range ss.m {
-		all = append(all, s)
-	}
-	ss.mu.Unlock()
+func (ss *sessions) list() []wire.Session {
+	all := ss.reg.values()
 	sort.Slice(all, func(i, j int) bool { return all[i].id < all[j].id })
-	out := make([]Session, 0, len(all))
+	out := make([]wire.Session, 0, len(all))
 	for _, s := range all {
 		out = append(out, s.view())
 	}
@@ -241,14 +184,9 @@ func (ss *sessions) list() []Session {
 }
 
 func (ss *sessions) closeAll() {
-	ss.mu.Lock()
-	ss.closed = true
-	all := ss.m
-	ss.m = map[string]*session{}
-	ss.mu.Unlock()
 	// At once: each may wait out a hang-up's grace.
 	var wg sync.WaitGroup
-	for _, s := range all {
+	for _, s := range ss.reg.close() {
 		wg.Go(s.kill)
 	}
 	wg.Wait()
@@ -457,12 +395,12 @@ func (s *session) command(id string) (*sessionCommand, error) {
 	return c, nil
 }
 
-func (s *session) view() Session {
+func (s *session) view() wire.Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v := Session{SessionID: s.id, Commands: make([]SessionCommand, 0, len(s.commands))}
+	v := wire.Session{SessionID: s.id, Commands: make([]wire.SessionCommand, 0, len(s.commands))}
 	for _, c := range s.commands {
-		v.Commands = append(v.Commands, SessionCommand{ID: c.id, Command: c.text, ExitCode: c.exit})
+		v.Commands = append(v.Commands, wire.SessionCommand{ID: c.id, Command: c.text, ExitCode: c.exit})
 	}
 	return v
 }
@@ -638,14 +576,7 @@ func (s *session) writeLocked(c *sessionCommand, p []byte, isStdout bool) {
 // self.mu. Other sessions are only tried, never waited for: one that is
 // busy keeps its logs this time, and no two sessions can deadlock.
 func (ss *sessions) reclaim(self *session, need int64) {
-	ss.mu.Lock()
-	others := make([]*session, 0, len(ss.m))
-	for _, o := range ss.m {
-		if o != self {
-			others = append(others, o)
-		}
-	}
-	ss.mu.Unlock()
+	others := slices.DeleteFunc(ss.reg.values(), func(o *session) bool { return o == self })
 	locked := []*session{self}
 	for _, o := range others {
 		if o.mu.TryLock() {

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // sdkVersionHeader carries the version of the SDK that sends a request.
@@ -52,8 +54,8 @@ func (s *server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func parseSessionExecuteRequest(body []byte) (SessionExecuteRequest, error) {
-	var req SessionExecuteRequest
+func parseSessionExecuteRequest(body []byte) (wire.SessionExecuteRequest, error) {
+	var req wire.SessionExecuteRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return req, err
 	}
@@ -83,7 +85,7 @@ func (s *server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if async {
-		writeJSON(w, http.StatusAccepted, SessionExecuteResponse{CmdID: c.id})
+		writeJSON(w, http.StatusAccepted, wire.SessionExecuteResponse{CmdID: c.id})
 		return
 	}
 	select {
@@ -120,7 +122,7 @@ func (s *server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess.mu.Lock()
-	v := SessionCommand{ID: c.id, Command: c.text, ExitCode: c.exit}
+	v := wire.SessionCommand{ID: c.id, Command: c.text, ExitCode: c.exit}
 	sess.mu.Unlock()
 	writeJSON(w, http.StatusOK, v)
 }
@@ -140,7 +142,7 @@ func (s *server) handleSendInput(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	var req SessionSendInputRequest
+	var req wire.SessionSendInputRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return

@@ -10,12 +10,6 @@ import (
 	"time"
 )
 
-// SessionSendInputRequest is the body of POST
-// /process/session/{sessionId}/command/{commandId}/input.
-type SessionSendInputRequest struct {
-	Data *string `json:"data"`
-}
-
 // longAgo is a deadline that has passed: setting it interrupts a write
 // blocked on a full FIFO.
 var longAgo = time.Unix(1, 0)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 func (ts *testServer) sendInput(t *testing.T, sessionID, cmdID string, data any) response {
@@ -19,23 +21,23 @@ func (ts *testServer) sendInput(t *testing.T, sessionID, cmdID string, data any)
 }
 
 // waitCommand waits for the command to end and returns its logs.
-func (ts *testServer) waitCommand(t *testing.T, sessionID, cmdID string) (int, SessionCommandLogs) {
+func (ts *testServer) waitCommand(t *testing.T, sessionID, cmdID string) (int, wire.SessionCommandLogs) {
 	t.Helper()
-	var cmd SessionCommand
+	var cmd wire.SessionCommand
 	waitFor(t, "command "+cmdID+" to end", func() bool {
 		r := ts.get(t, "/process/session/"+sessionID+"/command/"+cmdID)
 		require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
 		r.json(t, &cmd)
 		return cmd.ExitCode != nil
 	})
-	var logs SessionCommandLogs
+	var logs wire.SessionCommandLogs
 	r := ts.get(t, "/process/session/"+sessionID+"/command/"+cmdID+"/logs")
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
 	r.json(t, &logs)
 	return *cmd.ExitCode, logs
 }
 
-func (ts *testServer) execAsync(t *testing.T, sessionID string, req SessionExecuteRequest) string {
+func (ts *testServer) execAsync(t *testing.T, sessionID string, req wire.SessionExecuteRequest) string {
 	t.Helper()
 	req.RunAsync = true
 	resp, out := ts.sessionExec(t, sessionID, req)
@@ -50,8 +52,8 @@ func TestSessionInput(t *testing.T) {
 	const reader = `read -r line; echo "got: $line"`
 
 	t.Run("a command reads a line and echoes it", func(t *testing.T) {
-		id := ts.execAsync(t, "in", SessionExecuteRequest{Command: reader})
-		resp := ts.sendInput(t, "in", id, SessionSendInputRequest{Data: ref("hello world\n")})
+		id := ts.execAsync(t, "in", wire.SessionExecuteRequest{Command: reader})
+		resp := ts.sendInput(t, "in", id, wire.SessionSendInputRequest{Data: ref("hello world\n")})
 		require.Equal(t, http.StatusNoContent, resp.status, "body: %s", resp.body)
 		code, logs := ts.waitCommand(t, "in", id)
 		assert.Equal(t, 0, code)
@@ -60,20 +62,20 @@ func TestSessionInput(t *testing.T) {
 	})
 
 	t.Run("suppressInputEcho keeps input out of the logs", func(t *testing.T) {
-		id := ts.execAsync(t, "in", SessionExecuteRequest{Command: reader, SuppressInputEcho: true})
-		require.Equal(t, http.StatusNoContent, ts.sendInput(t, "in", id, SessionSendInputRequest{Data: ref("quiet\n")}).status)
+		id := ts.execAsync(t, "in", wire.SessionExecuteRequest{Command: reader, SuppressInputEcho: true})
+		require.Equal(t, http.StatusNoContent, ts.sendInput(t, "in", id, wire.SessionSendInputRequest{Data: ref("quiet\n")}).status)
 		_, logs := ts.waitCommand(t, "in", id)
 		assert.Equal(t, "got: quiet\n", logs.Stdout)
 	})
 
 	t.Run("input in pieces, and to a command still queued", func(t *testing.T) {
-		first := ts.execAsync(t, "in", SessionExecuteRequest{Command: `read -r a; read -r b; echo "$a+$b"`, SuppressInputEcho: true})
-		second := ts.execAsync(t, "in", SessionExecuteRequest{Command: reader, SuppressInputEcho: true})
+		first := ts.execAsync(t, "in", wire.SessionExecuteRequest{Command: `read -r a; read -r b; echo "$a+$b"`, SuppressInputEcho: true})
+		second := ts.execAsync(t, "in", wire.SessionExecuteRequest{Command: reader, SuppressInputEcho: true})
 		// The second command waits behind the first; its input waits in
 		// its own pipe and never reaches the first.
-		require.Equal(t, http.StatusNoContent, ts.sendInput(t, "in", second, SessionSendInputRequest{Data: ref("for-second\n")}).status)
-		require.Equal(t, http.StatusNoContent, ts.sendInput(t, "in", first, SessionSendInputRequest{Data: ref("one\ntw")}).status)
-		require.Equal(t, http.StatusNoContent, ts.sendInput(t, "in", first, SessionSendInputRequest{Data: ref("o\n")}).status)
+		require.Equal(t, http.StatusNoContent, ts.sendInput(t, "in", second, wire.SessionSendInputRequest{Data: ref("for-second\n")}).status)
+		require.Equal(t, http.StatusNoContent, ts.sendInput(t, "in", first, wire.SessionSendInputRequest{Data: ref("one\ntw")}).status)
+		require.Equal(t, http.StatusNoContent, ts.sendInput(t, "in", first, wire.SessionSendInputRequest{Data: ref("o\n")}).status)
 		_, logs := ts.waitCommand(t, "in", first)
 		assert.Equal(t, "one+two\n", logs.Stdout)
 		_, logs = ts.waitCommand(t, "in", second)
@@ -82,7 +84,7 @@ func TestSessionInput(t *testing.T) {
 
 	t.Run("background jobs read end of file once the command ended", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "bg")
-		id := ts.execAsync(t, "in", SessionExecuteRequest{Command: `(read -r x; echo "[$x] $?" > ` + file + `) & echo started`})
+		id := ts.execAsync(t, "in", wire.SessionExecuteRequest{Command: `(read -r x; echo "[$x] $?" > ` + file + `) & echo started`})
 		code, _ := ts.waitCommand(t, "in", id)
 		require.Equal(t, 0, code)
 		waitFor(t, "the background reader to see end of file", func() bool {
@@ -92,10 +94,10 @@ func TestSessionInput(t *testing.T) {
 	})
 
 	t.Run("errors", func(t *testing.T) {
-		ended := ts.execAsync(t, "in", SessionExecuteRequest{Command: "true"})
+		ended := ts.execAsync(t, "in", wire.SessionExecuteRequest{Command: "true"})
 		ts.waitCommand(t, "in", ended)
-		running := ts.execAsync(t, "in", SessionExecuteRequest{Command: reader})
-		t.Cleanup(func() { ts.sendInput(t, "in", running, SessionSendInputRequest{Data: ref("bye\n")}) })
+		running := ts.execAsync(t, "in", wire.SessionExecuteRequest{Command: reader})
+		t.Cleanup(func() { ts.sendInput(t, "in", running, wire.SessionSendInputRequest{Data: ref("bye\n")}) })
 
 		tests := []struct {
 			name, session, cmd string
@@ -103,11 +105,11 @@ func TestSessionInput(t *testing.T) {
 			status             int
 			msg                string
 		}{
-			{"ended command", "in", ended, SessionSendInputRequest{Data: ref("x\n")}, http.StatusConflict, "already ended"},
+			{"ended command", "in", ended, wire.SessionSendInputRequest{Data: ref("x\n")}, http.StatusConflict, "already ended"},
 			{"no data", "in", running, map[string]string{}, http.StatusBadRequest, "data is required"},
 			{"data not a string", "in", running, `{"data":1}`, http.StatusBadRequest, "invalid request body"},
-			{"unknown command", "in", "nope", SessionSendInputRequest{Data: ref("x")}, http.StatusNotFound, "command not found"},
-			{"unknown session", "zzz", running, SessionSendInputRequest{Data: ref("x")}, http.StatusNotFound, "session not found"},
+			{"unknown command", "in", "nope", wire.SessionSendInputRequest{Data: ref("x")}, http.StatusNotFound, "command not found"},
+			{"unknown session", "zzz", running, wire.SessionSendInputRequest{Data: ref("x")}, http.StatusNotFound, "session not found"},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -121,7 +123,7 @@ func TestSessionInput(t *testing.T) {
 	t.Run("a sync command reads no input", func(t *testing.T) {
 		require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "sync"}).status)
 		ctx, cancel := context.WithCancel(context.Background())
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/process/session/sync/exec", jsonReader(t, SessionExecuteRequest{Command: "sleep 300"}))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/process/session/sync/exec", jsonReader(t, wire.SessionExecuteRequest{Command: "sleep 300"}))
 		require.NoError(t, err)
 		ts.authorize(req, "application/json")
 		done := make(chan struct{})
@@ -132,12 +134,12 @@ func TestSessionInput(t *testing.T) {
 			}
 		}()
 		defer func() { cancel(); <-done }()
-		var sess Session
+		var sess wire.Session
 		waitFor(t, "the sync command to be listed", func() bool {
 			ts.get(t, "/process/session/sync").json(t, &sess)
 			return len(sess.Commands) == 1
 		})
-		resp := ts.sendInput(t, "sync", sess.Commands[0].ID, SessionSendInputRequest{Data: ref("x\n")})
+		resp := ts.sendInput(t, "sync", sess.Commands[0].ID, wire.SessionSendInputRequest{Data: ref("x\n")})
 		require.Equal(t, http.StatusConflict, resp.status, "body: %s", resp.body)
 		assert.Contains(t, resp.apiErr(t).Message, "runAsync")
 		require.Equal(t, http.StatusNoContent, ts.do(t, http.MethodDelete, "/process/session/sync", nil, "").status)
@@ -149,12 +151,12 @@ func TestSessionInput(t *testing.T) {
 func TestSessionInputToACommandThatDoesNotRead(t *testing.T) {
 	ts := newTestServer(t, Options{})
 	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "deaf"}).status)
-	id := ts.execAsync(t, "deaf", SessionExecuteRequest{Command: "sleep 300", SuppressInputEcho: true})
+	id := ts.execAsync(t, "deaf", wire.SessionExecuteRequest{Command: "sleep 300", SuppressInputEcho: true})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/process/session/deaf/command/"+id+"/input",
-		jsonReader(t, SessionSendInputRequest{Data: ref(strings.Repeat("x", 4<<20))}))
+		jsonReader(t, wire.SessionSendInputRequest{Data: ref(strings.Repeat("x", 4<<20))}))
 	require.NoError(t, err)
 	ts.authorize(req, "application/json")
 	_, err = http.DefaultClient.Do(req)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // pgid reads the process group of pid from /proc.
@@ -57,7 +58,7 @@ func TestSessionEndsEverythingItStarted(t *testing.T) {
 			var shellPID int
 			{
 				dir := t.TempDir()
-				resp, _ := ts.sessionExec(t, "s", SessionExecuteRequest{Command: "echo $$ > " + filepath.Join(dir, "sh")})
+				resp, _ := ts.sessionExec(t, "s", wire.SessionExecuteRequest{Command: "echo $$ > " + filepath.Join(dir, "sh")})
 				require.Equal(t, http.StatusOK, resp.status)
 				shellPID = readPID(t, filepath.Join(dir, "sh"))
 			}
@@ -65,7 +66,7 @@ func TestSessionEndsEverythingItStarted(t *testing.T) {
 			for _, job := range jobs {
 				name := job.name
 				file := filepath.Join(t.TempDir(), "pid")
-				resp, out := ts.sessionExec(t, "s", SessionExecuteRequest{Command: strings.ReplaceAll(job.command, "%s", file)})
+				resp, out := ts.sessionExec(t, "s", wire.SessionExecuteRequest{Command: strings.ReplaceAll(job.command, "%s", file)})
 				require.Equal(t, http.StatusOK, resp.status, "%s: %s", name, resp.body)
 				require.Equal(t, 0, *out.ExitCode, "%s: %s", name, *out.Output)
 				pid := readPID(t, file)
@@ -99,7 +100,7 @@ func TestSessionHangsUpBeforeItKills(t *testing.T) {
 		ts := newTestServer(t, Options{})
 		require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "s"}).status)
 		trapped := filepath.Join(t.TempDir(), "trapped")
-		resp, _ := ts.sessionExec(t, "s", SessionExecuteRequest{Command: "trap 'echo released > " + trapped + "' EXIT"})
+		resp, _ := ts.sessionExec(t, "s", wire.SessionExecuteRequest{Command: "trap 'echo released > " + trapped + "' EXIT"})
 		require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
 		require.Equal(t, http.StatusNoContent, ts.do(t, http.MethodDelete, "/process/session/s", nil, "").status)
 		b, err := os.ReadFile(trapped)
@@ -111,7 +112,7 @@ func TestSessionHangsUpBeforeItKills(t *testing.T) {
 		ts := newTestServer(t, Options{Clock: clk})
 		require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "s"}).status)
 		dir := t.TempDir()
-		resp, _ := ts.sessionExec(t, "s", SessionExecuteRequest{Command: "trap '' HUP; echo $$ > " + filepath.Join(dir, "sh") + "; nohup sleep 300 >/dev/null 2>&1 & echo $! > " + filepath.Join(dir, "job")})
+		resp, _ := ts.sessionExec(t, "s", wire.SessionExecuteRequest{Command: "trap '' HUP; echo $$ > " + filepath.Join(dir, "sh") + "; nohup sleep 300 >/dev/null 2>&1 & echo $! > " + filepath.Join(dir, "job")})
 		require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
 		shell, job := readPID(t, filepath.Join(dir, "sh")), readPID(t, filepath.Join(dir, "job"))
 		t.Cleanup(func() { killPID(t, job) })

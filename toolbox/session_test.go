@@ -11,12 +11,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
-func (ts *testServer) sessionExec(t *testing.T, id string, req SessionExecuteRequest) (response, SessionExecuteResponse) {
+func (ts *testServer) sessionExec(t *testing.T, id string, req wire.SessionExecuteRequest) (response, wire.SessionExecuteResponse) {
 	t.Helper()
 	resp := ts.postJSON(t, "/process/session/"+id+"/exec", req)
-	var out SessionExecuteResponse
+	var out wire.SessionExecuteResponse
 	if resp.status < 300 {
 		resp.json(t, &out)
 	}
@@ -52,7 +54,7 @@ func TestSessions(t *testing.T) {
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			resp, out := ts.sessionExec(t, "s1", SessionExecuteRequest{Command: st.command})
+			resp, out := ts.sessionExec(t, "s1", wire.SessionExecuteRequest{Command: st.command})
 			require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 			assert.NotEmpty(t, out.CmdID)
 			require.NotNil(t, out.ExitCode)
@@ -70,12 +72,12 @@ func TestSessions(t *testing.T) {
 	}
 
 	t.Run("async command, then poll and read logs", func(t *testing.T) {
-		resp, out := ts.sessionExec(t, "s1", SessionExecuteRequest{Command: "echo start; sleep 0.2; echo end >&2; exit_code() { return 7; }; exit_code", RunAsync: true})
+		resp, out := ts.sessionExec(t, "s1", wire.SessionExecuteRequest{Command: "echo start; sleep 0.2; echo end >&2; exit_code() { return 7; }; exit_code", RunAsync: true})
 		require.Equal(t, http.StatusAccepted, resp.status, "body: %s", resp.body)
 		require.NotEmpty(t, out.CmdID)
 		assert.Nil(t, out.ExitCode)
 
-		var cmd SessionCommand
+		var cmd wire.SessionCommand
 		waitFor(t, "the async command to finish", func() bool {
 			r := ts.get(t, "/process/session/s1/command/"+out.CmdID)
 			require.Equal(t, http.StatusOK, r.status)
@@ -84,7 +86,7 @@ func TestSessions(t *testing.T) {
 		})
 		assert.Equal(t, 7, *cmd.ExitCode)
 
-		var logs SessionCommandLogs
+		var logs wire.SessionCommandLogs
 		r := ts.get(t, "/process/session/s1/command/"+out.CmdID+"/logs")
 		require.Equal(t, http.StatusOK, r.status)
 		r.json(t, &logs)
@@ -94,7 +96,7 @@ func TestSessions(t *testing.T) {
 	})
 
 	t.Run("session view lists commands", func(t *testing.T) {
-		var sess Session
+		var sess wire.Session
 		r := ts.get(t, "/process/session/s1")
 		require.Equal(t, http.StatusOK, r.status)
 		r.json(t, &sess)
@@ -102,7 +104,7 @@ func TestSessions(t *testing.T) {
 		require.Len(t, sess.Commands, len(steps)+1)
 		assert.Equal(t, "echo hi", sess.Commands[0].Command)
 
-		var all []Session
+		var all []wire.Session
 		ts.get(t, "/process/session").json(t, &all)
 		require.Len(t, all, 1)
 	})
@@ -116,8 +118,8 @@ func TestSessions(t *testing.T) {
 		{"empty session id", http.MethodPost, "/process/session", map[string]string{"sessionId": " "}, 400},
 		{"bad body", http.MethodPost, "/process/session", "nope", 400},
 		{"unknown session", http.MethodGet, "/process/session/zzz", nil, 404},
-		{"exec unknown session", http.MethodPost, "/process/session/zzz/exec", SessionExecuteRequest{Command: "ls"}, 404},
-		{"exec empty command", http.MethodPost, "/process/session/s1/exec", SessionExecuteRequest{Command: "  "}, 400},
+		{"exec unknown session", http.MethodPost, "/process/session/zzz/exec", wire.SessionExecuteRequest{Command: "ls"}, 404},
+		{"exec empty command", http.MethodPost, "/process/session/s1/exec", wire.SessionExecuteRequest{Command: "  "}, 400},
 		{"unknown command", http.MethodGet, "/process/session/s1/command/nope", nil, 404},
 		{"unknown command logs", http.MethodGet, "/process/session/s1/command/nope/logs", nil, 404},
 		{"delete unknown", http.MethodDelete, "/process/session/zzz", nil, 404},
@@ -142,19 +144,19 @@ func TestSessionExitAndDelete(t *testing.T) {
 	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "busy"}).status)
 
 	t.Run("exit ends the shell", func(t *testing.T) {
-		resp, out := ts.sessionExec(t, "gone", SessionExecuteRequest{Command: "echo bye; exit 3"})
+		resp, out := ts.sessionExec(t, "gone", wire.SessionExecuteRequest{Command: "echo bye; exit 3"})
 		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 		assert.Equal(t, 3, *out.ExitCode)
 		assert.Equal(t, "bye\n", *out.Stdout)
 
-		resp, _ = ts.sessionExec(t, "gone", SessionExecuteRequest{Command: "echo again"})
+		resp, _ = ts.sessionExec(t, "gone", wire.SessionExecuteRequest{Command: "echo again"})
 		require.Equal(t, http.StatusGone, resp.status, "body: %s", resp.body)
 		assert.Equal(t, "GONE", resp.apiErr(t).Code)
 	})
 
 	t.Run("delete kills what runs in the session", func(t *testing.T) {
 		pidFile := filepath.Join(t.TempDir(), "pid")
-		resp, _ := ts.sessionExec(t, "busy", SessionExecuteRequest{Command: "sleep 300 & echo $! > " + pidFile + "; wait", Async: true})
+		resp, _ := ts.sessionExec(t, "busy", wire.SessionExecuteRequest{Command: "sleep 300 & echo $! > " + pidFile + "; wait", Async: true})
 		require.Equal(t, http.StatusAccepted, resp.status, "body: %s", resp.body)
 		pid := readPID(t, pidFile)
 		t.Cleanup(func() { killPID(t, pid) })
@@ -171,7 +173,7 @@ func TestSessionExitAndDelete(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/process/session/bg/exec",
-			jsonReader(t, SessionExecuteRequest{Command: "sleep 1; touch " + marker}))
+			jsonReader(t, wire.SessionExecuteRequest{Command: "sleep 1; touch " + marker}))
 		require.NoError(t, err)
 		ts.authorize(req, "application/json")
 		_, err = http.DefaultClient.Do(req)
@@ -187,7 +189,7 @@ func TestSessionsCloseOnHandlerClose(t *testing.T) {
 	ts := newTestServer(t, Options{})
 	require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "a"}).status)
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	resp, _ := ts.sessionExec(t, "a", SessionExecuteRequest{Command: "echo $$ > " + pidFile, RunAsync: true})
+	resp, _ := ts.sessionExec(t, "a", wire.SessionExecuteRequest{Command: "echo $$ > " + pidFile, RunAsync: true})
 	require.Equal(t, http.StatusAccepted, resp.status)
 	shellPID := readPID(t, pidFile)
 
@@ -221,14 +223,14 @@ func TestSessionLargeInputAndOutput(t *testing.T) {
 
 	// A command that writes far more than a pipe holds, while a command
 	// larger than a pipe holds is queued behind it.
-	resp, first := ts.sessionExec(t, "big", SessionExecuteRequest{Command: "head -c 2000000 /dev/zero | tr '\\000' a", RunAsync: true})
+	resp, first := ts.sessionExec(t, "big", wire.SessionExecuteRequest{Command: "head -c 2000000 /dev/zero | tr '\\000' a", RunAsync: true})
 	require.Equal(t, http.StatusAccepted, resp.status, "body: %s", resp.body)
 	long := ": '" + strings.Repeat("x", 300<<10) + "'; echo queued"
-	resp, out := ts.sessionExec(t, "big", SessionExecuteRequest{Command: long})
+	resp, out := ts.sessionExec(t, "big", wire.SessionExecuteRequest{Command: long})
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 	assert.Equal(t, "queued\n", *out.Stdout)
 
-	var logs SessionCommandLogs
+	var logs wire.SessionCommandLogs
 	ts.get(t, "/process/session/big/command/"+first.CmdID+"/logs").json(t, &logs)
 	assert.Len(t, logs.Stdout, 2000000)
 }

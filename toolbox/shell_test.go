@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 func TestDetectShell(t *testing.T) {
@@ -88,8 +90,8 @@ func TestCommandsRunInBashFromStdin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run("execute/"+tt.name, func(t *testing.T) {
-			var out ExecuteResponse
-			resp := ts.postJSON(t, "/process/execute", ExecuteRequest{Command: tt.command})
+			var out wire.ExecuteResponse
+			resp := ts.postJSON(t, "/process/execute", wire.ExecuteRequest{Command: tt.command})
 			require.Equal(t, http.StatusOK, resp.status, "body: %.300s", resp.body)
 			resp.json(t, &out)
 			assert.Equal(t, tt.wantExit, out.ExitCode)
@@ -100,7 +102,7 @@ func TestCommandsRunInBashFromStdin(t *testing.T) {
 			}
 		})
 		t.Run("session/"+tt.name, func(t *testing.T) {
-			resp, out := ts.sessionExec(t, "b", SessionExecuteRequest{Command: tt.command})
+			resp, out := ts.sessionExec(t, "b", wire.SessionExecuteRequest{Command: tt.command})
 			require.Equal(t, http.StatusOK, resp.status, "body: %.300s", resp.body)
 			require.NotNil(t, out.ExitCode)
 			assert.Equal(t, tt.wantExit, *out.ExitCode)
@@ -114,12 +116,12 @@ func TestCommandsRunInBashFromStdin(t *testing.T) {
 
 func TestCommandsFallBackToSh(t *testing.T) {
 	ts := newTestServer(t, Options{Shell: fallbackShell})
-	var out ExecuteResponse
-	ts.postJSON(t, "/process/execute", ExecuteRequest{Command: "no-such-program-xyz"}).json(t, &out)
+	var out wire.ExecuteResponse
+	ts.postJSON(t, "/process/execute", wire.ExecuteRequest{Command: "no-such-program-xyz"}).json(t, &out)
 	assert.Equal(t, 127, out.ExitCode)
 
 	big, bigOut := bigCommand()
-	ts.postJSON(t, "/process/execute", ExecuteRequest{Command: big}).json(t, &out)
+	ts.postJSON(t, "/process/execute", wire.ExecuteRequest{Command: big}).json(t, &out)
 	assert.Equal(t, 0, out.ExitCode)
 	assert.Equal(t, bigOut, out.Result)
 }

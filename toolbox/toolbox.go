@@ -279,7 +279,7 @@ func (s *server) routes() {
 		{"POST /files/upload", multipart, s.handleUpload},
 		{"POST /files/upload-v2", file, s.errs(s.handleUploadV2)},
 		{"POST /files/bulk-download", json, s.handleBulkDownload},
-		{"POST /files/bulk-upload", multipart, s.handleBulkUpload},
+		{"POST /files/bulk-upload", multipart, s.errs(s.handleBulkUpload)},
 		{"POST /files/move", none, s.handleMove},
 		{"POST /files/permissions", none, s.handleSetPermissions},
 		{"GET /files/find", none, s.handleFind},

@@ -17,8 +17,9 @@ var update = flag.Bool("update", false, "rewrite the golden dependency lists")
 
 const module = "github.com/sandplane/sandplane/"
 
-// sdk are the packages host servers import.
-var sdk = []string{"provider", "local", "daytona"}
+// sdk are the packages host servers import, and the toolbox client that
+// the CLI and any host program use to run commands in a sandbox.
+var sdk = []string{"provider", "local", "daytona", "toolbox/client"}
 
 // serverCode are dependencies that belong to the daemon or the simulator
 // and must never reach the SDK, with why.
@@ -59,10 +60,20 @@ func deps(t *testing.T, pkg string) []string {
 	return list
 }
 
+// sdkLeaves are packages under a serverCode prefix that are not server
+// code: the toolbox's client and the wire types it shares with the server.
+var sdkLeaves = map[string]bool{
+	module + "toolbox/client": true,
+	module + "toolbox/wire":   true,
+}
+
 // serverDeps are the entries of list that are server code, with why.
 func serverDeps(list []string) []string {
 	var out []string
 	for _, dep := range list {
+		if sdkLeaves[dep] {
+			continue
+		}
 		for prefix, what := range serverCode {
 			if dep == prefix || strings.HasPrefix(dep, prefix+"/") {
 				out = append(out, dep+" ("+what+")")
@@ -87,6 +98,10 @@ func TestServerDepsAreCaught(t *testing.T) {
 		{module + "local/internal/client", false},
 		{module + "provider/wire", false},
 		{module + "toolboxes", false},
+		{module + "toolbox", true},
+		{module + "toolbox/toolboxcmd", true},
+		{module + "toolbox/client", false},
+		{module + "toolbox/wire", false},
 		{"std net/http", false},
 	}
 	for _, tt := range tests {
@@ -106,6 +121,7 @@ func TestSDKDependencies(t *testing.T) {
 			golden := filepath.Join("testdata", pkg+".txt")
 			text := strings.Join(got, "\n") + "\n"
 			if *update {
+				require.NoError(t, os.MkdirAll(filepath.Dir(golden), 0o755))
 				require.NoError(t, os.WriteFile(golden, []byte(text), 0o644))
 				return
 			}
@@ -113,5 +129,16 @@ func TestSDKDependencies(t *testing.T) {
 			require.NoError(t, err, "run go test ./internal/depgraph -update")
 			assert.Equal(t, string(want), text, "the dependencies of %s changed: if that is intended, run go test ./internal/depgraph -update and review the diff", pkg)
 		})
+	}
+}
+
+// TestToolboxWireIsALeaf keeps the toolbox's wire types on the standard
+// library alone: the client and the server both import them, so anything
+// they import, every client links.
+func TestToolboxWireIsALeaf(t *testing.T) {
+	for _, dep := range deps(t, "toolbox/wire") {
+		if !strings.HasPrefix(dep, "std ") && dep != module+"toolbox/wire" {
+			t.Errorf("toolbox/wire imports %s: keep it to the standard library", dep)
+		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
-	"github.com/sandplane/sandplane/toolbox"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 const (
@@ -89,15 +89,15 @@ func (c *Client) ExecAsync(ctx context.Context, sessionID, command string) (stri
 
 // Command returns the command; its ExitCode is nil while it runs.
 // not_found.
-func (c *Client) Command(ctx context.Context, sessionID, cmdID string) (toolbox.SessionCommand, error) {
-	var out toolbox.SessionCommand
+func (c *Client) Command(ctx context.Context, sessionID, cmdID string) (wire.SessionCommand, error) {
+	var out wire.SessionCommand
 	err := c.do(ctx, http.MethodGet, commandPath(sessionID, cmdID), nil, &out)
 	return out, err
 }
 
 // Logs returns everything the command printed so far. not_found.
-func (c *Client) Logs(ctx context.Context, sessionID, cmdID string) (toolbox.SessionCommandLogs, error) {
-	var out toolbox.SessionCommandLogs
+func (c *Client) Logs(ctx context.Context, sessionID, cmdID string) (wire.SessionCommandLogs, error) {
+	var out wire.SessionCommandLogs
 	err := c.do(ctx, http.MethodGet, commandPath(sessionID, cmdID)+"/logs", nil, &out)
 	return out, err
 }
@@ -196,6 +196,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 // Daytona's daemon answers) into a coded error.
 func (c *Client) fail(method, path string, resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	// Only the message, not the whole wire.ErrorResponse: a proxy in front
+	// of the daemon may answer with other fields or types, and its message
+	// is still the best thing to show.
 	var e struct {
 		Message string `json:"message"`
 	}

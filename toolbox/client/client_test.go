@@ -24,6 +24,7 @@ import (
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
 	"github.com/sandplane/sandplane/toolbox"
 	"github.com/sandplane/sandplane/toolbox/client"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // newToolbox serves the real toolbox on loopback and counts the requests
@@ -86,12 +87,12 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func sessions(t *testing.T, url string) []toolbox.Session {
+func sessions(t *testing.T, url string) []wire.Session {
 	t.Helper()
 	resp, err := http.Get(url + "/process/session")
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	var out []toolbox.Session
+	var out []wire.Session
 	require.NoError(t, jsonDecode(resp.Body, &out))
 	return out
 }

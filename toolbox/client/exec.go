@@ -9,7 +9,7 @@ import (
 
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
-	"github.com/sandplane/sandplane/toolbox"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 const (
@@ -84,8 +84,8 @@ func (c *Client) Exec(ctx context.Context, command string, s Streams) (int, erro
 // execAsync is ExecAsync, with the toolbox's echo of input into stdout
 // turned off when suppressEcho.
 func (c *Client) execAsync(ctx context.Context, sessionID, command string, suppressEcho bool) (string, error) {
-	var out toolbox.SessionExecuteResponse
-	req := toolbox.SessionExecuteRequest{Command: command, RunAsync: true, SuppressInputEcho: suppressEcho}
+	var out wire.SessionExecuteResponse
+	req := wire.SessionExecuteRequest{Command: command, RunAsync: true, SuppressInputEcho: suppressEcho}
 	if err := c.do(ctx, http.MethodPost, "/process/session/"+url.PathEscape(sessionID)+"/exec", req, &out); err != nil {
 		return "", err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandplane/sandplane/provider"
-	"github.com/sandplane/sandplane/toolbox"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // maxFollowMessage bounds one message of a followed log.
@@ -21,13 +21,13 @@ const maxFollowMessage = 64 << 20
 // not_found: no such session or command; failed_precondition: the command
 // has ended or reads no input.
 func (c *Client) SendInput(ctx context.Context, sessionID, cmdID, data string) error {
-	return c.do(ctx, http.MethodPost, commandPath(sessionID, cmdID)+"/input", toolbox.SessionSendInputRequest{Data: &data}, nil)
+	return c.do(ctx, http.MethodPost, commandPath(sessionID, cmdID)+"/input", wire.SessionSendInputRequest{Data: &data}, nil)
 }
 
 // Entrypoint returns the sandbox's entrypoint session. not_found: the
 // sandbox has none.
-func (c *Client) Entrypoint(ctx context.Context) (toolbox.Session, error) {
-	var out toolbox.Session
+func (c *Client) Entrypoint(ctx context.Context) (wire.Session, error) {
+	var out wire.Session
 	err := c.do(ctx, http.MethodGet, "/process/session/entrypoint", nil, &out)
 	return out, err
 }

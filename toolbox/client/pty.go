@@ -13,7 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandplane/sandplane/provider"
-	"github.com/sandplane/sandplane/toolbox"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 const (
@@ -48,7 +48,7 @@ type Terminal struct {
 // ctx ends first, the terminal is deleted, which kills the command.
 func (c *Client) RunTerminal(ctx context.Context, command string, t Terminal) (int, error) {
 	id := "sandplane-exec-" + randomHex(8)
-	req := toolbox.PtyCreateRequest{ID: id, Envs: t.Env, LazyStart: true}
+	req := wire.PtyCreateRequest{ID: id, Envs: t.Env, LazyStart: true}
 	if t.Cols > 0 && t.Rows > 0 {
 		req.Cols, req.Rows = &t.Cols, &t.Rows
 	}
@@ -130,7 +130,7 @@ func (c *Client) resizeOn(ctx context.Context, id string, sizes <-chan [2]int) {
 			}
 			cols, rows := sz[0], sz[1]
 			// A failed resize leaves the old size; the command goes on.
-			_ = c.do(ctx, http.MethodPost, "/process/pty/"+url.PathEscape(id)+"/resize", toolbox.PtyResizeRequest{Cols: &cols, Rows: &rows}, nil)
+			_ = c.do(ctx, http.MethodPost, "/process/pty/"+url.PathEscape(id)+"/resize", wire.PtyResizeRequest{Cols: &cols, Rows: &rows}, nil)
 		}
 	}
 }

@@ -1,0 +1,176 @@
+package toolbox
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// The parsers below read what a client, a flag or a repository's content
+// decides: each must refuse with a 400 (or skip) what it cannot read,
+// never panic, and keep the promises its callers rely on.
+
+func FuzzParseGitURLRewrite(f *testing.F) {
+	for _, s := range []string{"https://github.com/=file:///srv/fixtures/", "a=b=c", "=x", "x=", "=", "", "no-equals"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		rw, err := ParseGitURLRewrite(s)
+		from, to, ok := strings.Cut(s, "=")
+		if wantOK := ok && from != "" && to != ""; (err == nil) != wantOK {
+			t.Fatalf("ParseGitURLRewrite(%q) error %v, want ok=%v", s, err, wantOK)
+		}
+		if err != nil {
+			if rw != (GitURLRewrite{}) {
+				t.Fatalf("a refused rewrite came with %+v", rw)
+			}
+			return
+		}
+		// Split at the first '=': From never holds one, To may.
+		if rw.From+"="+rw.To != s || strings.Contains(rw.From, "=") {
+			t.Fatalf("ParseGitURLRewrite(%q) = %+v", s, rw)
+		}
+	})
+}
+
+func FuzzParseGitStatus(f *testing.F) {
+	for _, s := range []string{
+		"# branch.oid abc\x00# branch.head main\x00# branch.upstream origin/main\x00# branch.ab +1 -2\x00",
+		"1 .M N... 100644 100644 100644 abc abc a.txt\x00? new.txt\x00",
+		"2 R. N... 100644 100644 100644 abc abc R100 new.txt\x00old.txt\x00",
+		"u UU N... 100644 100644 100644 100644 a b c both.txt\x00",
+		"# branch.head (detached)\x00",
+		"1  a b c d e f name\x00",
+		"2 R. N... 100644 100644 100644 abc abc R100 last.txt",
+	} {
+		f.Add(s)
+	}
+	known := map[string]bool{"Unmodified": true}
+	for _, v := range gitStatusCodes {
+		known[v] = true
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		st := parseGitStatus(out)
+		if n := strings.Count(out, "\x00") + 1; len(st.FileStatus) > n {
+			t.Fatalf("%d files from %d records", len(st.FileStatus), n)
+		}
+		for _, fs := range st.FileStatus {
+			if !known[fs.Staging] || !known[fs.Worktree] {
+				t.Fatalf("status %+v is not of Daytona's enum", fs)
+			}
+		}
+	})
+}
+
+func FuzzParseGitLog(f *testing.F) {
+	for _, s := range []string{
+		"abc\x1fAda\x1fada@example.com\x1f2026-01-01T00:00:00Z\x1fsubject\n\nbody\n\x1e\n",
+		"abc\x1fA\x1fa@b\x1ft\x1fone\x1e\ndef\x1fB\x1fb@c\x1ft\x1ftwo\x1e",
+		"a\x1fb\x1fc\x1fd",
+		"\x1e\x1e",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		commits := parseGitLog(out)
+		if n := strings.Count(out, "\x1e") + 1; len(commits) > n {
+			t.Fatalf("%d commits from %d records", len(commits), n)
+		}
+		for _, c := range commits {
+			for _, v := range []string{c.Hash, c.Author, c.Email, c.Timestamp, c.Message} {
+				if strings.ContainsAny(v, "\x1e\x1f") {
+					t.Fatalf("a separator in %+v", c)
+				}
+			}
+			if strings.HasSuffix(c.Message, "\n") {
+				t.Fatalf("message %q keeps its trailing newline", c.Message)
+			}
+		}
+	})
+}
+
+func FuzzParseCodeRunRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"code":"print(1)","language":"python"}`,
+		`{"code":"console.log(1)","language":"JavaScript","argv":["a"],"envs":{"A":"1"},"timeout":5}`,
+		`{"code":"x","language":"python","argv":["a\u0000b"]}`,
+		`{"code":"x","language":"python","timeout":-1}`,
+		`{"code":"x","language":"cobol"}`,
+		`{"code":" ","language":"python"}`,
+		`{"code":"x","language":"python","envs":{"=":"x"}}`,
+		`[]`, `x`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, runner, err := parseCodeRunRequest(body)
+		if err != nil {
+			if asAPIError(err).status != http.StatusBadRequest {
+				t.Fatalf("non-400 for a bad body: %v", err)
+			}
+			return
+		}
+		if strings.TrimSpace(req.Code) == "" || runner.file == "" {
+			t.Fatalf("accepted %+v with runner %+v", req, runner)
+		}
+		for _, a := range req.Argv {
+			if strings.IndexByte(a, 0) >= 0 {
+				t.Fatalf("accepted a NUL in argv %q", req.Argv)
+			}
+		}
+		if req.Timeout != nil && *req.Timeout < 0 {
+			t.Fatalf("accepted timeout %d", *req.Timeout)
+		}
+	})
+}
+
+func FuzzParsePermissions(f *testing.F) {
+	for _, s := range [][3]string{{"0755", "", ""}, {"4755", "0", "0"}, {"17777", "", ""}, {"8", "", ""}, {"", "root", "root"}, {"-1", "", ""}, {"", "no-such-user-xyz", ""}} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, mode, owner, group string) {
+		p, err := parsePermissions(mode, owner, group)
+		if err != nil {
+			if asAPIError(err).status != http.StatusBadRequest {
+				t.Fatalf("non-400 for mode %q owner %q group %q: %v", mode, owner, group, err)
+			}
+			return
+		}
+		if (p.mode != nil) != (mode != "") {
+			t.Fatalf("mode %q gave %v", mode, p.mode)
+		}
+		if p.mode != nil && *p.mode&^(0o777|os.ModeSetuid|os.ModeSetgid|os.ModeSticky) != 0 {
+			t.Fatalf("mode %q gave bits beyond a chmod's: %v", mode, *p.mode)
+		}
+		if (owner == "") != (p.uid == -1) || (group == "") != (p.gid == -1) {
+			t.Fatalf("owner %q group %q gave uid %d gid %d", owner, group, p.uid, p.gid)
+		}
+	})
+}
+
+func FuzzValidSessionID(f *testing.F) {
+	for _, s := range []string{"s1", "entrypoint", "", " ", "a/b", `a\b`, "a\x00b", "ü", strings.Repeat("x", maxSessionIDBytes+1)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		err := validSessionID(id)
+		if err != nil {
+			if asAPIError(err).status != http.StatusBadRequest {
+				t.Fatalf("non-400 for %q: %v", id, err)
+			}
+			return
+		}
+		// An id names a path segment and a log line: never blank, long,
+		// a separator or unprintable.
+		if strings.TrimSpace(id) == "" || len(id) > maxSessionIDBytes || strings.ContainsAny(id, `/\`) {
+			t.Fatalf("accepted %q", id)
+		}
+		for _, r := range id {
+			if !unicode.IsPrint(r) {
+				t.Fatalf("accepted %q with %U", id, r)
+			}
+		}
+	})
+}
