@@ -161,14 +161,13 @@ func (a *acquisition) run() (*Lease, error) {
 		p.noteAcquireError(a.key, err)
 		return nil, err
 	}
-	p.m.acquires.WithLabelValues(string(l.Path)).Inc()
-	p.m.acquireSeconds.WithLabelValues(string(l.Path)).Observe(l.Took.Seconds())
+	p.obs.Acquired(l.Path, l.Took)
 	p.log.Debug("pool acquire", "pool", p.cfg.name, "key", a.key, "sandbox", l.Sandbox.ID, "path", string(l.Path), "took", l.Took)
 	return l, nil
 }
 
 func (p *Pool) noteAcquireError(key string, err error) {
-	p.m.acquireErrors.WithLabelValues(string(provider.Code(err))).Inc()
+	p.obs.AcquireFailed(provider.Code(err))
 	p.log.Warn("pool acquire failed", "pool", p.cfg.name, "key", key, "err", err)
 }
 
@@ -554,7 +553,7 @@ func (p *Pool) admit(ctx context.Context, opts acquireOptions, forKey string) (*
 			}
 		}
 		if opts.reject {
-			p.m.rejections.Inc()
+			p.obs.Rejected()
 			return nil, provider.Errorf(provider.ResourceExhausted,
 				"all %d running slots are taken (sandboxes in use, or stops the provider has not confirmed): retry later, or raise MaxRunning", p.cfg.maxRunning)
 		}
@@ -566,11 +565,11 @@ func (p *Pool) admit(ctx context.Context, opts acquireOptions, forKey string) (*
 		select {
 		case <-changed:
 		case <-deadline:
-			p.m.rejections.Inc()
+			p.obs.Rejected()
 			return nil, provider.Errorf(provider.ResourceExhausted,
 				"no running slot of %d was freed within %s: retry later, or raise MaxRunning", p.cfg.maxRunning, opts.admitWait)
 		case <-ctx.Done():
-			p.m.rejections.Inc()
+			p.obs.Rejected()
 			return nil, provider.Errorf(provider.Unavailable,
 				"waiting for one of %d running slots: %w", p.cfg.maxRunning, ctx.Err())
 		}
@@ -621,7 +620,7 @@ func (p *Pool) evict(ks *keyState) (*hold, bool) {
 		p.mu.Unlock()
 		return nil, false
 	}
-	p.m.evictions.Inc()
+	p.obs.Evicted()
 	return p.stopParkedFor(ks, rec, stopWhy{ReasonEvicted, "its running slot went to another key"}, true), true
 }
 

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -21,7 +19,7 @@ type Pool struct {
 	log    *slog.Logger
 	store  Store
 	secret []byte
-	m      *metrics
+	obs    Observer
 
 	ctx    context.Context // ends when Shutdown is done; bounds every background operation
 	cancel context.CancelFunc
@@ -57,19 +55,14 @@ func New(ctx context.Context, prov provider.Provider, opts ...Option) (*Pool, er
 	}
 	pctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
-		prov: prov, cfg: cfg, clk: cfg.clk, log: cfg.log, store: cfg.store, secret: secret,
+		prov: prov, cfg: cfg, clk: cfg.clk, log: cfg.log, store: cfg.store, secret: secret, obs: cfg.obs,
 		ctx: pctx, cancel: cancel,
 		keys: map[string]*keyState{}, holds: map[*hold]struct{}{}, leases: map[*Lease]struct{}{},
 		changed: make(chan struct{}), closed: make(chan struct{}),
 	}
-	p.m = newMetrics(p)
-	if cfg.reg != nil {
-		for _, c := range p.m.collectors() {
-			if err := cfg.reg.Register(c); err != nil {
-				cancel()
-				return nil, provider.Errorf(provider.AlreadyExists, "pool %s: register its metrics: %v (name each pool of a registry differently)", cfg.name, err)
-			}
-		}
+	if err := p.obs.Attach(p); err != nil {
+		cancel()
+		return nil, err
 	}
 	if err := p.recover(ctx); err != nil {
 		cancel()
@@ -78,9 +71,8 @@ func New(ctx context.Context, prov provider.Provider, opts ...Option) (*Pool, er
 	return p, nil
 }
 
-// Collectors are the pool's metrics, for a registry of the host's choosing
-// (WithRegisterer registers them at New).
-func (p *Pool) Collectors() []prometheus.Collector { return p.m.collectors() }
+// Name is the pool's name (WithName), for its observer's labels.
+func (p *Pool) Name() string { return p.cfg.name }
 
 // Stats is a snapshot of the pool.
 type Stats struct {

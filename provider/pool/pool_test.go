@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -52,7 +50,7 @@ func TestAcquireTakesEachPath(t *testing.T) {
 	assert.Equal(t, 1, h.f.Created(), "one sandbox served every turn")
 	h.release(resumed, OutcomeOK)
 	for _, path := range []Path{PathCreated, PathWarm, PathResumed} {
-		assert.Equal(t, 1.0, testutil.ToFloat64(h.p.m.acquires.WithLabelValues(string(path))), path)
+		assert.Equal(t, 1, h.obs.get(func() int { return h.obs.acquires[path] }), path)
 	}
 }
 
@@ -328,18 +326,4 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 	l := h.acquire("conv")
 	assert.Equal(t, PathCreated, l.Path)
 	h.release(l, OutcomeOK)
-}
-
-// Metrics register, and teardowns count under their reason.
-func TestMetricsRegister(t *testing.T) {
-	reg := prometheus.NewPedanticRegistry()
-	h := newHarness(t, WithRegisterer(reg), WithName("reg"))
-	l := h.acquire("conv")
-	h.release(l, OutcomeFailed)
-	n, err := testutil.GatherAndCount(reg, "sandplane_pool_teardowns_total")
-	require.NoError(t, err)
-	assert.Equal(t, len(Reasons), n, "a series per reason, zeros included")
-	assert.Equal(t, 1.0, testutil.ToFloat64(h.p.m.teardowns.WithLabelValues(string(ReasonTurnFailed))))
-	_, err = New(context.Background(), h.f, WithClock(h.clk), WithRegisterer(reg), WithName("reg"))
-	assert.Equal(t, provider.AlreadyExists, provider.Code(err), "two pools of one name on one registry")
 }

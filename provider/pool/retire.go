@@ -111,7 +111,7 @@ func (p *Pool) teardown(key, id string, h *hold, running bool, reason Reason, de
 }
 
 func (p *Pool) noteTeardown(key, id string, reason Reason, detail string) {
-	p.m.teardowns.WithLabelValues(string(reason)).Inc()
+	p.obs.TornDown(reason)
 	p.log.Info("pool teardown", "pool", p.cfg.name, "key", key, "sandbox", id, "reason", string(reason), "detail", detail)
 }
 
@@ -125,7 +125,7 @@ func (p *Pool) retire(key, id string, h *hold, act action, stopReason string) bo
 	if p.drive(ctx, id, h, act, stopReason) {
 		return true
 	}
-	p.m.hungStops.Inc()
+	p.obs.StopUnconfirmed()
 	p.log.Warn("pool: the provider did not confirm in time; its running slot stays taken until it does",
 		"pool", p.cfg.name, "key", key, "sandbox", id, "action", act.String(), "timeout", p.cfg.stopTimeout)
 	p.goBackground(func() { p.drive(p.ctx, id, h, act, stopReason) })
@@ -254,7 +254,7 @@ func (p *Pool) stopParkedFor(ks *keyState, rec Record, why stopWhy, handOver boo
 		p.parkStopped(ks, rec)
 		return kept
 	}
-	p.m.hungStops.Inc()
+	p.obs.StopUnconfirmed()
 	p.log.Warn("pool: the provider did not confirm a stop in time; its running slot stays taken until it does",
 		"pool", p.cfg.name, "key", ks.key, "sandbox", rec.SandboxID, "timeout", p.cfg.stopTimeout)
 	ch := make(chan struct{})
