@@ -327,3 +327,77 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 	assert.Equal(t, PathCreated, l.Path)
 	h.release(l, OutcomeOK)
 }
+
+// markKey marks the contexts of one test's calls.
+type markKey struct{}
+
+// markStore fails a test whose pool calls the store with a context that
+// does not come from a call of the host's (New's, for the pool's timers).
+type markStore struct {
+	*MemoryStore
+	t *testing.T
+}
+
+func (m markStore) check(ctx context.Context, op string) {
+	if ctx.Value(markKey{}) == nil {
+		m.t.Errorf("store %s: the context is not the caller's", op)
+	}
+}
+
+func (m markStore) Load(ctx context.Context, key string) (Record, bool, error) {
+	m.check(ctx, "Load")
+	return m.MemoryStore.Load(ctx, key)
+}
+
+func (m markStore) Swap(ctx context.Context, key string, gen uint64, next *Record) (Record, error) {
+	m.check(ctx, "Swap")
+	return m.MemoryStore.Swap(ctx, key, gen, next)
+}
+
+func (m markStore) List(ctx context.Context) ([]Record, error) {
+	m.check(ctx, "List")
+	return m.MemoryStore.List(ctx)
+}
+
+func (m markStore) Secret(ctx context.Context) ([]byte, error) {
+	m.check(ctx, "Secret")
+	return m.MemoryStore.Secret(ctx)
+}
+
+// Every store call carries a context of the host's: the pool threads the
+// caller's, detached from its cancellation where the work outlives the
+// call, and its timers run on New's.
+func TestStoreGetsTheCallersContext(t *testing.T) {
+	clk := clocktest.NewFake(time.Time{})
+	f := pooltest.New(clk)
+	ctx := context.WithValue(context.Background(), markKey{}, true)
+	p, err := New(ctx, f, append(baseOptions(clk, &syncBuffer{}), WithStore(markStore{NewMemoryStore(), t}))...)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Shutdown(ctx)) }()
+
+	tests := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"acquire and release", func(t *testing.T) {
+			l, err := p.Acquire(ctx, "a", testSpec)
+			require.NoError(t, err)
+			require.NoError(t, p.Release(ctx, l, OutcomeOK))
+		}},
+		{"inspect", func(t *testing.T) {
+			_, err := p.Inspect(ctx, "a")
+			require.NoError(t, err)
+		}},
+		{"keep-warm timer", func(t *testing.T) {
+			clk.Advance(2 * time.Minute)
+			require.Eventually(t, func() bool {
+				st, err := p.Inspect(ctx, "a")
+				return err == nil && st.State == StateParkedStopped
+			}, 10*time.Second, 10*time.Millisecond)
+		}},
+		{"discard", func(t *testing.T) { require.NoError(t, p.Discard(ctx, "a")) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, tt.run)
+	}
+}
