@@ -104,7 +104,7 @@ func baseOptions(clk *clocktest.Fake, logs *syncBuffer) []Option {
 func newHarness(t *testing.T, opts ...Option) *harness {
 	t.Helper()
 	clk := clocktest.NewFake(time.Time{})
-	return newHarnessOn(t, clk, pooltest.New(clk), nil, opts...)
+	return newHarnessOn(t, clk, pooltest.New(pooltest.WithClock(clk)), nil, opts...)
 }
 
 // newHarnessOn builds the pool on prov (the fake itself when nil).

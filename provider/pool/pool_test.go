@@ -209,7 +209,7 @@ func TestParkedStoppedTTL(t *testing.T) {
 	const ttl = time.Hour
 	t.Run("provider without auto-delete", func(t *testing.T) {
 		clk := clocktest.NewFake(time.Time{})
-		f := pooltest.New(clk)
+		f := pooltest.New(pooltest.WithClock(clk))
 		h := newHarnessOn(t, clk, f, f.Plain(), WithStoppedTTL(ttl), WithKeepWarm(0))
 		l := h.acquire("conv")
 		h.release(l, OutcomeOK)
@@ -247,7 +247,7 @@ func TestParkedStoppedTTL(t *testing.T) {
 // minute where the provider's own timer is expected to win.
 func TestStoppedTTLDefaults(t *testing.T) {
 	clk := clocktest.NewFake(time.Time{})
-	f := pooltest.New(clk)
+	f := pooltest.New(pooltest.WithClock(clk))
 	withAuto := newHarnessOn(t, clk, f, nil, WithAutoDelete(30), WithMinute(time.Second))
 	assert.Equal(t, 31*time.Second, withAuto.p.cfg.stoppedTTL)
 	without := newHarnessOn(t, clk, f, f.Plain(), WithAutoDelete(30), WithMinute(time.Second))
@@ -255,7 +255,7 @@ func TestStoppedTTLDefaults(t *testing.T) {
 }
 
 func TestOptionsAreValidated(t *testing.T) {
-	f := pooltest.New(clocktest.NewFake(time.Time{}))
+	f := pooltest.New(pooltest.WithClock(clocktest.NewFake(time.Time{})))
 	for name, o := range map[string]Option{
 		"no running slot":      WithMaxRunning(0),
 		"negative keep-warm":   WithKeepWarm(-time.Second),
@@ -369,7 +369,7 @@ func (m markStore) Secret(ctx context.Context) ([]byte, error) {
 // call, and its timers run on New's.
 func TestStoreGetsTheCallersContext(t *testing.T) {
 	clk := clocktest.NewFake(time.Time{})
-	f := pooltest.New(clk)
+	f := pooltest.New(pooltest.WithClock(clk))
 	ctx := context.WithValue(context.Background(), markKey{}, true)
 	p, err := New(ctx, f, append(baseOptions(clk, &syncBuffer{}), WithStore(markStore{NewMemoryStore(), t}))...)
 	require.NoError(t, err)

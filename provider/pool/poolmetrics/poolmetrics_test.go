@@ -34,7 +34,7 @@ func newPool(t *testing.T, f *pooltest.Fake, clk *clocktest.Fake, opts ...pool.O
 // and count a teardown under its reason.
 func TestRegisterAndCount(t *testing.T) {
 	clk := clocktest.NewFake(time.Time{})
-	f := pooltest.New(clk)
+	f := pooltest.New(pooltest.WithClock(clk))
 	reg := prometheus.NewPedanticRegistry()
 	m := poolmetrics.New(reg)
 	p, err := newPool(t, f, clk, pool.WithName("reg"), pool.WithObserver(m))
@@ -76,7 +76,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) 
 
 func TestAttachRefused(t *testing.T) {
 	clk := clocktest.NewFake(time.Time{})
-	f := pooltest.New(clk)
+	f := pooltest.New(pooltest.WithClock(clk))
 	reg := prometheus.NewPedanticRegistry()
 	used := poolmetrics.New(nil)
 	_, err := newPool(t, f, clk, pool.WithName("used"), pool.WithObserver(used))
@@ -106,7 +106,7 @@ func TestCollectorsForAnyRegistry(t *testing.T) {
 	clk := clocktest.NewFake(time.Time{})
 	m := poolmetrics.New(nil)
 	assert.Empty(t, m.Collectors())
-	_, err := newPool(t, pooltest.New(clk), clk, pool.WithObserver(m))
+	_, err := newPool(t, pooltest.New(pooltest.WithClock(clk)), clk, pool.WithObserver(m))
 	require.NoError(t, err)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m.Collectors()...)
