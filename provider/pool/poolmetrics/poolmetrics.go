@@ -45,7 +45,7 @@ func WithRegisterer(reg prometheus.Registerer) pool.Option {
 // pool.New; a Metrics serves one pool.
 func (m *Metrics) Attach(p *pool.Pool) error {
 	attached := false
-	m.once.Do(func() { m.make(p); attached = true })
+	m.once.Do(func() { m.build(p); attached = true })
 	if !attached {
 		return provider.Errorf(provider.FailedPrecondition, "pool %s: its metrics already serve another pool", p.Name())
 	}
@@ -60,9 +60,9 @@ func (m *Metrics) Attach(p *pool.Pool) error {
 	return nil
 }
 
-// make builds the collectors, labelled with p's name, and the series every
+// build makes the collectors, labelled with p's name, and the series every
 // scrape should show from the start (a zero per reason and per path).
-func (m *Metrics) make(p *pool.Pool) {
+func (m *Metrics) build(p *pool.Pool) {
 	cl := prometheus.Labels{"pool": p.Name()}
 	opts := func(name, help string) prometheus.Opts {
 		return prometheus.Opts{Namespace: "sandplane", Subsystem: "pool", Name: name, Help: help, ConstLabels: cl}
