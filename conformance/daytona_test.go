@@ -48,9 +48,9 @@ var simProfile = simulator.Profile{
 func daytonaPair(t *testing.T, key, apiBase, downBase string, clk clock.Clock, rt http.RoundTripper, minute time.Duration) (p, down *daytona.Provider) {
 	t.Helper()
 	hc := &http.Client{Transport: rt}
-	p, err := daytona.New(daytona.Config{APIKey: key, APIURL: apiBase + "/api", Clock: clk, HTTPClient: hc}, daytona.WithMinute(minute))
+	p, err := daytona.New(daytona.WithAPIKey(key), daytona.WithAPIURL(apiBase+"/api"), daytona.WithClock(clk), daytona.WithHTTPClient(hc), daytona.WithMinute(minute))
 	require.NoError(t, err)
-	down, err = daytona.New(daytona.Config{APIKey: key, APIURL: downBase + "/api", Clock: clk, HTTPClient: hc}, daytona.WithRetries(1))
+	down, err = daytona.New(daytona.WithAPIKey(key), daytona.WithAPIURL(downBase+"/api"), daytona.WithClock(clk), daytona.WithHTTPClient(hc), daytona.WithRetries(1))
 	require.NoError(t, err)
 	return p, down
 }
@@ -137,16 +137,13 @@ func simMaker(ctx context.Context, t *testing.T) (conformance.Harness, error) {
 // sandbox carries the run id; whatever a scenario left is deleted when the
 // run ends, failed or not.
 func daytonaMaker(t *testing.T) conformance.HarnessMaker {
-	cfg := daytona.FromEnv()
-	if cfg.APIKey == "" {
+	key := os.Getenv(daytona.EnvAPIKey) // what FromEnv reads the key from
+	if key == "" {
 		t.Fatalf("-provider=daytona runs against the real service: set %s (and %s for another server)", daytona.EnvAPIKey, daytona.EnvAPIURL)
-	}
-	if cfg.APIURL == "" {
-		cfg.APIURL = daytona.DefaultAPIURL
 	}
 	run := runID()
 	t.Logf("run id %s: every sandbox is labelled %s=%s", run, conformance.LabelRun, run)
-	sweeper, err := daytona.New(cfg)
+	sweeper, err := daytona.New(daytona.FromEnv())
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx := context.Background()
@@ -161,16 +158,17 @@ func daytonaMaker(t *testing.T) conformance.HarnessMaker {
 			}
 		}
 	})
-	u, err := url.Parse(cfg.APIURL)
+	apiURL := sweeper.URL() // FromEnv's, or the default
+	u, err := url.Parse(apiURL)
 	require.NoError(t, err)
 	if u.Path != "/api" && u.Path != "/api/" {
-		t.Fatalf("%s %q: the conformance run wants an API URL ending in /api", daytona.EnvAPIURL, cfg.APIURL)
+		t.Fatalf("%s %q: the conformance run wants an API URL ending in /api", daytona.EnvAPIURL, apiURL)
 	}
 	apiBase := u.Scheme + "://" + u.Host
 	return func(ctx context.Context, t *testing.T) (conformance.Harness, error) {
 		downBase := "http://" + testdaemon.FreeAddr(t)
-		rt := recording(t, "daytona", http.DefaultTransport, cfg.APIKey, apiBase, downBase, run, time.Minute, nil)
-		p, down := daytonaPair(t, cfg.APIKey, apiBase, downBase, clock.Real(), rt, time.Minute)
+		rt := recording(t, "daytona", http.DefaultTransport, key, apiBase, downBase, run, time.Minute, nil)
+		p, down := daytonaPair(t, key, apiBase, downBase, clock.Real(), rt, time.Minute)
 		return &conformance.Static{
 			P: p, Down: down, MinuteLen: time.Minute, Clk: clock.Real(),
 			Client: &http.Client{Transport: rt}, Run: run, Want: daytonaExpect,

@@ -252,7 +252,7 @@ func simRelayBackend(t *testing.T, o relayOpts) *relayBackend {
 		srv.Close()
 		assert.NoError(t, sim.Close())
 	})
-	p, err := daytona.New(daytona.Config{APIKey: simKey, APIURL: srv.URL + "/api", Clock: clk}, daytona.WithMinute(o.minute))
+	p, err := daytona.New(daytona.WithAPIKey(simKey), daytona.WithAPIURL(srv.URL+"/api"), daytona.WithClock(clk), daytona.WithMinute(o.minute))
 	require.NoError(t, err)
 	return &relayBackend{
 		p: p, minute: o.minute, traits: daytonaExpect.Traits,

@@ -42,34 +42,59 @@ const (
 	lifecycleTimeout = 90 * time.Second
 )
 
-// Config is what the provider needs to reach Daytona.
-type Config struct {
-	// APIKey is sent as a bearer token. Required.
-	APIKey string
-	// APIURL is the API base, ending in /api. Default DefaultAPIURL.
-	APIURL string
-	// Target is the region new sandboxes go to; empty means the
-	// organization's default.
-	Target string
-	// Clock paces waits, polls and retries. Default clock.Real().
-	Clock clock.Clock
-	// HTTPClient carries every request; its Transport is wrapped, never
-	// changed. Default: a client on http.DefaultTransport.
+// config is what the provider needs to reach Daytona: the options
+// WithAPIKey, WithAPIURL, WithTarget, WithClock and WithHTTPClient set, or
+// FromEnv.
+type config struct {
+	APIKey     string
+	APIURL     string
+	Target     string
+	Clock      clock.Clock
 	HTTPClient *http.Client
-}
-
-// FromEnv reads DAYTONA_API_KEY, DAYTONA_API_URL (or the deprecated
-// DAYTONA_SERVER_URL) and DAYTONA_TARGET, as the official SDKs do.
-func FromEnv() Config {
-	c := Config{APIKey: os.Getenv(EnvAPIKey), APIURL: os.Getenv(EnvAPIURL), Target: os.Getenv(EnvTarget)}
-	if c.APIURL == "" {
-		c.APIURL = os.Getenv(envServerURL)
-	}
-	return c
 }
 
 // Option tunes a Provider.
 type Option func(*Provider)
+
+// WithAPIKey sends key as a bearer token. Required (FromEnv reads it from
+// DAYTONA_API_KEY).
+func WithAPIKey(key string) Option { return func(p *Provider) { p.cfg.APIKey = key } }
+
+// WithAPIURL sets the API base, ending in /api. Default DefaultAPIURL.
+func WithAPIURL(u string) Option { return func(p *Provider) { p.cfg.APIURL = u } }
+
+// WithTarget sends new sandboxes to the region target. Default: the
+// organization's default.
+func WithTarget(target string) Option { return func(p *Provider) { p.cfg.Target = target } }
+
+// WithClock paces waits, polls and retries on c. Default clock.Real().
+func WithClock(c clock.Clock) Option { return func(p *Provider) { p.cfg.Clock = c } }
+
+// WithHTTPClient carries every request on c; its Transport is wrapped,
+// never changed. Default: a client on http.DefaultTransport.
+func WithHTTPClient(c *http.Client) Option { return func(p *Provider) { p.cfg.HTTPClient = c } }
+
+// FromEnv reads DAYTONA_API_KEY, DAYTONA_API_URL (or the deprecated
+// DAYTONA_SERVER_URL) and DAYTONA_TARGET, as the official SDKs do. A
+// variable that is not set leaves what the options before it set, so
+// options after FromEnv override the environment and options before it
+// are its defaults.
+func FromEnv() Option {
+	return func(p *Provider) {
+		apiURL := os.Getenv(EnvAPIURL)
+		if apiURL == "" {
+			apiURL = os.Getenv(envServerURL)
+		}
+		set := func(dst *string, v string) {
+			if v != "" {
+				*dst = v
+			}
+		}
+		set(&p.cfg.APIKey, os.Getenv(EnvAPIKey))
+		set(&p.cfg.APIURL, apiURL)
+		set(&p.cfg.Target, os.Getenv(EnvTarget))
+	}
+}
 
 // WithWaitTimeout bounds how long Create, Start, Stop and Delete wait for
 // the sandbox to settle. Default DefaultWaitTimeout.
@@ -88,9 +113,20 @@ func WithPreviewTTL(d time.Duration) Option { return func(p *Provider) { p.previ
 // minute, Daytona's own.
 func WithMinute(d time.Duration) Option { return func(p *Provider) { p.minute = d } }
 
-// New returns a provider for the Daytona API that cfg names. It does no I/O.
+// New returns a provider for the Daytona API that opts name (FromEnv, or
+// WithAPIKey and WithAPIURL). It does no I/O.
 // unauthenticated: no API key. invalid_argument: a malformed API URL.
-func New(cfg Config, opts ...Option) (*Provider, error) {
+func New(opts ...Option) (*Provider, error) {
+	p := &Provider{
+		waitTimeout: DefaultWaitTimeout,
+		retries:     DefaultRetries,
+		previewTTL:  DefaultPreviewTTL,
+		minute:      time.Minute,
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	cfg := &p.cfg
 	if strings.TrimSpace(cfg.APIKey) == "" {
 		return nil, provider.Errorf(provider.Unauthenticated,
 			"no Daytona API key: set %s (make one at %s); %s (default %s) and %s are optional",
@@ -107,17 +143,7 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	p := &Provider{
-		cfg:         cfg,
-		clk:         cfg.Clock,
-		waitTimeout: DefaultWaitTimeout,
-		retries:     DefaultRetries,
-		previewTTL:  DefaultPreviewTTL,
-		minute:      time.Minute,
-	}
-	for _, o := range opts {
-		o(p)
-	}
+	p.clk = cfg.Clock
 	p.previewTTL = min(max(p.previewTTL, time.Second), 24*time.Hour)
 
 	hc := http.Client{}
@@ -142,7 +168,7 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 
 func init() {
 	provider.Register("daytona", func(ctx context.Context, u *url.URL) (provider.Provider, error) {
-		cfg := FromEnv()
+		opts := []Option{FromEnv()}
 		if u.Host != "" {
 			// daytona://host/api names the API URL: https, but plain http
 			// for a simulator on loopback.
@@ -150,8 +176,8 @@ func init() {
 			if ip := net.ParseIP(u.Hostname()); u.Hostname() == "localhost" || ip != nil && ip.IsLoopback() {
 				scheme = "http"
 			}
-			cfg.APIURL = scheme + "://" + u.Host + u.Path
+			opts = append(opts, WithAPIURL(scheme+"://"+u.Host+u.Path))
 		}
-		return New(cfg)
+		return New(opts...)
 	})
 }

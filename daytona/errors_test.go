@@ -77,7 +77,7 @@ func TestClassify(t *testing.T) {
 				_, _ = w.Write([]byte(tt.body))
 			}))
 			defer srv.Close()
-			p, err := New(Config{APIKey: "k", APIURL: srv.URL + "/api"}, WithRetries(0))
+			p, err := New(WithAPIKey("k"), WithAPIURL(srv.URL+"/api"), WithRetries(0))
 			require.NoError(t, err)
 			err = calls[tt.op](p)
 			require.Error(t, err)

@@ -62,7 +62,8 @@ func newHarnessConfig(t *testing.T, cfg simulator.Config, opts ...Option) *harne
 // (nil for the default transport).
 func (h *harness) provider(key string, rt http.RoundTripper, opts ...Option) *Provider {
 	h.t.Helper()
-	p, err := New(Config{APIKey: key, APIURL: h.srv.URL + "/api", Clock: h.clk, HTTPClient: &http.Client{Transport: rt}}, opts...)
+	base := []Option{WithAPIKey(key), WithAPIURL(h.srv.URL + "/api"), WithClock(h.clk), WithHTTPClient(&http.Client{Transport: rt})}
+	p, err := New(append(base, opts...)...)
 	require.NoError(h.t, err)
 	return p
 }

@@ -20,7 +20,7 @@ import (
 // Provider is a provider.Provider backed by the Daytona API. It is safe for
 // concurrent use.
 type Provider struct {
-	cfg         Config
+	cfg         config
 	clk         clock.Clock
 	http        *http.Client
 	api         *apiclient.APIClient

@@ -183,7 +183,7 @@ func unreachable(t *testing.T) *Provider {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	addr := srv.URL
 	srv.Close()
-	p, err := New(Config{APIKey: "k", APIURL: addr + "/api"}, WithRetries(0))
+	p, err := New(WithAPIKey("k"), WithAPIURL(addr+"/api"), WithRetries(0))
 	require.NoError(t, err)
 	return p
 }
@@ -197,7 +197,7 @@ func TestInfo(t *testing.T) {
 	assert.Equal(t, "1s", info.Minute)
 	assert.Contains(t, info.APIVersion, "0.190.0")
 
-	p, err := New(Config{APIKey: testKey, APIURL: h.srv.URL, Clock: h.clk})
+	p, err := New(WithAPIKey(testKey), WithAPIURL(h.srv.URL), WithClock(h.clk))
 	require.NoError(t, err)
 	_, err = p.Info(ctx)
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
@@ -212,10 +212,17 @@ func TestConfiguration(t *testing.T) {
 	t.Setenv(EnvAPIURL, "")
 	t.Setenv(envServerURL, "http://old.example/api")
 	t.Setenv(EnvTarget, "eu")
-	cfg := FromEnv()
-	assert.Equal(t, Config{APIURL: "http://old.example/api", Target: "eu"}, cfg, "the deprecated URL variable still counts")
+	_, err := New(FromEnv())
+	assert.Equal(t, provider.Unauthenticated, provider.Code(err), "no key")
+	dp, err := New(WithAPIKey("k"), WithTarget("us"), FromEnv())
+	require.NoError(t, err)
+	assert.Equal(t, config{APIKey: "k", APIURL: "http://old.example/api", Target: "eu", Clock: dp.clk}, dp.cfg,
+		"the deprecated URL variable still counts, and the environment overrides the options before FromEnv")
+	dp, err = New(WithAPIKey("k"), FromEnv(), WithTarget("us"))
+	require.NoError(t, err)
+	assert.Equal(t, "us", dp.cfg.Target, "the options after FromEnv override the environment")
 
-	_, err := provider.Open(context.Background(), "daytona://")
+	_, err = provider.Open(context.Background(), "daytona://")
 	assert.Equal(t, provider.Unauthenticated, provider.Code(err))
 	assert.Contains(t, err.Error(), EnvAPIKey, "the error says what to set")
 
@@ -230,7 +237,7 @@ func TestConfiguration(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "http://127.0.0.1:4026/api", p.(*Provider).URL(), "a loopback host speaks plain http")
 
-	_, err = New(Config{APIKey: "k", APIURL: "app.daytona.io"})
+	_, err = New(WithAPIKey("k"), WithAPIURL("app.daytona.io"))
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
 	assert.True(t, strings.Contains(err.Error(), EnvAPIURL))
 }

@@ -62,30 +62,32 @@ func (p *proxies) close() {
 // newProxies makes the relays. Their options are the simulator's own, so
 // an error is a bug.
 func (s *Simulator) newProxies() *proxies {
-	mk := func(kind string, o relay.Options) *relay.Relay {
-		o.Clock, o.Logger = s.clk, s.cfg.Logger
-		o.Transport = &proxyTransport{s: s, kind: kind}
-		o.WriteError = s.writeProxyError
-		o.IdleKeepAlive = s.cfg.ProxyIdleKeepAlive
-		// In process: the store answers at once and a bump is a write, so
-		// no cache, no timers per request, Daytona's own timing, and the
-		// bump is done before the request goes on.
-		o.DaytonaTiming, o.InlineRefresh = true, true
-		o.CacheTTL, o.ResolveTimeout, o.RefreshTimeout = -1, -1, -1
-		// A missing sandbox is Daytona's 404 (its ids are random; a
-		// stopped one resolves, and the transport answers after the token
-		// check).
-		o.RevealMissing = true
-		o.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"proxy": kind}, s.metrics.reg)
-		rl, err := relay.New(storeResolver{s: s, kind: kind}, o)
+	mk := func(kind string, own ...relay.Option) *relay.Relay {
+		o := []relay.Option{
+			relay.WithClock(s.clk), relay.WithLogger(s.cfg.Logger),
+			relay.WithTransport(&proxyTransport{s: s, kind: kind}),
+			relay.WithWriteError(s.writeProxyError),
+			relay.WithIdleKeepAlive(s.cfg.ProxyIdleKeepAlive),
+			// In process: the store answers at once and a bump is a write, so
+			// no cache, no timers per request, Daytona's own timing, and the
+			// bump is done before the request goes on.
+			relay.WithDaytonaTiming(true), relay.WithInlineRefresh(true),
+			relay.WithCacheTTL(-1), relay.WithResolveTimeout(-1), relay.WithRefreshTimeout(-1),
+			// A missing sandbox is Daytona's 404 (its ids are random; a
+			// stopped one resolves, and the transport answers after the token
+			// check).
+			relay.WithRevealMissing(true),
+			relay.WithRegisterer(prometheus.WrapRegistererWith(prometheus.Labels{"proxy": kind}, s.metrics.reg)),
+		}
+		rl, err := relay.New(storeResolver{s: s, kind: kind}, append(o, own...)...)
 		if err != nil {
 			panic(fmt.Sprintf("simulator: the %s proxy: %v", kind, err))
 		}
 		return rl
 	}
 	return &proxies{
-		preview: mk(kindPreview, relay.Options{Domain: "*", PathPrefix: "/_preview"}),
-		toolbox: mk(kindToolbox, relay.Options{}),
+		preview: mk(kindPreview, relay.WithDomain("*"), relay.WithPathPrefix("/_preview")),
+		toolbox: mk(kindToolbox),
 	}
 }
 

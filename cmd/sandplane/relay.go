@@ -86,10 +86,9 @@ func runRelay(ctx context.Context, f relayFlags, out io.Writer, log *slog.Logger
 	}
 	defer ln.Close()
 	clk := clock.Real()
-	rl, err := relay.New(relay.FromProvider(p), relay.Options{
-		Domain: f.domain, Clock: clk, Logger: log, IdleKeepAlive: f.idleKeepAlive,
-		MaxConcurrentRefreshes: f.maxRefreshes, MetricsPath: "/metrics",
-	})
+	rl, err := relay.New(relay.FromProvider(p),
+		relay.WithDomain(f.domain), relay.WithClock(clk), relay.WithLogger(log), relay.WithIdleKeepAlive(f.idleKeepAlive),
+		relay.WithMaxConcurrentRefreshes(f.maxRefreshes), relay.WithMetricsPath("/metrics"))
 	if err != nil {
 		return err
 	}

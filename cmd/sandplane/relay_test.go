@@ -135,7 +135,7 @@ func TestRelayCommandInFrontOfDaytona(t *testing.T) {
 	simAddr := testdaemon.FreeAddr(t)
 	sim := startProc(t, nil, "sim", "--listen", simAddr, "--backend", "native", "--root", t.TempDir())
 	apiURL := "http://" + simAddr + "/api"
-	p, err := daytona.New(daytona.Config{APIKey: "relay-test", APIURL: apiURL})
+	p, err := daytona.New(daytona.WithAPIKey("relay-test"), daytona.WithAPIURL(apiURL))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { _, err := p.Info(context.Background()); return err == nil },
 		20*time.Second, 20*time.Millisecond, "the simulator did not come up: %s", sim.stderr)

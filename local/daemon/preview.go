@@ -94,22 +94,22 @@ func isLocalhostName(hostport string) bool {
 
 // newPreviewRelay is the relay over the manager.
 func newPreviewRelay(s *Server) (*relay.Relay, error) {
-	return relay.New(previewResolver{m: s.opts.Manager, hub: s.hub}, relay.Options{
-		Domain:        "localhost",
-		PathPrefix:    PreviewPath,
-		Clock:         s.opts.Clock,
-		Logger:        s.opts.Logger,
-		IdleKeepAlive: s.opts.PreviewIdleKeepAlive,
-		StripCookies:  []string{legacyTokenCookie}, // an older daemon's token: never a sandbox's
+	return relay.New(previewResolver{m: s.opts.Manager, hub: s.hub},
+		relay.WithDomain("localhost"),
+		relay.WithPathPrefix(PreviewPath),
+		relay.WithClock(s.opts.Clock),
+		relay.WithLogger(s.opts.Logger),
+		relay.WithIdleKeepAlive(s.opts.PreviewIdleKeepAlive),
+		relay.WithStripCookies(legacyTokenCookie), // an older daemon's token: never a sandbox's
 		// The manager answers from memory: every request sees a stop at
 		// once, and never reaches a port the stop released.
-		CacheTTL:       -1,
-		ResolveTimeout: -1,
+		relay.WithCacheTTL(-1),
+		relay.WithResolveTimeout(-1),
 		// A refresh is a record written here, not a call to make: keep
 		// Daytona's 45 s and 50 s whatever the interval.
-		DaytonaTiming: true,
-		Registerer:    s.metrics.reg,
-	})
+		relay.WithDaytonaTiming(true),
+		relay.WithRegisterer(s.metrics.reg),
+	)
 }
 
 // previewResolver is the relay's Resolver over the manager, in process.

@@ -47,6 +47,7 @@ type acquisition struct {
 	fp     string
 	opts   acquireOptions
 	caller context.Context // bounds the waits the caller chose (key, admission), never a provider call
+	work   context.Context // the caller's, without its cancellation: for the store calls of what the pool started, which it finishes after the caller gave up
 	start  time.Time
 	stages []Stage
 }
@@ -78,7 +79,7 @@ func (p *Pool) Acquire(ctx context.Context, key string, spec Spec, opts ...Acqui
 	if err := validSpec(spec); err != nil {
 		return nil, err
 	}
-	a := &acquisition{p: p, key: key, spec: spec, fp: p.fingerprint(spec), caller: ctx, start: p.clk.Now(),
+	a := &acquisition{p: p, key: key, spec: spec, fp: p.fingerprint(spec), caller: ctx, work: context.WithoutCancel(ctx), start: p.clk.Now(),
 		opts: acquireOptions{reject: p.cfg.reject, admitWait: p.cfg.admitWait}}
 	for _, o := range opts {
 		o(&a.opts)
@@ -95,7 +96,7 @@ func (p *Pool) Acquire(ctx context.Context, key string, spec Spec, opts ...Acqui
 		l, err := a.run()
 		if !h.deliver(l, err) && l != nil {
 			// The caller is gone; park what it would have had.
-			p.finish(l, OutcomeOK)
+			p.finish(a.work, l, OutcomeOK)
 		}
 	})
 	p.mu.Unlock()
@@ -161,14 +162,13 @@ func (a *acquisition) run() (*Lease, error) {
 		p.noteAcquireError(a.key, err)
 		return nil, err
 	}
-	p.m.acquires.WithLabelValues(string(l.Path)).Inc()
-	p.m.acquireSeconds.WithLabelValues(string(l.Path)).Observe(l.Took.Seconds())
+	p.obs.Acquired(l.Path, l.Took)
 	p.log.Debug("pool acquire", "pool", p.cfg.name, "key", a.key, "sandbox", l.Sandbox.ID, "path", string(l.Path), "took", l.Took)
 	return l, nil
 }
 
 func (p *Pool) noteAcquireError(key string, err error) {
-	p.m.acquireErrors.WithLabelValues(string(provider.Code(err))).Inc()
+	p.obs.AcquireFailed(provider.Code(err))
 	p.log.Warn("pool acquire failed", "pool", p.cfg.name, "key", key, "err", err)
 }
 
@@ -236,8 +236,8 @@ func (a *acquisition) endSupersede(older *Lease, claimed bool) {
 	if !gone {
 		return
 	}
-	if rec, ok, err := p.store.Load(context.Background(), a.key); err == nil && ok && rec.Gen == older.gen {
-		if _, err := p.swap(a.ks, rec.Gen, nil); err != nil {
+	if rec, ok, err := p.store.Load(a.work, a.key); err == nil && ok && rec.Gen == older.gen {
+		if _, err := p.swap(a.work, a.ks, rec.Gen, nil); err != nil {
 			p.log.Error("pool: forget the record of a superseded turn", "pool", p.cfg.name, "key", a.key, "err", err)
 		}
 	}
@@ -248,7 +248,7 @@ func (a *acquisition) endSupersede(older *Lease, claimed bool) {
 func (a *acquisition) acquireLocked(supersede bool) (*Lease, error) {
 	p := a.p
 	began := p.clk.Now()
-	rec, ok, err := p.store.Load(context.Background(), a.key)
+	rec, ok, err := p.store.Load(a.work, a.key)
 	if err != nil {
 		return nil, err
 	}
@@ -288,14 +288,14 @@ func (a *acquisition) claim(sb *provider.Sandbox, path Path, h *hold) (*Lease, e
 	p.mu.Unlock()
 	if closing {
 		if gen != 0 {
-			if cur, ok, _ := p.store.Load(context.Background(), a.key); ok && cur.SandboxID == sb.ID {
-				_, _ = p.swap(ks, gen, nil)
+			if cur, ok, _ := p.store.Load(a.work, a.key); ok && cur.SandboxID == sb.ID {
+				_, _ = p.swap(a.work, ks, gen, nil)
 			}
 		}
 		p.teardown(a.key, sb.ID, h, true, ReasonShutdownInFlight, "the pool shut down before the turn began")
 		return nil, errClosed
 	}
-	rec, err := p.swap(ks, gen, &Record{SandboxID: sb.ID, Fingerprint: a.fp, State: StateInUse, Since: p.clk.Now()})
+	rec, err := p.swap(a.work, ks, gen, &Record{SandboxID: sb.ID, Fingerprint: a.fp, State: StateInUse, Since: p.clk.Now()})
 	if err != nil {
 		if path == PathCreated {
 			p.teardown(a.key, sb.ID, h, true, ReasonSuperseded, "could not claim the key: "+err.Error())
@@ -337,17 +337,17 @@ func (a *acquisition) reuse(rec Record, began time.Time) (*provider.Sandbox, Pat
 	}
 	if rec.Fingerprint != a.fp {
 		a.stage(StageLookup, began)
-		p.discard(ks, rec, ReasonIncompatible, "its spec fingerprint differs from the request's")
+		p.discard(a.work, ks, rec, ReasonIncompatible, "its spec fingerprint differs from the request's")
 		return nil, "", nil, nil
 	}
 	sb, err := p.settle(rec.SandboxID)
 	a.stage(StageLookup, began)
 	switch classify(sb, err) {
 	case vGone:
-		p.forget(ks, rec, ReasonProviderLost, "not found")
+		p.forget(a.work, ks, rec, ReasonProviderLost, "not found")
 		return nil, "", nil, nil
 	case vErrored:
-		p.discard(ks, rec, ReasonProviderLost, "in error: "+sb.ErrorReason)
+		p.discard(a.work, ks, rec, ReasonProviderLost, "in error: "+sb.ErrorReason)
 		return nil, "", nil, nil
 	case vTransient:
 		p.rearm(ks, rec)
@@ -379,7 +379,7 @@ func (a *acquisition) warm(rec Record, sb *provider.Sandbox) (*provider.Sandbox,
 	switch {
 	case provider.IsNotFound(err):
 		p.releaseHold(h)
-		p.forget(ks, rec, ReasonProviderLost, "not found when its idle clock was reset")
+		p.forget(a.work, ks, rec, ReasonProviderLost, "not found when its idle clock was reset")
 		return nil, "", nil, nil
 	case err != nil:
 		p.mu.Lock()
@@ -413,14 +413,14 @@ func (a *acquisition) resume(rec Record) (*provider.Sandbox, Path, *hold, error)
 		switch {
 		case provider.IsNotFound(err):
 			p.releaseHold(h)
-			p.forget(ks, rec, ReasonProviderLost, "not found when started")
+			p.forget(a.work, ks, rec, ReasonProviderLost, "not found when started")
 			return nil, "", nil, nil
 		case provider.Code(err) == provider.CreateFailed:
 			// It cannot come up again; a new one can.
 			p.mu.Lock()
 			ks.hold = h
 			p.mu.Unlock()
-			p.discard(ks, rec, ReasonProviderLost, "start failed: "+provider.Message(err))
+			p.discard(a.work, ks, rec, ReasonProviderLost, "start failed: "+provider.Message(err))
 			return nil, "", nil, nil
 		}
 		// It may have started after all: stop it, so that its slot is
@@ -448,7 +448,7 @@ func (a *acquisition) check(rec Record, sb *provider.Sandbox, path Path, h *hold
 		p.mu.Lock()
 		ks.hold = h
 		p.mu.Unlock()
-		p.discard(ks, rec, ReasonIncompatible, "check: "+err.Error())
+		p.discard(a.work, ks, rec, ReasonIncompatible, "check: "+err.Error())
 		return nil, "", nil, nil
 	}
 	return sb, path, h, nil
@@ -544,7 +544,9 @@ func (p *Pool) admit(ctx context.Context, opts acquireOptions, forKey string) (*
 		changed := p.changed
 		p.mu.Unlock()
 		if victim != nil {
-			h, evicted := p.evict(victim)
+			// ctx bounds only this wait: an eviction once begun is
+			// finished, so its store calls do not end with it.
+			h, evicted := p.evict(context.WithoutCancel(ctx), victim)
 			p.leave(victim)
 			if h != nil {
 				return h, nil
@@ -554,7 +556,7 @@ func (p *Pool) admit(ctx context.Context, opts acquireOptions, forKey string) (*
 			}
 		}
 		if opts.reject {
-			p.m.rejections.Inc()
+			p.obs.Rejected()
 			return nil, provider.Errorf(provider.ResourceExhausted,
 				"all %d running slots are taken (sandboxes in use, or stops the provider has not confirmed): retry later, or raise MaxRunning", p.cfg.maxRunning)
 		}
@@ -566,11 +568,11 @@ func (p *Pool) admit(ctx context.Context, opts acquireOptions, forKey string) (*
 		select {
 		case <-changed:
 		case <-deadline:
-			p.m.rejections.Inc()
+			p.obs.Rejected()
 			return nil, provider.Errorf(provider.ResourceExhausted,
 				"no running slot of %d was freed within %s: retry later, or raise MaxRunning", p.cfg.maxRunning, opts.admitWait)
 		case <-ctx.Done():
-			p.m.rejections.Inc()
+			p.obs.Rejected()
 			return nil, provider.Errorf(provider.Unavailable,
 				"waiting for one of %d running slots: %w", p.cfg.maxRunning, ctx.Err())
 		}
@@ -599,7 +601,7 @@ func (p *Pool) victimLocked(notKey string) *keyState {
 // returns the slot once the stop is confirmed, so that the acquire that
 // evicted gets it. It reports whether it did anything; a key busy with
 // something else is left alone.
-func (p *Pool) evict(ks *keyState) (*hold, bool) {
+func (p *Pool) evict(ctx context.Context, ks *keyState) (*hold, bool) {
 	if !ks.tryLock() {
 		return nil, false
 	}
@@ -614,15 +616,15 @@ func (p *Pool) evict(ks *keyState) (*hold, bool) {
 	if !ok {
 		return nil, false
 	}
-	rec, found, err := p.store.Load(context.Background(), ks.key)
+	rec, found, err := p.store.Load(ctx, ks.key)
 	if err != nil || !found || rec.State != StateParkedRunning {
 		p.mu.Lock()
 		h.evicting = false
 		p.mu.Unlock()
 		return nil, false
 	}
-	p.m.evictions.Inc()
-	return p.stopParkedFor(ks, rec, stopWhy{ReasonEvicted, "its running slot went to another key"}, true), true
+	p.obs.Evicted()
+	return p.stopParkedFor(ctx, ks, rec, stopWhy{ReasonEvicted, "its running slot went to another key"}, true), true
 }
 
 // heartbeat refreshes the activity of a sandbox in use, so that the

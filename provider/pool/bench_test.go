@@ -52,7 +52,7 @@ func simOn(b *testing.B, clk clock.Clock, drv *driver, keys ...string) (*simulat
 	})
 	var out []*daytona.Provider
 	for _, k := range keys {
-		p, err := daytona.New(daytona.Config{APIKey: k, APIURL: srv.URL + "/api", Clock: clk, HTTPClient: &http.Client{Transport: rt}})
+		p, err := daytona.New(daytona.WithAPIKey(k), daytona.WithAPIURL(srv.URL+"/api"), daytona.WithClock(clk), daytona.WithHTTPClient(&http.Client{Transport: rt}))
 		require.NoError(b, err)
 		out = append(out, p)
 	}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -43,7 +42,7 @@ func TestAdmissionGateCapsRunning(t *testing.T) {
 
 	_, err := h.p.Acquire(h.ctx, "c", testSpec, Reject())
 	assert.Equal(t, provider.ResourceExhausted, provider.Code(err), "%v", err)
-	assert.Equal(t, 1.0, testutil.ToFloat64(h.p.m.rejections))
+	assert.Equal(t, 1, h.obs.get(func() int { return h.obs.rejected }))
 
 	base := h.clk.Waiters()
 	waiting := h.acquireAsync(h.ctx, "c", WaitUpTo(time.Minute))
@@ -154,7 +153,7 @@ func TestHungStopDuringEvictionKeepsTheCap(t *testing.T) {
 		// is waited on as a condition, so a slower poll changes nothing.
 		time.Sleep(time.Millisecond)
 	}
-	h.eventually(func() bool { return testutil.ToFloat64(h.p.m.hungStops) == 1 }, "the stop is taken for hung")
+	h.eventually(func() bool { return h.obs.get(func() int { return h.obs.hungStops }) == 1 }, "the stop is taken for hung")
 	select {
 	case r := <-waiting:
 		t.Fatalf("admitted while the victim may still run: %+v", r)
@@ -197,7 +196,7 @@ func TestClaimWaitsForAnUnconfirmedStop(t *testing.T) {
 	require.NoError(t, hang.WaitBlocked(waitCtx(t), 1))
 	h.eventually(func() bool {
 		h.clk.Advance(time.Second)
-		return testutil.ToFloat64(h.p.m.hungStops) == 1
+		return h.obs.get(func() int { return h.obs.hungStops }) == 1
 	}, "the stop is taken for hung")
 
 	waiting := h.acquireAsync(h.ctx, "a")

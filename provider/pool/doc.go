@@ -29,7 +29,8 @@
 //     (to a newer turn, or to Shutdown) can never overwrite the pointer of the
 //     turn that holds it.
 //
-// Every teardown carries a Reason, is logged, counted, and on providers that
+// Every teardown carries a Reason, is logged, told to the pool's Observer
+// (poolmetrics counts it for Prometheus), and on providers that
 // record why a sandbox stopped (provider.ReasonStopper) shows in its
 // sandbox.stopped event as "pool: <reason>". A lost sandbox is told from a
 // slow provider: only a terminal answer (not found, destroyed, error) makes

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/provider"
@@ -33,7 +32,43 @@ type harness struct {
 	clk  *clocktest.Fake
 	f    *pooltest.Fake
 	p    *Pool
+	obs  *counter
 	logs *syncBuffer
+}
+
+// counter is an Observer that counts the pool's events.
+type counter struct {
+	mu        sync.Mutex
+	acquires  map[Path]int
+	teardowns map[Reason]int
+	rejected  int
+	evicted   int
+	hungStops int
+}
+
+func newCounter() *counter {
+	return &counter{acquires: map[Path]int{}, teardowns: map[Reason]int{}}
+}
+
+func (c *counter) count(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f()
+}
+
+func (c *counter) Attach(*Pool) error               { return nil }
+func (c *counter) Acquired(p Path, _ time.Duration) { c.count(func() { c.acquires[p]++ }) }
+func (c *counter) AcquireFailed(provider.ErrorCode) {}
+func (c *counter) TornDown(r Reason)                { c.count(func() { c.teardowns[r]++ }) }
+func (c *counter) Rejected()                        { c.count(func() { c.rejected++ }) }
+func (c *counter) Evicted()                         { c.count(func() { c.evicted++ }) }
+func (c *counter) StopUnconfirmed()                 { c.count(func() { c.hungStops++ }) }
+
+// get reads one count under the lock.
+func (c *counter) get(f func() int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return f()
 }
 
 type syncBuffer struct {
@@ -69,7 +104,7 @@ func baseOptions(clk *clocktest.Fake, logs *syncBuffer) []Option {
 func newHarness(t *testing.T, opts ...Option) *harness {
 	t.Helper()
 	clk := clocktest.NewFake(time.Time{})
-	return newHarnessOn(t, clk, pooltest.New(clk), nil, opts...)
+	return newHarnessOn(t, clk, pooltest.New(pooltest.WithClock(clk)), nil, opts...)
 }
 
 // newHarnessOn builds the pool on prov (the fake itself when nil).
@@ -79,9 +114,10 @@ func newHarnessOn(t *testing.T, clk *clocktest.Fake, f *pooltest.Fake, prov prov
 	if prov == nil {
 		prov = f
 	}
-	p, err := New(context.Background(), prov, append(baseOptions(clk, logs), opts...)...)
+	obs := newCounter()
+	p, err := New(context.Background(), prov, append(append(baseOptions(clk, logs), WithObserver(obs)), opts...)...)
 	require.NoError(t, err)
-	h := &harness{t: t, ctx: context.Background(), clk: clk, f: f, p: p, logs: logs}
+	h := &harness{t: t, ctx: context.Background(), clk: clk, f: f, p: p, obs: obs, logs: logs}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -169,7 +205,7 @@ func (h *harness) record(key string) (Record, bool) {
 }
 
 func (h *harness) teardowns(r Reason) int {
-	return int(testutil.ToFloat64(h.p.m.teardowns.WithLabelValues(string(r))))
+	return h.obs.get(func() int { return h.obs.teardowns[r] })
 }
 
 // stopReasons are the reasons the provider was given for stops, in order.

@@ -23,6 +23,7 @@ import (
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/pool"
+	"github.com/sandplane/sandplane/provider/pool/poolmetrics"
 )
 
 // These tests run the pool on real providers: the local daemon (a real
@@ -59,7 +60,7 @@ func newRig(t *testing.T, w world, opts ...pool.Option) *rig {
 	name := fmt.Sprintf("it-%d-%d", os.Getpid(), rigSeq.Add(1))
 	reg := prometheus.NewRegistry()
 	base := []pool.Option{
-		pool.WithName(name), pool.WithRegisterer(reg), pool.WithMinute(w.minute),
+		pool.WithName(name), poolmetrics.WithRegisterer(reg), pool.WithMinute(w.minute),
 		pool.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		pool.WithKeepWarm(time.Second), pool.WithStopTimeout(20 * time.Second),
 		pool.WithPollInterval(50 * time.Millisecond), pool.WithBusyWait(30 * time.Second),

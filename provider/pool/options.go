@@ -4,8 +4,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -31,7 +29,7 @@ type config struct {
 	clk          clock.Clock
 	store        Store
 	log          *slog.Logger
-	reg          prometheus.Registerer
+	obs          Observer
 	name         string
 	keepWarm     time.Duration
 	maxRunning   int
@@ -82,8 +80,9 @@ func WithStore(s Store) Option { return func(o *config) { o.store = s } }
 // WithLogger logs teardowns and failures to l. Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(o *config) { o.log = l } }
 
-// WithRegisterer registers the pool's metrics with r.
-func WithRegisterer(r prometheus.Registerer) Option { return func(o *config) { o.reg = r } }
+// WithObserver tells o what the pool does (poolmetrics.New makes one that
+// counts it for Prometheus). Default: nobody.
+func WithObserver(obs Observer) Option { return func(o *config) { o.obs = obs } }
 
 // WithName names the pool in its labels ("sandplane.pool") and metrics, for
 // hosts that run several. Default "default".
@@ -179,6 +178,9 @@ func (c *config) finish(p provider.Provider) error {
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.obs == nil {
+		c.obs = nopObserver{}
 	}
 	if c.maxWarm < 0 {
 		c.maxWarm = (c.maxRunning + 1) / 2

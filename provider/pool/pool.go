@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -21,7 +19,7 @@ type Pool struct {
 	log    *slog.Logger
 	store  Store
 	secret []byte
-	m      *metrics
+	obs    Observer
 
 	ctx    context.Context // ends when Shutdown is done; bounds every background operation
 	cancel context.CancelFunc
@@ -55,21 +53,18 @@ func New(ctx context.Context, prov provider.Provider, opts ...Option) (*Pool, er
 	if err != nil {
 		return nil, err
 	}
-	pctx, cancel := context.WithCancel(context.Background())
+	// The pool outlives New's call: its background work keeps ctx's values
+	// but not its cancellation, and ends at Shutdown.
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &Pool{
-		prov: prov, cfg: cfg, clk: cfg.clk, log: cfg.log, store: cfg.store, secret: secret,
+		prov: prov, cfg: cfg, clk: cfg.clk, log: cfg.log, store: cfg.store, secret: secret, obs: cfg.obs,
 		ctx: pctx, cancel: cancel,
 		keys: map[string]*keyState{}, holds: map[*hold]struct{}{}, leases: map[*Lease]struct{}{},
 		changed: make(chan struct{}), closed: make(chan struct{}),
 	}
-	p.m = newMetrics(p)
-	if cfg.reg != nil {
-		for _, c := range p.m.collectors() {
-			if err := cfg.reg.Register(c); err != nil {
-				cancel()
-				return nil, provider.Errorf(provider.AlreadyExists, "pool %s: register its metrics: %v (name each pool of a registry differently)", cfg.name, err)
-			}
-		}
+	if err := p.obs.Attach(p); err != nil {
+		cancel()
+		return nil, err
 	}
 	if err := p.recover(ctx); err != nil {
 		cancel()
@@ -78,9 +73,8 @@ func New(ctx context.Context, prov provider.Provider, opts ...Option) (*Pool, er
 	return p, nil
 }
 
-// Collectors are the pool's metrics, for a registry of the host's choosing
-// (WithRegisterer registers them at New).
-func (p *Pool) Collectors() []prometheus.Collector { return p.m.collectors() }
+// Name is the pool's name (WithName), for its observer's labels.
+func (p *Pool) Name() string { return p.cfg.name }
 
 // Stats is a snapshot of the pool.
 type Stats struct {
@@ -171,13 +165,13 @@ func (p *Pool) shutdownKey(ctx context.Context, ks *keyState) {
 		}
 	}
 	p.mu.Unlock()
-	rec, ok, err := p.store.Load(context.Background(), ks.key)
+	rec, ok, err := p.store.Load(ctx, ks.key)
 	if err != nil {
 		p.log.Error("pool shutdown: read a record", "pool", p.cfg.name, "key", ks.key, "err", err)
 	}
 	for _, l := range revoked {
 		if ok && rec.Gen == l.gen {
-			if _, err := p.swap(ks, rec.Gen, nil); err != nil {
+			if _, err := p.swap(ctx, ks, rec.Gen, nil); err != nil {
 				p.log.Error("pool shutdown: forget a record", "pool", p.cfg.name, "key", ks.key, "err", err)
 			}
 			ok = false
@@ -193,9 +187,9 @@ func (p *Pool) shutdownKey(ctx context.Context, ks *keyState) {
 	}
 	switch {
 	case orphaned:
-		p.discard(ks, rec, ReasonShutdownIdle, "nothing would find it after the pool")
+		p.discard(ctx, ks, rec, ReasonShutdownIdle, "nothing would find it after the pool")
 	case rec.State == StateParkedRunning || rec.State == StateInUse:
-		p.stopParked(ks, rec, stopWhy{ReasonShutdownIdle, ""})
+		p.stopParked(ctx, ks, rec, stopWhy{ReasonShutdownIdle, ""})
 	}
 }
 
@@ -222,7 +216,7 @@ func (p *Pool) Discard(ctx context.Context, key string) error {
 	if err != nil || !ok {
 		return err
 	}
-	p.discard(ks, rec, ReasonExplicit, "")
+	p.discard(ctx, ks, rec, ReasonExplicit, "")
 	return nil
 }
 
@@ -262,15 +256,15 @@ func (p *Pool) Inspect(ctx context.Context, key string) (Status, error) {
 	cancel()
 	switch classify(sb, err) {
 	case vGone:
-		p.forget(ks, rec, ReasonProviderLost, "gone when inspected")
+		p.forget(ctx, ks, rec, ReasonProviderLost, "gone when inspected")
 		return Status{Key: key}, nil
 	case vErrored:
-		p.discard(ks, rec, ReasonProviderLost, "in error when inspected: "+sb.ErrorReason)
+		p.discard(ctx, ks, rec, ReasonProviderLost, "in error when inspected: "+sb.ErrorReason)
 		return Status{Key: key}, nil
 	case vStopped:
 		if rec.State == StateParkedRunning {
 			// Stopped underneath the pool (the provider's auto-stop).
-			p.parkStopped(ks, rec)
+			p.parkStopped(ctx, ks, rec)
 			if cur, ok, _ := p.store.Load(ctx, key); ok {
 				st.State, st.Since = cur.State, cur.Since
 			}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -52,7 +50,7 @@ func TestAcquireTakesEachPath(t *testing.T) {
 	assert.Equal(t, 1, h.f.Created(), "one sandbox served every turn")
 	h.release(resumed, OutcomeOK)
 	for _, path := range []Path{PathCreated, PathWarm, PathResumed} {
-		assert.Equal(t, 1.0, testutil.ToFloat64(h.p.m.acquires.WithLabelValues(string(path))), path)
+		assert.Equal(t, 1, h.obs.get(func() int { return h.obs.acquires[path] }), path)
 	}
 }
 
@@ -211,7 +209,7 @@ func TestParkedStoppedTTL(t *testing.T) {
 	const ttl = time.Hour
 	t.Run("provider without auto-delete", func(t *testing.T) {
 		clk := clocktest.NewFake(time.Time{})
-		f := pooltest.New(clk)
+		f := pooltest.New(pooltest.WithClock(clk))
 		h := newHarnessOn(t, clk, f, f.Plain(), WithStoppedTTL(ttl), WithKeepWarm(0))
 		l := h.acquire("conv")
 		h.release(l, OutcomeOK)
@@ -249,7 +247,7 @@ func TestParkedStoppedTTL(t *testing.T) {
 // minute where the provider's own timer is expected to win.
 func TestStoppedTTLDefaults(t *testing.T) {
 	clk := clocktest.NewFake(time.Time{})
-	f := pooltest.New(clk)
+	f := pooltest.New(pooltest.WithClock(clk))
 	withAuto := newHarnessOn(t, clk, f, nil, WithAutoDelete(30), WithMinute(time.Second))
 	assert.Equal(t, 31*time.Second, withAuto.p.cfg.stoppedTTL)
 	without := newHarnessOn(t, clk, f, f.Plain(), WithAutoDelete(30), WithMinute(time.Second))
@@ -257,7 +255,7 @@ func TestStoppedTTLDefaults(t *testing.T) {
 }
 
 func TestOptionsAreValidated(t *testing.T) {
-	f := pooltest.New(clocktest.NewFake(time.Time{}))
+	f := pooltest.New(pooltest.WithClock(clocktest.NewFake(time.Time{})))
 	for name, o := range map[string]Option{
 		"no running slot":      WithMaxRunning(0),
 		"negative keep-warm":   WithKeepWarm(-time.Second),
@@ -330,16 +328,76 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 	h.release(l, OutcomeOK)
 }
 
-// Metrics register, and teardowns count under their reason.
-func TestMetricsRegister(t *testing.T) {
-	reg := prometheus.NewPedanticRegistry()
-	h := newHarness(t, WithRegisterer(reg), WithName("reg"))
-	l := h.acquire("conv")
-	h.release(l, OutcomeFailed)
-	n, err := testutil.GatherAndCount(reg, "sandplane_pool_teardowns_total")
+// markKey marks the contexts of one test's calls.
+type markKey struct{}
+
+// markStore fails a test whose pool calls the store with a context that
+// does not come from a call of the host's (New's, for the pool's timers).
+type markStore struct {
+	*MemoryStore
+	t *testing.T
+}
+
+func (m markStore) check(ctx context.Context, op string) {
+	if ctx.Value(markKey{}) == nil {
+		m.t.Errorf("store %s: the context is not the caller's", op)
+	}
+}
+
+func (m markStore) Load(ctx context.Context, key string) (Record, bool, error) {
+	m.check(ctx, "Load")
+	return m.MemoryStore.Load(ctx, key)
+}
+
+func (m markStore) Swap(ctx context.Context, key string, gen uint64, next *Record) (Record, error) {
+	m.check(ctx, "Swap")
+	return m.MemoryStore.Swap(ctx, key, gen, next)
+}
+
+func (m markStore) List(ctx context.Context) ([]Record, error) {
+	m.check(ctx, "List")
+	return m.MemoryStore.List(ctx)
+}
+
+func (m markStore) Secret(ctx context.Context) ([]byte, error) {
+	m.check(ctx, "Secret")
+	return m.MemoryStore.Secret(ctx)
+}
+
+// Every store call carries a context of the host's: the pool threads the
+// caller's, detached from its cancellation where the work outlives the
+// call, and its timers run on New's.
+func TestStoreGetsTheCallersContext(t *testing.T) {
+	clk := clocktest.NewFake(time.Time{})
+	f := pooltest.New(pooltest.WithClock(clk))
+	ctx := context.WithValue(context.Background(), markKey{}, true)
+	p, err := New(ctx, f, append(baseOptions(clk, &syncBuffer{}), WithStore(markStore{NewMemoryStore(), t}))...)
 	require.NoError(t, err)
-	assert.Equal(t, len(Reasons), n, "a series per reason, zeros included")
-	assert.Equal(t, 1.0, testutil.ToFloat64(h.p.m.teardowns.WithLabelValues(string(ReasonTurnFailed))))
-	_, err = New(context.Background(), h.f, WithClock(h.clk), WithRegisterer(reg), WithName("reg"))
-	assert.Equal(t, provider.AlreadyExists, provider.Code(err), "two pools of one name on one registry")
+	defer func() { require.NoError(t, p.Shutdown(ctx)) }()
+
+	tests := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"acquire and release", func(t *testing.T) {
+			l, err := p.Acquire(ctx, "a", testSpec)
+			require.NoError(t, err)
+			require.NoError(t, p.Release(ctx, l, OutcomeOK))
+		}},
+		{"inspect", func(t *testing.T) {
+			_, err := p.Inspect(ctx, "a")
+			require.NoError(t, err)
+		}},
+		{"keep-warm timer", func(t *testing.T) {
+			clk.Advance(2 * time.Minute)
+			require.Eventually(t, func() bool {
+				st, err := p.Inspect(ctx, "a")
+				return err == nil && st.State == StateParkedStopped
+			}, 10*time.Second, 10*time.Millisecond)
+		}},
+		{"discard", func(t *testing.T) { require.NoError(t, p.Discard(ctx, "a")) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, tt.run)
+	}
 }

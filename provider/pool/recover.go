@@ -24,17 +24,17 @@ func (p *Pool) recover(ctx context.Context) error {
 			p.leave(ks)
 			return err
 		}
-		p.recoverKey(ks, rec)
+		p.recoverKey(ctx, ks, rec)
 		p.unlock(ks)
 		p.leave(ks)
 	}
 	return nil
 }
 
-func (p *Pool) recoverKey(ks *keyState, rec Record) {
+func (p *Pool) recoverKey(ctx context.Context, ks *keyState, rec Record) {
 	switch rec.State {
 	case StateInUse:
-		p.discard(ks, rec, ReasonShutdownInFlight, "its turn was in flight when the previous process ended")
+		p.discard(ctx, ks, rec, ReasonShutdownInFlight, "its turn was in flight when the previous process ended")
 		return
 	case StateParkedStopped:
 		p.armStoppedTTL(ks, rec)
@@ -45,11 +45,11 @@ func (p *Pool) recoverKey(ks *keyState, rec Record) {
 	cancel()
 	switch classify(sb, err) {
 	case vGone:
-		p.forget(ks, rec, ReasonProviderLost, "gone when the pool started")
+		p.forget(ctx, ks, rec, ReasonProviderLost, "gone when the pool started")
 	case vErrored:
-		p.discard(ks, rec, ReasonProviderLost, "in error when the pool started: "+sb.ErrorReason)
+		p.discard(ctx, ks, rec, ReasonProviderLost, "in error when the pool started: "+sb.ErrorReason)
 	case vStopped:
-		p.parkStopped(ks, rec)
+		p.parkStopped(ctx, ks, rec)
 	default:
 		p.mu.Lock()
 		h := p.newHoldLocked()

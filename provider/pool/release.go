@@ -31,10 +31,13 @@ func (p *Pool) Release(ctx context.Context, l *Lease, outcome Outcome) error {
 		p.leave(l.ks)
 		return nil
 	}
+	// The release goes on after the caller stops waiting (see above), so
+	// its store calls must not end with ctx.
+	wctx := context.WithoutCancel(ctx)
 	p.goLocked(func() {
 		defer close(done)
 		defer p.leave(l.ks)
-		p.finish(l, outcome)
+		p.finish(wctx, l, outcome)
 	})
 	p.mu.Unlock()
 	select {
@@ -46,7 +49,7 @@ func (p *Pool) Release(ctx context.Context, l *Lease, outcome Outcome) error {
 
 // finish does what Release promises, under the key's lock, unless a newer
 // turn superseded l and holds the lock meanwhile.
-func (p *Pool) finish(l *Lease, outcome Outcome) {
+func (p *Pool) finish(ctx context.Context, l *Lease, outcome Outcome) {
 	ks := l.ks
 	for p.ctx.Err() == nil {
 		p.mu.Lock()
@@ -55,7 +58,7 @@ func (p *Pool) finish(l *Lease, outcome Outcome) {
 		select {
 		case ks.lock <- struct{}{}:
 			defer p.unlock(ks)
-			p.finishLocked(l, outcome)
+			p.finishLocked(ctx, l, outcome)
 			return
 		case <-superseded:
 			if p.finishSuperseded(l) {
@@ -88,7 +91,7 @@ func (p *Pool) finishSuperseded(l *Lease) bool {
 	return true
 }
 
-func (p *Pool) finishLocked(l *Lease, outcome Outcome) {
+func (p *Pool) finishLocked(ctx context.Context, l *Lease, outcome Outcome) {
 	ks := l.ks
 	p.mu.Lock()
 	revoked := l.revoked || l.done
@@ -98,7 +101,7 @@ func (p *Pool) finishLocked(l *Lease, outcome Outcome) {
 	}
 	h := p.endLease(l)
 	id := l.Sandbox.ID
-	rec, ok, err := p.store.Load(context.Background(), ks.key)
+	rec, ok, err := p.store.Load(ctx, ks.key)
 	switch {
 	case err != nil:
 		// The pointer cannot be moved; the record stays in use, which the
@@ -119,32 +122,32 @@ func (p *Pool) finishLocked(l *Lease, outcome Outcome) {
 		if outcome == OutcomeDiscard {
 			reason = ReasonExplicit
 		}
-		if _, err := p.swap(ks, rec.Gen, nil); err != nil {
+		if _, err := p.swap(ctx, ks, rec.Gen, nil); err != nil {
 			p.log.Error("pool release: forget the record", "pool", p.cfg.name, "key", ks.key, "err", err)
 		}
 		p.teardown(ks.key, id, h, true, reason, "")
 	default:
-		p.park(ks, rec, h)
+		p.park(ctx, ks, rec, h)
 	}
 }
 
 // park parks the key's sandbox after a turn: running while a warm slot is
 // free and keep-warm is on, stopped otherwise.
-func (p *Pool) park(ks *keyState, rec Record, h *hold) {
+func (p *Pool) park(ctx context.Context, ks *keyState, rec Record, h *hold) {
 	p.mu.Lock()
 	ks.hold = h
 	warmFree := !p.closing && p.cfg.keepWarm > 0 && p.warmLocked() <= p.cfg.maxWarm // this key is counted already
 	p.mu.Unlock()
 	if !warmFree {
-		p.stopParked(ks, rec, stopWhy{})
+		p.stopParked(ctx, ks, rec, stopWhy{})
 		return
 	}
 	next := rec
 	next.State, next.Since = StateParkedRunning, p.clk.Now()
-	got, err := p.swap(ks, rec.Gen, &next)
+	got, err := p.swap(ctx, ks, rec.Gen, &next)
 	if err != nil {
 		p.log.Error("pool release: park the record", "pool", p.cfg.name, "key", ks.key, "err", err)
-		p.stopParked(ks, rec, stopWhy{})
+		p.stopParked(ctx, ks, rec, stopWhy{})
 		return
 	}
 	p.mu.Lock()

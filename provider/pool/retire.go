@@ -111,7 +111,7 @@ func (p *Pool) teardown(key, id string, h *hold, running bool, reason Reason, de
 }
 
 func (p *Pool) noteTeardown(key, id string, reason Reason, detail string) {
-	p.m.teardowns.WithLabelValues(string(reason)).Inc()
+	p.obs.TornDown(reason)
 	p.log.Info("pool teardown", "pool", p.cfg.name, "key", key, "sandbox", id, "reason", string(reason), "detail", detail)
 }
 
@@ -125,7 +125,7 @@ func (p *Pool) retire(key, id string, h *hold, act action, stopReason string) bo
 	if p.drive(ctx, id, h, act, stopReason) {
 		return true
 	}
-	p.m.hungStops.Inc()
+	p.obs.StopUnconfirmed()
 	p.log.Warn("pool: the provider did not confirm in time; its running slot stays taken until it does",
 		"pool", p.cfg.name, "key", key, "sandbox", id, "action", act.String(), "timeout", p.cfg.stopTimeout)
 	p.goBackground(func() { p.drive(p.ctx, id, h, act, stopReason) })
@@ -218,14 +218,14 @@ func (w stopWhy) stopReason() string {
 // parks it stopped. The caller holds ks's lock. When the provider does not
 // confirm within StopTimeout, the key is marked stopping: an Acquire of it
 // waits for the confirmation rather than race the stop.
-func (p *Pool) stopParked(ks *keyState, rec Record, why stopWhy) {
-	p.stopParkedFor(ks, rec, why, false)
+func (p *Pool) stopParked(ctx context.Context, ks *keyState, rec Record, why stopWhy) {
+	p.stopParkedFor(ctx, ks, rec, why, false)
 }
 
 // stopParkedFor is stopParked; with handOver, the running slot of a stop
 // confirmed in time is returned to the caller (an eviction's acquire)
 // rather than given back to whoever asks first.
-func (p *Pool) stopParkedFor(ks *keyState, rec Record, why stopWhy, handOver bool) *hold {
+func (p *Pool) stopParkedFor(ctx context.Context, ks *keyState, rec Record, why stopWhy, handOver bool) *hold {
 	p.cancelTimer(ks)
 	if why.reason != "" {
 		p.noteTeardown(ks.key, rec.SandboxID, why.reason, why.detail)
@@ -237,8 +237,8 @@ func (p *Pool) stopParkedFor(ks *keyState, rec Record, why stopWhy, handOver boo
 	if handOver {
 		released = nil
 	}
-	ctx, cancel := p.opCtx(p.cfg.stopTimeout)
-	done := p.drive(ctx, rec.SandboxID, released, actStop, why.stopReason())
+	sctx, cancel := p.opCtx(p.cfg.stopTimeout)
+	done := p.drive(sctx, rec.SandboxID, released, actStop, why.stopReason())
 	cancel()
 	if done {
 		var kept *hold
@@ -251,10 +251,10 @@ func (p *Pool) stopParkedFor(ks *keyState, rec Record, why stopWhy, handOver boo
 			p.mu.Unlock()
 			kept = h
 		}
-		p.parkStopped(ks, rec)
+		p.parkStopped(ctx, ks, rec)
 		return kept
 	}
-	p.m.hungStops.Inc()
+	p.obs.StopUnconfirmed()
 	p.log.Warn("pool: the provider did not confirm a stop in time; its running slot stays taken until it does",
 		"pool", p.cfg.name, "key", ks.key, "sandbox", rec.SandboxID, "timeout", p.cfg.stopTimeout)
 	ch := make(chan struct{})
@@ -277,7 +277,8 @@ func (p *Pool) stopParkedFor(ks *keyState, rec Record, why stopWhy, handOver boo
 // lock is taken (a waiter may hold it), then the record is parked stopped
 // unless somebody changed it meanwhile.
 func (p *Pool) confirmStop(ks *keyState, rec Record, h *hold, why stopWhy, ch chan struct{}) {
-	done := p.drive(p.ctx, rec.SandboxID, h, actStop, why.stopReason())
+	ctx := p.ctx // background work: nobody's call bounds it but the pool's life
+	done := p.drive(ctx, rec.SandboxID, h, actStop, why.stopReason())
 	p.mu.Lock()
 	if ks.hold == h {
 		ks.hold = nil
@@ -286,23 +287,23 @@ func (p *Pool) confirmStop(ks *keyState, rec Record, h *hold, why stopWhy, ch ch
 	close(ch)
 	p.mu.Unlock()
 	p.releaseHold(h)
-	if !done || ks.lockCtx(p.ctx) != nil {
+	if !done || ks.lockCtx(ctx) != nil {
 		return
 	}
 	defer p.unlock(ks)
-	if cur, ok, err := p.store.Load(context.Background(), ks.key); err == nil && ok && cur.Gen == rec.Gen {
-		p.parkStopped(ks, cur)
+	if cur, ok, err := p.store.Load(ctx, ks.key); err == nil && ok && cur.Gen == rec.Gen {
+		p.parkStopped(ctx, ks, cur)
 	}
 }
 
 // parkStopped records the key's sandbox parked stopped, gives its slot back
 // and arms the parked-stopped TTL. The caller holds ks's lock.
-func (p *Pool) parkStopped(ks *keyState, rec Record) {
+func (p *Pool) parkStopped(ctx context.Context, ks *keyState, rec Record) {
 	p.releaseHold(p.takeHold(ks))
 	if rec.State != StateParkedStopped {
 		next := rec
 		next.State, next.Since = StateParkedStopped, p.clk.Now()
-		got, err := p.swap(ks, rec.Gen, &next)
+		got, err := p.swap(ctx, ks, rec.Gen, &next)
 		if err != nil {
 			p.log.Error("pool: record a parked-stopped sandbox", "pool", p.cfg.name, "key", ks.key, "sandbox", rec.SandboxID, "err", err)
 			return
@@ -354,7 +355,8 @@ func (p *Pool) keepWarmExpired(ks *keyState, gen uint64) {
 		return
 	}
 	defer p.unlock(ks)
-	rec, ok, err := p.store.Load(context.Background(), ks.key)
+	ctx := p.ctx // a timer's work: nobody's call bounds it but the pool's life
+	rec, ok, err := p.store.Load(ctx, ks.key)
 	p.mu.Lock()
 	inUse := ks.lease != nil
 	p.mu.Unlock()
@@ -364,7 +366,7 @@ func (p *Pool) keepWarmExpired(ks *keyState, gen uint64) {
 	if err != nil || !ok || rec.Gen != gen || !parked {
 		return
 	}
-	p.stopParked(ks, rec, stopWhy{ReasonTTLExpired, "parked running for " + p.cfg.keepWarm.String()})
+	p.stopParked(ctx, ks, rec, stopWhy{ReasonTTLExpired, "parked running for " + p.cfg.keepWarm.String()})
 }
 
 // stoppedExpired deletes a sandbox parked stopped for its TTL, unless the
@@ -375,28 +377,29 @@ func (p *Pool) stoppedExpired(ks *keyState, gen uint64) {
 		return
 	}
 	defer p.unlock(ks)
-	rec, ok, err := p.store.Load(context.Background(), ks.key)
+	ctx := p.ctx // a timer's work: nobody's call bounds it but the pool's life
+	rec, ok, err := p.store.Load(ctx, ks.key)
 	if err != nil || !ok || rec.Gen != gen || rec.State != StateParkedStopped {
 		return
 	}
 	if _, auto := p.prov.(provider.AutoDeleter); auto {
-		ctx, cancel := p.opCtx(p.cfg.stopTimeout)
-		sb, err := p.get(ctx, rec.SandboxID)
+		gctx, cancel := p.opCtx(p.cfg.stopTimeout)
+		sb, err := p.get(gctx, rec.SandboxID)
 		cancel()
 		if classify(sb, err) == vGone {
-			p.forget(ks, rec, ReasonTTLExpired, "deleted by the provider's auto-delete")
+			p.forget(ctx, ks, rec, ReasonTTLExpired, "deleted by the provider's auto-delete")
 			return
 		}
 	}
-	p.discard(ks, rec, ReasonTTLExpired, "parked stopped for "+p.cfg.stoppedTTL.String())
+	p.discard(ctx, ks, rec, ReasonTTLExpired, "parked stopped for "+p.cfg.stoppedTTL.String())
 }
 
 // discard tears the record's sandbox down and forgets the record. The
 // caller holds ks's lock.
-func (p *Pool) discard(ks *keyState, rec Record, reason Reason, detail string) {
+func (p *Pool) discard(ctx context.Context, ks *keyState, rec Record, reason Reason, detail string) {
 	p.cancelTimer(ks)
 	h := p.takeHold(ks)
-	if _, err := p.swap(ks, rec.Gen, nil); err != nil {
+	if _, err := p.swap(ctx, ks, rec.Gen, nil); err != nil {
 		p.log.Error("pool: forget a record", "pool", p.cfg.name, "key", ks.key, "err", err)
 	}
 	running := h != nil || rec.State != StateParkedStopped
@@ -405,20 +408,20 @@ func (p *Pool) discard(ks *keyState, rec Record, reason Reason, detail string) {
 
 // forget drops the record of a sandbox the provider no longer has. The
 // caller holds ks's lock.
-func (p *Pool) forget(ks *keyState, rec Record, reason Reason, detail string) {
+func (p *Pool) forget(ctx context.Context, ks *keyState, rec Record, reason Reason, detail string) {
 	p.cancelTimer(ks)
 	p.releaseHold(p.takeHold(ks))
 	p.noteTeardown(ks.key, rec.SandboxID, reason, detail)
-	if _, err := p.swap(ks, rec.Gen, nil); err != nil {
+	if _, err := p.swap(ctx, ks, rec.Gen, nil); err != nil {
 		p.log.Error("pool: forget a record", "pool", p.cfg.name, "key", ks.key, "err", err)
 	}
 }
 
 // swap replaces the key's record in the store and keeps ks.gen in step.
-// Store calls are local or bound by the store itself, so they take no
-// deadline of the pool's.
-func (p *Pool) swap(ks *keyState, gen uint64, next *Record) (Record, error) {
-	rec, err := p.store.Swap(context.Background(), ks.key, gen, next)
+// ctx is the store call's alone: the pool's own deadlines bound provider
+// calls, and a store is local or bounds its calls itself.
+func (p *Pool) swap(ctx context.Context, ks *keyState, gen uint64, next *Record) (Record, error) {
+	rec, err := p.store.Swap(ctx, ks.key, gen, next)
 	if err == nil {
 		p.mu.Lock()
 		ks.gen = rec.Gen

@@ -32,7 +32,7 @@ func TestShutdown(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := clocktest.NewFake(time.Time{})
-			f := pooltest.New(clk)
+			f := pooltest.New(pooltest.WithClock(clk))
 			var prov provider.Provider = f
 			if tt.plain {
 				prov = f.Plain()
@@ -111,7 +111,7 @@ func TestShutdownDuringAcquire(t *testing.T) {
 // sandbox of a turn in flight when it died is deleted.
 func TestFileStoreSurvivesARestart(t *testing.T) {
 	clk := clocktest.NewFake(time.Time{})
-	f := pooltest.New(clk)
+	f := pooltest.New(pooltest.WithClock(clk))
 	path := filepath.Join(t.TempDir(), "state", "pool.json")
 	st, err := OpenFileStore(path)
 	require.NoError(t, err)
@@ -161,7 +161,7 @@ func TestFileStoreSurvivesARestart(t *testing.T) {
 // restart.
 func TestRecoveredTTLsCountFromTheParking(t *testing.T) {
 	clk := clocktest.NewFake(time.Time{})
-	f := pooltest.New(clk)
+	f := pooltest.New(pooltest.WithClock(clk))
 	path := filepath.Join(t.TempDir(), "pool.json")
 	st, err := OpenFileStore(path)
 	require.NoError(t, err)
@@ -208,7 +208,7 @@ func TestFileStoreKeepsACorruptFile(t *testing.T) {
 
 func TestFileStoreIsPrivateAndHoldsNoSecret(t *testing.T) {
 	clk := clocktest.NewFake(time.Time{})
-	f := pooltest.New(clk)
+	f := pooltest.New(pooltest.WithClock(clk))
 	path := filepath.Join(t.TempDir(), "pool.json")
 	st, err := OpenFileStore(path)
 	require.NoError(t, err)

@@ -55,7 +55,7 @@ func startSim(t *testing.T, minute time.Duration) (*simulator.Simulator, *dayton
 		assert.NoError(t, sim.Close())
 		assert.Empty(t, sim.SpecViolations(), "simulator answers that do not match Daytona's OpenAPI document")
 	})
-	p, err := daytona.New(daytona.Config{APIKey: simKey, APIURL: srv.URL + "/api", Clock: clk, HTTPClient: &http.Client{}},
+	p, err := daytona.New(daytona.WithAPIKey(simKey), daytona.WithAPIURL(srv.URL+"/api"), daytona.WithClock(clk), daytona.WithHTTPClient(&http.Client{}),
 		daytona.WithMinute(minute), daytona.WithRetries(0))
 	require.NoError(t, err)
 	return sim, p

@@ -130,7 +130,7 @@ func (c *conn) add(n int) {
 	}
 }
 
-func newTracker(refresh func(context.Context, string) error, clk clock.Clock, log *slog.Logger, st *stats, o Options) *tracker {
+func newTracker(refresh func(context.Context, string) error, clk clock.Clock, log *slog.Logger, st *stats, o options) *tracker {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &tracker{
 		refresh: refresh, clk: clk, log: log, stats: st,

@@ -69,7 +69,7 @@ func TestDebouncePerRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, Options{})
+			f := newFixture(t)
 			tg := target("sb1", up.URL)
 			tg.AutoStop, tg.Minute = tt.autoStop, tt.minute
 			f.backend.set("sb1", tg)
@@ -95,7 +95,7 @@ func TestSkipHeaderMeansNoRefresh(t *testing.T) {
 	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(r.Header.Get(SkipActivityHeader)))
 	})
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	f.backend.set("sb1", target("sb1", up.URL))
 	for i := 0; i < 3; i++ {
 		f.clk.Advance(time.Hour)
@@ -177,7 +177,7 @@ func sseUpstream(t *testing.T, send chan string) *httptest.Server {
 func TestHeartbeatWhileStreamOpenEndsWithTheClient(t *testing.T) {
 	send := make(chan string)
 	up := sseUpstream(t, send)
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	f.backend.set("sb1", target("sb1", up.URL)) // window 45 s, beat 50 s
 	srv := upstream(t, f.relay.ServeHTTP)
 
@@ -206,7 +206,7 @@ func TestHeartbeatWhileStreamOpenEndsWithTheClient(t *testing.T) {
 func TestOneHeartbeatPerSandboxWhateverTheStreams(t *testing.T) {
 	send := make(chan string)
 	up := sseUpstream(t, send)
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	f.backend.set("sb1", target("sb1", up.URL))
 	srv := upstream(t, f.relay.ServeHTTP)
 	for i := 0; i < 3; i++ {
@@ -228,7 +228,7 @@ func TestOneHeartbeatPerSandboxWhateverTheStreams(t *testing.T) {
 func TestIdleKeepAliveStopsCountingAnIdleConnection(t *testing.T) {
 	send := make(chan string)
 	up := sseUpstream(t, send)
-	f := newFixture(t, Options{IdleKeepAlive: time.Minute})
+	f := newFixture(t, WithIdleKeepAlive(time.Minute))
 	f.backend.set("sb1", target("sb1", up.URL)) // beat 50 s
 	srv := upstream(t, f.relay.ServeHTTP)
 	s := openStream(t, srv.URL, "3000-sb1.localhost")
@@ -270,7 +270,7 @@ func hangingRefresh(entered chan<- string, release <-chan struct{}) func(context
 
 func TestHangingRefreshNeverHoldsARequest(t *testing.T) {
 	up := upstream(t, ok)
-	f := newFixture(t, Options{RefreshTimeout: 10 * time.Second})
+	f := newFixture(t, WithRefreshTimeout(10*time.Second))
 	f.backend.set("sb1", target("sb1", up.URL))
 	entered := make(chan string, 10)
 	release := make(chan struct{})
@@ -308,7 +308,7 @@ func TestHangingRefreshNeverHoldsARequest(t *testing.T) {
 
 func TestConcurrentRefreshesAreBounded(t *testing.T) {
 	up := upstream(t, ok)
-	f := newFixture(t, Options{MaxConcurrentRefreshes: 2})
+	f := newFixture(t, WithMaxConcurrentRefreshes(2))
 	entered := make(chan string, 10)
 	release := make(chan struct{})
 	f.backend.setRefresh(hangingRefresh(entered, release))
@@ -328,7 +328,7 @@ func TestConcurrentRefreshesAreBounded(t *testing.T) {
 
 func TestFailingRefreshIsCountedLoggedOnceAMinuteAndRetried(t *testing.T) {
 	up := upstream(t, ok)
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	f.backend.set("sb1", target("sb1", up.URL)) // window 45 s: retry after 4.5 s
 	f.backend.setRefresh(func(context.Context, string) error {
 		return provider.Errorf(provider.Unavailable, "the control plane does not answer")
@@ -356,15 +356,15 @@ func TestFailedRefreshDuringAStreamIsRetriedByTheHeartbeat(t *testing.T) {
 	// Inline, the request's refresh fails before its connection opens,
 	// which a refresh in the background may too: the heartbeat the
 	// connection arms is the retry all the same.
-	for name, o := range map[string]Options{"background": {}, "inline": {InlineRefresh: true}} {
+	for name, o := range map[string][]Option{"background": nil, "inline": {WithInlineRefresh(true)}} {
 		t.Run(name, func(t *testing.T) { testFailedRefreshDuringAStream(t, o) })
 	}
 }
 
-func testFailedRefreshDuringAStream(t *testing.T, o Options) {
+func testFailedRefreshDuringAStream(t *testing.T, o []Option) {
 	send := make(chan string)
 	up := sseUpstream(t, send)
-	f := newFixture(t, o)
+	f := newFixture(t, o...)
 	f.backend.set("sb1", target("sb1", up.URL))
 	var calls atomic.Int32
 	f.backend.setRefresh(func(context.Context, string) error {
@@ -387,7 +387,7 @@ func testFailedRefreshDuringAStream(t *testing.T, o Options) {
 func TestCloseStopsHeartbeatsAndCancelsRefreshes(t *testing.T) {
 	send := make(chan string)
 	up := sseUpstream(t, send)
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	f.backend.set("sb1", target("sb1", up.URL))
 	srv := upstream(t, f.relay.ServeHTTP)
 	entered := make(chan string, 10)
@@ -409,7 +409,7 @@ func TestCloseStopsHeartbeatsAndCancelsRefreshes(t *testing.T) {
 func TestTrafficAfterAnIdleBeatRefreshesAtOnce(t *testing.T) {
 	send := make(chan string)
 	up := sseUpstream(t, send)
-	f := newFixture(t, Options{IdleKeepAlive: time.Minute})
+	f := newFixture(t, WithIdleKeepAlive(time.Minute))
 	f.backend.set("sb1", target("sb1", up.URL)) // auto-stop 60 s, window 45 s, beat 50 s
 	srv := upstream(t, f.relay.ServeHTTP)
 	s := openStream(t, srv.URL, "3000-sb1.localhost")
@@ -437,7 +437,7 @@ func TestTrafficAfterAnIdleBeatRefreshesAtOnce(t *testing.T) {
 func TestARetriedStreamKeepsTheSandboxItReachedAlive(t *testing.T) {
 	send := make(chan string)
 	up := sseUpstream(t, send)
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	f.backend.set("app", target("old", deadURL(t)))
 	f.relay.res.res = moveAfterResolve{f.backend, "app", target("new", up.URL)}
 	srv := upstream(t, f.relay.ServeHTTP)
@@ -470,7 +470,7 @@ func TestAShorterIntervalReachesAnOpenStream(t *testing.T) {
 	long.AutoStop = time.Hour // window 20 min, beat 22 min 13 s
 	b.set("sb1", long)
 	inv := invalidating{b, make(chan chan string), make(chan error)}
-	rl, err := New(inv, Options{Clock: clk})
+	rl, err := New(inv, WithClock(clk))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rl.Close() })
 	f := &fixture{clk: clk, backend: b, relay: rl}

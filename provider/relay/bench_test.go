@@ -46,7 +46,7 @@ func benchPaths(b *testing.B, up http.Handler) *paths {
 	b.Cleanup(bare.Close)
 
 	rl, err := New(staticResolver{Target{ID: "bench", URL: u, AutoStop: 15 * time.Minute, Minute: time.Minute}},
-		Options{Transport: transport()})
+		WithTransport(transport()))
 	if err != nil {
 		b.Fatal(err)
 	}

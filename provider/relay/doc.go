@@ -45,12 +45,12 @@
 //     long as it is open, so a relay in front of them tells them not to and
 //     decides alone, its idle keep-alive limit included.
 //   - Fire and forget: RefreshActivity runs in its own goroutine, bounded by
-//     Options.RefreshTimeout and Options.MaxConcurrentRefreshes. A refresh
+//     WithRefreshTimeout and WithMaxConcurrentRefreshes. A refresh
 //     that fails, hangs or is skipped for the bound never fails, delays or
 //     buffers the request. Failures are counted, logged at most once a minute
 //     per sandbox, and retried by the next request or heartbeat after a tenth
 //     of the window.
-//   - Idle keep-alive limit (Options.IdleKeepAlive, off by default): an open
+//   - Idle keep-alive limit (WithIdleKeepAlive, off by default): an open
 //     connection that moved no bytes for that long stops counting, checked at
 //     each heartbeat; traffic makes it count again, and the first byte after
 //     a heartbeat skipped for idleness refreshes at once, since the next
@@ -67,14 +67,14 @@
 //	http://3000-<id>.localhost:4030/path   (*.localhost is loopback in browsers and curl)
 //
 // and by path for clients that cannot set a Host, on the relay's own host
-// (Options.Domain, localhost or a loopback address):
+// (WithDomain, localhost or a loopback address):
 //
 //	http://127.0.0.1:4030/3000-<id>/path   (the upstream sees /path)
 //
 // Host names are case-insensitive, so host routing reaches sandboxes whose id
 // or name is lowercase; path routing takes any id. Path routing works for
 // pages whose links are relative; absolute links leave the prefix.
-// Options.PathPrefix moves path routing under a prefix of the server's
+// WithPathPrefix moves path routing under a prefix of the server's
 // (the daemon serves /preview/<port>-<id>/ beside its API), and Domain "*"
 // routes by the first label of any host, for a server that guards its Host
 // names itself. Forward proxies a request its caller routed (a toolbox
@@ -84,13 +84,13 @@
 //
 // The daemon and the simulator serve their own previews through a relay
 // whose Resolver reads their registry. There a refresh costs a write, not a
-// call: Options.DaytonaTiming keeps Daytona's 45 s and 50 s for every
+// call: WithDaytonaTiming keeps Daytona's 45 s and 50 s for every
 // sandbox, InlineRefresh sends a request's refresh before proxying it (what
 // the response shows is already refreshed), and negative timeouts and
 // CacheTTL drop the per-request timers and the cache.
 //
 // A sandbox is resolved through the Resolver (FromProvider adapts any
-// provider) and cached for Options.CacheTTL, or until the backend's event
+// provider) and cached for WithCacheTTL, or until the backend's event
 // stream (an Invalidator; FromProvider uses provider.Watcher when the provider
 // has one) says the sandbox stopped, restarted, changed or went away: a local
 // sandbox's port goes to the next sandbox, so a stale address must not
@@ -132,7 +132,7 @@
 //
 // Requests, refreshes sent (and by heartbeat), failed, skipped by reason, and
 // open connections, as Stats and as Prometheus collectors
-// (sandplane_relay_*), served at Options.MetricsPath.
+// (sandplane_relay_*), served at WithMetricsPath.
 //
-// Every timer runs on Options.Clock.
+// Every timer runs on the clock WithClock gives (clock.Real by default).
 package relay

@@ -126,14 +126,14 @@ type fixture struct {
 	logs    *logBuffer
 }
 
-func newFixture(t *testing.T, o Options) *fixture {
+// newFixture makes a relay on a fake clock (unless opts give another) that
+// logs into the fixture.
+func newFixture(t *testing.T, opts ...Option) *fixture {
 	t.Helper()
 	f := &fixture{clk: clocktest.NewFake(time.Time{}), backend: newBackend(), logs: &logBuffer{}}
-	if o.Clock == nil {
-		o.Clock = f.clk
-	}
-	o.Logger = slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	rl, err := New(f.backend, o)
+	opts = append(append([]Option{WithClock(f.clk)}, opts...),
+		WithLogger(slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	rl, err := New(f.backend, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rl.Close() })
 	f.relay = rl

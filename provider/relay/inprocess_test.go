@@ -20,7 +20,7 @@ import (
 
 func TestPathPrefix(t *testing.T) {
 	up := upstream(t, echo)
-	f := newFixture(t, Options{PathPrefix: "/preview/"})
+	f := newFixture(t, WithPathPrefix("/preview/"))
 	f.backend.set("sb1", target("sb1", up.URL))
 
 	tests := []struct {
@@ -54,7 +54,7 @@ func TestPathPrefix(t *testing.T) {
 
 func TestPathPrefixRoutesOpenWithTheHeaderOnly(t *testing.T) {
 	up := upstream(t, ok)
-	f := newFixture(t, Options{PathPrefix: "/preview"})
+	f := newFixture(t, WithPathPrefix("/preview"))
 	tg := target("sb1", up.URL)
 	tg.Token = "secret-token"
 	f.backend.set("sb1", tg)
@@ -67,7 +67,7 @@ func TestPathPrefixRoutesOpenWithTheHeaderOnly(t *testing.T) {
 
 func TestAnyDomainRoutesByTheFirstLabel(t *testing.T) {
 	up := upstream(t, echo)
-	f := newFixture(t, Options{Domain: "*", PathPrefix: "/_preview"})
+	f := newFixture(t, WithDomain("*"), WithPathPrefix("/_preview"))
 	f.backend.set("sb1", target("sb1", up.URL))
 	for _, host := range []string{"3000-sb1.localhost:4030", "3000-sb1.preview.localhost", "3000-SB1.sim.example.com"} {
 		t.Run(host, func(t *testing.T) {
@@ -98,7 +98,7 @@ func TestAnyDomainRoutesByTheFirstLabel(t *testing.T) {
 
 func TestForward(t *testing.T) {
 	up := upstream(t, echo)
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	tg := target("sb1", up.URL)
 	tg.Header = http.Header{TokenHeader: {"sandbox-secret"}}
 	f.backend.set("sb1", tg)
@@ -130,7 +130,7 @@ func TestForward(t *testing.T) {
 
 func TestInlineRefreshIsDoneWhenTheResponseArrives(t *testing.T) {
 	up := upstream(t, ok)
-	f := newFixture(t, Options{InlineRefresh: true, RefreshTimeout: -1, ResolveTimeout: -1, CacheTTL: -1})
+	f := newFixture(t, WithInlineRefresh(true), WithRefreshTimeout(-1), WithResolveTimeout(-1), WithCacheTTL(-1))
 	f.backend.set("sb1", target("sb1", up.URL))
 	for i := 0; i < 3; i++ {
 		rec := f.do(t, "GET", "3000-sb1.localhost", "/", nil)
@@ -146,7 +146,7 @@ func TestInlineRefreshIsDoneWhenTheResponseArrives(t *testing.T) {
 
 func TestNegativeCacheTTLResolvesEveryRequest(t *testing.T) {
 	up := upstream(t, ok)
-	f := newFixture(t, Options{CacheTTL: -1})
+	f := newFixture(t, WithCacheTTL(-1))
 	tg := target("sb1", up.URL)
 	tg.Token = "first"
 	f.backend.set("sb1", tg)
@@ -170,7 +170,7 @@ func TestHeartbeatOfAnOpenRequestCountsFromItsBump(t *testing.T) {
 	// refresh was long ago.
 	send := make(chan string)
 	up := sseUpstream(t, send)
-	f := newFixture(t, Options{InlineRefresh: true, RefreshTimeout: -1, ResolveTimeout: -1, DaytonaTiming: true})
+	f := newFixture(t, WithInlineRefresh(true), WithRefreshTimeout(-1), WithResolveTimeout(-1), WithDaytonaTiming(true))
 	tg := target("sb1", up.URL)
 	tg.AutoStop = 15 * time.Minute
 	f.backend.set("sb1", tg)
@@ -191,19 +191,19 @@ func TestHeartbeatOfAnOpenRequestCountsFromItsBump(t *testing.T) {
 }
 
 func TestNegativeDurationsAreAccepted(t *testing.T) {
-	_, err := New(newBackend(), Options{RefreshTimeout: -1, ResolveTimeout: -1, CacheTTL: -1})
+	_, err := New(newBackend(), WithRefreshTimeout(-1), WithResolveTimeout(-1), WithCacheTTL(-1))
 	assert.NoError(t, err)
-	_, err = New(newBackend(), Options{PathPrefix: "preview"})
+	_, err = New(newBackend(), WithPathPrefix("preview"))
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
 }
 
 func TestWriteErrorAnswersInTheBackendsShape(t *testing.T) {
 	var seen []string
-	f := newFixture(t, Options{WriteError: func(w http.ResponseWriter, r *http.Request, err error) {
+	f := newFixture(t, WithWriteError(func(w http.ResponseWriter, r *http.Request, err error) {
 		seen = append(seen, r.Host)
 		w.WriteHeader(provider.HTTPStatus(provider.Code(err)))
 		_, _ = io.WriteString(w, "backend says: "+provider.Message(err))
-	}})
+	}))
 	up := upstream(t, ok)
 	priv := target("priv", up.URL)
 	priv.Token = "s3cret"

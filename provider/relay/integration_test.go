@@ -102,7 +102,7 @@ type env struct {
 
 // setup runs a daemon whose snapshot is this binary's workload, creates a
 // sandbox with autoStop interval minutes, and puts a relay in front.
-func setup(t *testing.T, autoStop int, o relay.Options) *env {
+func setup(t *testing.T, autoStop int, opts ...relay.Option) *env {
 	t.Helper()
 	self, err := os.Executable()
 	require.NoError(t, err)
@@ -116,7 +116,7 @@ func setup(t *testing.T, autoStop int, o relay.Options) *env {
 	pv, err := d.P.PreviewURL(ctx, sb.ID, workloadPort)
 	require.NoError(t, err)
 	require.NotEmpty(t, pv.Token, "local sandboxes are private")
-	rl, err := relay.New(relay.FromProvider(d.P), o)
+	rl, err := relay.New(relay.FromProvider(d.P), opts...)
 	require.NoError(t, err)
 	srv := httptest.NewServer(rl)
 	t.Cleanup(func() {
@@ -166,7 +166,7 @@ func (e *env) holdFor(t *testing.T, d time.Duration, during func()) {
 
 func TestIntegrationStreamKeepsSandboxAliveUntilClientLeaves(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 1, relay.Options{})
+	e := setup(t, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	resp, err := http.DefaultClient.Do(e.request(t, ctx, "/sse?every=200ms"))
@@ -196,7 +196,7 @@ func TestIntegrationStreamKeepsSandboxAliveUntilClientLeaves(t *testing.T) {
 func TestIntegrationBurstSendsAHandfulOfRefreshes(t *testing.T) {
 	t.Parallel()
 	// A 60-minute interval: the window is 20 interval minutes (40 s here).
-	e := setup(t, 60, relay.Options{})
+	e := setup(t, 60)
 	events := watchActivity(t, e)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
 	defer client.CloseIdleConnections()
@@ -278,7 +278,7 @@ func (e *env) dialWS(t *testing.T) *websocket.Conn {
 
 func TestIntegrationWebSocketWithTrafficKeepsSandboxAlive(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 1, relay.Options{IdleKeepAlive: minute / 2})
+	e := setup(t, 1, relay.WithIdleKeepAlive(minute/2))
 	c := e.dialWS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -297,7 +297,7 @@ func TestIntegrationWebSocketWithTrafficKeepsSandboxAlive(t *testing.T) {
 
 func TestIntegrationIdleWebSocketNoLongerKeepsSandboxAlive(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 1, relay.Options{IdleKeepAlive: minute / 2})
+	e := setup(t, 1, relay.WithIdleKeepAlive(minute/2))
 	c := e.dialWS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -313,7 +313,7 @@ func TestIntegrationIdleWebSocketNoLongerKeepsSandboxAlive(t *testing.T) {
 
 func TestIntegrationStoppedSandboxAnswers503AtOnce(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 0, relay.Options{})
+	e := setup(t, 0)
 	ctx := context.Background()
 	status := func(req *http.Request) (int, string) {
 		t.Helper()

@@ -19,7 +19,7 @@ type Stats struct {
 	// Skipped refreshes: within the sandbox's window (or one under way),
 	// asked not to by X-Daytona-Skip-Last-Activity-Update, too many
 	// refreshes running already, and heartbeats of connections idle past
-	// Options.IdleKeepAlive.
+	// WithIdleKeepAlive.
 	SkippedDebounce uint64
 	SkippedHeader   uint64
 	SkippedBusy     uint64

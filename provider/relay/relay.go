@@ -23,141 +23,10 @@ import (
 	"github.com/sandplane/sandplane/provider/clock"
 )
 
-// Options tune a Relay; the zero value is the defaults.
-type Options struct {
-	// Domain is the proxy domain of host routing, <port>-<id>.<Domain>.
-	// Default "localhost", which browsers and curl resolve to loopback.
-	// "*" routes by the first label of any host, for a server whose own
-	// Host guard says which names it answers (the simulator's).
-	Domain string
-	// PathPrefix, when set, is where path routing begins on the relay's own
-	// host: <PathPrefix>/<port>-<id>/... ("/preview" on the daemon, whose
-	// API has the rest of the paths). Default: at the root.
-	PathPrefix string
-	// Clock runs every timer. Default clock.Real().
-	Clock clock.Clock
-	// Logger gets refresh failures (at most one line a minute per sandbox)
-	// and upstream errors at debug level. Default: discard.
-	Logger *slog.Logger
-	// Transport carries requests to the upstreams. Default: a clone of
-	// http.DefaultTransport without environment proxies.
-	Transport http.RoundTripper
-
-	// MaxConcurrentRefreshes bounds RefreshActivity calls in flight; a
-	// refresh past the bound is skipped and the next request tries again.
-	// Default 16.
-	MaxConcurrentRefreshes int
-	// RefreshTimeout bounds one RefreshActivity call. Default 10 s;
-	// negative: unbounded, for an in-process backend that never blocks.
-	RefreshTimeout time.Duration
-	// DaytonaTiming keeps Daytona's own timing for every sandbox: a refresh
-	// at most every 45 s and a heartbeat every 50 s (scaled with the
-	// interval minute), whatever its auto-stop interval. By default both
-	// widen to a third of the interval, which spares a remote backend
-	// calls; a backend in the same process (the daemon, the simulator)
-	// refreshes for the price of a write and keeps Daytona's.
-	DaytonaTiming bool
-	// InlineRefresh sends a request's refresh before the request is
-	// proxied, on its goroutine, rather than beside it: for an in-process
-	// backend whose refresh is a write, so that whatever the response lets
-	// a client do next already sees the sandbox refreshed. Heartbeats run
-	// on their timers' goroutines either way.
-	InlineRefresh bool
-	// IdleKeepAlive, when positive, is how long one open connection that
-	// moves no bytes keeps its sandbox alive: past it, its heartbeat stops
-	// refreshing (checked at each heartbeat), so a leaked WebSocket cannot
-	// keep a forgotten sandbox running forever. Traffic makes it count
-	// again. Default 0: an open connection counts for as long as it is open.
-	IdleKeepAlive time.Duration
-	// StripCookies names the cookies of the server the relay is mounted in
-	// (the daemon's token cookie) that a browser sends along with preview
-	// requests to its host: they never reach a sandbox. The relay's own
-	// cookie is always stripped.
-	StripCookies []string
-
-	// RevealMissing answers not_found for a sandbox that does not exist
-	// before any credential is checked, as the Daytona simulator's proxy
-	// does. By default a missing sandbox is refused like a private one
-	// whose token the caller lacks, so that no one without a sandbox's
-	// token learns whether it exists.
-	RevealMissing bool
-
-	// CacheTTL is how long a resolution is reused. Default 30 s; negative:
-	// never, for an in-process resolver whose answer is a lookup, so that
-	// the next request sees a rotated token or a stopped sandbox.
-	CacheTTL time.Duration
-	// ResolveTimeout bounds one resolution. Default 10 s; negative:
-	// unbounded, for an in-process resolver that never blocks.
-	ResolveTimeout time.Duration
-
-	// WriteError, when set, answers the errors the relay itself gives (a
-	// bad token, an unknown or stopped sandbox, an upstream that does not
-	// answer) in the backend's own shape: the simulator answers as
-	// Daytona's proxy does. err carries the provider code and message.
-	// Default: the project's JSON body {"error": {"code", "message"}}.
-	WriteError func(w http.ResponseWriter, r *http.Request, err error)
-
-	// CookieKey signs access cookies. Default: random per relay, so cookies
-	// end with the process.
-	CookieKey []byte
-
-	// MetricsPath, when set, serves the Prometheus metrics there on the
-	// relay's own host (not on a sandbox's).
-	MetricsPath string
-	// Registerer, when set, also gets the relay's collectors.
-	Registerer prometheus.Registerer
-}
-
-func (o Options) withDefaults() (Options, error) {
-	if o.Domain == "" {
-		o.Domain = "localhost"
-	}
-	o.Domain = strings.ToLower(strings.Trim(o.Domain, "."))
-	o.StripCookies = append([]string{CookieName}, o.StripCookies...)
-	if o.Clock == nil {
-		o.Clock = clock.Real()
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Transport == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.Proxy = nil
-		t.MaxIdleConnsPerHost = 64
-		o.Transport = t
-	}
-	if o.MaxConcurrentRefreshes <= 0 {
-		o.MaxConcurrentRefreshes = 16
-	}
-	if o.RefreshTimeout == 0 {
-		o.RefreshTimeout = 10 * time.Second
-	}
-	if o.CacheTTL == 0 {
-		o.CacheTTL = 30 * time.Second
-	}
-	if o.ResolveTimeout == 0 {
-		o.ResolveTimeout = 10 * time.Second
-	}
-	o.PathPrefix = strings.TrimSuffix(o.PathPrefix, "/")
-	if o.PathPrefix != "" && !strings.HasPrefix(o.PathPrefix, "/") {
-		return o, provider.Errorf(provider.InvalidArgument, "path prefix %q must start with /", o.PathPrefix)
-	}
-	if len(o.CookieKey) == 0 {
-		o.CookieKey = make([]byte, 32)
-		if _, err := rand.Read(o.CookieKey); err != nil {
-			return o, provider.Errorf(provider.Internal, "make a cookie key: %v", err)
-		}
-	}
-	if o.MetricsPath != "" && !strings.HasPrefix(o.MetricsPath, "/") {
-		return o, provider.Errorf(provider.InvalidArgument, "metrics path %q must start with /", o.MetricsPath)
-	}
-	return o, nil
-}
-
 // Relay is an http.Handler that proxies to sandboxes and keeps them alive
 // while they are used. See the package documentation.
 type Relay struct {
-	opts      Options
+	opts      options
 	clk       clock.Clock
 	log       *slog.Logger
 	cookieKey []byte
@@ -174,7 +43,11 @@ type Relay struct {
 
 // New returns a relay in front of res. Close it to stop its heartbeats.
 // invalid_argument: a bad option.
-func New(res Resolver, o Options) (*Relay, error) {
+func New(res Resolver, opts ...Option) (*Relay, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
@@ -538,7 +411,7 @@ func causeOf(err error) string {
 // check a reachable sandbox would make, against the token the resolver
 // still knew, or, for a sandbox that does not exist, against a token nobody
 // has, so that a stranger cannot tell a missing sandbox from a private one
-// (Options.RevealMissing aside) nor learn a private one's state.
+// (WithRevealMissing aside) nor learn a private one's state.
 func (rl *Relay) refuse(w http.ResponseWriter, r *http.Request, rt route, err error) {
 	gate := &entry{target: Target{ID: rt.id, Token: rl.decoy}}
 	var u *unreachable
@@ -568,7 +441,7 @@ func resolveError(rt route, err error) error {
 	return provider.Errorf(provider.Internal, "sandbox %s cannot be resolved (%s)", rt.id, provider.Message(err))
 }
 
-// writeError answers err in the backend's shape (Options.WriteError), or
+// writeError answers err in the backend's shape (WithWriteError), or
 // the project's.
 func (rl *Relay) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if rl.opts.WriteError != nil {

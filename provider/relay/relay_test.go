@@ -59,7 +59,7 @@ func decodeError(t *testing.T, rec *httptest.ResponseRecorder, status int) apiEr
 func TestRouting(t *testing.T) {
 	up := upstream(t, echo)
 	upURL, _ := url.Parse(up.URL)
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	f.backend.set("sb1", target("sb1", up.URL))
 	prefixed := target("sb2", up.URL+"/_preview/3000-tok")
 	f.backend.set("sb2", prefixed)
@@ -86,7 +86,7 @@ func TestRouting(t *testing.T) {
 }
 
 func TestPathWithoutSlashRedirects(t *testing.T) {
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	rec := f.do(t, "GET", "", "/3000-sb1?x=1", nil)
 	assert.Equal(t, http.StatusPermanentRedirect, rec.Code)
 	assert.Equal(t, "/3000-sb1/?x=1", rec.Header().Get("Location"))
@@ -98,7 +98,7 @@ func TestPathWithoutSlashRedirects(t *testing.T) {
 // nothing while the sandbox's user is told it stopped.
 func TestAStrangerCannotTellAStoppedSandboxItResolvedBefore(t *testing.T) {
 	up := upstream(t, ok)
-	f := newFixture(t, Options{CacheTTL: -1})
+	f := newFixture(t, WithCacheTTL(-1))
 	running := target("sb1", up.URL)
 	running.Token = "s3cret"
 	f.backend.set("sb1", running)
@@ -115,7 +115,7 @@ func TestAStrangerCannotTellAStoppedSandboxItResolvedBefore(t *testing.T) {
 
 func TestErrorsAreClearAndImmediate(t *testing.T) {
 	up := upstream(t, ok)
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	f.backend.set("up", target("up", up.URL))
 	f.backend.fail("stopped", provider.Errorf(provider.FailedPrecondition, "sandbox stopped is stopped"))
 	f.backend.fail("down", provider.Errorf(provider.Unavailable, "the daemon does not answer"))
@@ -150,7 +150,7 @@ func TestErrorsAreClearAndImmediate(t *testing.T) {
 // token, the real reason.
 func TestAStrangerCannotTellMissingFromPrivate(t *testing.T) {
 	up := upstream(t, ok)
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	running := target("running", up.URL)
 	running.Token = "s3cret"
 	f.backend.set("running", running)
@@ -202,7 +202,7 @@ func TestAStrangerCannotTellMissingFromPrivate(t *testing.T) {
 	assert.Contains(t, e.Error.Message, "port 3000 is not declared")
 
 	// Where ids are random (Daytona's), a missing sandbox may say so.
-	f2 := newFixture(t, Options{RevealMissing: true})
+	f2 := newFixture(t, WithRevealMissing(true))
 	e = decodeError(t, f2.do(t, "GET", "3000-nope.localhost", "/", nil), 404)
 	assert.Contains(t, e.Error.Message, "no sandbox nope")
 }
@@ -219,7 +219,7 @@ func deadURL(t *testing.T) string {
 func TestReResolveWhenUpstreamRefuses(t *testing.T) {
 	up := upstream(t, ok)
 	t.Run("moved: the request follows", func(t *testing.T) {
-		f := newFixture(t, Options{})
+		f := newFixture(t)
 		f.backend.set("sb1", target("sb1", up.URL))
 		require.Equal(t, http.StatusOK, f.do(t, "GET", "3000-sb1.localhost", "/", nil).Code)
 		// The sandbox restarts on another port; the cache still has the old one.
@@ -231,7 +231,7 @@ func TestReResolveWhenUpstreamRefuses(t *testing.T) {
 		assert.Equal(t, http.StatusOK, rec.Code, "the refused request was re-resolved and retried at the new address")
 	})
 	t.Run("stopped: 503 at once", func(t *testing.T) {
-		f := newFixture(t, Options{})
+		f := newFixture(t)
 		f.backend.set("sb1", target("sb1", deadURL(t)))
 		// First resolution gives the dead address; by the time the request
 		// fails, the backend knows the sandbox stopped.
@@ -240,7 +240,7 @@ func TestReResolveWhenUpstreamRefuses(t *testing.T) {
 		assert.Contains(t, e.Error.Message, "is stopped: start it, then retry")
 	})
 	t.Run("refused, still the same address: a clear 503", func(t *testing.T) {
-		f := newFixture(t, Options{})
+		f := newFixture(t)
 		dead := deadURL(t)
 		f.backend.set("sb1", target("sb1", dead))
 		e := decodeError(t, f.do(t, "GET", "3000-sb1.localhost", "/", nil), http.StatusServiceUnavailable)
@@ -263,7 +263,7 @@ func (s stopAfterResolve) Resolve(ctx context.Context, id string, port int) (Tar
 
 func TestMovedRequestIsRetriedAtTheNewAddress(t *testing.T) {
 	up := upstream(t, echo)
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	f.backend.set("sb1", target("sb1", deadURL(t)))
 	f.relay.res.res = moveAfterResolve{f.backend, "sb1", target("sb1", up.URL)}
 	s := decodeSeen(t, f.do(t, "GET", "3000-sb1.localhost", "/x", nil))
@@ -285,7 +285,7 @@ func (m moveAfterResolve) Resolve(ctx context.Context, id string, port int) (Tar
 
 func TestUpstream502ReResolves(t *testing.T) {
 	up := upstream(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) })
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	f.backend.set("sb1", target("sb1", up.URL))
 	assert.Equal(t, http.StatusBadGateway, f.do(t, "GET", "3000-sb1.localhost", "/", nil).Code, "a sandbox that still runs: its 502 passes")
 	assert.Equal(t, 2, f.backend.resolveCount(), "and the relay resolved again")
@@ -299,7 +299,7 @@ func TestUpstream502ReResolves(t *testing.T) {
 
 func TestPrivateSandbox(t *testing.T) {
 	up := upstream(t, echo)
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	priv := target("sb1", up.URL)
 	priv.Token = "s3cret"
 	priv.Header = http.Header{TokenHeader: {"s3cret"}}
@@ -425,7 +425,7 @@ func TestStreamIsNotBuffered(t *testing.T) {
 		}
 		_, _ = w.Write([]byte("data: two\n\n"))
 	})
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	f.backend.set("sb1", target("sb1", up.URL))
 	srv := upstream(t, f.relay.ServeHTTP)
 	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
@@ -460,7 +460,7 @@ func TestWebSocketPassesThroughAndCounts(t *testing.T) {
 			}
 		}
 	})
-	f := newFixture(t, Options{IdleKeepAlive: time.Minute})
+	f := newFixture(t, WithIdleKeepAlive(time.Minute))
 	f.backend.set("sb1", target("sb1", up.URL))
 	srv := upstream(t, f.relay.ServeHTTP)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -492,7 +492,7 @@ func TestWebSocketPassesThroughAndCounts(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	up := upstream(t, ok)
 	reg := prometheus.NewRegistry()
-	f := newFixture(t, Options{MetricsPath: "/metrics", Registerer: reg})
+	f := newFixture(t, WithMetricsPath("/metrics"), WithRegisterer(reg))
 	f.backend.set("sb1", target("sb1", up.URL))
 	for i := 0; i < 3; i++ {
 		require.Equal(t, http.StatusOK, f.do(t, "GET", "3000-sb1.localhost", "/", nil).Code)
@@ -519,7 +519,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestOptionsValidated(t *testing.T) {
-	_, err := New(newBackend(), Options{MetricsPath: "metrics"})
+	_, err := New(newBackend(), WithMetricsPath("metrics"))
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err))
 }
 
@@ -576,7 +576,7 @@ func TestStaleEventsDropCachedTargets(t *testing.T) {
 	b.set("sb2", target("sb2", up.URL))
 	inv := invalidating{b, make(chan chan string), make(chan error, 1)}
 	inv.errs <- provider.Errorf(provider.Unavailable, "no daemon yet")
-	rl, err := New(inv, Options{Clock: clk})
+	rl, err := New(inv, WithClock(clk))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rl.Close() })
 	f := &fixture{clk: clk, backend: b, relay: rl}
@@ -621,7 +621,7 @@ func TestStaleEventsDropCachedTargets(t *testing.T) {
 
 func TestOriginOfTheSandboxsOwnPageBecomesTheUpstreams(t *testing.T) {
 	up := upstream(t, echo)
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	f.backend.set("sb1", target("sb1", up.URL))
 	s := decodeSeen(t, f.do(t, "POST", "3000-sb1.localhost:4030", "/", http.Header{"Origin": {"http://3000-sb1.localhost:4030"}}))
 	assert.Equal(t, up.URL, s.Header.Get("Origin"))
@@ -634,7 +634,7 @@ func TestOriginOfTheSandboxsOwnPageBecomesTheUpstreams(t *testing.T) {
 func TestARetryAfterAMoveChecksTheNewToken(t *testing.T) {
 	up1 := upstream(t, ok)
 	up2 := upstream(t, echo)
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	old := target("sb1", up1.URL)
 	old.Token = "old-token"
 	old.Header = http.Header{TokenHeader: {"old-token"}}
@@ -672,7 +672,7 @@ func TestAnUpgradedConnectionPassesAHalfCloseOn(t *testing.T) {
 		b, _ := io.ReadAll(brw) // until the client's EOF
 		_, _ = c.Write([]byte("got " + string(b)))
 	})
-	f := newFixture(t, Options{})
+	f := newFixture(t)
 	f.backend.set("sb1", target("sb1", up.URL))
 	srv := upstream(t, f.relay.ServeHTTP)
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())

@@ -34,7 +34,7 @@ type Resolver interface {
 
 // Invalidator is implemented by resolvers that can tell when a resolution
 // goes stale, so that a stopped sandbox's address (which the next sandbox may
-// get) leaves the cache at once rather than at the end of Options.CacheTTL.
+// get) leaves the cache at once rather than at the end of WithCacheTTL.
 type Invalidator interface {
 	// Stale streams the ids of sandboxes whose targets may have changed
 	// (stopped, started again, deleted, updated), and "" for "any of them",
@@ -104,7 +104,7 @@ type resolver struct {
 	clk     clock.Clock
 	ttl     time.Duration
 	timeout time.Duration
-	daytona bool            // Options.DaytonaTiming
+	daytona bool            // WithDaytonaTiming
 	base    context.Context // ends with the relay
 	track   *tracker
 	group   singleflight.Group

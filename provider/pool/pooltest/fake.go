@@ -58,10 +58,21 @@ var (
 	_ provider.AutoDeleter   = (*Fake)(nil)
 )
 
-// New returns an empty Fake whose timestamps come from clk.
-func New(clk clock.Clock) *Fake {
-	return &Fake{clk: clk, sbs: map[string]*provider.Sandbox{}, autoDelete: map[string]int{},
+// Option tunes a Fake.
+type Option func(*Fake)
+
+// WithClock takes the Fake's timestamps from c, a fake clock in tests.
+// Default clock.Real().
+func WithClock(c clock.Clock) Option { return func(f *Fake) { f.clk = c } }
+
+// New returns an empty Fake.
+func New(opts ...Option) *Fake {
+	f := &Fake{clk: clock.Real(), sbs: map[string]*provider.Sandbox{}, autoDelete: map[string]int{},
 		faults: map[Op][]error{}, hangs: map[Op]*Hang{}}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
 }
 
 // Plain hides the optional interfaces: a provider that neither records stop

@@ -14,7 +14,7 @@ import (
 
 func TestFakeLifecycleAndFaults(t *testing.T) {
 	ctx := context.Background()
-	f := New(clocktest.NewFake(time.Time{}))
+	f := New(WithClock(clocktest.NewFake(time.Time{})))
 	sb, err := f.Create(ctx, provider.CreateRequest{Name: "a", Labels: map[string]string{"k": "v"}})
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, sb.State)
@@ -52,7 +52,7 @@ func TestFakeLifecycleAndFaults(t *testing.T) {
 }
 
 func TestPlainHidesTheOptionalInterfaces(t *testing.T) {
-	f := New(clocktest.NewFake(time.Time{}))
+	f := New(WithClock(clocktest.NewFake(time.Time{})))
 	var p provider.Provider = f.Plain()
 	_, stopper := p.(provider.ReasonStopper)
 	_, deleter := p.(provider.AutoDeleter)
