@@ -1,11 +1,18 @@
 package toolbox
 
 import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The parsers below read what a client, a flag or a repository's content
@@ -172,5 +179,46 @@ func FuzzValidSessionID(f *testing.F) {
 				t.Fatalf("accepted %q with %U", id, r)
 			}
 		}
+	})
+}
+
+// FuzzBulkUpload sends a bulk upload of two files and one part of any
+// name to a toolbox confined to a directory: whatever the paths, it
+// answers 200, 400 or 413 with JSON, and writes nothing outside the root.
+func FuzzBulkUpload(f *testing.F) {
+	f.Add("a.txt", "one", "dir/b.txt", "two", "files[2].path", "c.txt")
+	f.Add("../escape.txt", "x", "/etc/passwd", "y", "files[9].file", "z")
+	f.Add("", "orphan", "   ", "blank", "files[1].path", "")
+	f.Add("same.txt", "first", "same.txt", "second", "other", "ignored")
+	f.Add("dir", "x", "dir/x", "y", "files[0].path", "dir/x/z")
+	parent := f.TempDir()
+	root := filepath.Join(parent, "root")
+	require.NoError(f, os.Mkdir(root, 0o755))
+	s, err := newServer(Options{Token: testToken, WorkDir: root, HomeDir: root, Root: root, MaxUploadBytes: 1 << 16})
+	require.NoError(f, err)
+	f.Cleanup(func() { s.Close() })
+	f.Fuzz(func(t *testing.T, p0, f0, p1, f1, name, value string) {
+		body, ctype := multipartBody(t, "files[0].path", p0, "files[0].file", f0, "files[1].path", p1, "files[1].file", f1, name, value)
+		req := httptest.NewRequest(http.MethodPost, "/files/bulk-upload", body)
+		req.Host = "127.0.0.1"
+		req.Header.Set("Content-Type", ctype)
+		req.Header.Set(TokenHeader, testToken)
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		switch rec.Code {
+		case http.StatusOK, http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		default:
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		if !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("not JSON: %q", rec.Body)
+		}
+		err := filepath.WalkDir(parent, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || p == parent || p == root || strings.HasPrefix(p, root+string(filepath.Separator)) {
+				return err
+			}
+			return fmt.Errorf("%s was written outside the root", p)
+		})
+		require.NoError(t, err)
 	})
 }
