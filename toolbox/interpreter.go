@@ -94,7 +94,7 @@ func (in *interpreters) create(req wire.CreateContextRequest) (*interpContext, e
 	if err := c.ensureWorker(); err != nil {
 		return nil, err
 	}
-	_, err := in.reg.add(c.id, func(_ bool, n int) (*interpContext, error) {
+	_, err := in.reg.add(c.id, func(_ *interpContext, _ bool, n int) (*interpContext, error) {
 		if n >= maxContexts {
 			return nil, errorf(http.StatusConflict, "too many interpreter contexts: at most %d; delete one first", maxContexts)
 		}
