@@ -506,11 +506,17 @@ func (s *server) handleInterpreterExecute(w http.ResponseWriter, r *http.Request
 }
 
 func readInterpRequest(ctx context.Context, conn *websocket.Conn) (interpRequest, error) {
-	var req interpRequest
 	_, b, err := conn.Read(ctx)
 	if err != nil {
-		return req, err
+		return interpRequest{}, err
 	}
+	return parseInterpRequest(b)
+}
+
+// parseInterpRequest decodes and checks a run request, the WebSocket's
+// first message.
+func parseInterpRequest(b []byte) (interpRequest, error) {
+	var req interpRequest
 	if err := json.Unmarshal(b, &req); err != nil {
 		return req, fmt.Errorf("invalid request: %v", err)
 	}

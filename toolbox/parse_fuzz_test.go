@@ -222,3 +222,84 @@ func FuzzBulkUpload(f *testing.F) {
 		require.NoError(t, err)
 	})
 }
+
+// FuzzParseInterpRequest decodes the first message of an interpreter
+// WebSocket, which any client writes.
+func FuzzParseInterpRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"code":"print(1)"}`,
+		`{"code":"x","contextId":"c","envs":{"A":"1"},"timeout":3}`,
+		`{"code":"x","timeout":-1}`,
+		`{"code":""}`,
+		`{"code":"x","envs":{"A=B":"1"}}`,
+		`null`, `x`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, err := parseInterpRequest(b)
+		if err != nil {
+			return
+		}
+		if req.Code == "" || req.Timeout != nil && *req.Timeout < 0 || validateEnv(req.Envs) != nil {
+			t.Fatalf("accepted %+v", req)
+		}
+	})
+}
+
+// FuzzParseCompletions and FuzzParseSymbols read a language server's
+// answers, which follow the project's files: whatever shape comes, the
+// toolbox answers JSON or a 500, never panics.
+func FuzzParseCompletions(f *testing.F) {
+	for _, s := range []string{
+		`{"isIncomplete":true,"items":[{"label":"print","kind":3,"documentation":"doc"}]}`,
+		`[{"label":"a","documentation":{"kind":"markdown","value":"**x**"}}]`,
+		`[{"label":"a","documentation":""}]`,
+		`[{"label":"a","documentation":7}]`,
+		`null`, ``, `[`, `{"items":{}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		list, err := parseCompletions(json.RawMessage(raw))
+		if err != nil {
+			if asAPIError(err).status != http.StatusInternalServerError {
+				t.Fatalf("a bad answer is not a 500: %v", err)
+			}
+			return
+		}
+		if list.Items == nil {
+			t.Fatal("items is null, not a list")
+		}
+		if _, err := json.Marshal(list); err != nil {
+			t.Fatalf("the answer does not encode: %v", err)
+		}
+	})
+}
+
+func FuzzParseSymbols(f *testing.F) {
+	for _, s := range []string{
+		`[{"name":"f","kind":12,"location":{"uri":"file:///a.py","range":{"start":{"line":1,"character":0},"end":{"line":2,"character":0}}}}]`,
+		`[{"name":"C","kind":5,"range":{"start":{"line":0,"character":0},"end":{"line":9,"character":0}},"children":[{"name":"m","kind":6,"children":[]}]}]`,
+		`[{"name":"x","location":{"uri":"file:///b.py"}}]`,
+		`null`, ``, `{}`, `[null]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		const doc = "file:///doc.py"
+		syms, err := parseSymbols(json.RawMessage(raw), doc)
+		if err != nil {
+			if asAPIError(err).status != http.StatusInternalServerError {
+				t.Fatalf("a bad answer is not a 500: %v", err)
+			}
+			return
+		}
+		if syms == nil {
+			t.Fatal("symbols is null, not a list")
+		}
+		if _, err := json.Marshal(syms); err != nil {
+			t.Fatalf("the answer does not encode: %v", err)
+		}
+	})
+}
