@@ -28,6 +28,10 @@
 //	{"statusCode":400,"message":"...","code":"BAD_REQUEST",
 //	 "timestamp":"...","path":"/process/execute","method":"POST"}
 //
+// The request and answer bodies, that error body included, are declared in
+// package toolbox/wire, which imports only the standard library, so that
+// toolbox/client shares them without linking this server.
+//
 // # Commands, sessions and the entrypoint
 //
 // Process execution and session commands run in bash when /etc/shells

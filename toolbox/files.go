@@ -372,16 +372,12 @@ func readSmallPart(r io.Reader, limit int64) (string, error) {
 	return string(b), nil
 }
 
-type downloadRequest struct {
-	Paths []string `json:"paths"`
-}
-
 // handleBulkDownload answers 200 with one multipart part per requested path,
 // in order: "file" with filename = the path as requested, or "error" holding
 // an error body. Once streaming has begun, a read failure aborts the
 // connection, so a truncated file can never pass for a complete one.
 func (s *server) handleBulkDownload(w http.ResponseWriter, r *http.Request) {
-	var req downloadRequest
+	var req wire.FilesDownloadRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return

@@ -255,7 +255,7 @@ func TestBulkDownload(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(ts.workDir, "d", "b.bin"), []byte{0, 1, 2}, 0o644))
 	absB := filepath.Join(ts.workDir, "d", "b.bin")
 
-	resp := ts.postJSON(t, "/files/bulk-download", downloadRequest{Paths: []string{"a.txt", "missing.txt", absB, "d"}})
+	resp := ts.postJSON(t, "/files/bulk-download", wire.FilesDownloadRequest{Paths: []string{"a.txt", "missing.txt", absB, "d"}})
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 	parts := readParts(t, resp)
 	require.Len(t, parts, 4)
@@ -295,7 +295,7 @@ func TestBulkDownload(t *testing.T) {
 	t.Run("quotes in the path survive", func(t *testing.T) {
 		name := `we"ird\name.txt`
 		require.NoError(t, os.WriteFile(filepath.Join(ts.workDir, name), []byte("q"), 0o644))
-		parts := readParts(t, ts.postJSON(t, "/files/bulk-download", downloadRequest{Paths: []string{name}}))
+		parts := readParts(t, ts.postJSON(t, "/files/bulk-download", wire.FilesDownloadRequest{Paths: []string{name}}))
 		require.Len(t, parts, 1)
 		assert.Equal(t, name, parts[0].filename)
 		assert.Equal(t, "q", string(parts[0].body))

@@ -263,7 +263,7 @@ func TestBulkDownloadPartLength(t *testing.T) {
 		content[i] = byte(i)
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(ts.workDir, "big.bin"), content, 0o644))
-	parts := readParts(t, ts.postJSON(t, "/files/bulk-download", downloadRequest{Paths: []string{"big.bin"}}))
+	parts := readParts(t, ts.postJSON(t, "/files/bulk-download", wire.FilesDownloadRequest{Paths: []string{"big.bin"}}))
 	require.Len(t, parts, 1)
 	assert.Equal(t, strconv.Itoa(len(content)), parts[0].length)
 	assert.Equal(t, content, parts[0].body)

@@ -94,7 +94,7 @@ func (in *interpreters) create(req wire.CreateContextRequest) (*interpContext, e
 	if err := c.ensureWorker(); err != nil {
 		return nil, err
 	}
-	_, err := in.reg.add(c.id, func(_ bool, n int) (*interpContext, error) {
+	_, err := in.reg.add(c.id, func(_ *interpContext, _ bool, n int) (*interpContext, error) {
 		if n >= maxContexts {
 			return nil, errorf(http.StatusConflict, "too many interpreter contexts: at most %d; delete one first", maxContexts)
 		}
@@ -506,11 +506,17 @@ func (s *server) handleInterpreterExecute(w http.ResponseWriter, r *http.Request
 }
 
 func readInterpRequest(ctx context.Context, conn *websocket.Conn) (interpRequest, error) {
-	var req interpRequest
 	_, b, err := conn.Read(ctx)
 	if err != nil {
-		return req, err
+		return interpRequest{}, err
 	}
+	return parseInterpRequest(b)
+}
+
+// parseInterpRequest decodes and checks a run request, the WebSocket's
+// first message.
+func parseInterpRequest(b []byte) (interpRequest, error) {
+	var req interpRequest
 	if err := json.Unmarshal(b, &req); err != nil {
 		return req, fmt.Errorf("invalid request: %v", err)
 	}

@@ -42,14 +42,12 @@ var lspCommands = map[string][]string{
 }
 
 type lspServers struct {
-	srv    *server
-	mu     sync.Mutex
-	m      map[string]*lspClient
-	closed bool
+	srv *server
+	reg *registry[string, *lspClient]
 }
 
 func newLSPServers(srv *server) *lspServers {
-	return &lspServers{srv: srv, m: map[string]*lspClient{}}
+	return &lspServers{srv: srv, reg: newRegistry[string, *lspClient]()}
 }
 
 // key validates a server name and returns its map key and project dir.
@@ -72,22 +70,17 @@ func (ls *lspServers) start(ctx context.Context, req wire.LspServerRequest) erro
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return errorf(http.StatusBadRequest, "pathToProject %s is not a directory", dir)
 	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	switch c := ls.m[key]; {
-	case ls.closed:
-		return errorf(http.StatusGone, "toolbox is shutting down")
-	case c != nil && !c.isDead():
-		return nil // already running
-	case len(ls.m) >= maxLSPServers:
-		return errorf(http.StatusConflict, "too many language servers: at most %d; stop one first", maxLSPServers)
-	}
-	c, err := startLSP(ctx, ls.srv.opts.Clock, req.LanguageID, dir, ls.srv.opts.env.environ())
-	if err != nil {
-		return err
-	}
-	ls.m[key] = c
-	return nil
+	_, err = ls.reg.add(key, func(old *lspClient, taken bool, n int) (*lspClient, error) {
+		switch {
+		case taken && !old.isDead():
+			return old, nil // already running
+		case n >= maxLSPServers:
+			return nil, errorf(http.StatusConflict, "too many language servers: at most %d; stop one first", maxLSPServers)
+		}
+		// A dead server under key is replaced.
+		return startLSP(ctx, ls.srv.opts.Clock, req.LanguageID, dir, ls.srv.opts.env.environ())
+	})
+	return err
 }
 
 func (ls *lspServers) get(req wire.LspServerRequest) (*lspClient, error) {
@@ -95,10 +88,8 @@ func (ls *lspServers) get(req wire.LspServerRequest) (*lspClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	c := ls.m[key]
-	if c == nil || c.isDead() {
+	c, err := ls.reg.get(key)
+	if err != nil || c.isDead() {
 		return nil, errorf(http.StatusBadRequest, "no %s language server is running for %s: start it first", req.LanguageID, dir)
 	}
 	return c, nil
@@ -109,11 +100,8 @@ func (ls *lspServers) stop(req wire.LspServerRequest) error {
 	if err != nil {
 		return err
 	}
-	ls.mu.Lock()
-	c := ls.m[key]
-	delete(ls.m, key)
-	ls.mu.Unlock()
-	if c == nil {
+	c, ok := ls.reg.remove(key)
+	if !ok {
 		return errorf(http.StatusBadRequest, "no %s language server is running for %s", req.LanguageID, dir)
 	}
 	c.stop()
@@ -121,12 +109,7 @@ func (ls *lspServers) stop(req wire.LspServerRequest) error {
 }
 
 func (ls *lspServers) closeAll() {
-	ls.mu.Lock()
-	ls.closed = true
-	all := ls.m
-	ls.m = map[string]*lspClient{}
-	ls.mu.Unlock()
-	for _, c := range all {
+	for _, c := range ls.reg.close() {
 		c.stop()
 	}
 }

@@ -1,11 +1,18 @@
 package toolbox
 
 import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The parsers below read what a client, a flag or a repository's content
@@ -171,6 +178,128 @@ func FuzzValidSessionID(f *testing.F) {
 			if !unicode.IsPrint(r) {
 				t.Fatalf("accepted %q with %U", id, r)
 			}
+		}
+	})
+}
+
+// FuzzBulkUpload sends a bulk upload of two files and one part of any
+// name to a toolbox confined to a directory: whatever the paths, it
+// answers 200, 400 or 413 with JSON, and writes nothing outside the root.
+func FuzzBulkUpload(f *testing.F) {
+	f.Add("a.txt", "one", "dir/b.txt", "two", "files[2].path", "c.txt")
+	f.Add("../escape.txt", "x", "/etc/passwd", "y", "files[9].file", "z")
+	f.Add("", "orphan", "   ", "blank", "files[1].path", "")
+	f.Add("same.txt", "first", "same.txt", "second", "other", "ignored")
+	f.Add("dir", "x", "dir/x", "y", "files[0].path", "dir/x/z")
+	parent := f.TempDir()
+	root := filepath.Join(parent, "root")
+	require.NoError(f, os.Mkdir(root, 0o755))
+	s, err := newServer(Options{Token: testToken, WorkDir: root, HomeDir: root, Root: root, MaxUploadBytes: 1 << 16})
+	require.NoError(f, err)
+	f.Cleanup(func() { s.Close() })
+	f.Fuzz(func(t *testing.T, p0, f0, p1, f1, name, value string) {
+		body, ctype := multipartBody(t, "files[0].path", p0, "files[0].file", f0, "files[1].path", p1, "files[1].file", f1, name, value)
+		req := httptest.NewRequest(http.MethodPost, "/files/bulk-upload", body)
+		req.Host = "127.0.0.1"
+		req.Header.Set("Content-Type", ctype)
+		req.Header.Set(TokenHeader, testToken)
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		switch rec.Code {
+		case http.StatusOK, http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		default:
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		if !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("not JSON: %q", rec.Body)
+		}
+		err := filepath.WalkDir(parent, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || p == parent || p == root || strings.HasPrefix(p, root+string(filepath.Separator)) {
+				return err
+			}
+			return fmt.Errorf("%s was written outside the root", p)
+		})
+		require.NoError(t, err)
+	})
+}
+
+// FuzzParseInterpRequest decodes the first message of an interpreter
+// WebSocket, which any client writes.
+func FuzzParseInterpRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"code":"print(1)"}`,
+		`{"code":"x","contextId":"c","envs":{"A":"1"},"timeout":3}`,
+		`{"code":"x","timeout":-1}`,
+		`{"code":""}`,
+		`{"code":"x","envs":{"A=B":"1"}}`,
+		`null`, `x`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, err := parseInterpRequest(b)
+		if err != nil {
+			return
+		}
+		if req.Code == "" || req.Timeout != nil && *req.Timeout < 0 || validateEnv(req.Envs) != nil {
+			t.Fatalf("accepted %+v", req)
+		}
+	})
+}
+
+// FuzzParseCompletions and FuzzParseSymbols read a language server's
+// answers, which follow the project's files: whatever shape comes, the
+// toolbox answers JSON or a 500, never panics.
+func FuzzParseCompletions(f *testing.F) {
+	for _, s := range []string{
+		`{"isIncomplete":true,"items":[{"label":"print","kind":3,"documentation":"doc"}]}`,
+		`[{"label":"a","documentation":{"kind":"markdown","value":"**x**"}}]`,
+		`[{"label":"a","documentation":""}]`,
+		`[{"label":"a","documentation":7}]`,
+		`null`, ``, `[`, `{"items":{}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		list, err := parseCompletions(json.RawMessage(raw))
+		if err != nil {
+			if asAPIError(err).status != http.StatusInternalServerError {
+				t.Fatalf("a bad answer is not a 500: %v", err)
+			}
+			return
+		}
+		if list.Items == nil {
+			t.Fatal("items is null, not a list")
+		}
+		if _, err := json.Marshal(list); err != nil {
+			t.Fatalf("the answer does not encode: %v", err)
+		}
+	})
+}
+
+func FuzzParseSymbols(f *testing.F) {
+	for _, s := range []string{
+		`[{"name":"f","kind":12,"location":{"uri":"file:///a.py","range":{"start":{"line":1,"character":0},"end":{"line":2,"character":0}}}}]`,
+		`[{"name":"C","kind":5,"range":{"start":{"line":0,"character":0},"end":{"line":9,"character":0}},"children":[{"name":"m","kind":6,"children":[]}]}]`,
+		`[{"name":"x","location":{"uri":"file:///b.py"}}]`,
+		`null`, ``, `{}`, `[null]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		const doc = "file:///doc.py"
+		syms, err := parseSymbols(json.RawMessage(raw), doc)
+		if err != nil {
+			if asAPIError(err).status != http.StatusInternalServerError {
+				t.Fatalf("a bad answer is not a 500: %v", err)
+			}
+			return
+		}
+		if syms == nil {
+			t.Fatal("symbols is null, not a list")
+		}
+		if _, err := json.Marshal(syms); err != nil {
+			t.Fatalf("the answer does not encode: %v", err)
 		}
 	})
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // Unconfined, the toolbox sees the file system as the sandbox user does, like
@@ -112,7 +114,7 @@ func TestConfinedRoot(t *testing.T) {
 
 	t.Run("bulk download reports an escape per file", func(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(work, "ok.txt"), []byte("ok"), 0o644))
-		parts := readParts(t, ts.postJSON(t, "/files/bulk-download", downloadRequest{Paths: []string{"abs-link", "ok.txt"}}))
+		parts := readParts(t, ts.postJSON(t, "/files/bulk-download", wire.FilesDownloadRequest{Paths: []string{"abs-link", "ok.txt"}}))
 		require.Len(t, parts, 2)
 		assert.Equal(t, "error", parts[0].name)
 		assert.Contains(t, string(parts[0].body), "FILE_ACCESS_DENIED")

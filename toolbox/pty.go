@@ -106,7 +106,7 @@ func (pm *ptyManager) create(req wire.PtyCreateRequest) (*ptySession, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pm.reg.add(sess.id, func(taken bool, n int) (*ptySession, error) {
+	return pm.reg.add(sess.id, func(_ *ptySession, taken bool, n int) (*ptySession, error) {
 		switch {
 		case taken:
 			return nil, errorf(http.StatusConflict, "PTY session with ID %s already exists", sess.id)

@@ -15,7 +15,8 @@ var errClosed = &apiError{status: http.StatusGone, code: "GONE", msg: "toolbox i
 var errMissing = errors.New("not registered")
 
 // registry holds the live objects of one kind (session shells, PTYs,
-// interpreter contexts) by key, under one lock, until the toolbox closes.
+// interpreter contexts, language servers) by key, under one lock, until
+// the toolbox closes.
 // It never calls into its values: ending one is the caller's job, done
 // once the value has left the registry and outside its lock, since it may
 // wait out a hang-up's grace.
@@ -31,19 +32,20 @@ func newRegistry[K comparable, V any]() *registry[K, V] {
 
 // add stores under k the value that admit makes, and returns it. Once the
 // registry is closed it fails with errClosed and admit is not called.
-// Otherwise admit runs under the lock, told whether k is taken and how many
-// values are held, so that its checks and the insert they allow are one
-// step; it returns the value, or the error that refuses it. admit must not
-// call back into the registry.
-func (r *registry[K, V]) add(k K, admit func(taken bool, n int) (V, error)) (V, error) {
+// Otherwise admit runs under the lock, told what k holds (if taken) and
+// how many values are held, so that its checks and the insert they allow
+// are one step; it returns the value to hold under k (the old one, to keep
+// it), or the error that refuses it. admit must not call back into the
+// registry.
+func (r *registry[K, V]) add(k K, admit func(old V, taken bool, n int) (V, error)) (V, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		var zero V
 		return zero, errClosed
 	}
-	_, taken := r.m[k]
-	v, err := admit(taken, len(r.m))
+	old, taken := r.m[k]
+	v, err := admit(old, taken, len(r.m))
 	if err != nil {
 		return v, err
 	}

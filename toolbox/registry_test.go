@@ -11,8 +11,8 @@ import (
 )
 
 // refuseFull admits up to limit values and refuses a key that is taken.
-func refuseFull(v string, limit int) func(bool, int) (string, error) {
-	return func(taken bool, n int) (string, error) {
+func refuseFull(v string, limit int) func(string, bool, int) (string, error) {
+	return func(_ string, taken bool, n int) (string, error) {
 		switch {
 		case taken:
 			return "", errors.New("taken")
@@ -25,7 +25,7 @@ func refuseFull(v string, limit int) func(bool, int) (string, error) {
 
 func TestRegistry(t *testing.T) {
 	type op struct {
-		do      string // add, get, getOrAdd, remove, close
+		do      string // add, keep (add that keeps a value held), get, getOrAdd, remove, close
 		key     string
 		val     string
 		wantVal string
@@ -39,6 +39,10 @@ func TestRegistry(t *testing.T) {
 		{"add then get", []op{
 			{do: "add", key: "a", val: "A", wantVal: "A"},
 			{do: "get", key: "a", wantVal: "A"},
+		}, []string{"A"}},
+		{"admit may keep what is held", []op{
+			{do: "keep", key: "a", val: "A", wantVal: "A"},
+			{do: "keep", key: "a", val: "B", wantVal: "A"},
 		}, []string{"A"}},
 		{"get of nothing", []op{
 			{do: "get", key: "a", wantErr: "missing"},
@@ -84,6 +88,13 @@ func TestRegistry(t *testing.T) {
 				switch o.do {
 				case "add":
 					got, err = r.add(o.key, refuseFull(o.val, 2))
+				case "keep":
+					got, err = r.add(o.key, func(old string, taken bool, _ int) (string, error) {
+						if taken {
+							return old, nil
+						}
+						return o.val, nil
+					})
 				case "get":
 					got, err = r.get(o.key)
 				case "getOrAdd":
@@ -123,7 +134,7 @@ func TestRegistryAddIsOneStep(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 50 {
 		wg.Go(func() {
-			_, _ = r.add(i, func(_ bool, n int) (int, error) {
+			_, _ = r.add(i, func(_ int, _ bool, n int) (int, error) {
 				if n >= limit {
 					return 0, errors.New("full")
 				}

@@ -138,7 +138,7 @@ func (ss *sessions) create(id string) error {
 // start makes the session id; only the toolbox itself may make the
 // entrypoint session.
 func (ss *sessions) start(id string, entrypoint bool) (*session, error) {
-	return ss.reg.add(id, func(taken bool, n int) (*session, error) {
+	return ss.reg.add(id, func(_ *session, taken bool, n int) (*session, error) {
 		switch {
 		case taken:
 			return nil, errorf(http.StatusConflict, "session already exists")

@@ -19,9 +19,7 @@ var (
 )
 
 func (s *server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		SessionID string `json:"sessionId"`
-	}
+	var req wire.CreateSessionRequest
 	if err := readJSON(w, r, defaultMaxJSONBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
 		return

@@ -72,7 +72,7 @@ func New(baseURL string, header http.Header, opts ...Option) *Client {
 
 // CreateSession starts a session shell. already_exists: the id is taken.
 func (c *Client) CreateSession(ctx context.Context, sessionID string) error {
-	return c.do(ctx, http.MethodPost, "/process/session", map[string]string{"sessionId": sessionID}, nil)
+	return c.do(ctx, http.MethodPost, "/process/session", wire.CreateSessionRequest{SessionID: sessionID}, nil)
 }
 
 // DeleteSession ends a session and kills what still runs in it. not_found.

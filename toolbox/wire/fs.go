@@ -33,6 +33,11 @@ type ReplaceResult struct {
 	Error   string `json:"error,omitempty"`
 }
 
+// FilesDownloadRequest is the body of POST /files/bulk-download.
+type FilesDownloadRequest struct {
+	Paths []string `json:"paths"`
+}
+
 // FileInfo is the daemon's FileInfo. Owner and group are numeric ids.
 type FileInfo struct {
 	Group       string `json:"group"`

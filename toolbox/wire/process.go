@@ -41,6 +41,11 @@ type SessionCommand struct {
 	ExitCode *int   `json:"exitCode,omitempty"`
 }
 
+// CreateSessionRequest is the body of POST /process/session.
+type CreateSessionRequest struct {
+	SessionID string `json:"sessionId"`
+}
+
 // Session is the answer of GET /process/session/{sessionId}.
 type Session struct {
 	SessionID string           `json:"sessionId"`
