@@ -16,6 +16,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/sandplane/sandplane/internal/netguard"
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/provider"
@@ -123,12 +124,10 @@ func (cfg RunConfig) check() (loopback bool, err error) {
 	if listen == "" {
 		listen = DefaultListen
 	}
-	host, _, err := net.SplitHostPort(listen)
+	loopback, err = netguard.ListenLoopback(listen)
 	if err != nil {
 		return false, provider.Errorf(provider.InvalidArgument, "--listen %q: %v", listen, err)
 	}
-	ip, perr := netip.ParseAddr(host)
-	loopback = host == "localhost" || perr == nil && ip.IsLoopback()
 	switch {
 	case slices.Contains(cfg.APIKeys, ""):
 		return false, provider.Errorf(provider.InvalidArgument, "--api-key must not be empty")

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	_ "github.com/sandplane/sandplane/daytona" // --provider daytona://
+	"github.com/sandplane/sandplane/internal/netguard"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/provider/relay"
@@ -133,15 +134,15 @@ func listenLoopback(addr string) (net.Listener, error) {
 }
 
 // checkLoopback refuses, as a usage error, a listen address that is not
-// loopback: localhost, or an IP address of the loopback network, as the
-// daemon's own listener requires (daemon.Listen). setting names where addr
-// came from; why, what a network could do.
+// loopback (netguard.ListenLoopback, as the daemon's own listener requires
+// in daemon.Listen). setting names where addr came from; why, what a
+// network could do.
 func checkLoopback(setting, addr, why string) error {
-	host, _, err := net.SplitHostPort(addr)
+	loopback, err := netguard.ListenLoopback(addr)
 	if err != nil {
 		return provider.Errorf(provider.InvalidArgument, "%s %q: %v", setting, addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !loopback {
 		return provider.Errorf(provider.InvalidArgument, "%s %q is not loopback: %s; use 127.0.0.1", setting, addr, why)
 	}
 	return nil
