@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 
 	_ "github.com/sandplane/sandplane/daytona" // --provider daytona://
 	"github.com/sandplane/sandplane/internal/netguard"
+	"github.com/sandplane/sandplane/internal/serve"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/provider/relay"
@@ -103,21 +102,8 @@ func runRelay(ctx context.Context, f relayFlags, out io.Writer, log *slog.Logger
 	fmt.Fprintf(out, "sandplane relay in front of %s\n  by host: http://<port>-<id>.%s:%s/\n  by path: http://%s/<port>-<id>/\n  metrics: http://%s/metrics\n",
 		p.Traits().Name, f.domain, port, ln.Addr(), ln.Addr())
 	// The banner comes first: a client that reached the relay can rely on it.
-	hs := &http.Server{Handler: rl, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := clock.WithTimeout(context.Background(), clk, 10*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		_ = hs.Close() // open streams and WebSockets end here
-	}
-	return nil
+	// Open streams and WebSockets end when the grace period does.
+	return serve.Serve(ctx, ln, rl, serve.WithClock(clk))
 }
 
 // listenLoopback binds a loopback address only: the relay forwards whoever
