@@ -213,3 +213,34 @@ func asciiUpper(s string) string {
 	}
 	return string(b)
 }
+
+// FuzzOriginClass checks that an Origin's class is its host's: nothing
+// panics, and a loopback Origin is http or https of a host that
+// classifies the same on its own.
+func FuzzOriginClass(f *testing.F) {
+	for _, s := range []string{
+		"http://localhost:3000", "https://127.0.0.1", "http://[::1]:80", "null", "file://localhost",
+		"http://3000-abc.localhost:4025", "http://user@localhost", "http://localhost/", "HTTP://LOCALHOST.",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, origin string) {
+		c := OriginClass(origin)
+		if LoopbackOrigin(origin) && c != LoopbackIP && c != Localhost {
+			t.Fatalf("%q is a loopback origin of class %v", origin, c)
+		}
+		if !c.Loopback() {
+			return
+		}
+		_, host, ok := strings.Cut(origin, "://")
+		if !ok {
+			t.Fatalf("%q is %v without a scheme", origin, c)
+		}
+		if scheme := asciiLower(origin[:len(origin)-len(host)-3]); scheme != "http" && scheme != "https" {
+			t.Fatalf("%q is %v with scheme %q", origin, c, scheme)
+		}
+		if hc := Classify(host); hc != c {
+			t.Fatalf("%q is %v, its host %q is %v", origin, c, host, hc)
+		}
+	})
+}
