@@ -6,13 +6,12 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
 
+	"github.com/sandplane/sandplane/internal/netguard"
 	"github.com/sandplane/sandplane/provider/clock"
 )
 
@@ -116,7 +115,7 @@ func (s *Simulator) hostGuard(next http.Handler) http.Handler {
 	}
 	base := ""
 	if u, err := url.Parse(s.cfg.BaseURL); err == nil {
-		base = strings.ToLower(u.Hostname())
+		base, _ = netguard.Hostname(u.Host)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !allowedHost(r.Host, base) {
@@ -129,22 +128,15 @@ func (s *Simulator) hostGuard(next http.Handler) http.Handler {
 }
 
 // allowedHost reports whether hostport names a simulator on loopback: a
-// loopback address, localhost or a name under it (browsers resolve those
-// to loopback themselves, so no DNS can rebind them), base, or a preview
-// name <port>-<id>.base.
+// loopback address, localhost or a name under it (netguard.Classify;
+// browsers resolve those to loopback themselves, so no DNS can rebind
+// them), base, or a preview name <port>-<id>.base.
 func allowedHost(hostport, base string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")), ".")
-	if ip, err := netip.ParseAddr(host); err == nil {
-		return ip.IsLoopback()
-	}
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+	if netguard.Classify(hostport).Loopback() {
 		return true
 	}
-	if base == "" {
+	host, ok := netguard.Hostname(hostport)
+	if !ok || base == "" {
 		return false
 	}
 	if host == base {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/sandplane/sandplane/internal/netguard"
+	"github.com/sandplane/sandplane/internal/serve"
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/provider"
@@ -123,12 +125,10 @@ func (cfg RunConfig) check() (loopback bool, err error) {
 	if listen == "" {
 		listen = DefaultListen
 	}
-	host, _, err := net.SplitHostPort(listen)
+	loopback, err = netguard.ListenLoopback(listen)
 	if err != nil {
 		return false, provider.Errorf(provider.InvalidArgument, "--listen %q: %v", listen, err)
 	}
-	ip, perr := netip.ParseAddr(host)
-	loopback = host == "localhost" || perr == nil && ip.IsLoopback()
 	switch {
 	case slices.Contains(cfg.APIKeys, ""):
 		return false, provider.Errorf(provider.InvalidArgument, "--api-key must not be empty")
@@ -288,10 +288,9 @@ func (cfg RunConfig) dockerRuntime(ctx context.Context, rb *RuntimeBackendConfig
 }
 
 // serve serves sim on ln until ctx ends, then shuts down within
-// shutdownTimeout. generated says whether the admin key is the
-// simulator's own, to be printed once.
+// shutdownTimeout (internal/serve). generated says whether the admin key
+// is the simulator's own, to be printed once.
 func (cfg RunConfig) serve(ctx context.Context, ln net.Listener, sim *Simulator, generated bool) error {
-	srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	addr := ln.Addr().String()
 	cfg.Logger.Info("Daytona simulator serving", "api", "http://"+addr+"/api", "admin", "http://"+addr+"/_sim/info")
 	export := "export DAYTONA_API_URL=http://" + addr + "/api"
@@ -305,20 +304,9 @@ func (cfg RunConfig) serve(ctx context.Context, ln net.Listener, sim *Simulator,
 		export += " " + EnvAdminKey + "=" + sim.AdminKey()
 	}
 	fmt.Fprintln(cfg.Out, export)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	if cfg.Ready != nil {
-		cfg.Ready(ln.Addr())
-	}
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := clock.WithTimeout(context.WithoutCancel(ctx), cfg.Clock, shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil {
-		_ = srv.Close()
-	}
-	return nil
+	return serve.Serve(ctx, ln, sim.Handler(), serve.WithClock(cfg.Clock), serve.WithGrace(shutdownTimeout), serve.WithStarted(func() {
+		if cfg.Ready != nil {
+			cfg.Ready(ln.Addr())
+		}
+	}))
 }

@@ -75,10 +75,12 @@
 // page the user opens can send requests to 127.0.0.1, and any local process
 // can connect. Every request passes one guard before any route sees it:
 //
-//   - Host must be a loopback name (127.0.0.0/8, ::1, localhost, *.localhost)
-//     or one of Options.AllowedHosts, else 403. A DNS-rebinding page sends its
+//   - Host must be a loopback name (127.0.0.0/8, ::1, localhost, *.localhost,
+//     by the rules of internal/netguard) or one of Options.AllowedHosts, else
+//     403. A DNS-rebinding page sends its
 //     own name as Host.
-//   - Origin, when present, must be a loopback origin, else 403; a request
+//   - Origin, when present, must be a page on a loopback address or on
+//     localhost itself (not a preview under it), else 403; a request
 //     marked Sec-Fetch-Site: cross-site without one is refused as well. A
 //     cross-site page always sends one of the two.
 //   - The sandbox's token (Options.Token) must come in the

@@ -4,10 +4,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"mime"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
+
+	"github.com/sandplane/sandplane/internal/netguard"
 )
 
 // TokenHeader carries the sandbox's token, as Daytona's proxy expects it on
@@ -67,29 +67,31 @@ func (s *server) guard(w http.ResponseWriter, r *http.Request, a access) bool {
 	return true
 }
 
-// checkHost admits loopback names and the configured extra hosts. A page on
-// a name the attacker controls that resolves to 127.0.0.1 (DNS rebinding)
-// still sends its own name as Host.
+// checkHost admits loopback names (netguard.Classify) and the configured
+// extra hosts. A page on a name the attacker controls that resolves to
+// 127.0.0.1 (DNS rebinding) still sends its own name as Host.
 func (s *server) checkHost(hostport string) error {
-	host := hostOnly(hostport)
-	if isLoopbackName(host) {
+	if netguard.Classify(hostport).Loopback() {
 		return nil
 	}
-	for _, h := range s.opts.AllowedHosts {
-		if host != "" && strings.EqualFold(host, hostOnly(h)) {
-			return nil
+	if host, ok := netguard.Hostname(hostport); ok {
+		for _, h := range s.opts.AllowedHosts {
+			if allowed, ok := netguard.Hostname(h); ok && host == allowed {
+				return nil
+			}
 		}
 	}
 	return errorf(http.StatusForbidden, "host %q is not allowed: the toolbox answers only loopback names (127.0.0.1, localhost, [::1]) and the hosts it is configured to allow", hostport)
 }
 
 // checkOrigin refuses requests made by a page that is not itself on a
-// loopback name, and cross-site requests that carry no Origin (a browser
-// leaves it off a plain GET). Programs send neither header.
+// loopback address or localhost (netguard.LoopbackOrigin), and cross-site
+// requests that carry no Origin (a browser leaves it off a plain GET).
+// Programs send neither header.
 func checkOrigin(h http.Header) error {
 	if origins, ok := h["Origin"]; ok {
 		for _, o := range origins {
-			if !isLoopbackOrigin(o) {
+			if !netguard.LoopbackOrigin(o) {
 				return errorf(http.StatusForbidden, "origin %q is not allowed: the toolbox answers pages on loopback names only", o)
 			}
 		}
@@ -99,35 +101,6 @@ func checkOrigin(h http.Header) error {
 		return errorf(http.StatusForbidden, "cross-site requests are not allowed")
 	}
 	return nil
-}
-
-func isLoopbackOrigin(origin string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
-		return false
-	}
-	return isLoopbackName(hostOnly(u.Host))
-}
-
-// hostOnly strips the port and the brackets of an IPv6 literal, lowercases,
-// and drops a trailing dot.
-func hostOnly(hostport string) string {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	return strings.TrimSuffix(strings.ToLower(host), ".")
-}
-
-// isLoopbackName: 127.0.0.0/8, ::1 (also IPv4-mapped), localhost and its
-// subdomains, which resolvers and browsers pin to loopback (RFC 6761).
-func isLoopbackName(host string) bool {
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // authorized compares the presented token with the configured one in

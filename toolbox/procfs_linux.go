@@ -3,46 +3,27 @@
 package toolbox
 
 import (
-	"bufio"
-	"bytes"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/sandplane/sandplane/internal/procfs"
 )
 
 // procStat is what the toolbox reads of /proc/<pid>/stat.
 type procStat struct {
-	pid, ppid, pgrp, session int
-	zombie                   bool
-	start                    uint64 // clock ticks after boot: tells a process from a later one with its pid
+	pid int
+	procfs.Stat
 }
 
-// readProcStat parses /proc/<pid>/stat. The command name may contain
-// spaces and parentheses, so the fields are counted from its last ')'.
+// readProcStat reads /proc/<pid>/stat (internal/procfs).
 func readProcStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return procStat{}, false
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, false
-	}
-	// After ") ": state ppid pgrp session ..., starttime the 20th.
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return procStat{}, false
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	pgrp, err2 := strconv.Atoi(f[2])
-	sid, err3 := strconv.Atoi(f[3])
-	start, err4 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
-		return procStat{}, false
-	}
-	return procStat{pid: pid, ppid: ppid, pgrp: pgrp, session: sid, zombie: f[0] == "Z", start: start}, true
+	return procStat{pid, st}, true
 }
 
 // allProcs lists every process this toolbox can see.
@@ -69,7 +50,7 @@ func allProcs() []procStat {
 // groups included). Processes that left the session with setsid survive.
 func killSession(sid int) {
 	for _, p := range allProcs() {
-		if p.session == sid {
+		if p.Session == sid {
 			syscall.Kill(p.pid, syscall.SIGKILL)
 		}
 	}
@@ -88,8 +69,8 @@ func sessionTree(leader int) []treeMember {
 	below := descendantsIn(procs, leader)
 	var out []treeMember
 	for _, p := range procs {
-		if !p.zombie && (p.pid == leader || p.session == leader || p.pgrp == leader || below[p.pid]) {
-			out = append(out, treeMember{p.pid, p.start})
+		if !p.Zombie() && (p.pid == leader || p.Session == leader || p.PGrp == leader || below[p.pid]) {
+			out = append(out, treeMember{p.pid, p.StartTime})
 		}
 	}
 	return out
@@ -99,7 +80,7 @@ func sessionTree(leader int) []treeMember {
 // not a later one that got its pid.
 func signalMembers(ms []treeMember, sig syscall.Signal) {
 	for _, m := range ms {
-		if st, ok := readProcStat(m.pid); ok && st.start == m.start && !st.zombie {
+		if st, ok := readProcStat(m.pid); ok && st.StartTime == m.start && !st.Zombie() {
 			syscall.Kill(m.pid, sig)
 		}
 	}
@@ -122,10 +103,10 @@ func killSessionTree(leader int) {
 		below := descendantsIn(procs, leader)
 		killed := 0
 		for _, p := range procs {
-			if p.zombie {
+			if p.Zombie() {
 				continue
 			}
-			if p.pid == leader || p.session == leader || p.pgrp == leader || below[p.pid] {
+			if p.pid == leader || p.Session == leader || p.PGrp == leader || below[p.pid] {
 				syscall.Kill(p.pid, syscall.SIGKILL)
 				killed++
 			}
@@ -145,7 +126,7 @@ func descendants(root int) map[int]bool {
 func descendantsIn(procs []procStat, root int) map[int]bool {
 	children := map[int][]int{}
 	for _, p := range procs {
-		children[p.ppid] = append(children[p.ppid], p.pid)
+		children[p.PPID] = append(children[p.PPID], p.pid)
 	}
 	out := map[int]bool{}
 	queue := []int{root}
@@ -171,10 +152,10 @@ func socketInodes(pid int, into map[uint64]bool) {
 	}
 	for _, e := range entries {
 		link, err := os.Readlink(filepath.Join(dir, e.Name()))
-		if err != nil || !strings.HasPrefix(link, "socket:[") {
+		if err != nil {
 			continue
 		}
-		if n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]"), 10, 64); err == nil {
+		if n, ok := procfs.SocketInode(link); ok {
 			into[n] = true
 		}
 	}
@@ -185,40 +166,13 @@ func socketInodes(pid int, into map[uint64]bool) {
 func listeningTCP() map[uint64]int {
 	out := map[uint64]int{}
 	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		parseProcNetTCP(f, out)
-	}
-	return out
-}
-
-// tcpListen is the kernel's TCP_LISTEN state in /proc/net/tcp.
-const tcpListen = "0A"
-
-func parseProcNetTCP(path string, into map[uint64]int) {
-	f, err := os.Open(path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Scan() // header
-	for sc.Scan() {
-		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 || fields[3] != tcpListen {
-			continue
-		}
-		_, portHex, ok := strings.Cut(fields[1], ":")
-		if !ok {
-			continue
-		}
-		port, err := strconv.ParseUint(portHex, 16, 16)
+		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
-		inode, err := strconv.ParseUint(fields[9], 10, 64)
-		if err != nil || inode == 0 {
-			continue
+		for _, l := range procfs.ParseTCPListeners(b) {
+			out[l.Inode] = int(l.Addr.Port())
 		}
-		into[inode] = int(port)
 	}
+	return out
 }

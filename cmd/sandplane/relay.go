@@ -2,18 +2,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	_ "github.com/sandplane/sandplane/daytona" // --provider daytona://
+	"github.com/sandplane/sandplane/internal/netguard"
+	"github.com/sandplane/sandplane/internal/serve"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/provider/relay"
@@ -101,21 +101,8 @@ func runRelay(ctx context.Context, f relayFlags, out io.Writer, log *slog.Logger
 	fmt.Fprintf(out, "sandplane relay in front of %s\n  by host: http://<port>-<id>.%s:%s/\n  by path: http://%s/<port>-<id>/\n  metrics: http://%s/metrics\n",
 		p.Traits().Name, f.domain, port, ln.Addr(), ln.Addr())
 	// The banner comes first: a client that reached the relay can rely on it.
-	hs := &http.Server{Handler: rl, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := clock.WithTimeout(context.Background(), clk, 10*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		_ = hs.Close() // open streams and WebSockets end here
-	}
-	return nil
+	// Open streams and WebSockets end when the grace period does.
+	return serve.Serve(ctx, ln, rl, serve.WithClock(clk))
 }
 
 // listenLoopback binds a loopback address only: the relay forwards whoever
@@ -132,15 +119,15 @@ func listenLoopback(addr string) (net.Listener, error) {
 }
 
 // checkLoopback refuses, as a usage error, a listen address that is not
-// loopback: localhost, or an IP address of the loopback network, as the
-// daemon's own listener requires (daemon.Listen). setting names where addr
-// came from; why, what a network could do.
+// loopback (netguard.ListenLoopback, as the daemon's own listener requires
+// in daemon.Listen). setting names where addr came from; why, what a
+// network could do.
 func checkLoopback(setting, addr, why string) error {
-	host, _, err := net.SplitHostPort(addr)
+	loopback, err := netguard.ListenLoopback(addr)
 	if err != nil {
 		return provider.Errorf(provider.InvalidArgument, "%s %q: %v", setting, addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !loopback {
 		return provider.Errorf(provider.InvalidArgument, "%s %q is not loopback: %s; use 127.0.0.1", setting, addr, why)
 	}
 	return nil

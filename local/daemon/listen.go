@@ -10,18 +10,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandplane/sandplane/internal/netguard"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
 
-// Listen binds addr, which must be a loopback address. When the port is
+// Listen binds addr, which must be a loopback address
+// (netguard.ListenLoopback). When the port is
 // taken it says by whom: another sandplane daemon, or a squatter.
 func Listen(ctx context.Context, addr string) (net.Listener, error) {
-	host, _, err := net.SplitHostPort(addr)
+	loopback, err := netguard.ListenLoopback(addr)
 	if err != nil {
 		return nil, provider.Errorf(provider.InvalidArgument, "listen address %q: %w", addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !loopback {
 		return nil, provider.Errorf(provider.InvalidArgument, "listen address %q is not loopback: the daemon has no authentication strong enough for a network; use 127.0.0.1", addr)
 	}
 	l, err := net.Listen("tcp", addr)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/sandplane/sandplane/internal/netguard"
 	"github.com/sandplane/sandplane/local/manager"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/relay"
@@ -75,21 +76,12 @@ func hostLabel(s string) bool {
 }
 
 // previewRequest reports whether r is preview traffic, which the relay
-// answers with the sandbox's own token rules: a name under localhost, or a
-// path under PreviewPath.
+// answers with the sandbox's own token rules: a name under localhost
+// (netguard.UnderLocalhost: browsers and curl resolve those to loopback
+// themselves, RFC 6761, so no DNS can rebind them), or a path under
+// PreviewPath.
 func previewRequest(r *http.Request) bool {
-	return isLocalhostName(r.Host) || r.URL.Path == PreviewPath || strings.HasPrefix(r.URL.Path, PreviewPath+"/")
-}
-
-// isLocalhostName reports whether hostport names something under
-// localhost, which browsers and curl resolve to loopback themselves (RFC
-// 6761), so that no DNS can rebind it.
-func isLocalhostName(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	return strings.HasSuffix(strings.ToLower(strings.TrimSuffix(host, ".")), ".localhost")
+	return netguard.Classify(r.Host) == netguard.UnderLocalhost || r.URL.Path == PreviewPath || strings.HasPrefix(r.URL.Path, PreviewPath+"/")
 }
 
 // newPreviewRelay is the relay over the manager.

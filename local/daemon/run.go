@@ -2,18 +2,17 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandplane/sandplane/internal/serve"
 	"github.com/sandplane/sandplane/local/config"
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/docker"
@@ -93,7 +92,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer ln.Close()
 	previewAddr.Set(ln.Addr().String())
-	if err := serveUntil(ctx, clk, ln, srv.Handler(), func() { banner(cfg, ln.Addr()) }, log); err != nil {
+	// Requests' contexts end first at shutdown, so that event streams end
+	// instead of holding it for the whole grace period. Lifecycle
+	// operations are detached from request contexts and finish regardless.
+	if err := serve.Serve(ctx, ln, srv.Handler(), serve.WithClock(clk), serve.WithGrace(shutdownTimeout), serve.WithLogger(log),
+		serve.WithCancelRequests(), serve.WithStarted(func() { banner(cfg, ln.Addr()) })); err != nil {
 		return err
 	}
 	if !set.ReapOnExit {
@@ -183,37 +186,6 @@ func snapshots(set config.Config) map[string]manager.Snapshot {
 		out[manager.DefaultSnapshot] = def
 	}
 	return out
-}
-
-// serveUntil serves h on ln until ctx ends, then shuts down within
-// shutdownTimeout. started runs once the server is serving.
-func serveUntil(ctx context.Context, clk clock.Clock, ln net.Listener, h http.Handler, started func(), log *slog.Logger) error {
-	// Cancelled first at shutdown, so that event streams end instead of
-	// holding Shutdown for its whole timeout. Lifecycle operations are
-	// detached from request contexts and finish regardless.
-	baseCtx, cancelBase := context.WithCancel(context.Background())
-	defer cancelBase()
-	hs := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	started()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	cancelBase()
-	shutdown, cancel := clock.WithTimeout(context.Background(), clk, shutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("shutdown", "err", err)
-	}
-	return nil
 }
 
 // banner tells the person who started the daemon where it is.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	middleware "github.com/oapi-codegen/nethttp-middleware"
 
+	"github.com/sandplane/sandplane/internal/netguard"
 	"github.com/sandplane/sandplane/local/daemon/internal/api"
 	"github.com/sandplane/sandplane/local/manager"
 	"github.com/sandplane/sandplane/provider"
@@ -289,13 +289,13 @@ func writeErrorStatus(w http.ResponseWriter, status int, err error) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// loopbackOnly refuses requests whose Host is not a loopback name, so a web
-// page on another origin cannot reach the daemon through DNS rebinding.
-// Names under localhost are loopback (browsers resolve them themselves);
-// they carry previews, never the API.
+// loopbackOnly refuses requests whose Host is not a loopback name
+// (netguard.Classify), so a web page on another origin cannot reach the
+// daemon through DNS rebinding. Names under localhost are loopback
+// (browsers resolve them themselves); they carry previews, never the API.
 func (s *Server) loopbackOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isLoopbackHost(r.Host) && !isLocalhostName(r.Host) {
+		if !netguard.Classify(r.Host).Loopback() {
 			writeError(w, provider.Errorf(provider.PermissionDenied, "host %q is not loopback: sandplane answers only on 127.0.0.1, localhost and [::1], and previews on <port>-<id>.localhost", r.Host))
 			return
 		}
@@ -303,21 +303,9 @@ func (s *Server) loopbackOnly(next http.Handler) http.Handler {
 	})
 }
 
-func isLoopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// cors allows cross-origin calls only from pages served on localhost, such as
-// a developer's own web UI.
+// cors allows cross-origin calls only from pages served on localhost or a
+// loopback address (netguard.LoopbackOrigin), such as a developer's own web
+// UI; never from a preview's page under localhost, which is a sandbox's.
 func (s *Server) cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
@@ -325,8 +313,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		u, err := url.Parse(origin)
-		if err != nil || !isLoopbackHost(u.Host) {
+		if !netguard.LoopbackOrigin(origin) {
 			writeError(w, provider.Errorf(provider.PermissionDenied, "origin %q is not allowed: only pages on localhost may call the daemon", origin))
 			return
 		}

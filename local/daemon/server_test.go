@@ -248,6 +248,16 @@ func TestLoopbackGuards(t *testing.T) {
 		{"lan ip", []string{"Host", "192.168.1.5:4025"}, 403},
 		{"local origin", []string{"Origin", "http://localhost:5173"}, 200},
 		{"foreign origin", []string{"Origin", "https://evil.example"}, 403},
+		// The edge cases internal/netguard decides, as the daemon sees them.
+		{"localhost with a trailing dot", []string{"Host", "localhost.:4025"}, 200},
+		{"localhost in capitals", []string{"Host", "LOCALHOST:4025"}, 200},
+		{"ipv4-mapped loopback", []string{"Host", "[::ffff:127.0.0.1]:4025"}, 200},
+		{"short form a browser normalises", []string{"Host", "127.1:4025"}, 403},
+		{"hex form a browser normalises", []string{"Host", "0x7f.1:4025"}, 403},
+		{"brackets around a name", []string{"Host", "[localhost]:4025"}, 403},
+		{"a preview page's origin", []string{"Origin", "http://3000-abc.localhost:4025"}, 403},
+		{"a file page's origin", []string{"Origin", "null"}, 403},
+		{"an origin of another scheme", []string{"Origin", "ftp://localhost"}, 403},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/sandplane/sandplane/internal/netguard"
 )
 
 // route is where a request is going: port of sandbox id.
@@ -118,17 +120,16 @@ func parsePath(escapedPath string) (r route, rest string, ok bool) {
 }
 
 // isOwnHost reports whether a Host names the relay itself (its domain,
-// localhost or a loopback address) rather than something that rebinds to it.
-// With anyDomain, every host that routes to no sandbox is the relay's own:
-// its server's Host guard has already said which it answers.
+// localhost or a loopback address, by netguard's rules) rather than
+// something that rebinds to it. With anyDomain, every host that routes to
+// no sandbox is the relay's own: its server's Host guard has already said
+// which it answers.
 func isOwnHost(host, domain string) bool {
 	if domain == anyDomain {
 		return true
 	}
-	h := hostname(host)
-	if h == domain || h == "localhost" {
+	if c := netguard.Classify(host); c == netguard.Localhost || c == netguard.LoopbackIP {
 		return true
 	}
-	ip := net.ParseIP(strings.Trim(h, "[]"))
-	return ip != nil && ip.IsLoopback()
+	return hostname(host) == domain
 }

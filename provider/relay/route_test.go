@@ -90,6 +90,11 @@ func TestIsOwnHost(t *testing.T) {
 	for host, want := range map[string]bool{
 		"127.0.0.1:4030": true, "localhost:4030": true, "[::1]:4030": true, "[::1]": true, "127.1.2.3": true,
 		"relay.example.com": true, "evil.com:4030": false, "10.0.0.1:4030": false, "": false,
+		// The edge cases internal/netguard decides.
+		"localhost.:4030": true, "LOCALHOST": true, "[::ffff:127.0.0.1]:4030": true, "Relay.Example.COM.:80": true,
+		"127.1:4030": false, "0x7f.1": false, "127.0.0.1.:4030": false, "[localhost]": false, "::1": false,
+		// Under localhost is where sandboxes are, not the relay.
+		"x.localhost:4030": false,
 	} {
 		assert.Equal(t, want, isOwnHost(host, "relay.example.com"), host)
 	}

@@ -1,29 +1,23 @@
 package native
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandplane/sandplane/internal/procfs"
 	"github.com/sandplane/sandplane/local/driver"
 )
 
 var _ driver.PortLister = (*Driver)(nil)
-
-// tcpListen is the LISTEN state in /proc/net/tcp.
-const tcpListen = "0A"
 
 // member is a process of a sandbox. The start time lets a scan notice that
 // a pid was reused while it looked.
@@ -186,13 +180,12 @@ func descendants(ctx context.Context, self member) ([]member, error) {
 		if err != nil {
 			return
 		}
-		st, err1 := parseStat(b)
-		ppid, err2 := parsePPID(b)
-		if err1 != nil || err2 != nil || st.Zombie() || pid == self.pid {
+		st, err := procfs.ParseStat(b)
+		if err != nil || st.Zombie() || pid == self.pid {
 			return
 		}
-		p := proc{member{pid, st.StartTime}, ppid}
-		children[ppid] = append(children[ppid], p)
+		p := proc{member{pid, st.StartTime}, st.PPID}
+		children[st.PPID] = append(children[st.PPID], p)
 		if st.Session == self.pid {
 			session = append(session, p.member)
 		}
@@ -214,19 +207,6 @@ func descendants(ctx context.Context, self member) ([]member, error) {
 		}
 	}
 	return out, nil
-}
-
-// parsePPID reads the parent pid (field 4) of a /proc/PID/stat line.
-func parsePPID(b []byte) (int, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errMalformedStat
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0, errMalformedStat
-	}
-	return strconv.Atoi(f[4-3])
 }
 
 // socketsOf returns the inodes of the sockets procs hold, and for each
@@ -267,11 +247,7 @@ func socketInodes(pid int) []uint64 {
 		if err != nil {
 			continue
 		}
-		rest, ok := strings.CutPrefix(link, "socket:[")
-		if !ok {
-			continue
-		}
-		if ino, err := strconv.ParseUint(strings.TrimSuffix(rest, "]"), 10, 64); err == nil {
+		if ino, ok := procfs.SocketInode(link); ok {
 			out = append(out, ino)
 		}
 	}
@@ -327,54 +303,21 @@ func readTables(pid int, inodes map[uint64]bool) ([]netip.AddrPort, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, parseTCPTable(b, inodes)...)
+		out = append(out, listenersAmong(b, inodes)...)
 	}
 	return out, nil
 }
 
-// parseTCPTable returns the local addresses of the LISTEN sockets of a
-// /proc/net/tcp or tcp6 table whose inode is in inodes. Lines it cannot
-// read are skipped.
-func parseTCPTable(b []byte, inodes map[uint64]bool) []netip.AddrPort {
+// listenersAmong keeps the listening sockets of a TCP table whose inodes
+// are among inodes.
+func listenersAmong(table []byte, inodes map[uint64]bool) []netip.AddrPort {
 	var out []netip.AddrPort
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
-		f := strings.Fields(sc.Text())
-		if len(f) < 10 || f[3] != tcpListen {
-			continue
-		}
-		ino, err := strconv.ParseUint(f[9], 10, 64)
-		if err != nil || !inodes[ino] {
-			continue
-		}
-		if ap, ok := parseHexAddrPort(f[1]); ok {
-			out = append(out, ap)
+	for _, l := range procfs.ParseTCPListeners(table) {
+		if inodes[l.Inode] {
+			out = append(out, l.Addr)
 		}
 	}
 	return out
-}
-
-// parseHexAddrPort decodes the kernel's "0100007F:1F90": the address as
-// 32-bit words in host byte order, the port in plain hex.
-func parseHexAddrPort(s string) (netip.AddrPort, bool) {
-	a, p, ok := strings.Cut(s, ":")
-	if !ok || len(p) != 4 || len(a) != 8 && len(a) != 32 {
-		return netip.AddrPort{}, false
-	}
-	port, err := strconv.ParseUint(p, 16, 16)
-	if err != nil {
-		return netip.AddrPort{}, false
-	}
-	raw, err := hex.DecodeString(a)
-	if err != nil {
-		return netip.AddrPort{}, false
-	}
-	for i := 0; i < len(raw); i += 4 {
-		binary.NativeEndian.PutUint32(raw[i:], binary.BigEndian.Uint32(raw[i:]))
-	}
-	addr, _ := netip.AddrFromSlice(raw)
-	return netip.AddrPortFrom(addr, uint16(port)), true
 }
 
 // diagListeners asks the kernel (NETLINK_SOCK_DIAG) for the TCP sockets in

@@ -9,59 +9,19 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 
+	"github.com/sandplane/sandplane/internal/procfs"
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/provider"
 )
 
-const procRoot = "/proc"
+const procRoot = procfs.Root
 
 // procStat is the part of /proc/PID/stat the runtime needs.
-type procStat struct {
-	State     byte // R, S, D, Z, ...
-	PGrp      int
-	Session   int
-	StartTime uint64 // clock ticks since boot
-}
+type procStat = procfs.Stat
 
-// Zombie reports whether the process has ended and waits for its parent.
-func (s procStat) Zombie() bool { return s.State == 'Z' || s.State == 'X' || s.State == 'x' }
-
-func readStat(pid int) (procStat, error) {
-	b, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseStat(b)
-}
-
-var errMalformedStat = errors.New("malformed /proc stat line")
-
-// parseStat decodes a /proc/PID/stat line. The command name (field 2) is in
-// parentheses and may itself contain spaces and parentheses, so fields are
-// counted from the last ')'.
-func parseStat(b []byte) (procStat, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, errMalformedStat
-	}
-	// f[0] is field 3; field n is f[n-3].
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 22-3+1 || len(f[0]) != 1 || !isLetter(f[0][0]) {
-		return procStat{}, errMalformedStat
-	}
-	pgrp, err1 := strconv.Atoi(f[5-3])
-	sid, err2 := strconv.Atoi(f[6-3])
-	start, err3 := strconv.ParseUint(f[22-3], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return procStat{}, fmt.Errorf("%w: %v", errMalformedStat, err)
-	}
-	return procStat{State: f[0][0], PGrp: pgrp, Session: sid, StartTime: start}, nil
-}
-
-func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+func readStat(pid int) (procStat, error) { return procfs.ReadStat(pid) }
 
 // gone reports whether err from reading /proc means the process is gone.
 func gone(err error) bool {
@@ -109,29 +69,7 @@ func nsPIDs(pid int) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseNSpid(b)
-}
-
-func parseNSpid(status []byte) ([]int, error) {
-	for line := range bytes.Lines(status) {
-		rest, ok := bytes.CutPrefix(line, []byte("NSpid:"))
-		if !ok {
-			continue
-		}
-		var out []int
-		for _, f := range strings.Fields(string(rest)) {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				return nil, fmt.Errorf("%w: NSpid %q", errMalformedStat, rest)
-			}
-			out = append(out, n)
-		}
-		if len(out) == 0 {
-			return nil, fmt.Errorf("%w: empty NSpid", errMalformedStat)
-		}
-		return out, nil
-	}
-	return []int{0}, nil
+	return procfs.ParseNSpid(b)
 }
 
 // isInit reports whether pid is PID 1 of a PID namespace made from ours:
