@@ -2,7 +2,6 @@ package toolbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandplane/sandplane/internal/serve"
 	"github.com/sandplane/sandplane/provider/clock"
 )
 
@@ -402,29 +402,11 @@ func Serve(ctx context.Context, addr string, opts Options) error {
 	return s.serve(ctx, ln)
 }
 
+// serve serves until ctx ends; at shutdown, requests in flight get
+// ShutdownGrace, and once it is over their contexts end, which kills their
+// process groups.
 func (s *server) serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler: s,
-		// Slow-header protection only; net/http owns this deadline.
-		ReadHeaderTimeout: 30 * time.Second,
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-
-	select {
-	case err := <-errc:
-		return fmt.Errorf("toolbox: %w", err)
-	case <-ctx.Done():
-	}
-
-	graceCtx, cancel := clock.WithTimeout(context.Background(), s.opts.Clock, s.opts.ShutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(graceCtx); err != nil {
-		// Grace is over: cancel the remaining requests' contexts, which
-		// kills their process groups.
-		srv.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := serve.Serve(ctx, ln, s, serve.WithGrace(s.opts.ShutdownGrace), serve.WithClock(s.opts.Clock)); err != nil {
 		return fmt.Errorf("toolbox: %w", err)
 	}
 	return nil
