@@ -162,32 +162,12 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 			s.writeAPIError(w, r, errorf(http.StatusBadRequest, "could not read body"))
 			return
 		}
-		var list []Fault
-		if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' {
-			err = decodeStrict(b, &list)
-		} else {
-			var one Fault
-			err = decodeStrict(b, &one)
-			list = []Fault{one}
-		}
-		if err != nil {
-			s.writeAPIError(w, r, errorf(http.StatusBadRequest, "invalid fault: %v", err))
+		list, aerr := decodeFaults(b, sc)
+		if aerr != nil {
+			s.writeAPIError(w, r, aerr)
 			return
 		}
 		out := make([]Fault, 0, len(list))
-		for i, f := range list {
-			if err := f.check(); err != nil {
-				s.writeAPIError(w, r, errorf(http.StatusBadRequest, "invalid fault: %v", err))
-				return
-			}
-			if !sc.all {
-				if f.Org != "" && f.Org != sc.org {
-					s.writeAPIError(w, r, errorf(http.StatusBadRequest, "the fault names org %s, not the organization of this call", f.Org))
-					return
-				}
-				list[i].Org = sc.faultOrg()
-			}
-		}
 		for _, f := range list {
 			out = append(out, s.faults.add(f))
 		}
@@ -198,16 +178,14 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	h("PUT /_sim/faults/random", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		var rf RandomFaults
 		b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if err == nil {
-			err = decodeStrict(b, &rf)
-		}
-		if err == nil {
-			err = rf.check()
-		}
 		if err != nil {
 			s.writeAPIError(w, r, errorf(http.StatusBadRequest, "invalid random faults: %v", err))
+			return
+		}
+		rf, aerr := decodeRandomFaults(b)
+		if aerr != nil {
+			s.writeAPIError(w, r, aerr)
 			return
 		}
 		s.faults.setRandom(sc.faultOrg(), &rf)
@@ -289,6 +267,50 @@ func (s *Simulator) vanish(id string, sc scope) bool {
 	}
 	s.vanishLocked(sb)
 	return true
+}
+
+// decodeFaults reads the body of POST /_sim/faults, one Fault or a list of
+// them, as faults of sc: each checked, and its Org set to sc's, so that
+// every fault it returns can be added as it is. A fault of a single
+// organization's call that names another organization is refused.
+func decodeFaults(b []byte, sc scope) ([]Fault, *apiError) {
+	var list []Fault
+	var err error
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' {
+		err = decodeStrict(b, &list)
+	} else {
+		var one Fault
+		err = decodeStrict(b, &one)
+		list = []Fault{one}
+	}
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "invalid fault: %v", err)
+	}
+	for i, f := range list {
+		if err := f.check(); err != nil {
+			return nil, errorf(http.StatusBadRequest, "invalid fault: %v", err)
+		}
+		if !sc.all {
+			if f.Org != "" && f.Org != sc.org {
+				return nil, errorf(http.StatusBadRequest, "the fault names org %s, not the organization of this call", f.Org)
+			}
+			list[i].Org = sc.faultOrg()
+		}
+	}
+	return list, nil
+}
+
+// decodeRandomFaults reads the body of PUT /_sim/faults/random, checked.
+func decodeRandomFaults(b []byte) (RandomFaults, *apiError) {
+	var rf RandomFaults
+	err := decodeStrict(b, &rf)
+	if err == nil {
+		err = rf.check()
+	}
+	if err != nil {
+		return RandomFaults{}, errorf(http.StatusBadRequest, "invalid random faults: %v", err)
+	}
+	return rf, nil
 }
 
 // decodeStrict decodes the JSON value b into v, refusing a field v does

@@ -214,22 +214,35 @@ type cursor struct {
 	ID        string `json:"id"`
 }
 
-func (k sortKey) jsonValue(field string) any {
+// stringSorted reports whether field sorts by a string (rawKeyOf), which
+// its cursor then carries as one: a cursor of such a field carrying a time
+// would page through the same rows for ever (the API document allows only
+// name of them in a cursor list, but a simulator without validation takes
+// any).
+func stringSorted(field string) bool {
 	switch field {
-	case "name":
+	case "name", "id", "state", "snapshot", "region":
+		return true
+	}
+	return false
+}
+
+func (k sortKey) jsonValue(field string) any {
+	switch {
+	case stringSorted(field):
 		return k.str
-	case "cpu", "memoryGib", "diskGib":
+	case field == "cpu" || field == "memoryGib" || field == "diskGib":
 		return k.num
 	}
 	return k.t.UTC().Format(isoMillis)
 }
 
 func keyFromJSON(field string, v any) (sortKey, bool) {
-	switch field {
-	case "name":
+	switch {
+	case stringSorted(field):
 		s, ok := v.(string)
 		return sortKey{str: s}, ok
-	case "cpu", "memoryGib", "diskGib":
+	case field == "cpu" || field == "memoryGib" || field == "diskGib":
 		n, ok := v.(float64)
 		return sortKey{num: n}, ok
 	}
