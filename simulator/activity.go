@@ -21,6 +21,6 @@ func (s *Simulator) bumpLocked(sb *sandbox) {
 	sb.lastBump = now
 	if now.After(sb.LastActivity) {
 		sb.LastActivity = now
-		s.activityMovedLocked(sb)
+		s.rows.ActivityMoved(sb)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+
+	"github.com/sandplane/sandplane/simulator/internal/cost"
 )
 
 // Info describes a running simulator (GET /_sim/info).
@@ -141,20 +143,15 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 		info := Info{Profile: s.cfg.Profile.Name, Backend: s.backend.Name(), Minute: s.cfg.Minute.String(),
 			Seed: s.cfg.Seed, Validation: s.spec != nil && !s.cfg.DisableValidation, SpecExceptions: SpecExceptions()}
 		if scoped {
-			n := 0
 			s.mu.RLock()
-			for org, rows := range s.orgs {
-				if org != warmPoolOrg && sc.owns(org) {
-					n += rows.len()
-				}
-			}
+			n := s.rows.CountOrgs(func(org string) bool { return org != warmPoolOrg && sc.owns(org) })
 			s.mu.RUnlock()
 			info.Sandboxes = &n
 		}
 		writeJSON(w, http.StatusOK, info)
 	})
 	h("GET /_sim/faults", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		writeJSON(w, http.StatusOK, s.faults.snapshot(sc))
+		writeJSON(w, http.StatusOK, s.faults.Snapshot(sc.owns))
 	})
 	h("POST /_sim/faults", func(w http.ResponseWriter, r *http.Request, sc scope) {
 		b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
@@ -169,12 +166,12 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 		}
 		out := make([]Fault, 0, len(list))
 		for _, f := range list {
-			out = append(out, s.faults.add(f))
+			out = append(out, s.faults.Add(f))
 		}
 		writeJSON(w, http.StatusCreated, out)
 	})
 	h("DELETE /_sim/faults", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		s.faults.clear(sc)
+		s.faults.Clear(sc.owns)
 		w.WriteHeader(http.StatusNoContent)
 	})
 	h("PUT /_sim/faults/random", func(w http.ResponseWriter, r *http.Request, sc scope) {
@@ -188,11 +185,11 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 			s.writeAPIError(w, r, aerr)
 			return
 		}
-		s.faults.setRandom(sc.faultOrg(), &rf)
+		s.faults.SetRandom(sc.faultOrg(), &rf)
 		writeJSON(w, http.StatusOK, rf)
 	})
 	h("DELETE /_sim/faults/random", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		s.faults.setRandom(sc.faultOrg(), nil)
+		s.faults.SetRandom(sc.faultOrg(), nil)
 		w.WriteHeader(http.StatusNoContent)
 	})
 	h("GET /_sim/calls", func(w http.ResponseWriter, r *http.Request, sc scope) {
@@ -227,8 +224,8 @@ func (s *Simulator) adminRoutes(mux *http.ServeMux) {
 		limit := 0
 		if v := q.Get("limit"); v != "" {
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxCostPage {
-				s.writeAPIError(w, r, errorf(http.StatusBadRequest, "limit must be an integer from 1 to %d", maxCostPage))
+			if err != nil || n < 1 || n > cost.MaxPage {
+				s.writeAPIError(w, r, errorf(http.StatusBadRequest, "limit must be an integer from 1 to %d", cost.MaxPage))
 				return
 			}
 			limit = n
@@ -261,7 +258,7 @@ func (s *Simulator) Vanish(id string) bool { return s.vanish(id, everyOrg) }
 func (s *Simulator) vanish(id string, sc scope) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sb := s.byID[id]
+	sb := s.rows.Get(id)
 	if sb == nil || sb.gone || !sc.owns(sb.OrgID) {
 		return false
 	}
@@ -287,7 +284,7 @@ func decodeFaults(b []byte, sc scope) ([]Fault, *apiError) {
 		return nil, errorf(http.StatusBadRequest, "invalid fault: %v", err)
 	}
 	for i, f := range list {
-		if err := f.check(); err != nil {
+		if err := f.Check(faultOps()); err != nil {
 			return nil, errorf(http.StatusBadRequest, "invalid fault: %v", err)
 		}
 		if !sc.all {
@@ -305,7 +302,7 @@ func decodeRandomFaults(b []byte) (RandomFaults, *apiError) {
 	var rf RandomFaults
 	err := decodeStrict(b, &rf)
 	if err == nil {
-		err = rf.check()
+		err = rf.Check(faultOps())
 	}
 	if err != nil {
 		return RandomFaults{}, errorf(http.StatusBadRequest, "invalid random faults: %v", err)

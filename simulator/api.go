@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/sandplane/sandplane/simulator/internal/cost"
 )
 
 type createRequest struct {
@@ -174,7 +176,7 @@ func createIntervals(req createRequest) (autoStop, autoArchive, autoDelete int, 
 // s.mu held.
 func (s *Simulator) admitCreateLocked(org string, p *createPlan) *apiError {
 	if p.name != "" {
-		if other := s.byName[nameKey(org, p.name)]; other != nil && !other.gone {
+		if other := s.rows.ByName(org, p.name); other != nil && !other.gone {
 			return errorf(http.StatusConflict, "Sandbox with name %s already exists", p.name)
 		}
 	}
@@ -214,15 +216,15 @@ func (s *Simulator) warmFitsLocked(c *call, p createPlan) bool {
 // activity. Called with s.mu held.
 func (s *Simulator) handOverLocked(c *call, sb *sandbox, name string) {
 	now := s.clk.Now()
-	sb.ledger.enter(now, stDestroyed)
+	enterBilling(sb.ledger, now, stDestroyed)
 	sb.OrgID = c.org
 	if name == "" {
 		name = sb.ID
 	}
 	sb.Name = name
 	sb.CreatedAt, sb.UpdatedAt, sb.LastActivity = now, now, now
-	sb.ledger = &ledger{ID: sb.ID, OrgID: c.org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk, since: now, current: billRunning}
-	s.costs.open(sb.ledger)
+	sb.ledger = &cost.Ledger{ID: sb.ID, OrgID: c.org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk}
+	s.costs.Open(sb.ledger, now, cost.Running)
 	s.fillPoolLocked()
 	sb.proxyBase = s.toolboxProxyURL(c.r)
 }
@@ -288,7 +290,7 @@ func (s *Simulator) announceCreateLocked(c *call, sb *sandbox) {
 	if c.fault.FailStart != "" {
 		sb.failNext = &failure{Reason: c.fault.FailStart, Recoverable: c.fault.Recoverable}
 	}
-	s.insertLocked(sb)
+	s.rows.Insert(sb)
 	sb.proxyBase = s.toolboxProxyURL(c.r)
 	if sb.State == stStarted {
 		s.events.emit(c.org, EventSandboxStateUpdated, sandboxStateEvent{Sandbox: sb.dto(sb.proxyBase, true), OldState: stStarted, NewState: stStarted})
@@ -581,7 +583,7 @@ func (s *Simulator) replaceLabels(c *call) (reply, *apiError) {
 			req.Labels = map[string]string{}
 		}
 		sb.Labels = copyMap(req.Labels)
-		s.labelsChangedLocked(sb)
+		s.rows.Reindex(sb)
 		sb.UpdatedAt = s.clk.Now()
 		return reply{http.StatusOK, sb.dto(tbx, false)}, nil
 	})

@@ -3,6 +3,8 @@ package simulator
 import (
 	"context"
 	"time"
+
+	"github.com/sandplane/sandplane/simulator/internal/cost"
 )
 
 // step is one move of the reconciler: the raw state shows via while the
@@ -204,7 +206,7 @@ func (s *Simulator) finish(sb *sandbox, st step, gen uint64, url string, err err
 	sb.setState(s.clk, st.to)
 	if st.to == stDestroyed {
 		sb.gone = true
-		s.dropLocked(sb)
+		s.rows.Drop(sb)
 		sb.notify()
 	}
 	if sb.OrgID == warmPoolOrg && sb.State == stStarted {
@@ -259,10 +261,10 @@ func (s *Simulator) fillPoolLocked() {
 	}
 	// The pool's sandboxes, started or still starting, are the indexed
 	// rows of its organization.
-	for n := s.countLocked(warmPoolOrg); n < s.cfg.WarmPool; n++ {
+	for n := s.rows.Count(warmPoolOrg); n < s.cfg.WarmPool; n++ {
 		snap := s.snapshots[s.cfg.DefaultSnapshot]
 		sb := s.newSandboxLocked(warmPoolOrg, "", snap)
-		s.insertLocked(sb)
+		s.rows.Insert(sb)
 		s.kick(sb)
 	}
 }
@@ -275,7 +277,7 @@ func (s *Simulator) takePoolLocked() *sandbox {
 		if sb.gone || sb.State != stStarted {
 			continue
 		}
-		s.dropLocked(sb)
+		s.rows.Drop(sb)
 		return sb
 	}
 	return nil
@@ -318,7 +320,7 @@ func (s *Simulator) newSandboxLocked(org, name string, snap Snapshot) *sandbox {
 		events:       s.events,
 		sim:          s,
 	}
-	sb.ledger = &ledger{ID: id, OrgID: org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk, since: now}
-	s.costs.open(sb.ledger)
+	sb.ledger = &cost.Ledger{ID: id, OrgID: org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk}
+	s.costs.Open(sb.ledger, now, cost.None)
 	return sb
 }

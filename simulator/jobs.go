@@ -44,7 +44,7 @@ func (s *Simulator) runJobs(sc scope) {
 		return
 	}
 	var due []*sandbox
-	for _, sb := range s.byID {
+	for sb := range s.rows.All() {
 		if sc.owns(sb.OrgID) && s.jobFor(sb, now) != jobNone {
 			due = append(due, sb)
 		}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sandplane/sandplane/simulator/internal/store"
 )
 
 // listFuzzOrg is the organization of listFuzzRows; listFuzzOther holds
@@ -70,7 +72,7 @@ func listFuzzSim(t testing.TB) (*Simulator, []*sandbox) {
 	rows := listFuzzRows()
 	sim.mu.Lock()
 	for _, sb := range rows {
-		sim.insertLocked(sb)
+		sim.rows.Insert(sb)
 	}
 	sim.mu.Unlock()
 	return sim, rows
@@ -82,17 +84,17 @@ func wantRows(rows []*sandbox, org string, f *filter, field string, desc bool) [
 	var all []keyed
 	for _, sb := range rows {
 		if sb.OrgID == org && f.match(sb) {
-			all = append(all, keyed{sb, keyOf(sb, field)})
+			all = append(all, keyed{Row: sb, Key: keyOf(sb, field)})
 		}
 	}
-	sortRows(all, desc)
+	store.SortRows(all, desc)
 	return idsOf(all)
 }
 
 func idsOf(rows []keyed) []string {
 	out := []string{}
 	for _, r := range rows {
-		out = append(out, r.sb.ID)
+		out = append(out, r.Row.ID)
 	}
 	return out
 }
@@ -104,7 +106,7 @@ func walkPages(t *testing.T, sim *Simulator, f *filter, field string, desc bool,
 	var after *cursor
 	var afterKey sortKey
 	for range len(listFuzzRows()) + 2 {
-		rows, more := sim.pageLocked(listFuzzOrg, f, field, desc, after, afterKey, limit, nil)
+		rows, more := listPage(sim.rows, listFuzzOrg, f, field, desc, after, afterKey, limit, nil)
 		if len(rows) > limit {
 			t.Fatalf("a page of %d rows for a limit of %d", len(rows), limit)
 		}
@@ -116,7 +118,7 @@ func walkPages(t *testing.T, sim *Simulator, f *filter, field string, desc bool,
 			t.Fatal("an empty page says more follow")
 		}
 		last := rows[len(rows)-1]
-		b, err := json.Marshal(cursor{SortValue: last.key.jsonValue(field), ID: last.sb.ID})
+		b, err := json.Marshal(cursor{SortValue: cursorValue(last.Key, field), ID: last.Row.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +194,7 @@ func checkNumberedList(t *testing.T, sim *Simulator, rows []*sandbox, q url.Valu
 	desc := q.Get("order") != "asc"
 	want := wantRows(rows, listFuzzOrg, &f, field, desc)
 	offset, limit := len(q.Get("page"))%4, 1+len(q.Get("limit"))%5
-	total, page := sim.pageByNumberLocked(listFuzzOrg, &f, field, desc, offset, limit)
+	total, page := pageByNumberOf(sim.rows, listFuzzOrg, &f, field, desc, offset, limit)
 	lo := min(offset, len(want))
 	if total != len(want) || !slices.Equal(idsOf(page), want[lo:min(lo+limit, len(want))]) {
 		t.Fatalf("sort %q desc %v offset %d limit %d: total %d page %v, want total %d of %v",

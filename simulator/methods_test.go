@@ -15,7 +15,7 @@ import (
 // past it has grown into several jobs: move one out into a part of its own
 // (internal/...) before adding more. Lower it as the parts move out; the
 // aim is about 40.
-const maxMethods = 158
+const maxMethods = 147
 
 // TestNoTypeHasTooManyMethods counts the methods declared on each type in
 // the package's own (non-test) files.

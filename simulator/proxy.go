@@ -102,7 +102,7 @@ func (r storeResolver) Resolve(_ context.Context, label string, port int) (relay
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sb, token := s.byID[label], ""
+	sb, token := s.rows.Get(label), ""
 	switch {
 	case r.kind == kindToolbox:
 		// The API key was checked before; the backend adds the secret.
@@ -141,7 +141,7 @@ func (s *Simulator) signedSandboxLocked(token string, port int) *sandbox {
 	if t.port != port {
 		return nil
 	}
-	return s.byID[t.sandboxID]
+	return s.rows.Get(t.sandboxID)
 }
 
 // RefreshActivity is the proxy's bump, through the API's throttle. The
@@ -152,7 +152,7 @@ func (r storeResolver) RefreshActivity(_ context.Context, id string) error {
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sb := s.byID[id]
+	sb := s.rows.Get(id)
 	if sb == nil || sb.gone {
 		return provider.Errorf(provider.NotFound, "sandbox %s not found", id)
 	}
@@ -208,13 +208,13 @@ func (t *proxyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.answer(req, errorf(http.StatusBadGateway, "no route to %s", req.URL.Host)), nil
 	}
 	s.mu.Lock()
-	sb := s.byID[id]
+	sb := s.rows.Get(id)
 	s.mu.Unlock()
 	if sb == nil {
 		return t.answer(req, t.notFound(id)), nil
 	}
 	if t.kind == kindPreview {
-		if ft, ok := s.faults.match("preview", sb.OrgID, id, sb.Name); ok {
+		if ft, ok := s.faults.Match("preview", sb.OrgID, id, sb.Name); ok {
 			log.Fault = ft.ID
 			if e := s.applyProxyFault(req.Context(), sb, ft); e != nil {
 				return t.answer(req, e), nil
@@ -382,7 +382,7 @@ func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id stri
 // not hold: the answer never says which ids exist.
 func (s *Simulator) proxySignedFile(w http.ResponseWriter, r *http.Request, id string, op fileOp, log *Call) {
 	s.mu.RLock()
-	sb, key := s.byID[id], ""
+	sb, key := s.rows.Get(id), ""
 	if sb != nil && !sb.gone {
 		key = sb.signingKey
 		log.Org = sb.OrgID // the owner's call log shows what was tried
@@ -416,7 +416,7 @@ func (s *Simulator) forwardToolbox(w http.ResponseWriter, r *http.Request, sb *s
 	s.mu.Lock()
 	name := sb.Name
 	s.mu.Unlock()
-	if ft, ok := s.faults.match("toolbox", log.Org, id, name); ok {
+	if ft, ok := s.faults.Match("toolbox", log.Org, id, name); ok {
 		log.Fault = ft.ID
 		if e := s.applyProxyFault(r.Context(), sb, ft); e != nil {
 			s.writeGinError(w, r, e)
@@ -500,10 +500,10 @@ func (s *Simulator) servePreview(w http.ResponseWriter, r *http.Request, label s
 func (s *Simulator) noteSandbox(c *Call, label string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sb := s.byID[label]
+	sb := s.rows.Get(label)
 	if sb == nil {
 		if t := s.signed[label]; t != nil {
-			sb = s.byID[t.sandboxID]
+			sb = s.rows.Get(t.sandboxID)
 		}
 	}
 	if sb != nil {

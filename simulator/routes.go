@@ -303,7 +303,7 @@ func (s *Simulator) serveAPI(c *call) (status int, faultID string) {
 	if target == "" {
 		target = c.params["sandboxId"]
 	}
-	if s.faults.any() {
+	if s.faults.Any() {
 		if code, handled := s.applyFault(c, target); handled {
 			return code, c.faultID
 		}
@@ -366,7 +366,7 @@ func (s *Simulator) applyFault(c *call, target string) (status int, handled bool
 		}
 		s.mu.RUnlock()
 	}
-	ft, ok := s.faults.match(c.op, c.org, ids...)
+	ft, ok := s.faults.Match(c.op, c.org, ids...)
 	if !ok {
 		return 0, false
 	}

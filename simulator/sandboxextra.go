@@ -182,7 +182,7 @@ func (s *Simulator) enforceNetwork(ctx context.Context, id string) (note string,
 	s.netMu.Lock()
 	defer s.netMu.Unlock()
 	s.mu.RLock()
-	sb := s.byID[id]
+	sb := s.rows.Get(id)
 	running := sb != nil && !sb.gone && sb.State == stStarted && sb.toolboxURL != ""
 	var policy NetworkPolicy
 	if running {
@@ -404,7 +404,7 @@ func (s *Simulator) resolveLinkLocked(org, idOrName string) (*sandbox, *apiError
 // cascadeDeleteLocked deletes the sandboxes linked to owner with it.
 // Called with s.mu held.
 func (s *Simulator) cascadeDeleteLocked(owner *sandbox) {
-	for _, sb := range s.linkedToLocked(owner.ID) {
+	for _, sb := range s.rows.LinkedTo(owner.ID) {
 		if sb.gone || sb.LinkedSandboxID == nil || *sb.LinkedSandboxID != owner.ID || sb.Desired == dsDestroyed {
 			continue
 		}
@@ -430,7 +430,7 @@ func (s *Simulator) workloadLocked(sb *sandbox) Workload {
 		w.Volumes = append(w.Volumes, vm)
 	}
 	if sb.LinkedSandboxID != nil {
-		if owner := s.byID[*sb.LinkedSandboxID]; owner != nil && !owner.gone {
+		if owner := s.rows.Get(*sb.LinkedSandboxID); owner != nil && !owner.gone {
 			w.Link = &Link{OwnerID: owner.ID, OwnerName: owner.Name}
 		}
 	}

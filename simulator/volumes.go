@@ -200,7 +200,7 @@ func (s *Simulator) deleteVolume(c *call) (reply, *apiError) {
 	if v.State != volReady && v.State != volError {
 		return reply{}, errorf(http.StatusConflict, "Volume %s is in state %s and cannot be deleted", v.Name, v.State)
 	}
-	for _, sb := range s.byID {
+	for sb := range s.rows.All() {
 		if sb.gone || sb.OrgID != v.OrgID || sb.State == stDestroyed {
 			continue
 		}
