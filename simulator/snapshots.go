@@ -504,81 +504,134 @@ func (s *Simulator) snapshotBuildLogs(c *call) (reply, *apiError) {
 // snapshotting while its filesystem is saved as a new snapshot of the
 // organization, then goes back to what it was.
 func (s *Simulator) createSandboxSnapshot(c *call) (reply, *apiError) {
-	var req struct {
-		Name string `json:"name"`
-	}
-	if err := c.decodeBody(&req); err != nil {
+	name, err := sandboxSnapshotName(c)
+	if err != nil {
 		return reply{}, err
-	}
-	name := strings.TrimSpace(req.Name)
-	if name == "" {
-		return reply{}, errorf(http.StatusBadRequest, "name should not be empty")
 	}
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
-		if sb.errored() {
-			return reply{}, errorf(http.StatusBadRequest, msgErrored)
-		}
-		if sb.inFlight() || sb.busy {
-			return reply{}, errorf(http.StatusConflict, msgInProgress)
-		}
-		if sb.State != stStarted && sb.State != stStopped {
-			return reply{}, errorf(http.StatusBadRequest, "Sandbox must be started or stopped to create a snapshot")
+		if err := canSnapshot(sb); err != nil {
+			return reply{}, err
 		}
 		if other := s.snapNames[nameKey(c.org, name)]; other != nil && !other.gone {
 			return reply{}, errorf(http.StatusConflict, "Snapshot with name %s already exists", name)
 		}
-		now := s.clk.Now()
-		sn := &snapshotRec{ID: s.newID(), OrgID: c.org, Name: name, CPU: sb.CPU, GPU: sb.GPU, Mem: sb.Memory, Disk: sb.Disk,
-			State: snapPending, CreatedAt: now, UpdatedAt: now}
-		if sb.Snapshot != nil {
-			sn.ImageName = *sb.Snapshot
-		}
-		s.snaps[sn.ID] = sn
-		s.snapNames[nameKey(c.org, name)] = sn
-		s.events.emit(c.org, EventSnapshotCreated, s.snapshotDTO(sn))
-		back := sb.State
-		sb.busy = true
-		sb.gen++
-		gen := sb.gen
-		sb.setState(s.clk, stSnapshotting)
+		job := startSandboxSnapshotLocked(s, c.org, sb, name)
 		d := sb.dto(tbx, false)
-		ib, real := s.backend.(ImageBackend)
-		if !real {
+		if job.images == nil {
 			c.w.Header().Add(warningHeader, "the "+s.backend.Name()+" backend records the snapshot: sandboxes from it run the default workload, not this sandbox's files")
 		}
-		id := sb.ID
-		delay := s.cfg.Profile.Backup.draw(s.rng)
-		s.goBackground(func(ctx context.Context) {
-			s.mu.Lock()
-			s.setSnapshotState(sn, snapPulling)
-			s.mu.Unlock()
-			var ref string
-			var err error
-			if real {
-				ref, err = ib.CommitSandbox(ctx, id, sn.ID)
-			}
-			if delay > 0 {
-				_ = clockSleep(ctx, s, delay)
-			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if sb.gen == gen && !sb.gone {
-				sb.busy = false
-				sb.setState(s.clk, back)
-				s.kick(sb)
-			}
-			if err != nil {
-				reason := err.Error()
-				sn.ErrorReason = &reason
-				s.setSnapshotState(sn, snapError)
-				return
-			}
-			sn.ref, sn.owned = ref, ref != ""
-			s.setSnapshotState(sn, snapActive)
-		})
+		s.goBackground(job.run)
 		return reply{http.StatusOK, d}, nil
 	})
+}
+
+// sandboxSnapshotName is the name the body of createSandboxSnapshot asks
+// for.
+func sandboxSnapshotName(c *call) (string, *apiError) {
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := c.decodeBody(&req); err != nil {
+		return "", err
+	}
+	name := strings.TrimSpace(req.Name)
+	if name == "" {
+		return "", errorf(http.StatusBadRequest, "name should not be empty")
+	}
+	return name, nil
+}
+
+// canSnapshot says why sb cannot be snapshotted now, as Daytona does.
+func canSnapshot(sb *sandbox) *apiError {
+	switch {
+	case sb.errored():
+		return errorf(http.StatusBadRequest, msgErrored)
+	case sb.inFlight() || sb.busy:
+		return errorf(http.StatusConflict, msgInProgress)
+	case sb.State != stStarted && sb.State != stStopped:
+		return errorf(http.StatusBadRequest, "Sandbox must be started or stopped to create a snapshot")
+	}
+	return nil
+}
+
+// sandboxSnapshot is one createSandboxSnapshot under way: the new
+// snapshot's record, and the sandbox it saves, which goes back to its state
+// before unless it moved on meanwhile (its gen).
+type sandboxSnapshot struct {
+	s      *Simulator
+	sb     *sandbox
+	sn     *snapshotRec
+	back   string
+	gen    uint64
+	images ImageBackend // nil: the backend only records the snapshot
+	delay  time.Duration
+}
+
+// startSandboxSnapshotLocked records the snapshot, announces it and shows
+// sb snapshotting. Called with s.mu held.
+func startSandboxSnapshotLocked(s *Simulator, org string, sb *sandbox, name string) *sandboxSnapshot {
+	now := s.clk.Now()
+	sn := &snapshotRec{ID: s.newID(), OrgID: org, Name: name, CPU: sb.CPU, GPU: sb.GPU, Mem: sb.Memory, Disk: sb.Disk,
+		State: snapPending, CreatedAt: now, UpdatedAt: now}
+	if sb.Snapshot != nil {
+		sn.ImageName = *sb.Snapshot
+	}
+	s.snaps[sn.ID] = sn
+	s.snapNames[nameKey(org, name)] = sn
+	s.events.emit(org, EventSnapshotCreated, s.snapshotDTO(sn))
+	j := &sandboxSnapshot{s: s, sb: sb, sn: sn, back: sb.State}
+	sb.busy = true
+	sb.gen++
+	j.gen = sb.gen
+	sb.setState(s.clk, stSnapshotting)
+	j.images, _ = s.backend.(ImageBackend)
+	j.delay = s.cfg.Profile.Backup.draw(s.rng)
+	return j
+}
+
+// run saves the filesystem (with an ImageBackend) and waits out the
+// profile's backup time, then settles the sandbox and the snapshot.
+func (j *sandboxSnapshot) run(ctx context.Context) {
+	s := j.s
+	s.mu.Lock()
+	s.setSnapshotState(j.sn, snapPulling)
+	s.mu.Unlock()
+	var ref string
+	var err error
+	if j.images != nil {
+		ref, err = j.images.CommitSandbox(ctx, j.sb.ID, j.sn.ID)
+	}
+	if j.delay > 0 {
+		_ = clockSleep(ctx, s, j.delay)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j.settleSandboxLocked()
+	j.settleSnapshotLocked(ref, err)
+}
+
+// settleSandboxLocked puts the sandbox back in its state before, unless it
+// moved on or vanished meanwhile.
+func (j *sandboxSnapshot) settleSandboxLocked() {
+	sb := j.sb
+	if sb.gen == j.gen && !sb.gone {
+		sb.busy = false
+		sb.setState(j.s.clk, j.back)
+		j.s.kick(sb)
+	}
+}
+
+// settleSnapshotLocked makes the snapshot active on ref, or errored.
+func (j *sandboxSnapshot) settleSnapshotLocked(ref string, err error) {
+	if err != nil {
+		reason := err.Error()
+		j.sn.ErrorReason = &reason
+		j.s.setSnapshotState(j.sn, snapError)
+		return
+	}
+	j.sn.ref, j.sn.owned = ref, ref != ""
+	j.s.setSnapshotState(j.sn, snapActive)
 }
 
 const stSnapshotting = "snapshotting"
