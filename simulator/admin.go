@@ -297,7 +297,7 @@ func (a adminAPI) vanish(w http.ResponseWriter, r *http.Request, sc scope, _ boo
 }
 
 func (a adminAPI) runJobs(w http.ResponseWriter, r *http.Request, sc scope, _ bool) {
-	a.s.runJobs(sc)
+	a.s.eng.runJobs(sc)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -23,16 +23,16 @@ func TestJobsCheckAgainBeforeActing(t *testing.T) {
 	require.NotNil(t, sb)
 	sb.LastActivity = now.Add(-2 * time.Minute)
 	h.sim.rows.ActivityMoved(sb)
-	require.Equal(t, jobStop, h.sim.jobFor(sb, now), "idle for two minutes with a one-minute auto-stop")
+	require.Equal(t, jobStop, h.sim.eng.jobFor(sb, now), "idle for two minutes with a one-minute auto-stop")
 
 	sb.LastActivity = now // a refresh lands between the look and the act
 	h.sim.rows.ActivityMoved(sb)
-	assert.False(t, h.sim.runJobLocked(sb, now))
+	assert.False(t, h.sim.eng.runJobLocked(sb, now))
 	assert.Equal(t, dsStarted, sb.Desired)
 	assert.False(t, sb.Pending)
 
 	sb.LastActivity = now.Add(-2 * time.Minute)
 	h.sim.rows.ActivityMoved(sb)
-	assert.True(t, h.sim.runJobLocked(sb, now))
+	assert.True(t, h.sim.eng.runJobLocked(sb, now))
 	assert.Equal(t, dsStopped, sb.Desired)
 }

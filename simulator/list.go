@@ -236,6 +236,11 @@ func keyFromJSON(field string, v any) (sortKey, bool) {
 	return sortKey{T: t}, err == nil
 }
 
+// listAPI serves the two sandbox lists over the store's pages.
+type listAPI struct{ *Simulator }
+
+func listsOf(s *Simulator) listAPI { return listAPI{s} }
+
 // listResponse is the PaginatedSandboxes schema; listSandboxes writes it
 // with appendListItem.
 type listResponse struct {
@@ -243,7 +248,7 @@ type listResponse struct {
 	NextCursor *string              `json:"nextCursor"`
 }
 
-func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
+func (s listAPI) listSandboxes(c *call) (reply, *apiError) {
 	q := c.r.URL.Query()
 	f, err := parseFilter(q, false)
 	if err != nil {
@@ -319,7 +324,7 @@ type paginatedResponse struct {
 
 // listPaginated is the deprecated page-numbered list: full Sandbox items,
 // sorted by createdAt descending unless told otherwise.
-func (s *Simulator) listPaginated(c *call) (reply, *apiError) {
+func (s listAPI) listPaginated(c *call) (reply, *apiError) {
 	q := c.r.URL.Query()
 	f, err := parseFilter(q, true)
 	if err != nil {

@@ -23,6 +23,10 @@ import (
 	"github.com/sandplane/sandplane/provider/relay"
 )
 
+// proxyAPI serves the toolbox and preview traffic of the proxies: it finds
+// the sandbox a request names, applies its faults, and forwards.
+type proxyAPI struct{ *Simulator }
+
 const previewTokenHeader = "X-Daytona-Preview-Token"
 
 // The simulator is its own proxy, as Daytona's proxy stands in front of its
@@ -65,7 +69,7 @@ func (s *Simulator) newProxies() *proxies {
 	mk := func(kind string, o relay.Options) *relay.Relay {
 		o.Clock, o.Logger = s.clk, s.cfg.Logger
 		o.Transport = &proxyTransport{s: s, kind: kind}
-		o.WriteError = s.writeProxyError
+		o.WriteError = proxyAPI{s}.writeProxyError
 		o.IdleKeepAlive = s.cfg.ProxyIdleKeepAlive
 		// In process: the store answers at once and a bump is a write, so
 		// no cache, no timers per request, Daytona's own timing, and the
@@ -111,7 +115,7 @@ func (r storeResolver) Resolve(_ context.Context, label string, port int) (relay
 			token = sb.AuthToken
 		}
 	default:
-		sb = s.signedSandboxLocked(label, port)
+		sb = proxyAPI{s}.signedSandboxLocked(label, port)
 	}
 	if sb == nil || sb.gone {
 		return relay.Target{}, provider.Errorf(provider.NotFound, "preview URL not found or expired")
@@ -129,7 +133,7 @@ func (r storeResolver) Resolve(_ context.Context, label string, port int) (relay
 
 // signedSandboxLocked is the sandbox a signed preview token opens port of,
 // if it has not expired; an expired one is forgotten. Called with s.mu held.
-func (s *Simulator) signedSandboxLocked(token string, port int) *sandbox {
+func (s proxyAPI) signedSandboxLocked(token string, port int) *sandbox {
 	t := s.signed[token]
 	if t == nil {
 		return nil
@@ -159,7 +163,7 @@ func (r storeResolver) RefreshActivity(_ context.Context, id string) error {
 	if sb.State == stStarted {
 		// A request to a sandbox that is not started is refused, not
 		// activity.
-		s.bumpLocked(sb)
+		s.eng.bumpLocked(sb)
 	}
 	return nil
 }
@@ -167,7 +171,7 @@ func (r storeResolver) RefreshActivity(_ context.Context, id string) error {
 // writeProxyError answers what the relays refuse themselves (a missing or
 // wrong preview token, an unknown sandbox) with the gin body of Daytona's
 // proxy, in the name of the caller's request.
-func (s *Simulator) writeProxyError(w http.ResponseWriter, r *http.Request, err error) {
+func (s proxyAPI) writeProxyError(w http.ResponseWriter, r *http.Request, err error) {
 	in := r
 	if log := callOf(r.Context()); log.Path != "" {
 		u := *r.URL
@@ -216,7 +220,7 @@ func (t *proxyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.kind == kindPreview {
 		if ft, ok := s.faults.Match("preview", sb.OrgID, id, sb.Name); ok {
 			log.Fault = ft.ID
-			if e := s.applyProxyFault(req.Context(), sb, ft); e != nil {
+			if e := (proxyAPI{s}).applyProxyFault(req.Context(), sb, ft); e != nil {
 				return t.answer(req, e), nil
 			}
 		}
@@ -328,16 +332,16 @@ func routeError(err error) *apiError {
 // with the API key of the sandbox's organization, or, for a pre-signed
 // file URL, with its signature.
 func (s *Simulator) serveToolbox(w http.ResponseWriter, r *http.Request) {
-	s.serveToolboxAs(w, r, true)
+	proxyAPI{s}.serveToolboxAs(w, r, true)
 }
 
 // serveDeprecatedToolbox proxies the API's deprecated toolbox routes,
 // which only the API key opens: signed file URLs name the proxy.
 func (s *Simulator) serveDeprecatedToolbox(w http.ResponseWriter, r *http.Request) {
-	s.serveToolboxAs(w, r, false)
+	proxyAPI{s}.serveToolboxAs(w, r, false)
 }
 
-func (s *Simulator) serveToolboxAs(w http.ResponseWriter, r *http.Request, fileURLs bool) {
+func (s proxyAPI) serveToolboxAs(w http.ResponseWriter, r *http.Request, fileURLs bool) {
 	start := s.clk.Now()
 	id := r.PathValue("sandboxId")
 	rec := &statusRecorder{ResponseWriter: w}
@@ -349,7 +353,7 @@ func (s *Simulator) serveToolboxAs(w http.ResponseWriter, r *http.Request, fileU
 
 // proxyToolbox serves a toolbox request and notes its organization and
 // fault in log. fileURLs lets a signature stand in for the API key.
-func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id string, log *Call, fileURLs bool) {
+func (s proxyAPI) proxyToolbox(w http.ResponseWriter, r *http.Request, id string, log *Call, fileURLs bool) {
 	rest := r.PathValue("rest")
 	if fileURLs {
 		if op, ok := signedFileOp(r, rest); ok {
@@ -380,7 +384,7 @@ func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id stri
 // the proxy's gin shape and is never forwarded. A sandbox that does not
 // exist, has no key yet or is another's is one more signature that does
 // not hold: the answer never says which ids exist.
-func (s *Simulator) proxySignedFile(w http.ResponseWriter, r *http.Request, id string, op fileOp, log *Call) {
+func (s proxyAPI) proxySignedFile(w http.ResponseWriter, r *http.Request, id string, op fileOp, log *Call) {
 	s.mu.RLock()
 	sb, key := s.rows.Get(id), ""
 	if sb != nil && !sb.gone {
@@ -412,7 +416,7 @@ func (s *Simulator) proxySignedFile(w http.ResponseWriter, r *http.Request, id s
 
 // forwardToolbox applies the toolbox faults and the sandbox's state to a
 // request its caller may make, and forwards it to path of the toolbox.
-func (s *Simulator) forwardToolbox(w http.ResponseWriter, r *http.Request, sb *sandbox, id, path string, log *Call) {
+func (s proxyAPI) forwardToolbox(w http.ResponseWriter, r *http.Request, sb *sandbox, id, path string, log *Call) {
 	s.mu.Lock()
 	name := sb.Name
 	s.mu.Unlock()
@@ -442,7 +446,7 @@ func (s *Simulator) forwardToolbox(w http.ResponseWriter, r *http.Request, sb *s
 
 // applyProxyFault applies a fault's delay, vanish and status to a proxied
 // request.
-func (s *Simulator) applyProxyFault(ctx context.Context, sb *sandbox, ft Fault) *apiError {
+func (s proxyAPI) applyProxyFault(ctx context.Context, sb *sandbox, ft Fault) *apiError {
 	if ft.Delay > 0 {
 		if err := clock.Sleep(ctx, s.clk, durationOf(ft.Delay)); err != nil {
 			return errorf(499, "client gone")
@@ -471,7 +475,7 @@ var (
 func (s *Simulator) hostRouter(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if m := previewHost.FindStringSubmatch(r.Host); m != nil {
-			s.servePreview(w, r, m[2])
+			proxyAPI{s}.servePreview(w, r, m[2])
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -480,13 +484,13 @@ func (s *Simulator) hostRouter(next http.Handler) http.Handler {
 
 func (s *Simulator) servePreviewPath(w http.ResponseWriter, r *http.Request) {
 	_, label, _ := strings.Cut(r.PathValue("label"), "-")
-	s.servePreview(w, r, label)
+	proxyAPI{s}.servePreview(w, r, label)
 }
 
 // servePreview proxies preview traffic through the preview relay: label
 // is the sandbox id of a preview link, authorised by its preview token (or
 // a public sandbox), or the token of a signed preview URL.
-func (s *Simulator) servePreview(w http.ResponseWriter, r *http.Request, label string) {
+func (s proxyAPI) servePreview(w http.ResponseWriter, r *http.Request, label string) {
 	start := s.clk.Now()
 	rec := &statusRecorder{ResponseWriter: w}
 	c := Call{Time: start, Method: r.Method, Path: r.URL.Path, Operation: "preview"}
@@ -497,7 +501,7 @@ func (s *Simulator) servePreview(w http.ResponseWriter, r *http.Request, label s
 }
 
 // noteSandbox puts in c the sandbox label names, and its organization.
-func (s *Simulator) noteSandbox(c *Call, label string) {
+func (s proxyAPI) noteSandbox(c *Call, label string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sb := s.rows.Get(label)

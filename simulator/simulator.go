@@ -32,6 +32,7 @@ type Simulator struct {
 	events    *eventBus
 	metrics   *simMetrics
 	proxies   *proxies // the preview and toolbox proxies (proxy.go)
+	eng       engine   // transitions, the warm pool and the jobs (engine.go)
 	snapshots map[string]Snapshot
 	anySnap   bool
 
@@ -92,6 +93,7 @@ func New(cfg Config) (*Simulator, error) {
 		orgNames:  newOrgNames(),
 		costs:     cost.NewBook(cfg.CostHistory),
 	}
+	s.eng = engine{s}
 	_, s.syncWork = cfg.Backend.(noneBackend)
 	s.faults = faults.NewSet()
 	s.snapshots[cfg.DefaultSnapshot] = Snapshot{Name: cfg.DefaultSnapshot, CPU: 1, Memory: 1, Disk: 3}
@@ -106,7 +108,7 @@ func New(cfg Config) (*Simulator, error) {
 		s.snapshots[sn.Name] = sn
 	}
 	for _, sn := range s.snapshots {
-		s.addGeneralSnapshot(sn)
+		snapshotsOf(s).addGeneralSnapshot(sn)
 	}
 	if !cfg.DisableValidation || cfg.ValidateResponses {
 		sp, err := loadSpec(cfg.SpecPath)
@@ -121,9 +123,9 @@ func New(cfg Config) (*Simulator, error) {
 	s.events.onEmit = func(name string) { s.metrics.events.WithLabelValues(name).Inc() }
 	s.bg, s.cancel = context.WithCancel(context.Background())
 	s.handler = s.routes()
-	s.startJobs()
+	s.eng.startJobs()
 	s.mu.Lock()
-	s.fillPoolLocked()
+	s.eng.fillPoolLocked()
 	s.mu.Unlock()
 	return s, nil
 }
@@ -224,7 +226,7 @@ func (s *Simulator) lookupID(org, id string) *sandbox {
 
 // softDeleteLocked is Daytona's delete: desired destroyed, pending, the name
 // freed by renaming.
-func (s *Simulator) softDeleteLocked(sb *sandbox) {
+func (s engine) softDeleteLocked(sb *sandbox) {
 	now := s.clk.Now()
 	sb.Desired = dsDestroyed
 	sb.Pending = true
