@@ -13,7 +13,7 @@ const skipActivityHeader = "X-Daytona-Skip-Last-Activity-Update"
 
 // bumpLocked records activity through the API's throttle. Called with s.mu
 // held.
-func (s *Simulator) bumpLocked(sb *sandbox) {
+func (s engine) bumpLocked(sb *sandbox) {
 	now := s.clk.Now()
 	if !sb.lastBump.IsZero() && now.Sub(sb.lastBump) < s.cfg.scaled(activityThrottle) {
 		return
@@ -21,6 +21,6 @@ func (s *Simulator) bumpLocked(sb *sandbox) {
 	sb.lastBump = now
 	if now.After(sb.LastActivity) {
 		sb.LastActivity = now
-		s.activityMovedLocked(sb)
+		s.rows.ActivityMoved(sb)
 	}
 }

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
+
+	"github.com/sandplane/sandplane/simulator/internal/cost"
 )
 
 // Info describes a running simulator (GET /_sim/info).
@@ -51,9 +54,9 @@ func (sc scope) owns(org string) bool { return sc.all || org != "" && org == sc.
 // faultOrg is the Org a fault added in sc gets: "" (everyone) for all.
 func (sc scope) faultOrg() string { return sc.org }
 
-// adminScope reads the organization an admin call names. ok is false when
-// it names none.
-func (s *Simulator) adminScope(r *http.Request) (sc scope, ok bool, e *apiError) {
+// scope reads the organization an admin call names. ok is false when it
+// names none.
+func (a adminAPI) scope(r *http.Request) (sc scope, ok bool, e *apiError) {
 	param := r.URL.Query().Get(AdminOrgParam)
 	key := r.Header.Get(AdminAPIKeyHeader)
 	if param == AllOrgs {
@@ -63,10 +66,10 @@ func (s *Simulator) adminScope(r *http.Request) (sc scope, ok bool, e *apiError)
 		return everyOrg, true, nil
 	}
 	if key != "" {
-		if len(s.cfg.APIKeys) > 0 && !containsSecret(s.cfg.APIKeys, key) {
+		if len(a.s.cfg.APIKeys) > 0 && !containsSecret(a.s.cfg.APIKeys, key) {
 			return scope{}, false, errorf(http.StatusUnauthorized, "the %s header holds no accepted API key", AdminAPIKeyHeader)
 		}
-		org := s.orgNames.of(key)
+		org := a.s.orgNames.of(key)
 		if param != "" && param != org {
 			return scope{}, false, errorf(http.StatusBadRequest, "org=%s is not the organization of the API key in %s", param, AdminAPIKeyHeader)
 		}
@@ -103,176 +106,199 @@ func (s *Simulator) AdminKey() string { return s.cfg.AdminKey }
 //	GET    /_sim/cost                      CostReport; query overrides the prices, limit and cursor page its rows
 //	POST   /_sim/sandboxes/{id}/vanish     make a sandbox disappear
 //	POST   /_sim/jobs/run                  run the auto-stop/archive/delete jobs now
+//
+// Errors have the main API's NestJS body and status (writeAPIError).
 func (s *Simulator) adminRoutes(mux *http.ServeMux) {
-	authorised := func(w http.ResponseWriter, r *http.Request) bool {
-		if subtle.ConstantTimeCompare([]byte(bearer(r)), []byte(s.cfg.AdminKey)) != 1 {
-			s.writeAPIError(w, r, errorf(http.StatusUnauthorized,
-				"the admin API wants the simulator's admin key as its bearer token (--admin-key, $SANDPLANE_SIM_ADMIN_KEY, or the one sandplane sim printed at start)"))
-			return false
-		}
-		return true
+	a := adminAPI{s}
+	for _, rt := range a.routes() {
+		mux.HandleFunc(rt.pattern, a.guard(rt))
 	}
-	// h serves a call that acts on the organizations of its scope.
-	h := func(pattern string, f func(w http.ResponseWriter, r *http.Request, sc scope)) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			if !authorised(w, r) {
-				return
-			}
-			sc, ok, err := s.adminScope(r)
-			if err == nil && !ok {
-				err = errNoScope
-			}
-			if err != nil {
-				s.writeAPIError(w, r, err)
-				return
-			}
-			f(w, r, sc)
-		})
+}
+
+// adminAPI is the admin API's handlers, over the simulator they act on.
+type adminAPI struct{ s *Simulator }
+
+// adminRoute is one route of the admin API. A scoped route needs the
+// organization it acts on; an unscoped one gets the scope the call names,
+// if any (scoped tells).
+type adminRoute struct {
+	pattern string
+	scoped  bool
+	serve   func(w http.ResponseWriter, r *http.Request, sc scope, scoped bool)
+}
+
+// routes is the admin API's route table.
+func (a adminAPI) routes() []adminRoute {
+	return []adminRoute{
+		{"GET /_sim/info", false, a.info},
+		{"GET /_sim/faults", true, a.listFaults},
+		{"POST /_sim/faults", true, a.addFaults},
+		{"DELETE /_sim/faults", true, a.clearFaults},
+		{"PUT /_sim/faults/random", true, a.setRandomFaults},
+		{"DELETE /_sim/faults/random", true, a.clearRandomFaults},
+		{"GET /_sim/calls", true, a.listCalls},
+		{"DELETE /_sim/calls", true, a.clearCalls},
+		{"GET /_sim/cost", true, a.cost},
+		{"POST /_sim/sandboxes/{id}/vanish", true, a.vanish},
+		{"POST /_sim/jobs/run", true, a.runJobs},
 	}
-	mux.HandleFunc("GET /_sim/info", func(w http.ResponseWriter, r *http.Request) {
-		if !authorised(w, r) {
+}
+
+// guard serves rt after the admin key and the scope are checked.
+func (a adminAPI) guard(rt adminRoute) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !a.authorised(w, r) {
 			return
 		}
-		sc, scoped, err := s.adminScope(r)
-		if err != nil {
-			s.writeAPIError(w, r, err)
-			return
-		}
-		info := Info{Profile: s.cfg.Profile.Name, Backend: s.backend.Name(), Minute: s.cfg.Minute.String(),
-			Seed: s.cfg.Seed, Validation: s.spec != nil && !s.cfg.DisableValidation, SpecExceptions: SpecExceptions()}
-		if scoped {
-			n := 0
-			s.mu.RLock()
-			for org, rows := range s.orgs {
-				if org != warmPoolOrg && sc.owns(org) {
-					n += rows.len()
-				}
-			}
-			s.mu.RUnlock()
-			info.Sandboxes = &n
-		}
-		writeJSON(w, http.StatusOK, info)
-	})
-	h("GET /_sim/faults", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		writeJSON(w, http.StatusOK, s.faults.snapshot(sc))
-	})
-	h("POST /_sim/faults", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if err != nil {
-			s.writeAPIError(w, r, errorf(http.StatusBadRequest, "could not read body"))
-			return
-		}
-		var list []Fault
-		if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' {
-			err = decodeStrict(b, &list)
-		} else {
-			var one Fault
-			err = decodeStrict(b, &one)
-			list = []Fault{one}
+		sc, scoped, err := a.scope(r)
+		if err == nil && rt.scoped && !scoped {
+			err = errNoScope
 		}
 		if err != nil {
-			s.writeAPIError(w, r, errorf(http.StatusBadRequest, "invalid fault: %v", err))
+			a.s.writeAPIError(w, r, err)
 			return
 		}
-		out := make([]Fault, 0, len(list))
-		for i, f := range list {
-			if err := f.check(); err != nil {
-				s.writeAPIError(w, r, errorf(http.StatusBadRequest, "invalid fault: %v", err))
-				return
-			}
-			if !sc.all {
-				if f.Org != "" && f.Org != sc.org {
-					s.writeAPIError(w, r, errorf(http.StatusBadRequest, "the fault names org %s, not the organization of this call", f.Org))
-					return
-				}
-				list[i].Org = sc.faultOrg()
-			}
-		}
-		for _, f := range list {
-			out = append(out, s.faults.add(f))
-		}
-		writeJSON(w, http.StatusCreated, out)
-	})
-	h("DELETE /_sim/faults", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		s.faults.clear(sc)
-		w.WriteHeader(http.StatusNoContent)
-	})
-	h("PUT /_sim/faults/random", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		var rf RandomFaults
-		b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if err == nil {
-			err = decodeStrict(b, &rf)
-		}
-		if err == nil {
-			err = rf.check()
-		}
-		if err != nil {
-			s.writeAPIError(w, r, errorf(http.StatusBadRequest, "invalid random faults: %v", err))
-			return
-		}
-		s.faults.setRandom(sc.faultOrg(), &rf)
-		writeJSON(w, http.StatusOK, rf)
-	})
-	h("DELETE /_sim/faults/random", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		s.faults.setRandom(sc.faultOrg(), nil)
-		w.WriteHeader(http.StatusNoContent)
-	})
-	h("GET /_sim/calls", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		writeJSON(w, http.StatusOK, map[string]any{"calls": s.calls.snapshot(sc), "counts": s.calls.counts(sc)})
-	})
-	h("DELETE /_sim/calls", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		s.calls.reset(sc)
-		w.WriteHeader(http.StatusNoContent)
-	})
-	h("GET /_sim/cost", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		p := s.cfg.Prices
-		q := r.URL.Query()
-		for key, dst := range map[string]*float64{"cpuPerSecond": &p.CPUPerSecond, "memoryGiBPerSecond": &p.MemoryGiBPerSecond,
-			"diskGiBPerSecond": &p.DiskGiBPerSecond} {
-			if v := q.Get(key); v != "" {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					s.writeAPIError(w, r, errorf(http.StatusBadRequest, "%s must be a number", key))
-					return
-				}
-				*dst = f
-			}
-		}
-		if v := q.Get("freeDiskGiB"); v != "" {
-			n, err := strconv.Atoi(v)
+		rt.serve(w, r, sc, scoped)
+	}
+}
+
+// authorised reports whether r carries the admin key, answering it when
+// not.
+func (a adminAPI) authorised(w http.ResponseWriter, r *http.Request) bool {
+	if subtle.ConstantTimeCompare([]byte(bearer(r)), []byte(a.s.cfg.AdminKey)) != 1 {
+		a.s.writeAPIError(w, r, errorf(http.StatusUnauthorized,
+			"the admin API wants the simulator's admin key as its bearer token (--admin-key, $SANDPLANE_SIM_ADMIN_KEY, or the one sandplane sim printed at start)"))
+		return false
+	}
+	return true
+}
+
+func (a adminAPI) info(w http.ResponseWriter, r *http.Request, sc scope, scoped bool) {
+	s := a.s
+	info := Info{Profile: s.cfg.Profile.Name, Backend: s.backend.Name(), Minute: s.cfg.Minute.String(),
+		Seed: s.cfg.Seed, Validation: s.spec != nil && !s.cfg.DisableValidation, SpecExceptions: SpecExceptions()}
+	if scoped {
+		s.mu.RLock()
+		n := s.rows.CountOrgs(func(org string) bool { return org != warmPoolOrg && sc.owns(org) })
+		s.mu.RUnlock()
+		info.Sandboxes = &n
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (a adminAPI) listFaults(w http.ResponseWriter, r *http.Request, sc scope, _ bool) {
+	writeJSON(w, http.StatusOK, a.s.faults.Snapshot(sc.owns))
+}
+
+func (a adminAPI) addFaults(w http.ResponseWriter, r *http.Request, sc scope, _ bool) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		a.s.writeAPIError(w, r, errorf(http.StatusBadRequest, "could not read body"))
+		return
+	}
+	list, aerr := decodeFaults(b, sc)
+	if aerr != nil {
+		a.s.writeAPIError(w, r, aerr)
+		return
+	}
+	out := make([]Fault, 0, len(list))
+	for _, f := range list {
+		out = append(out, a.s.faults.Add(f))
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (a adminAPI) clearFaults(w http.ResponseWriter, r *http.Request, sc scope, _ bool) {
+	a.s.faults.Clear(sc.owns)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a adminAPI) setRandomFaults(w http.ResponseWriter, r *http.Request, sc scope, _ bool) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		a.s.writeAPIError(w, r, errorf(http.StatusBadRequest, "invalid random faults: %v", err))
+		return
+	}
+	rf, aerr := decodeRandomFaults(b)
+	if aerr != nil {
+		a.s.writeAPIError(w, r, aerr)
+		return
+	}
+	a.s.faults.SetRandom(sc.faultOrg(), &rf)
+	writeJSON(w, http.StatusOK, rf)
+}
+
+func (a adminAPI) clearRandomFaults(w http.ResponseWriter, r *http.Request, sc scope, _ bool) {
+	a.s.faults.SetRandom(sc.faultOrg(), nil)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a adminAPI) listCalls(w http.ResponseWriter, r *http.Request, sc scope, _ bool) {
+	writeJSON(w, http.StatusOK, map[string]any{"calls": a.s.calls.snapshot(sc), "counts": a.s.calls.counts(sc)})
+}
+
+func (a adminAPI) clearCalls(w http.ResponseWriter, r *http.Request, sc scope, _ bool) {
+	a.s.calls.reset(sc)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a adminAPI) cost(w http.ResponseWriter, r *http.Request, sc scope, _ bool) {
+	q := r.URL.Query()
+	p, limit, aerr := costQuery(q, a.s.cfg.Prices)
+	if aerr != nil {
+		a.s.writeAPIError(w, r, aerr)
+		return
+	}
+	rep, aerr := a.s.cost(p, sc, q.Get("cursor"), limit)
+	if aerr != nil {
+		a.s.writeAPIError(w, r, aerr)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// costQuery reads GET /_sim/cost's query: prices that override p, and the
+// page's limit (0 for every row).
+func costQuery(q url.Values, p Prices) (Prices, int, *apiError) {
+	for key, dst := range map[string]*float64{"cpuPerSecond": &p.CPUPerSecond, "memoryGiBPerSecond": &p.MemoryGiBPerSecond,
+		"diskGiBPerSecond": &p.DiskGiBPerSecond} {
+		if v := q.Get(key); v != "" {
+			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				s.writeAPIError(w, r, errorf(http.StatusBadRequest, "freeDiskGiB must be an integer"))
-				return
+				return p, 0, errorf(http.StatusBadRequest, "%s must be a number", key)
 			}
-			p.FreeDiskGiB = n
+			*dst = f
 		}
-		limit := 0
-		if v := q.Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxCostPage {
-				s.writeAPIError(w, r, errorf(http.StatusBadRequest, "limit must be an integer from 1 to %d", maxCostPage))
-				return
-			}
-			limit = n
+	}
+	if v := q.Get("freeDiskGiB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return p, 0, errorf(http.StatusBadRequest, "freeDiskGiB must be an integer")
 		}
-		rep, aerr := s.cost(p, sc, q.Get("cursor"), limit)
-		if aerr != nil {
-			s.writeAPIError(w, r, aerr)
-			return
+		p.FreeDiskGiB = n
+	}
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > cost.MaxPage {
+			return p, 0, errorf(http.StatusBadRequest, "limit must be an integer from 1 to %d", cost.MaxPage)
 		}
-		writeJSON(w, http.StatusOK, rep)
-	})
-	h("POST /_sim/sandboxes/{id}/vanish", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		if !s.vanish(r.PathValue("id"), sc) {
-			s.writeAPIError(w, r, notFound(r.PathValue("id")))
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	h("POST /_sim/jobs/run", func(w http.ResponseWriter, r *http.Request, sc scope) {
-		s.runJobs(sc)
-		w.WriteHeader(http.StatusNoContent)
-	})
+		limit = n
+	}
+	return p, limit, nil
+}
+
+func (a adminAPI) vanish(w http.ResponseWriter, r *http.Request, sc scope, _ bool) {
+	if !a.s.vanish(r.PathValue("id"), sc) {
+		a.s.writeAPIError(w, r, notFound(r.PathValue("id")))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a adminAPI) runJobs(w http.ResponseWriter, r *http.Request, sc scope, _ bool) {
+	a.s.eng.runJobs(sc)
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // Vanish makes the sandbox with this id disappear, as if deleted out of
@@ -283,12 +309,56 @@ func (s *Simulator) Vanish(id string) bool { return s.vanish(id, everyOrg) }
 func (s *Simulator) vanish(id string, sc scope) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sb := s.byID[id]
+	sb := s.rows.Get(id)
 	if sb == nil || sb.gone || !sc.owns(sb.OrgID) {
 		return false
 	}
 	s.vanishLocked(sb)
 	return true
+}
+
+// decodeFaults reads the body of POST /_sim/faults, one Fault or a list of
+// them, as faults of sc: each checked, and its Org set to sc's, so that
+// every fault it returns can be added as it is. A fault of a single
+// organization's call that names another organization is refused.
+func decodeFaults(b []byte, sc scope) ([]Fault, *apiError) {
+	var list []Fault
+	var err error
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' {
+		err = decodeStrict(b, &list)
+	} else {
+		var one Fault
+		err = decodeStrict(b, &one)
+		list = []Fault{one}
+	}
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "invalid fault: %v", err)
+	}
+	for i, f := range list {
+		if err := f.Check(faultOps()); err != nil {
+			return nil, errorf(http.StatusBadRequest, "invalid fault: %v", err)
+		}
+		if !sc.all {
+			if f.Org != "" && f.Org != sc.org {
+				return nil, errorf(http.StatusBadRequest, "the fault names org %s, not the organization of this call", f.Org)
+			}
+			list[i].Org = sc.faultOrg()
+		}
+	}
+	return list, nil
+}
+
+// decodeRandomFaults reads the body of PUT /_sim/faults/random, checked.
+func decodeRandomFaults(b []byte) (RandomFaults, *apiError) {
+	var rf RandomFaults
+	err := decodeStrict(b, &rf)
+	if err == nil {
+		err = rf.Check(faultOps())
+	}
+	if err != nil {
+		return RandomFaults{}, errorf(http.StatusBadRequest, "invalid random faults: %v", err)
+	}
+	return rf, nil
 }
 
 // decodeStrict decodes the JSON value b into v, refusing a field v does

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/sandplane/sandplane/simulator/internal/cost"
 )
 
 type createRequest struct {
@@ -43,7 +45,17 @@ var unsafeName = regexp.MustCompile(`<[^>]*>|[A-Za-z][A-Za-z0-9+.-]*://|www\.[^\
 // against the organization (names, snapshots, volumes, links); it gets a
 // warm-pool sandbox or a new one, which is announced and held until it
 // started. A create with buildInfo answers at once.
-func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
+func (s *Simulator) createSandbox(c *call) (reply, *apiError) { return creation{s}.create(c) }
+
+// sandboxAPI serves the routes of one sandbox's lifecycle and settings.
+type sandboxAPI struct{ *Simulator }
+
+func sandboxesOf(s *Simulator) sandboxAPI { return sandboxAPI{s} }
+
+// creation is the steps of createSandbox, over the simulator.
+type creation struct{ *Simulator }
+
+func (s creation) create(c *call) (reply, *apiError) {
 	var req createRequest
 	if err := c.decodeBody(&req); err != nil {
 		return reply{}, err
@@ -65,13 +77,13 @@ func (s *Simulator) createSandbox(c *call) (reply, *apiError) {
 	if p.build {
 		// Image builds answer at once, without waiting.
 		d := sb.dto(tbx, true)
-		s.kick(sb)
+		s.eng.kick(sb)
 		s.mu.Unlock()
 		return reply{http.StatusOK, d}, nil
 	}
-	s.kick(sb)
+	s.eng.kick(sb)
 	s.mu.Unlock()
-	return s.replyStarted(c, sb, tbx, true)
+	return sandboxesOf(s.Simulator).replyStarted(c, sb, tbx, true)
 }
 
 // createPlan is a create request, checked, with what it resolves to.
@@ -90,7 +102,7 @@ type createPlan struct {
 // planCreate checks what a create request can be checked for alone, in
 // Daytona's order: its name, resources, build, region, allow list and
 // intervals.
-func (s *Simulator) planCreate(req createRequest) (createPlan, *apiError) {
+func (s creation) planCreate(req createRequest) (createPlan, *apiError) {
 	if req.Name != nil && unsafeName.MatchString(*req.Name) {
 		return createPlan{}, errorf(http.StatusBadRequest, "name must not contain HTML tags, URLs, or control characters")
 	}
@@ -172,9 +184,9 @@ func createIntervals(req createRequest) (autoStop, autoArchive, autoDelete int, 
 // admitCreateLocked checks the create against the organization: its name
 // is free, and its snapshot, volumes and linked sandbox exist. Called with
 // s.mu held.
-func (s *Simulator) admitCreateLocked(org string, p *createPlan) *apiError {
+func (s creation) admitCreateLocked(org string, p *createPlan) *apiError {
 	if p.name != "" {
-		if other := s.byName[nameKey(org, p.name)]; other != nil && !other.gone {
+		if other := s.rows.ByName(org, p.name); other != nil && !other.gone {
 			return errorf(http.StatusConflict, "Sandbox with name %s already exists", p.name)
 		}
 	}
@@ -186,14 +198,14 @@ func (s *Simulator) admitCreateLocked(org string, p *createPlan) *apiError {
 // sandboxForCreateLocked is the sandbox a create gets: a warm-pool one
 // when the request asks nothing a pool sandbox lacks, else a new one.
 // Called with s.mu held.
-func (s *Simulator) sandboxForCreateLocked(c *call, p createPlan) *sandbox {
+func (s creation) sandboxForCreateLocked(c *call, p createPlan) *sandbox {
 	if s.warmFitsLocked(c, p) {
-		if sb := s.takePoolLocked(); sb != nil {
+		if sb := s.eng.takePoolLocked(); sb != nil {
 			s.handOverLocked(c, sb, p.name)
 			return sb
 		}
 	}
-	sb := s.newSandboxLocked(c.org, p.name, p.snap)
+	sb := s.eng.newSandboxLocked(c.org, p.name, p.snap)
 	sb.Target = p.target
 	return sb
 }
@@ -201,7 +213,7 @@ func (s *Simulator) sandboxForCreateLocked(c *call, p createPlan) *sandbox {
 // warmFitsLocked reports whether a warm-pool sandbox, started from the
 // default snapshot in the default region with nothing of its own, can serve
 // the create.
-func (s *Simulator) warmFitsLocked(c *call, p createPlan) bool {
+func (s creation) warmFitsLocked(c *call, p createPlan) bool {
 	req := p.req
 	return !p.build && req.GPU == nil && len(req.Volumes) == 0 && req.LinkedSandbox == nil && p.snapRef == "" &&
 		(req.NetworkBlockAll == nil || !*req.NetworkBlockAll) && (req.NetworkAllowList == nil || *req.NetworkAllowList == "") &&
@@ -212,18 +224,18 @@ func (s *Simulator) warmFitsLocked(c *call, p createPlan) bool {
 // handOverLocked gives a started warm-pool sandbox to the caller's
 // organization: Daytona resets createdAt, and the org change counts as
 // activity. Called with s.mu held.
-func (s *Simulator) handOverLocked(c *call, sb *sandbox, name string) {
+func (s creation) handOverLocked(c *call, sb *sandbox, name string) {
 	now := s.clk.Now()
-	sb.ledger.enter(now, stDestroyed)
+	enterBilling(sb.ledger, now, stDestroyed)
 	sb.OrgID = c.org
 	if name == "" {
 		name = sb.ID
 	}
 	sb.Name = name
 	sb.CreatedAt, sb.UpdatedAt, sb.LastActivity = now, now, now
-	sb.ledger = &ledger{ID: sb.ID, OrgID: c.org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk, since: now, current: billRunning}
-	s.costs.open(sb.ledger)
-	s.fillPoolLocked()
+	sb.ledger = &cost.Ledger{ID: sb.ID, OrgID: c.org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk}
+	s.costs.Open(sb.ledger, now, cost.Running)
+	s.eng.fillPoolLocked()
 	sb.proxyBase = s.toolboxProxyURL(c.r)
 }
 
@@ -284,11 +296,11 @@ func (p createPlan) applyBuild(sb *sandbox, now string) {
 // sandbox is created, a warm-pool handover only changes state (started to
 // started). The call's faults land here: a failing start, or the sandbox
 // vanishing once the answer is out. Called with s.mu held.
-func (s *Simulator) announceCreateLocked(c *call, sb *sandbox) {
+func (s creation) announceCreateLocked(c *call, sb *sandbox) {
 	if c.fault.FailStart != "" {
 		sb.failNext = &failure{Reason: c.fault.FailStart, Recoverable: c.fault.Recoverable}
 	}
-	s.insertLocked(sb)
+	s.rows.Insert(sb)
 	sb.proxyBase = s.toolboxProxyURL(c.r)
 	if sb.State == stStarted {
 		s.events.emit(c.org, EventSandboxStateUpdated, sandboxStateEvent{Sandbox: sb.dto(sb.proxyBase, true), OldState: stStarted, NewState: stStarted})
@@ -310,8 +322,8 @@ func (s *Simulator) announceCreateLocked(c *call, sb *sandbox) {
 
 // replyStarted holds a create, start or recover as the API does, then
 // answers with the sandbox as it is by then; fresh as for dto.
-func (s *Simulator) replyStarted(c *call, sb *sandbox, tbx string, fresh bool) (reply, *apiError) {
-	if err := s.waitStarted(c.ctx(), sb, createWait); err != nil {
+func (s sandboxAPI) replyStarted(c *call, sb *sandbox, tbx string, fresh bool) (reply, *apiError) {
+	if err := s.eng.waitStarted(c.ctx(), sb, createWait); err != nil {
 		return reply{}, err
 	}
 	s.mu.RLock()
@@ -359,7 +371,7 @@ func (s *Simulator) withSandbox(c *call, f func(sb *sandbox) (reply, *apiError))
 
 // withSandboxRead is withSandbox for f that only reads: it holds the lock
 // shared, beside lists and other reads.
-func (s *Simulator) withSandboxRead(c *call, f func(sb *sandbox) (reply, *apiError)) (reply, *apiError) {
+func (s sandboxAPI) withSandboxRead(c *call, f func(sb *sandbox) (reply, *apiError)) (reply, *apiError) {
 	idOrName := c.params["sandboxIdOrName"]
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -371,28 +383,28 @@ func (s *Simulator) withSandboxRead(c *call, f func(sb *sandbox) (reply, *apiErr
 	return f(sb)
 }
 
-func (s *Simulator) getSandbox(c *call) (reply, *apiError) {
+func (s sandboxAPI) getSandbox(c *call) (reply, *apiError) {
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandboxRead(c, func(sb *sandbox) (reply, *apiError) {
 		return reply{http.StatusOK, sb.dto(tbx, false)}, nil
 	})
 }
 
-func (s *Simulator) deleteSandbox(c *call) (reply, *apiError) {
+func (s sandboxAPI) deleteSandbox(c *call) (reply, *apiError) {
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		if sb.Pending && sb.State != stPendingBuild {
 			return reply{}, errorf(http.StatusConflict, msgInProgress)
 		}
-		s.softDeleteLocked(sb)
+		s.eng.softDeleteLocked(sb)
 		d := sb.dto(tbx, false)
-		s.kick(sb)
-		s.cascadeDeleteLocked(sb)
+		s.eng.kick(sb)
+		s.eng.cascadeDeleteLocked(sb)
 		return reply{http.StatusOK, d}, nil
 	})
 }
 
-func (s *Simulator) startSandbox(c *call) (reply, *apiError) {
+func (s sandboxAPI) startSandbox(c *call) (reply, *apiError) {
 	tbx := s.toolboxProxyURL(c.r)
 	var sb *sandbox
 	rep, err := s.withSandbox(c, func(x *sandbox) (reply, *apiError) {
@@ -423,10 +435,10 @@ func (s *Simulator) startSandbox(c *call) (reply, *apiError) {
 		switch x.displayState(false) {
 		case stArchived, stRestoring, stStarted:
 			d := x.dto(tbx, false)
-			s.kick(x)
+			s.eng.kick(x)
 			return reply{http.StatusOK, d}, nil
 		}
-		s.kick(x)
+		s.eng.kick(x)
 		sb = x
 		return reply{}, nil
 	})
@@ -436,7 +448,7 @@ func (s *Simulator) startSandbox(c *call) (reply, *apiError) {
 	return s.replyStarted(c, sb, tbx, false)
 }
 
-func (s *Simulator) stopSandbox(c *call) (reply, *apiError) {
+func (s sandboxAPI) stopSandbox(c *call) (reply, *apiError) {
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		force := false
@@ -457,7 +469,7 @@ func (s *Simulator) stopSandbox(c *call) (reply, *apiError) {
 			return reply{}, errorf(http.StatusBadRequest, msgNotStoppable)
 		}
 		if sb.ephemeral() {
-			s.softDeleteLocked(sb)
+			s.eng.softDeleteLocked(sb)
 		} else {
 			sb.Desired = dsStopped
 			sb.Pending = true
@@ -466,12 +478,12 @@ func (s *Simulator) stopSandbox(c *call) (reply, *apiError) {
 			sb.notify()
 		}
 		d := sb.dto(tbx, false)
-		s.kick(sb)
+		s.eng.kick(sb)
 		return reply{http.StatusOK, d}, nil
 	})
 }
 
-func (s *Simulator) pauseSandbox(c *call) (reply, *apiError) {
+func (s sandboxAPI) pauseSandbox(c *call) (reply, *apiError) {
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		if sb.State != stStarted {
 			return reply{}, errorf(http.StatusBadRequest, "Sandbox must be in started state to pause")
@@ -480,7 +492,7 @@ func (s *Simulator) pauseSandbox(c *call) (reply, *apiError) {
 	})
 }
 
-func (s *Simulator) archiveSandbox(c *call) (reply, *apiError) {
+func (s sandboxAPI) archiveSandbox(c *call) (reply, *apiError) {
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		if sb.errored() {
@@ -499,12 +511,12 @@ func (s *Simulator) archiveSandbox(c *call) (reply, *apiError) {
 		sb.Desired = dsArchived
 		sb.setState(s.clk, stArchiving)
 		d := sb.dto(tbx, false)
-		s.kick(sb)
+		s.eng.kick(sb)
 		return reply{http.StatusOK, d}, nil
 	})
 }
 
-func (s *Simulator) recoverSandbox(c *call) (reply, *apiError) {
+func (s sandboxAPI) recoverSandbox(c *call) (reply, *apiError) {
 	skipStart := c.r.URL.Query().Get("skipStart") == "true"
 	tbx := s.toolboxProxyURL(c.r)
 	var sb *sandbox
@@ -523,7 +535,7 @@ func (s *Simulator) recoverSandbox(c *call) (reply, *apiError) {
 		}
 		x.Pending = true
 		x.setState(s.clk, stStopped)
-		s.kick(x)
+		s.eng.kick(x)
 		if skipStart {
 			return reply{http.StatusOK, x.dto(tbx, false)}, nil
 		}
@@ -536,7 +548,7 @@ func (s *Simulator) recoverSandbox(c *call) (reply, *apiError) {
 	return s.replyStarted(c, sb, tbx, false)
 }
 
-func (s *Simulator) createBackup(c *call) (reply, *apiError) {
+func (s sandboxAPI) createBackup(c *call) (reply, *apiError) {
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		if sb.errored() {
@@ -570,7 +582,7 @@ type labelsRequest struct {
 	Labels map[string]string `json:"labels"`
 }
 
-func (s *Simulator) replaceLabels(c *call) (reply, *apiError) {
+func (s sandboxAPI) replaceLabels(c *call) (reply, *apiError) {
 	var req labelsRequest
 	if err := c.decodeBody(&req); err != nil {
 		return reply{}, err
@@ -581,7 +593,7 @@ func (s *Simulator) replaceLabels(c *call) (reply, *apiError) {
 			req.Labels = map[string]string{}
 		}
 		sb.Labels = copyMap(req.Labels)
-		s.labelsChangedLocked(sb)
+		s.rows.Reindex(sb)
 		sb.UpdatedAt = s.clk.Now()
 		return reply{http.StatusOK, sb.dto(tbx, false)}, nil
 	})
@@ -600,7 +612,7 @@ func intervalParam(c *call) (int, *apiError) {
 // setInterval is the three interval setters: set checks and stores the
 // path's interval. None is activity or gated on state, and like every
 // parameter check, theirs comes after the access guard's 404.
-func (s *Simulator) setInterval(c *call, set func(sb *sandbox, n int) *apiError) (reply, *apiError) {
+func (s sandboxAPI) setInterval(c *call, set func(sb *sandbox, n int) *apiError) (reply, *apiError) {
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		n, err := intervalParam(c)
@@ -615,7 +627,7 @@ func (s *Simulator) setInterval(c *call, set func(sb *sandbox, n int) *apiError)
 	})
 }
 
-func (s *Simulator) setAutostop(c *call) (reply, *apiError) {
+func (s sandboxAPI) setAutostop(c *call) (reply, *apiError) {
 	return s.setInterval(c, func(sb *sandbox, n int) *apiError {
 		if n < 0 {
 			return errorf(http.StatusBadRequest, "Auto-stop interval must be non-negative")
@@ -625,7 +637,7 @@ func (s *Simulator) setAutostop(c *call) (reply, *apiError) {
 	})
 }
 
-func (s *Simulator) setAutoArchive(c *call) (reply, *apiError) {
+func (s sandboxAPI) setAutoArchive(c *call) (reply, *apiError) {
 	return s.setInterval(c, func(sb *sandbox, n int) *apiError {
 		if n < 0 {
 			return errorf(http.StatusBadRequest, "Auto-archive interval must be non-negative")
@@ -635,7 +647,7 @@ func (s *Simulator) setAutoArchive(c *call) (reply, *apiError) {
 	})
 }
 
-func (s *Simulator) setAutoDelete(c *call) (reply, *apiError) {
+func (s sandboxAPI) setAutoDelete(c *call) (reply, *apiError) {
 	return s.setInterval(c, func(sb *sandbox, n int) *apiError {
 		if sb.GPU > 0 && n != 0 {
 			return errorf(http.StatusBadRequest, "GPU sandboxes must remain ephemeral")
@@ -645,7 +657,7 @@ func (s *Simulator) setAutoDelete(c *call) (reply, *apiError) {
 	})
 }
 
-func (s *Simulator) setPublic(c *call) (reply, *apiError) {
+func (s sandboxAPI) setPublic(c *call) (reply, *apiError) {
 	public := c.params["isPublic"] == "true"
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
@@ -657,7 +669,7 @@ func (s *Simulator) setPublic(c *call) (reply, *apiError) {
 
 // lastActivity is the SDKs' refreshActivity. The guard resolves names too,
 // but the service records the raw parameter, so a name is a silent no-op.
-func (s *Simulator) lastActivity(c *call) (reply, *apiError) {
+func (s sandboxAPI) lastActivity(c *call) (reply, *apiError) {
 	param := c.params["sandboxId"]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -667,7 +679,7 @@ func (s *Simulator) lastActivity(c *call) (reply, *apiError) {
 	}
 	c.sandboxID = sb.ID
 	if param == sb.ID {
-		s.bumpLocked(sb)
+		s.eng.bumpLocked(sb)
 	}
 	return reply{status: http.StatusCreated}, nil
 }
@@ -701,7 +713,7 @@ type signedToken struct {
 	expires   time.Time
 }
 
-func (s *Simulator) previewURL(c *call) (reply, *apiError) {
+func (s sandboxAPI) previewURL(c *call) (reply, *apiError) {
 	base := s.baseURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		port, perr := portParam(c)
@@ -716,7 +728,7 @@ func previewLink(base string, port int, label string) string {
 	return base + "/_preview/" + strconv.Itoa(port) + "-" + label
 }
 
-func (s *Simulator) signedPreviewURL(c *call) (reply, *apiError) {
+func (s sandboxAPI) signedPreviewURL(c *call) (reply, *apiError) {
 	base := s.baseURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		port, perr := portParam(c)
@@ -739,7 +751,7 @@ func (s *Simulator) signedPreviewURL(c *call) (reply, *apiError) {
 
 // expireSignedPreviewURL succeeds even for an unknown token, as a Redis DEL
 // does.
-func (s *Simulator) expireSignedPreviewURL(c *call) (reply, *apiError) {
+func (s sandboxAPI) expireSignedPreviewURL(c *call) (reply, *apiError) {
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		if _, err := portParam(c); err != nil {
 			return reply{}, err
@@ -751,7 +763,7 @@ func (s *Simulator) expireSignedPreviewURL(c *call) (reply, *apiError) {
 	})
 }
 
-func (s *Simulator) toolboxProxyURLHandler(c *call) (reply, *apiError) {
+func (s sandboxAPI) toolboxProxyURLHandler(c *call) (reply, *apiError) {
 	id := c.params["sandboxId"]
 	tbx := s.toolboxProxyURL(c.r)
 	s.mu.Lock()
@@ -767,7 +779,7 @@ func (s *Simulator) toolboxProxyURLHandler(c *call) (reply, *apiError) {
 	return reply{http.StatusOK, map[string]string{"url": tbx}}, nil
 }
 
-func (s *Simulator) buildLogsURL(c *call) (reply, *apiError) {
+func (s sandboxAPI) buildLogsURL(c *call) (reply, *apiError) {
 	base := s.baseURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		if sb.BuildInfo == nil {

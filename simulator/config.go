@@ -153,16 +153,6 @@ func ProfileByName(name string) (Profile, error) {
 	return Profile{}, fmt.Errorf("unknown profile %q (want instant or daytona)", name)
 }
 
-// Prices are per-second list prices. Running sandboxes pay for CPU, memory
-// and disk; stopped ones for disk only; archived ones for nothing.
-type Prices struct {
-	CPUPerSecond       float64 `json:"cpuPerSecond"`
-	MemoryGiBPerSecond float64 `json:"memoryGiBPerSecond"`
-	DiskGiBPerSecond   float64 `json:"diskGiBPerSecond"`
-	// FreeDiskGiB is the disk each sandbox gets without charge.
-	FreeDiskGiB int `json:"freeDiskGiB"`
-}
-
 // DefaultPrices are Daytona's published per-second prices at the time of
 // writing. Pass your own for anything that matters.
 func DefaultPrices() Prices {

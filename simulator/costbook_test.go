@@ -39,7 +39,7 @@ func TestCostKeepsTotalsAndBoundsRows(t *testing.T) {
 	}
 	assert.Equal(t, []string{ids[2], ids[3], ids[4]}, got, "the last two deleted and the live one, in creation order")
 	h.sim.mu.RLock()
-	assert.Equal(t, 3, h.sim.costs.len())
+	assert.Equal(t, 3, h.sim.costs.Len())
 	h.sim.mu.RUnlock()
 
 	t.Run("pages", func(t *testing.T) {

@@ -60,4 +60,13 @@
 // answer's X-Sandplane-Warning header says so. Where the real server and that
 // document disagree, the simulator follows the server and lists the
 // difference in SpecExceptions.
+//
+// The simulator is built of parts with one job each. internal/store keeps
+// the sandbox records and their indexes (by id, by name, per organization
+// in creation and activity order, by label, by link), with no HTTP and no
+// backend; internal/cost is the cost ledger; internal/faults the scripted
+// and random faults. The engine (engine.go, jobs.go) moves sandboxes
+// through their transitions on the clock and runs the jobs; the handler
+// groups (parts.go) serve the routes; the Simulator wires them and holds
+// the store's lock.
 package simulator

@@ -3,7 +3,14 @@ package simulator
 import (
 	"context"
 	"time"
+
+	"github.com/sandplane/sandplane/simulator/internal/cost"
 )
+
+// engine moves sandboxes through their transitions on the clock, keeps the
+// warm pool filled, and runs the auto-stop, auto-archive and auto-delete
+// jobs (jobs.go), over the simulator's store and backend.
+type engine struct{ *Simulator }
 
 // step is one move of the reconciler: the raw state shows via while the
 // step runs, then to. work is the backend's part; a step completes when both
@@ -25,7 +32,7 @@ type step struct {
 }
 
 // plan picks the next step towards the desired state. Called with s.mu held.
-func (s *Simulator) plan(sb *sandbox) (step, bool) {
+func (s engine) plan(sb *sandbox) (step, bool) {
 	if sb.State == sb.Desired || sb.errored() && sb.Desired != dsDestroyed {
 		return step{}, false
 	}
@@ -72,7 +79,7 @@ func (s *Simulator) plan(sb *sandbox) (step, bool) {
 
 // kick moves sb towards its desired state as far as it can go right now.
 // Called with s.mu held.
-func (s *Simulator) kick(sb *sandbox) {
+func (s engine) kick(sb *sandbox) {
 	for !sb.busy && !sb.gone && !s.closed {
 		st, ok := s.plan(sb)
 		if !ok {
@@ -86,7 +93,7 @@ func (s *Simulator) kick(sb *sandbox) {
 
 // begin starts st. It reports whether st already completed, so that kick
 // can take the next step at once. Called with s.mu held.
-func (s *Simulator) begin(sb *sandbox, st step) (done bool) {
+func (s engine) begin(sb *sandbox, st step) (done bool) {
 	sb.busy = true
 	sb.gen++
 	gen := sb.gen
@@ -148,7 +155,7 @@ func (s *Simulator) begin(sb *sandbox, st step) (done bool) {
 
 // finish lands a step, unless the sandbox moved on without it. Called with
 // s.mu held.
-func (s *Simulator) finish(sb *sandbox, st step, gen uint64, url string, err error, fail *failure) {
+func (s engine) finish(sb *sandbox, st step, gen uint64, url string, err error, fail *failure) {
 	if sb.gen != gen || sb.gone {
 		return
 	}
@@ -204,7 +211,7 @@ func (s *Simulator) finish(sb *sandbox, st step, gen uint64, url string, err err
 	sb.setState(s.clk, st.to)
 	if st.to == stDestroyed {
 		sb.gone = true
-		s.dropLocked(sb)
+		s.rows.Drop(sb)
 		sb.notify()
 	}
 	if sb.OrgID == warmPoolOrg && sb.State == stStarted {
@@ -216,7 +223,7 @@ func (s *Simulator) finish(sb *sandbox, st step, gen uint64, url string, err err
 // or gone, for at most d on the clock, like the API's 30 s wait, or until
 // the simulator closes. A start
 // failure inside the window is Daytona's 400.
-func (s *Simulator) waitStarted(ctx context.Context, sb *sandbox, d time.Duration) *apiError {
+func (s engine) waitStarted(ctx context.Context, sb *sandbox, d time.Duration) *apiError {
 	var timer interface{ Stop() bool }
 	var expired <-chan time.Time
 	for {
@@ -253,29 +260,29 @@ func (s *Simulator) waitStarted(ctx context.Context, sb *sandbox, d time.Duratio
 }
 
 // fillPoolLocked tops the warm pool up to its size. Called with s.mu held.
-func (s *Simulator) fillPoolLocked() {
+func (s engine) fillPoolLocked() {
 	if s.cfg.WarmPool <= 0 || s.closed {
 		return
 	}
 	// The pool's sandboxes, started or still starting, are the indexed
 	// rows of its organization.
-	for n := s.countLocked(warmPoolOrg); n < s.cfg.WarmPool; n++ {
+	for n := s.rows.Count(warmPoolOrg); n < s.cfg.WarmPool; n++ {
 		snap := s.snapshots[s.cfg.DefaultSnapshot]
 		sb := s.newSandboxLocked(warmPoolOrg, "", snap)
-		s.insertLocked(sb)
+		s.rows.Insert(sb)
 		s.kick(sb)
 	}
 }
 
 // takePoolLocked hands a warm sandbox over, or returns nil.
-func (s *Simulator) takePoolLocked() *sandbox {
+func (s engine) takePoolLocked() *sandbox {
 	for len(s.pool) > 0 {
 		sb := s.pool[0]
 		s.pool = s.pool[1:]
 		if sb.gone || sb.State != stStarted {
 			continue
 		}
-		s.dropLocked(sb)
+		s.rows.Drop(sb)
 		return sb
 	}
 	return nil
@@ -283,7 +290,7 @@ func (s *Simulator) takePoolLocked() *sandbox {
 
 // newSandboxLocked builds a row as Daytona inserts it: unknown, desired
 // started, pending.
-func (s *Simulator) newSandboxLocked(org, name string, snap Snapshot) *sandbox {
+func (s engine) newSandboxLocked(org, name string, snap Snapshot) *sandbox {
 	now := s.clk.Now()
 	id := s.newID()
 	if name == "" {
@@ -316,9 +323,9 @@ func (s *Simulator) newSandboxLocked(org, name string, snap Snapshot) *sandbox {
 		AuthToken:    s.token(32, authTokenAlphabet),
 		changed:      make(chan struct{}),
 		events:       s.events,
-		sim:          s,
+		sim:          s.Simulator,
 	}
-	sb.ledger = &ledger{ID: id, OrgID: org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk, since: now}
-	s.costs.open(sb.ledger)
+	sb.ledger = &cost.Ledger{ID: id, OrgID: org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk}
+	s.costs.Open(sb.ledger, now, cost.None)
 	return sb
 }

@@ -93,7 +93,7 @@ func validFileSignature(key, method, path string, expires int64, sig string) boo
 // and refuses what Daytona's proxy refuses before it looks at the key: no
 // path (400), an expiry that is missing, not a whole number of seconds,
 // negative or past (401), a signature of another scheme (401).
-func (s *Simulator) parseFileURL(r *http.Request) (path string, expires int64, sig string, err *apiError) {
+func (s proxyAPI) parseFileURL(r *http.Request) (path string, expires int64, sig string, err *apiError) {
 	q := r.URL.Query()
 	path, sig = q.Get("path"), q.Get(signatureParam)
 	if path == "" {

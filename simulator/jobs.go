@@ -11,7 +11,7 @@ import (
 // crons run.
 const jobPeriod = 10 * time.Second
 
-func (s *Simulator) startJobs() {
+func (s engine) startJobs() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.jobs = s.clk.AfterFunc(s.cfg.scaled(jobPeriod), s.tick)
@@ -19,7 +19,7 @@ func (s *Simulator) startJobs() {
 
 // tick runs the three jobs and re-arms itself. It runs on an AfterFunc, so
 // with a fake clock the jobs have run by the time Advance returns.
-func (s *Simulator) tick() {
+func (s engine) tick() {
 	s.runJobs(everyOrg)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -30,13 +30,13 @@ func (s *Simulator) tick() {
 
 // RunJobs runs the auto-stop, auto-archive and auto-delete jobs once, now,
 // for every organization.
-func (s *Simulator) RunJobs() { s.runJobs(everyOrg) }
+func (s *Simulator) RunJobs() { s.eng.runJobs(everyOrg) }
 
 // runJobs applies Daytona's three crons, now, to the sandboxes of sc. It
 // looks for the sandboxes they reach under the lock shared, beside gets
 // and lists, and takes it exclusively only to act on those, checking each
 // again: it may have moved on in between.
-func (s *Simulator) runJobs(sc scope) {
+func (s engine) runJobs(sc scope) {
 	now := s.clk.Now()
 	s.mu.RLock()
 	if s.closed {
@@ -44,7 +44,7 @@ func (s *Simulator) runJobs(sc scope) {
 		return
 	}
 	var due []*sandbox
-	for _, sb := range s.byID {
+	for sb := range s.rows.All() {
 		if sc.owns(sb.OrgID) && s.jobFor(sb, now) != jobNone {
 			due = append(due, sb)
 		}
@@ -83,7 +83,7 @@ const (
 // with now minus the interval, and only considers rows that are settled
 // (state equals desired and nothing pending). Called with s.mu held
 // (shared is enough).
-func (s *Simulator) jobFor(sb *sandbox, now time.Time) job {
+func (s engine) jobFor(sb *sandbox, now time.Time) job {
 	idle := func(interval int) bool {
 		// Daytona's intervals reach 2^31-1 minutes, beyond what a Duration
 		// holds: one that saturates never runs out.
@@ -106,7 +106,7 @@ func (s *Simulator) jobFor(sb *sandbox, now time.Time) job {
 
 // runJobLocked does the job the crons owe sb at now, if any, and reports
 // whether it did one. Called with s.mu held.
-func (s *Simulator) runJobLocked(sb *sandbox, now time.Time) bool {
+func (s engine) runJobLocked(sb *sandbox, now time.Time) bool {
 	switch s.jobFor(sb, now) {
 	case jobStop:
 		if sb.ephemeral() {

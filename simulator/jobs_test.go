@@ -19,20 +19,20 @@ func TestJobsCheckAgainBeforeActing(t *testing.T) {
 
 	h.sim.mu.Lock()
 	defer h.sim.mu.Unlock()
-	sb := h.sim.byID[created.Id]
+	sb := h.sim.rows.Get(created.Id)
 	require.NotNil(t, sb)
 	sb.LastActivity = now.Add(-2 * time.Minute)
-	h.sim.activityMovedLocked(sb)
-	require.Equal(t, jobStop, h.sim.jobFor(sb, now), "idle for two minutes with a one-minute auto-stop")
+	h.sim.rows.ActivityMoved(sb)
+	require.Equal(t, jobStop, h.sim.eng.jobFor(sb, now), "idle for two minutes with a one-minute auto-stop")
 
 	sb.LastActivity = now // a refresh lands between the look and the act
-	h.sim.activityMovedLocked(sb)
-	assert.False(t, h.sim.runJobLocked(sb, now))
+	h.sim.rows.ActivityMoved(sb)
+	assert.False(t, h.sim.eng.runJobLocked(sb, now))
 	assert.Equal(t, dsStarted, sb.Desired)
 	assert.False(t, sb.Pending)
 
 	sb.LastActivity = now.Add(-2 * time.Minute)
-	h.sim.activityMovedLocked(sb)
-	assert.True(t, h.sim.runJobLocked(sb, now))
+	h.sim.rows.ActivityMoved(sb)
+	assert.True(t, h.sim.eng.runJobLocked(sb, now))
 	assert.Equal(t, dsStopped, sb.Desired)
 }

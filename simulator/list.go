@@ -154,58 +154,39 @@ func (f *filter) match(sb *sandbox) bool {
 	return true
 }
 
-// sortKey is a row's value in the sort column: a number, a string or a time.
-// Times are cut to the milliseconds the cursor carries (Daytona's are JS
-// Dates), so that a row compares with its own cursor as equal.
-type sortKey struct {
-	num float64
-	str string
-	t   time.Time
-}
-
 func keyOf(sb *sandbox, field string) sortKey {
 	k := rawKeyOf(sb, field)
-	k.t = k.t.Truncate(time.Millisecond)
+	k.T = k.T.Truncate(time.Millisecond)
 	return k
 }
 
 func rawKeyOf(sb *sandbox, field string) sortKey {
 	switch field {
 	case "name":
-		return sortKey{str: sb.Name}
+		return sortKey{Str: sb.Name}
 	case "cpu":
-		return sortKey{num: float64(sb.CPU)}
+		return sortKey{Num: float64(sb.CPU)}
 	case "memoryGib":
-		return sortKey{num: float64(sb.Memory)}
+		return sortKey{Num: float64(sb.Memory)}
 	case "diskGib":
-		return sortKey{num: float64(sb.Disk)}
+		return sortKey{Num: float64(sb.Disk)}
 	case "createdAt":
-		return sortKey{t: sb.CreatedAt}
+		return sortKey{T: sb.CreatedAt}
 	case "updatedAt":
-		return sortKey{t: sb.UpdatedAt}
+		return sortKey{T: sb.UpdatedAt}
 	case "id":
-		return sortKey{str: sb.ID}
+		return sortKey{Str: sb.ID}
 	case "state":
-		return sortKey{str: sb.State}
+		return sortKey{Str: sb.State}
 	case "snapshot":
 		if sb.Snapshot != nil {
-			return sortKey{str: *sb.Snapshot}
+			return sortKey{Str: *sb.Snapshot}
 		}
 		return sortKey{}
 	case "region":
-		return sortKey{str: sb.Target}
+		return sortKey{Str: sb.Target}
 	}
-	return sortKey{t: sb.LastActivity}
-}
-
-func (a sortKey) compare(b sortKey) int {
-	if c := cmp.Compare(a.num, b.num); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.str, b.str); c != 0 {
-		return c
-	}
-	return a.t.Compare(b.t)
+	return sortKey{T: sb.LastActivity}
 }
 
 // cursor is the opaque position after the last item of a page.
@@ -214,32 +195,51 @@ type cursor struct {
 	ID        string `json:"id"`
 }
 
-func (k sortKey) jsonValue(field string) any {
+// stringSorted reports whether field sorts by a string (rawKeyOf), which
+// its cursor then carries as one: a cursor of such a field carrying a time
+// would page through the same rows for ever (the API document allows only
+// name of them in a cursor list, but a simulator without validation takes
+// any).
+func stringSorted(field string) bool {
 	switch field {
-	case "name":
-		return k.str
-	case "cpu", "memoryGib", "diskGib":
-		return k.num
+	case "name", "id", "state", "snapshot", "region":
+		return true
 	}
-	return k.t.UTC().Format(isoMillis)
+	return false
+}
+
+// cursorValue is k as a cursor of field carries it.
+func cursorValue(k sortKey, field string) any {
+	switch {
+	case stringSorted(field):
+		return k.Str
+	case field == "cpu" || field == "memoryGib" || field == "diskGib":
+		return k.Num
+	}
+	return k.T.UTC().Format(isoMillis)
 }
 
 func keyFromJSON(field string, v any) (sortKey, bool) {
-	switch field {
-	case "name":
+	switch {
+	case stringSorted(field):
 		s, ok := v.(string)
-		return sortKey{str: s}, ok
-	case "cpu", "memoryGib", "diskGib":
+		return sortKey{Str: s}, ok
+	case field == "cpu" || field == "memoryGib" || field == "diskGib":
 		n, ok := v.(float64)
-		return sortKey{num: n}, ok
+		return sortKey{Num: n}, ok
 	}
 	s, ok := v.(string)
 	if !ok {
 		return sortKey{}, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
-	return sortKey{t: t}, err == nil
+	return sortKey{T: t}, err == nil
 }
+
+// listAPI serves the two sandbox lists over the store's pages.
+type listAPI struct{ *Simulator }
+
+func listsOf(s *Simulator) listAPI { return listAPI{s} }
 
 // listResponse is the PaginatedSandboxes schema; listSandboxes writes it
 // with appendListItem.
@@ -248,26 +248,7 @@ type listResponse struct {
 	NextCursor *string              `json:"nextCursor"`
 }
 
-type keyed struct {
-	sb  *sandbox
-	key sortKey
-}
-
-// sortRows orders rows by field, then id, in one direction.
-func sortRows(rows []keyed, desc bool) {
-	slices.SortFunc(rows, func(a, b keyed) int {
-		c := a.key.compare(b.key)
-		if c == 0 {
-			c = strings.Compare(a.sb.ID, b.sb.ID)
-		}
-		if desc {
-			c = -c
-		}
-		return c
-	})
-}
-
-func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
+func (s listAPI) listSandboxes(c *call) (reply, *apiError) {
 	q := c.r.URL.Query()
 	f, err := parseFilter(q, false)
 	if err != nil {
@@ -311,13 +292,13 @@ func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
 	}()
 
 	s.mu.RLock()
-	rows, more := s.pageLocked(c.org, &f, field, desc, after, afterKey, limit, (*buf)[:0])
-	writes := s.mu.writeCount()
+	rows, more := listPage(s.rows, c.org, &f, field, desc, after, afterKey, limit, (*buf)[:0])
+	writes := s.mu.WriteCount()
 	for i, r := range rows {
 		if i > 0 {
 			body = append(body, ',')
 		}
-		body = append(body, cachedListItemHead(r.sb, writes)...)
+		body = append(body, cachedListItemHead(r.Row, writes)...)
 		body = append(body, tbx...)
 		body = append(body, '}')
 	}
@@ -325,76 +306,13 @@ func (s *Simulator) listSandboxes(c *call) (reply, *apiError) {
 	body = append(body, `],"nextCursor":`...)
 	if more {
 		last := rows[len(rows)-1]
-		b, _ := json.Marshal(cursor{SortValue: last.key.jsonValue(field), ID: last.sb.ID})
+		b, _ := json.Marshal(cursor{SortValue: cursorValue(last.Key, field), ID: last.Row.ID})
 		body = appendJSONString(body, base64.StdEncoding.EncodeToString(b))
 	} else {
 		body = append(body, "null"...)
 	}
 	*enc.b = append(body, '}')
 	return reply{http.StatusOK, enc}, nil
-}
-
-// topRows returns the first k rows in order without sorting them all: a
-// bounded heap keeps the k best seen so far.
-func topRows(rows []keyed, k int, desc bool) []keyed {
-	if len(rows) <= 4*k {
-		sortRows(rows, desc)
-		return rows[:min(k, len(rows))]
-	}
-	// before reports whether a comes before b in the listing.
-	before := func(a, b *keyed) bool {
-		c := a.key.compare(b.key)
-		if c == 0 {
-			c = strings.Compare(a.sb.ID, b.sb.ID)
-		}
-		if desc {
-			return c > 0
-		}
-		return c < 0
-	}
-	// h is a max-heap on listing order: h[0] is the worst of the best k.
-	h := make([]*keyed, 0, k)
-	down := func(i int) {
-		for {
-			l, r, worst := 2*i+1, 2*i+2, i
-			if l < len(h) && before(h[worst], h[l]) {
-				worst = l
-			}
-			if r < len(h) && before(h[worst], h[r]) {
-				worst = r
-			}
-			if worst == i {
-				return
-			}
-			h[i], h[worst] = h[worst], h[i]
-			i = worst
-		}
-	}
-	for i := range rows {
-		r := &rows[i]
-		if len(h) < k {
-			h = append(h, r)
-			for j := len(h) - 1; j > 0; {
-				p := (j - 1) / 2
-				if !before(h[p], h[j]) {
-					break
-				}
-				h[p], h[j] = h[j], h[p]
-				j = p
-			}
-			continue
-		}
-		if before(r, h[0]) {
-			h[0] = r
-			down(0)
-		}
-	}
-	out := make([]keyed, len(h))
-	for i, r := range h {
-		out[i] = *r
-	}
-	sortRows(out, desc)
-	return out
 }
 
 type paginatedResponse struct {
@@ -406,7 +324,7 @@ type paginatedResponse struct {
 
 // listPaginated is the deprecated page-numbered list: full Sandbox items,
 // sorted by createdAt descending unless told otherwise.
-func (s *Simulator) listPaginated(c *call) (reply, *apiError) {
+func (s listAPI) listPaginated(c *call) (reply, *apiError) {
 	q := c.r.URL.Query()
 	f, err := parseFilter(q, true)
 	if err != nil {
@@ -429,11 +347,11 @@ func (s *Simulator) listPaginated(c *call) (reply, *apiError) {
 
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	total, rows := s.pageByNumberLocked(c.org, &f, field, desc, (page-1)*limit, limit)
+	total, rows := pageByNumberOf(s.rows, c.org, &f, field, desc, (page-1)*limit, limit)
 	resp := paginatedResponse{Items: make([]sandboxDTO, 0, len(rows)), Total: total, Page: page,
 		TotalPages: (total + limit - 1) / limit}
 	for _, r := range rows {
-		resp.Items = append(resp.Items, r.sb.dto(tbx, false))
+		resp.Items = append(resp.Items, r.Row.dto(tbx, false))
 	}
 	return reply{http.StatusOK, resp}, nil
 }

@@ -2,7 +2,6 @@ package simulator
 
 import (
 	"maps"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -22,24 +21,6 @@ import (
 // Comparing the values costs a tenth of encoding them; a page skips even
 // that for the rows it finds unchanged since the store was last written:
 // every write takes s.mu exclusively, and the lock counts those takes.
-
-// storeLock is the store's RWMutex, which also counts the times it was
-// taken for writing. While a reader holds it shared the count stands
-// still, so an equal count later means that nothing was written between.
-type storeLock struct {
-	sync.RWMutex
-	writes atomic.Uint64
-}
-
-// Lock takes the lock for writing and counts the write.
-func (l *storeLock) Lock() {
-	l.RWMutex.Lock()
-	l.writes.Add(1)
-}
-
-// writeCount is the number of writes so far. Called with the lock held
-// (shared is enough), so that it stands still until the caller lets go.
-func (l *storeLock) writeCount() uint64 { return l.writes.Load() }
 
 // listFields is every value of a sandbox that its list item shows, but its
 // labels (a map, compared apart) and its toolboxProxyUrl (which depends on
@@ -111,7 +92,7 @@ type listItemCache struct {
 
 // cachedListItemHead is appendListItemHead of sb's current values, from
 // sb's cache when that still holds them, else encoded and cached. writes
-// is s.mu.writeCount(). Called with s.mu held (shared is enough): lists
+// is s.mu.WriteCount(). Called with s.mu held (shared is enough): lists
 // running side by side may check or encode the same row at once, which is
 // harmless, as the cache is swapped atomically and either result is
 // current.

@@ -38,7 +38,7 @@ func (h *harness) freshListItem(id, toolboxProxyURL string) string {
 	h.t.Helper()
 	h.sim.mu.RLock()
 	defer h.sim.mu.RUnlock()
-	sb := h.sim.byID[id]
+	sb := h.sim.rows.Get(id)
 	require.NotNil(h.t, sb)
 	return string(appendListItem(nil, sb, toolboxProxyURL))
 }
@@ -161,7 +161,7 @@ func TestListItemCacheSeesEveryShownValue(t *testing.T) {
 		t.Run(fmt.Sprintf("%d-%s", i, tc.field), func(t *testing.T) {
 			sb := base()
 			sim.mu.RLock()
-			cached := string(cachedListItemHead(sb, sim.mu.writeCount()))
+			cached := string(cachedListItemHead(sb, sim.mu.WriteCount()))
 			sim.mu.RUnlock()
 			before := sb.listFields()
 			require.Equal(t, string(appendListItemHead(nil, &before, sb.Labels)), cached)
@@ -175,10 +175,10 @@ func TestListItemCacheSeesEveryShownValue(t *testing.T) {
 			fresh := sb.listFields()
 			want := string(appendListItemHead(nil, &fresh, sb.Labels))
 			require.NotEqual(t, cached, want, "the change must show in the item")
-			assert.Equal(t, want, string(cachedListItemHead(sb, sim.mu.writeCount())))
+			assert.Equal(t, want, string(cachedListItemHead(sb, sim.mu.WriteCount())))
 			// Once current, the item is reused as it is.
 			current := sb.listCache.Load()
-			assert.Equal(t, want, string(cachedListItemHead(sb, sim.mu.writeCount())))
+			assert.Equal(t, want, string(cachedListItemHead(sb, sim.mu.WriteCount())))
 			assert.Same(t, current, sb.listCache.Load())
 		})
 	}
@@ -196,7 +196,7 @@ func TestListItemCacheReusedUntilAWrite(t *testing.T) {
 	b := h.create(apiclient.CreateSandbox{})
 	h.listedItem(a.Id)
 	h.sim.mu.RLock()
-	first := h.sim.byID[a.Id].listCache.Load()
+	first := h.sim.rows.Get(a.Id).listCache.Load()
 	h.sim.mu.RUnlock()
 	require.NotNil(t, first)
 
@@ -207,6 +207,6 @@ func TestListItemCacheReusedUntilAWrite(t *testing.T) {
 
 	h.sim.mu.RLock()
 	defer h.sim.mu.RUnlock()
-	assert.Same(t, first, h.sim.byID[a.Id].listCache.Load(), "an unchanged row keeps its encoded item")
-	assert.Equal(t, h.sim.mu.writeCount(), first.current.Load(), "and is known current after the write")
+	assert.Same(t, first, h.sim.rows.Get(a.Id).listCache.Load(), "an unchanged row keeps its encoded item")
+	assert.Equal(t, h.sim.mu.WriteCount(), first.current.Load(), "and is known current after the write")
 }

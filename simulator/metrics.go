@@ -77,7 +77,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	sandboxes, snapshots, volumes := map[string]int{}, map[string]int{}, map[string]int{}
 	pool := 0
 	s.mu.RLock()
-	for _, sb := range s.byID {
+	for sb := range s.rows.All() {
 		if sb.OrgID == warmPoolOrg {
 			pool++
 			continue

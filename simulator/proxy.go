@@ -23,6 +23,10 @@ import (
 	"github.com/sandplane/sandplane/provider/relay"
 )
 
+// proxyAPI serves the toolbox and preview traffic of the proxies: it finds
+// the sandbox a request names, applies its faults, and forwards.
+type proxyAPI struct{ *Simulator }
+
 const previewTokenHeader = "X-Daytona-Preview-Token"
 
 // The simulator is its own proxy, as Daytona's proxy stands in front of its
@@ -66,7 +70,7 @@ func (s *Simulator) newProxies() *proxies {
 		o := []relay.Option{
 			relay.WithClock(s.clk), relay.WithLogger(s.cfg.Logger),
 			relay.WithTransport(&proxyTransport{s: s, kind: kind}),
-			relay.WithWriteError(s.writeProxyError),
+			relay.WithWriteError(proxyAPI{s}.writeProxyError),
 			relay.WithIdleKeepAlive(s.cfg.ProxyIdleKeepAlive),
 			// In process: the store answers at once and a bump is a write, so
 			// no cache, no timers per request, Daytona's own timing, and the
@@ -104,7 +108,7 @@ func (r storeResolver) Resolve(_ context.Context, label string, port int) (relay
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sb, token := s.byID[label], ""
+	sb, token := s.rows.Get(label), ""
 	switch {
 	case r.kind == kindToolbox:
 		// The API key was checked before; the backend adds the secret.
@@ -113,7 +117,7 @@ func (r storeResolver) Resolve(_ context.Context, label string, port int) (relay
 			token = sb.AuthToken
 		}
 	default:
-		sb = s.signedSandboxLocked(label, port)
+		sb = proxyAPI{s}.signedSandboxLocked(label, port)
 	}
 	if sb == nil || sb.gone {
 		return relay.Target{}, provider.Errorf(provider.NotFound, "preview URL not found or expired")
@@ -131,7 +135,7 @@ func (r storeResolver) Resolve(_ context.Context, label string, port int) (relay
 
 // signedSandboxLocked is the sandbox a signed preview token opens port of,
 // if it has not expired; an expired one is forgotten. Called with s.mu held.
-func (s *Simulator) signedSandboxLocked(token string, port int) *sandbox {
+func (s proxyAPI) signedSandboxLocked(token string, port int) *sandbox {
 	t := s.signed[token]
 	if t == nil {
 		return nil
@@ -143,7 +147,7 @@ func (s *Simulator) signedSandboxLocked(token string, port int) *sandbox {
 	if t.port != port {
 		return nil
 	}
-	return s.byID[t.sandboxID]
+	return s.rows.Get(t.sandboxID)
 }
 
 // RefreshActivity is the proxy's bump, through the API's throttle. The
@@ -154,14 +158,14 @@ func (r storeResolver) RefreshActivity(_ context.Context, id string) error {
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sb := s.byID[id]
+	sb := s.rows.Get(id)
 	if sb == nil || sb.gone {
 		return provider.Errorf(provider.NotFound, "sandbox %s not found", id)
 	}
 	if sb.State == stStarted {
 		// A request to a sandbox that is not started is refused, not
 		// activity.
-		s.bumpLocked(sb)
+		s.eng.bumpLocked(sb)
 	}
 	return nil
 }
@@ -169,7 +173,7 @@ func (r storeResolver) RefreshActivity(_ context.Context, id string) error {
 // writeProxyError answers what the relays refuse themselves (a missing or
 // wrong preview token, an unknown sandbox) with the gin body of Daytona's
 // proxy, in the name of the caller's request.
-func (s *Simulator) writeProxyError(w http.ResponseWriter, r *http.Request, err error) {
+func (s proxyAPI) writeProxyError(w http.ResponseWriter, r *http.Request, err error) {
 	in := r
 	if log := callOf(r.Context()); log.Path != "" {
 		u := *r.URL
@@ -210,15 +214,15 @@ func (t *proxyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.answer(req, errorf(http.StatusBadGateway, "no route to %s", req.URL.Host)), nil
 	}
 	s.mu.Lock()
-	sb := s.byID[id]
+	sb := s.rows.Get(id)
 	s.mu.Unlock()
 	if sb == nil {
 		return t.answer(req, t.notFound(id)), nil
 	}
 	if t.kind == kindPreview {
-		if ft, ok := s.faults.match("preview", sb.OrgID, id, sb.Name); ok {
+		if ft, ok := s.faults.Match("preview", sb.OrgID, id, sb.Name); ok {
 			log.Fault = ft.ID
-			if e := s.applyProxyFault(req.Context(), sb, ft); e != nil {
+			if e := (proxyAPI{s}).applyProxyFault(req.Context(), sb, ft); e != nil {
 				return t.answer(req, e), nil
 			}
 		}
@@ -330,16 +334,16 @@ func routeError(err error) *apiError {
 // with the API key of the sandbox's organization, or, for a pre-signed
 // file URL, with its signature.
 func (s *Simulator) serveToolbox(w http.ResponseWriter, r *http.Request) {
-	s.serveToolboxAs(w, r, true)
+	proxyAPI{s}.serveToolboxAs(w, r, true)
 }
 
 // serveDeprecatedToolbox proxies the API's deprecated toolbox routes,
 // which only the API key opens: signed file URLs name the proxy.
 func (s *Simulator) serveDeprecatedToolbox(w http.ResponseWriter, r *http.Request) {
-	s.serveToolboxAs(w, r, false)
+	proxyAPI{s}.serveToolboxAs(w, r, false)
 }
 
-func (s *Simulator) serveToolboxAs(w http.ResponseWriter, r *http.Request, fileURLs bool) {
+func (s proxyAPI) serveToolboxAs(w http.ResponseWriter, r *http.Request, fileURLs bool) {
 	start := s.clk.Now()
 	id := r.PathValue("sandboxId")
 	rec := &statusRecorder{ResponseWriter: w}
@@ -351,7 +355,7 @@ func (s *Simulator) serveToolboxAs(w http.ResponseWriter, r *http.Request, fileU
 
 // proxyToolbox serves a toolbox request and notes its organization and
 // fault in log. fileURLs lets a signature stand in for the API key.
-func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id string, log *Call, fileURLs bool) {
+func (s proxyAPI) proxyToolbox(w http.ResponseWriter, r *http.Request, id string, log *Call, fileURLs bool) {
 	rest := r.PathValue("rest")
 	if fileURLs {
 		if op, ok := signedFileOp(r, rest); ok {
@@ -382,9 +386,9 @@ func (s *Simulator) proxyToolbox(w http.ResponseWriter, r *http.Request, id stri
 // the proxy's gin shape and is never forwarded. A sandbox that does not
 // exist, has no key yet or is another's is one more signature that does
 // not hold: the answer never says which ids exist.
-func (s *Simulator) proxySignedFile(w http.ResponseWriter, r *http.Request, id string, op fileOp, log *Call) {
+func (s proxyAPI) proxySignedFile(w http.ResponseWriter, r *http.Request, id string, op fileOp, log *Call) {
 	s.mu.RLock()
-	sb, key := s.byID[id], ""
+	sb, key := s.rows.Get(id), ""
 	if sb != nil && !sb.gone {
 		key = sb.signingKey
 		log.Org = sb.OrgID // the owner's call log shows what was tried
@@ -414,11 +418,11 @@ func (s *Simulator) proxySignedFile(w http.ResponseWriter, r *http.Request, id s
 
 // forwardToolbox applies the toolbox faults and the sandbox's state to a
 // request its caller may make, and forwards it to path of the toolbox.
-func (s *Simulator) forwardToolbox(w http.ResponseWriter, r *http.Request, sb *sandbox, id, path string, log *Call) {
+func (s proxyAPI) forwardToolbox(w http.ResponseWriter, r *http.Request, sb *sandbox, id, path string, log *Call) {
 	s.mu.Lock()
 	name := sb.Name
 	s.mu.Unlock()
-	if ft, ok := s.faults.match("toolbox", log.Org, id, name); ok {
+	if ft, ok := s.faults.Match("toolbox", log.Org, id, name); ok {
 		log.Fault = ft.ID
 		if e := s.applyProxyFault(r.Context(), sb, ft); e != nil {
 			s.writeGinError(w, r, e)
@@ -444,7 +448,7 @@ func (s *Simulator) forwardToolbox(w http.ResponseWriter, r *http.Request, sb *s
 
 // applyProxyFault applies a fault's delay, vanish and status to a proxied
 // request.
-func (s *Simulator) applyProxyFault(ctx context.Context, sb *sandbox, ft Fault) *apiError {
+func (s proxyAPI) applyProxyFault(ctx context.Context, sb *sandbox, ft Fault) *apiError {
 	if ft.Delay > 0 {
 		if err := clock.Sleep(ctx, s.clk, durationOf(ft.Delay)); err != nil {
 			return errorf(499, "client gone")
@@ -473,7 +477,7 @@ var (
 func (s *Simulator) hostRouter(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if m := previewHost.FindStringSubmatch(r.Host); m != nil {
-			s.servePreview(w, r, m[2])
+			proxyAPI{s}.servePreview(w, r, m[2])
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -482,13 +486,13 @@ func (s *Simulator) hostRouter(next http.Handler) http.Handler {
 
 func (s *Simulator) servePreviewPath(w http.ResponseWriter, r *http.Request) {
 	_, label, _ := strings.Cut(r.PathValue("label"), "-")
-	s.servePreview(w, r, label)
+	proxyAPI{s}.servePreview(w, r, label)
 }
 
 // servePreview proxies preview traffic through the preview relay: label
 // is the sandbox id of a preview link, authorised by its preview token (or
 // a public sandbox), or the token of a signed preview URL.
-func (s *Simulator) servePreview(w http.ResponseWriter, r *http.Request, label string) {
+func (s proxyAPI) servePreview(w http.ResponseWriter, r *http.Request, label string) {
 	start := s.clk.Now()
 	rec := &statusRecorder{ResponseWriter: w}
 	c := Call{Time: start, Method: r.Method, Path: r.URL.Path, Operation: "preview"}
@@ -499,13 +503,13 @@ func (s *Simulator) servePreview(w http.ResponseWriter, r *http.Request, label s
 }
 
 // noteSandbox puts in c the sandbox label names, and its organization.
-func (s *Simulator) noteSandbox(c *Call, label string) {
+func (s proxyAPI) noteSandbox(c *Call, label string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sb := s.byID[label]
+	sb := s.rows.Get(label)
 	if sb == nil {
 		if t := s.signed[label]; t != nil {
-			sb = s.byID[t.sandboxID]
+			sb = s.rows.Get(t.sandboxID)
 		}
 	}
 	if sb != nil {

@@ -103,7 +103,7 @@ func TestWarmPoolRefillsAfterEveryTakeover(t *testing.T) {
 		h.sim.mu.Lock()
 		defer h.sim.mu.Unlock()
 		n := 0
-		for _, sb := range h.sim.byID {
+		for sb := range h.sim.rows.All() {
 			if sb.OrgID == warmPoolOrg {
 				n++
 			}

@@ -51,29 +51,29 @@ var pathParam = regexp.MustCompile(`\{([A-Za-z]+)\}`)
 
 func apiRoutes() []route {
 	return append([]route{
-		{"GET", "/api/sandbox", "listSandboxes", (*Simulator).listSandboxes},
+		{"GET", "/api/sandbox", "listSandboxes", part(listsOf, listAPI.listSandboxes)},
 		{"POST", "/api/sandbox", "createSandbox", (*Simulator).createSandbox},
-		{"GET", "/api/sandbox/paginated", "listSandboxesPaginated_deprecated", (*Simulator).listPaginated},
-		{"GET", "/api/sandbox/{sandboxIdOrName}", "getSandbox", (*Simulator).getSandbox},
-		{"DELETE", "/api/sandbox/{sandboxIdOrName}", "deleteSandbox", (*Simulator).deleteSandbox},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/start", "startSandbox", (*Simulator).startSandbox},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/stop", "stopSandbox", (*Simulator).stopSandbox},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/pause", "pauseSandbox", (*Simulator).pauseSandbox},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/archive", "archiveSandbox", (*Simulator).archiveSandbox},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/recover", "recoverSandbox", (*Simulator).recoverSandbox},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/resize", "resizeSandbox", (*Simulator).resizeSandbox},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/backup", "createBackup", (*Simulator).createBackup},
-		{"PUT", "/api/sandbox/{sandboxIdOrName}/labels", "replaceLabels", (*Simulator).replaceLabels},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/autostop/{interval}", "setAutostopInterval", (*Simulator).setAutostop},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/autoarchive/{interval}", "setAutoArchiveInterval", (*Simulator).setAutoArchive},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/autodelete/{interval}", "setAutoDeleteInterval", (*Simulator).setAutoDelete},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/public/{isPublic}", "updatePublicStatus", (*Simulator).setPublic},
-		{"POST", "/api/sandbox/{sandboxId}/last-activity", "updateLastActivity", (*Simulator).lastActivity},
-		{"GET", "/api/sandbox/{sandboxIdOrName}/ports/{port}/preview-url", "getPortPreviewUrl", (*Simulator).previewURL},
-		{"GET", "/api/sandbox/{sandboxIdOrName}/ports/{port}/signed-preview-url", "getSignedPortPreviewUrl", (*Simulator).signedPreviewURL},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/ports/{port}/signed-preview-url/{token}/expire", "expireSignedPortPreviewUrl", (*Simulator).expireSignedPreviewURL},
-		{"GET", "/api/sandbox/{sandboxId}/toolbox-proxy-url", "getToolboxProxyUrl", (*Simulator).toolboxProxyURLHandler},
-		{"GET", "/api/sandbox/{sandboxIdOrName}/build-logs-url", "getBuildLogsUrl", (*Simulator).buildLogsURL},
+		{"GET", "/api/sandbox/paginated", "listSandboxesPaginated_deprecated", part(listsOf, listAPI.listPaginated)},
+		{"GET", "/api/sandbox/{sandboxIdOrName}", "getSandbox", part(sandboxesOf, sandboxAPI.getSandbox)},
+		{"DELETE", "/api/sandbox/{sandboxIdOrName}", "deleteSandbox", part(sandboxesOf, sandboxAPI.deleteSandbox)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/start", "startSandbox", part(sandboxesOf, sandboxAPI.startSandbox)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/stop", "stopSandbox", part(sandboxesOf, sandboxAPI.stopSandbox)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/pause", "pauseSandbox", part(sandboxesOf, sandboxAPI.pauseSandbox)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/archive", "archiveSandbox", part(sandboxesOf, sandboxAPI.archiveSandbox)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/recover", "recoverSandbox", part(sandboxesOf, sandboxAPI.recoverSandbox)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/resize", "resizeSandbox", part(sandboxesOf, sandboxAPI.resizeSandbox)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/backup", "createBackup", part(sandboxesOf, sandboxAPI.createBackup)},
+		{"PUT", "/api/sandbox/{sandboxIdOrName}/labels", "replaceLabels", part(sandboxesOf, sandboxAPI.replaceLabels)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/autostop/{interval}", "setAutostopInterval", part(sandboxesOf, sandboxAPI.setAutostop)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/autoarchive/{interval}", "setAutoArchiveInterval", part(sandboxesOf, sandboxAPI.setAutoArchive)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/autodelete/{interval}", "setAutoDeleteInterval", part(sandboxesOf, sandboxAPI.setAutoDelete)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/public/{isPublic}", "updatePublicStatus", part(sandboxesOf, sandboxAPI.setPublic)},
+		{"POST", "/api/sandbox/{sandboxId}/last-activity", "updateLastActivity", part(sandboxesOf, sandboxAPI.lastActivity)},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/ports/{port}/preview-url", "getPortPreviewUrl", part(sandboxesOf, sandboxAPI.previewURL)},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/ports/{port}/signed-preview-url", "getSignedPortPreviewUrl", part(sandboxesOf, sandboxAPI.signedPreviewURL)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/ports/{port}/signed-preview-url/{token}/expire", "expireSignedPortPreviewUrl", part(sandboxesOf, sandboxAPI.expireSignedPreviewURL)},
+		{"GET", "/api/sandbox/{sandboxId}/toolbox-proxy-url", "getToolboxProxyUrl", part(sandboxesOf, sandboxAPI.toolboxProxyURLHandler)},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/build-logs-url", "getBuildLogsUrl", part(sandboxesOf, sandboxAPI.buildLogsURL)},
 	}, extraRoutes()...)
 }
 
@@ -295,7 +295,7 @@ func (s *Simulator) serveAPI(c *call) (status int, faultID string) {
 	if target == "" {
 		target = c.params["sandboxId"]
 	}
-	if s.faults.any() {
+	if s.faults.Any() {
 		if code, handled := s.applyFault(c, target); handled {
 			return code, c.faultID
 		}
@@ -358,7 +358,7 @@ func (s *Simulator) applyFault(c *call, target string) (status int, handled bool
 		}
 		s.mu.RUnlock()
 	}
-	ft, ok := s.faults.match(c.op, c.org, ids...)
+	ft, ok := s.faults.Match(c.op, c.org, ids...)
 	if !ok {
 		return 0, false
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/simulator/internal/cost"
+	"github.com/sandplane/sandplane/simulator/internal/store"
 )
 
 // Raw states (SandboxState) and desired states (SandboxDesiredState).
@@ -116,11 +118,11 @@ type sandbox struct {
 
 	// the store's indexes (store.go): where sb sits in them, and the
 	// simulator that keeps them.
-	ix  indexState
+	ix  store.Slot
 	sim *Simulator
 
 	// cost accounting
-	ledger *ledger
+	ledger *cost.Ledger
 
 	// events (see events.go): the bus, the toolboxProxyUrl base the
 	// events' DTOs carry, and the states last announced.
@@ -172,12 +174,12 @@ func (sb *sandbox) setState(c clock.Clock, state string) {
 		return
 	}
 	now := c.Now()
-	sb.ledger.enter(now, state)
+	enterBilling(sb.ledger, now, state)
 	sb.State = state
 	sb.UpdatedAt = now
 	sb.LastActivity = now
 	if sb.sim != nil {
-		sb.sim.activityMovedLocked(sb)
+		sb.sim.rows.ActivityMoved(sb)
 	}
 	if state == stDestroyed || state == stArchived {
 		sb.RunnerID = nil

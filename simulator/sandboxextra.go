@@ -14,51 +14,58 @@ import (
 	"github.com/sandplane/sandplane/provider/clock"
 )
 
+// extraAPI serves the routes beyond a sandbox's lifecycle: network
+// settings, forks, SSH access, telemetry, build logs and resize, and the
+// deployment's health and config.
+type extraAPI struct{ *Simulator }
+
+func extrasOf(s *Simulator) extraAPI { return extraAPI{s} }
+
 // extraRoutes are the routes beyond the sandbox lifecycle: snapshots,
 // volumes, network settings, SSH access, fork, telemetry, health, and the
 // signing key of pre-signed file URLs.
 func extraRoutes() []route {
 	return []route{
-		{"GET", "/api/health/ready", "HealthController_check", (*Simulator).healthReady},
-		{"GET", "/api/config", "ConfigController_getConfig", (*Simulator).config},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/network-settings", "updateNetworkSettings", (*Simulator).updateNetworkSettings},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/fork", "forkSandbox", (*Simulator).forkSandbox},
-		{"GET", "/api/sandbox/{sandboxIdOrName}/forks", "getSandboxForks", (*Simulator).getSandboxForks},
-		{"GET", "/api/sandbox/{sandboxIdOrName}/parent", "getSandboxParent", (*Simulator).getSandboxParent},
-		{"GET", "/api/sandbox/{sandboxIdOrName}/ancestors", "getSandboxAncestors", (*Simulator).getSandboxForks},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/snapshot", "createSandboxSnapshot", (*Simulator).createSandboxSnapshot},
-		{"POST", "/api/sandbox/{sandboxIdOrName}/ssh-access", "createSshAccess", (*Simulator).createSSHAccess},
-		{"DELETE", "/api/sandbox/{sandboxIdOrName}/ssh-access", "revokeSshAccess", (*Simulator).revokeSSHAccess},
-		{"GET", "/api/sandbox/ssh-access/validate", "validateSshAccess", (*Simulator).validateSSHAccess},
-		{"GET", "/api/sandbox/{sandboxId}/telemetry/logs", "getSandboxLogs", (*Simulator).telemetryLogs},
-		{"GET", "/api/sandbox/{sandboxId}/telemetry/traces", "getSandboxTraces", (*Simulator).telemetryTraces},
-		{"GET", "/api/sandbox/{sandboxId}/telemetry/traces/{traceId}", "getSandboxTraceSpans", (*Simulator).telemetrySpans},
-		{"GET", "/api/sandbox/{sandboxId}/telemetry/metrics", "getSandboxMetrics", (*Simulator).telemetryMetrics},
-		{"GET", "/api/sandbox/{sandboxIdOrName}/build-logs", "getBuildLogs", (*Simulator).sandboxBuildLogs},
-		{"GET", "/api/snapshots", "getAllSnapshots", (*Simulator).listSnapshots},
-		{"POST", "/api/snapshots", "createSnapshot", (*Simulator).createSnapshot},
-		{"GET", "/api/snapshots/{id}", "getSnapshot", (*Simulator).getSnapshot},
-		{"DELETE", "/api/snapshots/{id}", "removeSnapshot", (*Simulator).removeSnapshot},
-		{"POST", "/api/snapshots/{id}/activate", "activateSnapshot", (*Simulator).activateSnapshot},
-		{"POST", "/api/snapshots/{id}/deactivate", "deactivateSnapshot", (*Simulator).deactivateSnapshot},
-		{"GET", "/api/snapshots/{id}/build-logs-url", "getSnapshotBuildLogsUrl", (*Simulator).snapshotBuildLogsURL},
-		{"GET", "/api/snapshots/{id}/build-logs", "getSnapshotBuildLogs", (*Simulator).snapshotBuildLogs},
-		{"GET", "/api/volumes", "listVolumes", (*Simulator).listVolumes},
-		{"POST", "/api/volumes", "createVolume", (*Simulator).createVolume},
-		{"GET", "/api/volumes/{volumeId}", "getVolume", (*Simulator).getVolume},
-		{"DELETE", "/api/volumes/{volumeId}", "deleteVolume", (*Simulator).deleteVolume},
-		{"GET", "/api/volumes/by-name/{name}", "getVolumeByName", (*Simulator).getVolumeByName},
-		{"GET", "/api/object-storage/push-access", "getPushAccess", (*Simulator).pushAccess},
+		{"GET", "/api/health/ready", "HealthController_check", part(extrasOf, extraAPI.healthReady)},
+		{"GET", "/api/config", "ConfigController_getConfig", part(extrasOf, extraAPI.config)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/network-settings", "updateNetworkSettings", part(extrasOf, extraAPI.updateNetworkSettings)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/fork", "forkSandbox", part(extrasOf, extraAPI.forkSandbox)},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/forks", "getSandboxForks", part(extrasOf, extraAPI.getSandboxForks)},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/parent", "getSandboxParent", part(extrasOf, extraAPI.getSandboxParent)},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/ancestors", "getSandboxAncestors", part(extrasOf, extraAPI.getSandboxForks)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/snapshot", "createSandboxSnapshot", part(snapshotsOf, snapshotAPI.createSandboxSnapshot)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/ssh-access", "createSshAccess", part(extrasOf, extraAPI.createSSHAccess)},
+		{"DELETE", "/api/sandbox/{sandboxIdOrName}/ssh-access", "revokeSshAccess", part(extrasOf, extraAPI.revokeSSHAccess)},
+		{"GET", "/api/sandbox/ssh-access/validate", "validateSshAccess", part(extrasOf, extraAPI.validateSSHAccess)},
+		{"GET", "/api/sandbox/{sandboxId}/telemetry/logs", "getSandboxLogs", part(extrasOf, extraAPI.telemetryLogs)},
+		{"GET", "/api/sandbox/{sandboxId}/telemetry/traces", "getSandboxTraces", part(extrasOf, extraAPI.telemetryTraces)},
+		{"GET", "/api/sandbox/{sandboxId}/telemetry/traces/{traceId}", "getSandboxTraceSpans", part(extrasOf, extraAPI.telemetrySpans)},
+		{"GET", "/api/sandbox/{sandboxId}/telemetry/metrics", "getSandboxMetrics", part(extrasOf, extraAPI.telemetryMetrics)},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/build-logs", "getBuildLogs", part(extrasOf, extraAPI.sandboxBuildLogs)},
+		{"GET", "/api/snapshots", "getAllSnapshots", part(snapshotsOf, snapshotAPI.listSnapshots)},
+		{"POST", "/api/snapshots", "createSnapshot", part(snapshotsOf, snapshotAPI.createSnapshot)},
+		{"GET", "/api/snapshots/{id}", "getSnapshot", part(snapshotsOf, snapshotAPI.getSnapshot)},
+		{"DELETE", "/api/snapshots/{id}", "removeSnapshot", part(snapshotsOf, snapshotAPI.removeSnapshot)},
+		{"POST", "/api/snapshots/{id}/activate", "activateSnapshot", part(snapshotsOf, snapshotAPI.activateSnapshot)},
+		{"POST", "/api/snapshots/{id}/deactivate", "deactivateSnapshot", part(snapshotsOf, snapshotAPI.deactivateSnapshot)},
+		{"GET", "/api/snapshots/{id}/build-logs-url", "getSnapshotBuildLogsUrl", part(snapshotsOf, snapshotAPI.snapshotBuildLogsURL)},
+		{"GET", "/api/snapshots/{id}/build-logs", "getSnapshotBuildLogs", part(snapshotsOf, snapshotAPI.snapshotBuildLogs)},
+		{"GET", "/api/volumes", "listVolumes", part(volumesOf, volumeAPI.listVolumes)},
+		{"POST", "/api/volumes", "createVolume", part(volumesOf, volumeAPI.createVolume)},
+		{"GET", "/api/volumes/{volumeId}", "getVolume", part(volumesOf, volumeAPI.getVolume)},
+		{"DELETE", "/api/volumes/{volumeId}", "deleteVolume", part(volumesOf, volumeAPI.deleteVolume)},
+		{"GET", "/api/volumes/by-name/{name}", "getVolumeByName", part(volumesOf, volumeAPI.getVolumeByName)},
+		{"GET", "/api/object-storage/push-access", "getPushAccess", part(extrasOf, extraAPI.pushAccess)},
 		// Beyond the document (newerOps in coverage_test.go): the signing key of pre-signed
 		// file URLs, which @daytonaio/sdk 0.218.0 calls.
-		{"GET", "/api/sandbox/{sandboxId}/signing-key", "getSandboxSigningKey", (*Simulator).getSigningKey},
-		{"POST", "/api/sandbox/{sandboxId}/signing-key/rotate", "rotateSigningKey", (*Simulator).rotateSigningKey},
+		{"GET", "/api/sandbox/{sandboxId}/signing-key", "getSandboxSigningKey", part(extrasOf, extraAPI.getSigningKey)},
+		{"POST", "/api/sandbox/{sandboxId}/signing-key/rotate", "rotateSigningKey", part(extrasOf, extraAPI.rotateSigningKey)},
 	}
 }
 
 // pushAccess: image build contexts go to Daytona's object storage, which
 // the simulator does not run; a deployment without one answers 503.
-func (s *Simulator) pushAccess(c *call) (reply, *apiError) {
+func (s extraAPI) pushAccess(c *call) (reply, *apiError) {
 	return reply{}, errorf(http.StatusServiceUnavailable,
 		"Object storage is not available: the simulator builds images from their Dockerfile content only, without local context files")
 }
@@ -72,7 +79,7 @@ func clockSleep(ctx context.Context, s *Simulator, d time.Duration) error {
 
 // healthReady is the readiness check (terminus's shape); public, as
 // GET /api/health is.
-func (s *Simulator) healthReady(c *call) (reply, *apiError) {
+func (s extraAPI) healthReady(c *call) (reply, *apiError) {
 	up := map[string]any{"database": map[string]string{"status": "up"}, "redis": map[string]string{"status": "up"}}
 	return reply{http.StatusOK, map[string]any{"status": "ok", "info": up, "error": map[string]any{}, "details": up}}, nil
 }
@@ -80,7 +87,7 @@ func (s *Simulator) healthReady(c *call) (reply, *apiError) {
 // config is the deployment's configuration, which the dashboard and the
 // SDKs read (public). It names no analytics API, so the SDKs ask the API
 // itself for metrics.
-func (s *Simulator) config(c *call) (reply, *apiError) {
+func (s extraAPI) config(c *call) (reply, *apiError) {
 	base := s.baseURL(c.r)
 	return reply{http.StatusOK, map[string]any{
 		"version":                "v" + strings.TrimPrefix(SpecVersion(), "v") + "-sandplane-sim",
@@ -117,7 +124,7 @@ func checkAllowList(list string) *apiError {
 	return nil
 }
 
-func (s *Simulator) updateNetworkSettings(c *call) (reply, *apiError) {
+func (s extraAPI) updateNetworkSettings(c *call) (reply, *apiError) {
 	var req networkSettingsRequest
 	if err := c.decodeBody(&req); err != nil {
 		return reply{}, err
@@ -149,7 +156,7 @@ func (s *Simulator) updateNetworkSettings(c *call) (reply, *apiError) {
 	if err != nil {
 		return rep, err
 	}
-	note, aerr := s.enforceNetwork(c.ctx(), id)
+	note, aerr := s.eng.enforceNetwork(c.ctx(), id)
 	if aerr != nil {
 		return reply{}, errorf(http.StatusInternalServerError, "apply the network settings: %v", aerr)
 	}
@@ -174,7 +181,7 @@ func warnDomainAllowList(c *call, list *string) {
 // anew, so that the last ones stored are the ones in force, however
 // requests and starts interleave. The note says what the backend does not
 // enforce.
-func (s *Simulator) enforceNetwork(ctx context.Context, id string) (note string, err error) {
+func (s engine) enforceNetwork(ctx context.Context, id string) (note string, err error) {
 	nb, ok := s.backend.(NetworkBackend)
 	if !ok {
 		return networkNote(s.backend), nil
@@ -182,7 +189,7 @@ func (s *Simulator) enforceNetwork(ctx context.Context, id string) (note string,
 	s.netMu.Lock()
 	defer s.netMu.Unlock()
 	s.mu.RLock()
-	sb := s.byID[id]
+	sb := s.rows.Get(id)
 	running := sb != nil && !sb.gone && sb.State == stStarted && sb.toolboxURL != ""
 	var policy NetworkPolicy
 	if running {
@@ -205,7 +212,7 @@ func (sb *sandbox) policy() NetworkPolicy {
 }
 
 // forkSandbox: forking is for VM classes; a container sandbox gets 422.
-func (s *Simulator) forkSandbox(c *call) (reply, *apiError) {
+func (s extraAPI) forkSandbox(c *call) (reply, *apiError) {
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		return reply{}, errorf(http.StatusUnprocessableEntity, "Forking is not supported for this sandbox")
 	})
@@ -213,13 +220,13 @@ func (s *Simulator) forkSandbox(c *call) (reply, *apiError) {
 
 // getSandboxForks (and getSandboxAncestors): container sandboxes have
 // none.
-func (s *Simulator) getSandboxForks(c *call) (reply, *apiError) {
+func (s extraAPI) getSandboxForks(c *call) (reply, *apiError) {
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		return reply{http.StatusOK, []sandboxDTO{}}, nil
 	})
 }
 
-func (s *Simulator) getSandboxParent(c *call) (reply, *apiError) {
+func (s extraAPI) getSandboxParent(c *call) (reply, *apiError) {
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		return reply{}, errorf(http.StatusNotFound, "Sandbox %s has no parent", c.params["sandboxIdOrName"])
 	})
@@ -247,7 +254,7 @@ const sshGatewayPort = 22222
 // createSSHAccess makes a token that validateSshAccess accepts until it
 // expires (default 60 minutes). There is no SSH gateway: the answer says so
 // in warningHeader.
-func (s *Simulator) createSSHAccess(c *call) (reply, *apiError) {
+func (s extraAPI) createSSHAccess(c *call) (reply, *apiError) {
 	minutes := 60.0
 	if v := c.r.URL.Query().Get("expiresInMinutes"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
@@ -274,7 +281,7 @@ func (s *Simulator) createSSHAccess(c *call) (reply, *apiError) {
 
 // revokeSSHAccess revokes one token of the sandbox, or all of them when
 // the call names none, and answers the sandbox.
-func (s *Simulator) revokeSSHAccess(c *call) (reply, *apiError) {
+func (s extraAPI) revokeSSHAccess(c *call) (reply, *apiError) {
 	token := c.r.URL.Query().Get("token")
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
@@ -289,7 +296,7 @@ func (s *Simulator) revokeSSHAccess(c *call) (reply, *apiError) {
 
 // validateSSHAccess answers whether a token is live, and for which of the
 // caller's sandboxes.
-func (s *Simulator) validateSSHAccess(c *call) (reply, *apiError) {
+func (s extraAPI) validateSSHAccess(c *call) (reply, *apiError) {
 	token := c.r.URL.Query().Get("token")
 	if token == "" {
 		return reply{}, errorf(http.StatusBadRequest, "token should not be empty")
@@ -320,25 +327,25 @@ type paginated[T any] struct {
 
 // The telemetry routes answer as Daytona does for a sandbox that exported
 // nothing: the simulator collects no OpenTelemetry data.
-func (s *Simulator) telemetryLogs(c *call) (reply, *apiError) {
+func (s extraAPI) telemetryLogs(c *call) (reply, *apiError) {
 	if err := telemetryRange(c); err != nil {
 		return reply{}, err
 	}
 	return reply{http.StatusOK, paginated[any]{Items: []any{}, Page: pageOf(c)}}, nil
 }
 
-func (s *Simulator) telemetryTraces(c *call) (reply, *apiError) {
+func (s extraAPI) telemetryTraces(c *call) (reply, *apiError) {
 	if err := telemetryRange(c); err != nil {
 		return reply{}, err
 	}
 	return reply{http.StatusOK, paginated[any]{Items: []any{}, Page: pageOf(c)}}, nil
 }
 
-func (s *Simulator) telemetrySpans(c *call) (reply, *apiError) {
+func (s extraAPI) telemetrySpans(c *call) (reply, *apiError) {
 	return reply{http.StatusOK, []any{}}, nil
 }
 
-func (s *Simulator) telemetryMetrics(c *call) (reply, *apiError) {
+func (s extraAPI) telemetryMetrics(c *call) (reply, *apiError) {
 	if err := telemetryRange(c); err != nil {
 		return reply{}, err
 	}
@@ -369,7 +376,7 @@ func pageOf(c *call) int {
 // sandboxBuildLogs answers the deprecated build-logs route and the URL of
 // getBuildLogsUrl: what building the sandbox's image printed, as plain
 // text; with follow=true, as it prints it, until the build ends.
-func (s *Simulator) sandboxBuildLogs(c *call) (reply, *apiError) {
+func (s extraAPI) sandboxBuildLogs(c *call) (reply, *apiError) {
 	var logs *liveLog
 	rep, err := s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		if sb.BuildInfo == nil {
@@ -387,7 +394,7 @@ func (s *Simulator) sandboxBuildLogs(c *call) (reply, *apiError) {
 
 // resolveLinkLocked checks a create's linkedSandbox: a sandbox of the same
 // organization that is not itself linked. Called with s.mu held.
-func (s *Simulator) resolveLinkLocked(org, idOrName string) (*sandbox, *apiError) {
+func (s creation) resolveLinkLocked(org, idOrName string) (*sandbox, *apiError) {
 	owner, err := s.lookup(org, idOrName)
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "Linked sandbox %s not found", idOrName)
@@ -403,20 +410,20 @@ func (s *Simulator) resolveLinkLocked(org, idOrName string) (*sandbox, *apiError
 
 // cascadeDeleteLocked deletes the sandboxes linked to owner with it.
 // Called with s.mu held.
-func (s *Simulator) cascadeDeleteLocked(owner *sandbox) {
-	for _, sb := range s.linkedToLocked(owner.ID) {
+func (s engine) cascadeDeleteLocked(owner *sandbox) {
+	for _, sb := range s.rows.LinkedTo(owner.ID) {
 		if sb.gone || sb.LinkedSandboxID == nil || *sb.LinkedSandboxID != owner.ID || sb.Desired == dsDestroyed {
 			continue
 		}
 		sb.gen++ // drop a step in flight: the delete wins
 		sb.busy = false
 		s.softDeleteLocked(sb)
-		s.kick(sb)
+		s.eng.kick(sb)
 	}
 }
 
 // workloadLocked is what the backend runs for sb. Called with s.mu held.
-func (s *Simulator) workloadLocked(sb *sandbox) Workload {
+func (s engine) workloadLocked(sb *sandbox) Workload {
 	w := Workload{SandboxID: sb.ID, User: sb.User, Env: copyMap(sb.Env), Labels: copyMap(sb.Labels),
 		Image: sb.imageRef, Network: sb.policy(), CPU: sb.CPU, Memory: sb.Memory}
 	if sb.Snapshot != nil {
@@ -430,7 +437,7 @@ func (s *Simulator) workloadLocked(sb *sandbox) Workload {
 		w.Volumes = append(w.Volumes, vm)
 	}
 	if sb.LinkedSandboxID != nil {
-		if owner := s.byID[*sb.LinkedSandboxID]; owner != nil && !owner.gone {
+		if owner := s.rows.Get(*sb.LinkedSandboxID); owner != nil && !owner.gone {
 			w.Link = &Link{OwnerID: owner.ID, OwnerName: owner.Name}
 		}
 	}
@@ -448,7 +455,7 @@ type resizeRequest struct {
 // and grows the disk (stopped only). A running workload gets the new CPU
 // and memory at once where the backend can (ResizeBackend), otherwise at
 // its next start, which the answer's warning says.
-func (s *Simulator) resizeSandbox(c *call) (reply, *apiError) {
+func (s sandboxAPI) resizeSandbox(c *call) (reply, *apiError) {
 	if s.cfg.DisableResize {
 		return reply{}, errorf(http.StatusNotFound, "Cannot POST %s", c.r.URL.Path)
 	}
@@ -518,9 +525,9 @@ func (s *Simulator) resizeSandbox(c *call) (reply, *apiError) {
 // createChecksLocked resolves what a create names beyond itself: the
 // snapshot (with the image it runs), the volumes, the linked sandbox.
 // Called with s.mu held.
-func (s *Simulator) createChecksLocked(org string, req createRequest, build bool) (snap Snapshot, ref string, owner *sandbox, err *apiError) {
+func (s creation) createChecksLocked(org string, req createRequest, build bool) (snap Snapshot, ref string, owner *sandbox, err *apiError) {
 	if build {
-		if err := s.buildRefused(); err != nil {
+		if err := snapshotsOf(s.Simulator).buildRefused(); err != nil {
 			return Snapshot{}, "", nil, err
 		}
 	} else {
@@ -528,14 +535,14 @@ func (s *Simulator) createChecksLocked(org string, req createRequest, build bool
 		if req.Snapshot != nil && *req.Snapshot != "" {
 			name = *req.Snapshot
 		}
-		sn, err := s.sandboxSnapshotLocked(org, name)
+		sn, err := snapshotsOf(s.Simulator).sandboxSnapshotLocked(org, name)
 		if err != nil {
 			return Snapshot{}, "", nil, err
 		}
 		snap = Snapshot{Name: sn.Name, CPU: sn.CPU, GPU: sn.GPU, Memory: sn.Mem, Disk: sn.Disk}
 		ref = sn.ref
 	}
-	if err := s.checkVolumesLocked(org, req.Volumes); err != nil {
+	if err := volumesOf(s.Simulator).checkVolumesLocked(org, req.Volumes); err != nil {
 		return Snapshot{}, "", nil, err
 	}
 	if req.LinkedSandbox != nil && *req.LinkedSandbox != "" {
@@ -554,7 +561,7 @@ func (s *Simulator) createChecksLocked(org string, req createRequest, build bool
 // refused, as Daytona refuses what its runners cannot do, rather than run
 // the default workload under the image's name. The none backend, a pure
 // state machine, keeps the build as a record.
-func (s *Simulator) buildRefused() *apiError {
+func (s snapshotAPI) buildRefused() *apiError {
 	if _, ok := s.backend.(ImageBackend); ok || s.backend.Name() == "none" {
 		return nil
 	}
@@ -566,7 +573,7 @@ func (s *Simulator) buildRefused() *apiError {
 // buildWork is the image build of a create with buildInfo: a real build on
 // an ImageBackend, whose reference the sandbox then runs; nothing
 // elsewhere. Its logs are the sandbox's build logs. Called with s.mu held.
-func (s *Simulator) buildWork(sb *sandbox) func(ctx context.Context) (string, error) {
+func (s engine) buildWork(sb *sandbox) func(ctx context.Context) (string, error) {
 	ib, ok := s.backend.(ImageBackend)
 	if !ok || sb.BuildInfo == nil {
 		return nil

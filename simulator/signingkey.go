@@ -26,17 +26,17 @@ func newSigningKey() string {
 // and kept, across stop and start, until rotateSigningKey or the sandbox's
 // delete. The body is the key itself as text, as NestJS sends a string a
 // handler returns (every SDK reads it as the string it is).
-func (s *Simulator) getSigningKey(c *call) (reply, *apiError) {
+func (s extraAPI) getSigningKey(c *call) (reply, *apiError) {
 	return s.signingKeyReply(c, false)
 }
 
 // rotateSigningKey replaces the sandbox's signing key, so that every URL
 // signed with the old one is refused, and answers the new key.
-func (s *Simulator) rotateSigningKey(c *call) (reply, *apiError) {
+func (s extraAPI) rotateSigningKey(c *call) (reply, *apiError) {
 	return s.signingKeyReply(c, true)
 }
 
-func (s *Simulator) signingKeyReply(c *call, rotate bool) (reply, *apiError) {
+func (s extraAPI) signingKeyReply(c *call, rotate bool) (reply, *apiError) {
 	s.mu.Lock()
 	sb, err := s.lookup(c.org, c.params["sandboxId"])
 	if err != nil {

@@ -14,6 +14,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/simulator/internal/cost"
+	"github.com/sandplane/sandplane/simulator/internal/faults"
+	"github.com/sandplane/sandplane/simulator/internal/store"
 )
 
 // Simulator is a stateful Daytona API. It is safe for concurrent use.
@@ -23,12 +26,13 @@ type Simulator struct {
 	backend   Backend
 	syncWork  bool // the backend's work is free, so zero-delay steps run inline
 	spec      *spec
-	faults    *faults
+	faults    *faults.Set
 	calls     *callLog
 	orgNames  *orgNames
 	events    *eventBus
 	metrics   *simMetrics
 	proxies   *proxies // the preview and toolbox proxies (proxy.go)
+	eng       engine   // transitions, the warm pool and the jobs (engine.go)
 	snapshots map[string]Snapshot
 	anySnap   bool
 
@@ -43,13 +47,10 @@ type Simulator struct {
 	// (enforceNetwork).
 	netMu sync.Mutex
 
-	mu     storeLock
-	byID   map[string]*sandbox
-	byName map[string]*sandbox // orgID + "\x00" + name
-	orgs   map[string]*orgRows // store.go
-	linked map[string]map[*sandbox]struct{}
-	pool   []*sandbox // started warm-pool sandboxes
-	costs  *costBook
+	mu     store.Lock
+	rows   *store.Store[*sandbox] // the sandboxes (store.go)
+	pool   []*sandbox             // started warm-pool sandboxes
+	costs  *cost.Book
 	signed map[string]*signedToken
 	// snapshots, volumes and SSH tokens (snapshots.go, volumes.go,
 	// sandboxextra.go); name indexes are keyed by nameKey, general
@@ -79,10 +80,7 @@ func New(cfg Config) (*Simulator, error) {
 		clk:       cfg.Clock,
 		backend:   cfg.Backend,
 		snapshots: map[string]Snapshot{},
-		byID:      map[string]*sandbox{},
-		byName:    map[string]*sandbox{},
-		orgs:      map[string]*orgRows{},
-		linked:    map[string]map[*sandbox]struct{}{},
+		rows:      store.New[*sandbox](),
 		signed:    map[string]*signedToken{},
 		snaps:     map[string]*snapshotRec{},
 		snapNames: map[string]*snapshotRec{},
@@ -93,10 +91,11 @@ func New(cfg Config) (*Simulator, error) {
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		calls:     newCallLog(cfg.CallLogSize),
 		orgNames:  newOrgNames(),
-		costs:     newCostBook(cfg.CostHistory),
+		costs:     cost.NewBook(cfg.CostHistory),
 	}
+	s.eng = engine{s}
 	_, s.syncWork = cfg.Backend.(noneBackend)
-	s.faults = newFaults()
+	s.faults = faults.NewSet()
 	s.snapshots[cfg.DefaultSnapshot] = Snapshot{Name: cfg.DefaultSnapshot, CPU: 1, Memory: 1, Disk: 3}
 	for _, sn := range cfg.Snapshots {
 		if sn.Name == "*" {
@@ -109,7 +108,7 @@ func New(cfg Config) (*Simulator, error) {
 		s.snapshots[sn.Name] = sn
 	}
 	for _, sn := range s.snapshots {
-		s.addGeneralSnapshot(sn)
+		snapshotsOf(s).addGeneralSnapshot(sn)
 	}
 	if !cfg.DisableValidation || cfg.ValidateResponses {
 		sp, err := loadSpec(cfg.SpecPath)
@@ -124,9 +123,9 @@ func New(cfg Config) (*Simulator, error) {
 	s.events.onEmit = func(name string) { s.metrics.events.WithLabelValues(name).Inc() }
 	s.bg, s.cancel = context.WithCancel(context.Background())
 	s.handler = s.routes()
-	s.startJobs()
+	s.eng.startJobs()
 	s.mu.Lock()
-	s.fillPoolLocked()
+	s.eng.fillPoolLocked()
 	s.mu.Unlock()
 	return s, nil
 }
@@ -206,9 +205,9 @@ func nameKey(org, name string) string { return org + "\x00" + name }
 // lookup resolves id first, then name, inside org. Errored sandboxes that
 // are being deleted count as gone. Called with s.mu held.
 func (s *Simulator) lookup(org, idOrName string) (*sandbox, *apiError) {
-	sb := s.byID[idOrName]
+	sb := s.rows.Get(idOrName)
 	if sb == nil || sb.OrgID != org {
-		sb = s.byName[nameKey(org, idOrName)]
+		sb = s.rows.ByName(org, idOrName)
 	}
 	if sb == nil || sb.OrgID != org || sb.gone || sb.errored() && sb.Desired == dsDestroyed {
 		return nil, notFound(idOrName)
@@ -218,48 +217,24 @@ func (s *Simulator) lookup(org, idOrName string) (*sandbox, *apiError) {
 
 // lookupID resolves by id only.
 func (s *Simulator) lookupID(org, id string) *sandbox {
-	sb := s.byID[id]
+	sb := s.rows.Get(id)
 	if sb == nil || sb.OrgID != org || sb.gone || sb.errored() && sb.Desired == dsDestroyed {
 		return nil
 	}
 	return sb
 }
 
-func (s *Simulator) insertLocked(sb *sandbox) {
-	s.byID[sb.ID] = sb
-	s.byName[nameKey(sb.OrgID, sb.Name)] = sb
-	s.indexLocked(sb)
-}
-
-// dropLocked removes sb from the indexes; its ledger stays.
-func (s *Simulator) dropLocked(sb *sandbox) {
-	if s.byID[sb.ID] == sb {
-		delete(s.byID, sb.ID)
-	}
-	if s.byName[nameKey(sb.OrgID, sb.Name)] == sb {
-		delete(s.byName, nameKey(sb.OrgID, sb.Name))
-	}
-	s.unindexLocked(sb)
-}
-
-// renameLocked moves sb to a new name in the name index.
-func (s *Simulator) renameLocked(sb *sandbox, name string) {
-	if s.byName[nameKey(sb.OrgID, sb.Name)] == sb {
-		delete(s.byName, nameKey(sb.OrgID, sb.Name))
-	}
-	sb.Name = name
-	s.byName[nameKey(sb.OrgID, sb.Name)] = sb
-}
-
 // softDeleteLocked is Daytona's delete: desired destroyed, pending, the name
 // freed by renaming.
-func (s *Simulator) softDeleteLocked(sb *sandbox) {
+func (s engine) softDeleteLocked(sb *sandbox) {
 	now := s.clk.Now()
 	sb.Desired = dsDestroyed
 	sb.Pending = true
 	sb.BackupState = "None"
 	sb.UpdatedAt = now
-	s.renameLocked(sb, fmt.Sprintf("DESTROYED_%s_%d", sb.Name, now.UnixMilli()))
+	old := sb.Name
+	sb.Name = fmt.Sprintf("DESTROYED_%s_%d", sb.Name, now.UnixMilli())
+	s.rows.Renamed(sb, old)
 	if sb.errored() {
 		sb.Pending = false
 	}
@@ -272,8 +247,8 @@ func (s *Simulator) vanishLocked(sb *sandbox) {
 	sb.gone = true
 	sb.gen++
 	sb.busy = false
-	sb.ledger.enter(s.clk.Now(), stDestroyed)
-	s.dropLocked(sb)
+	enterBilling(sb.ledger, s.clk.Now(), stDestroyed)
+	s.rows.Drop(sb)
 	sb.notify()
 	if !s.syncWork {
 		id := sb.ID

@@ -10,6 +10,12 @@ import (
 	"time"
 )
 
+// snapshotAPI serves the snapshot routes and keeps the snapshot records
+// (Simulator.snaps, snapNames), over the simulator's store lock.
+type snapshotAPI struct{ *Simulator }
+
+func snapshotsOf(s *Simulator) snapshotAPI { return snapshotAPI{s} }
+
 // Snapshot states (SnapshotState).
 const (
 	snapPending     = "pending"
@@ -73,7 +79,7 @@ type snapshotDTO struct {
 	SandboxClass   string              `json:"sandboxClass"`
 }
 
-func (s *Simulator) snapshotDTO(sn *snapshotRec) snapshotDTO {
+func (s snapshotAPI) snapshotDTO(sn *snapshotRec) snapshotDTO {
 	d := snapshotDTO{
 		ID: sn.ID, OrganizationID: sn.OrgID, General: sn.General, Name: sn.Name, ImageName: sn.ImageName,
 		State: sn.State, Size: sn.Size, Entrypoint: sn.Entrypoint, CPU: sn.CPU, GPU: sn.GPU, Mem: sn.Mem, Disk: sn.Disk,
@@ -99,7 +105,7 @@ type snapshotEvent struct {
 
 // setSnapshotState moves sn and tells its organization. Called with s.mu
 // held.
-func (s *Simulator) setSnapshotState(sn *snapshotRec, state string) {
+func (s snapshotAPI) setSnapshotState(sn *snapshotRec, state string) {
 	if sn.State == state {
 		return
 	}
@@ -110,7 +116,7 @@ func (s *Simulator) setSnapshotState(sn *snapshotRec, state string) {
 }
 
 // addGeneralSnapshot registers one of Config's snapshots. Called by New.
-func (s *Simulator) addGeneralSnapshot(sn Snapshot) {
+func (s snapshotAPI) addGeneralSnapshot(sn Snapshot) {
 	now := s.clk.Now()
 	rec := &snapshotRec{ID: s.newID(), Name: sn.Name, General: true, ImageName: sn.Name, CPU: sn.CPU, GPU: sn.GPU,
 		Mem: sn.Memory, Disk: sn.Disk, State: snapActive, CreatedAt: now, UpdatedAt: now}
@@ -120,7 +126,7 @@ func (s *Simulator) addGeneralSnapshot(sn Snapshot) {
 
 // findSnapshotLocked resolves an id or name inside org, then among the
 // general snapshots.
-func (s *Simulator) findSnapshotLocked(org, idOrName string) *snapshotRec {
+func (s snapshotAPI) findSnapshotLocked(org, idOrName string) *snapshotRec {
 	if sn := s.snaps[idOrName]; sn != nil && !sn.gone && (sn.OrgID == org || sn.General) {
 		return sn
 	}
@@ -139,7 +145,7 @@ func snapshotNotFound(idOrName string) *apiError {
 
 // sandboxSnapshotLocked is the snapshot a create names, checked as Daytona
 // checks it: known to the organization and active. Called with s.mu held.
-func (s *Simulator) sandboxSnapshotLocked(org, name string) (*snapshotRec, *apiError) {
+func (s snapshotAPI) sandboxSnapshotLocked(org, name string) (*snapshotRec, *apiError) {
 	sn := s.findSnapshotLocked(org, name)
 	if sn == nil {
 		if !s.anySnap {
@@ -171,7 +177,7 @@ type createSnapshotRequest struct {
 	RegionID *string `json:"regionId"`
 }
 
-func (s *Simulator) createSnapshot(c *call) (reply, *apiError) {
+func (s snapshotAPI) createSnapshot(c *call) (reply, *apiError) {
 	var req createSnapshotRequest
 	if err := c.decodeBody(&req); err != nil {
 		return reply{}, err
@@ -239,7 +245,7 @@ func (s *Simulator) createSnapshot(c *call) (reply, *apiError) {
 // prepareSnapshotLocked runs the snapshot's pull or build: pending, then
 // pulling or building for the profile's delay and the backend's work, then
 // active, or error / build_failed. Called with s.mu held.
-func (s *Simulator) prepareSnapshotLocked(sn *snapshotRec, spec ImageSpec) {
+func (s snapshotAPI) prepareSnapshotLocked(sn *snapshotRec, spec ImageSpec) {
 	via, delay := snapPulling, s.cfg.Profile.Create.draw(s.rng)
 	if spec.Dockerfile != "" {
 		via, delay = snapBuilding, s.cfg.Profile.Build.draw(s.rng)
@@ -265,7 +271,7 @@ func (s *Simulator) prepareSnapshotLocked(sn *snapshotRec, spec ImageSpec) {
 			_, _ = io.WriteString(logs, "the "+s.backend.Name()+" backend runs the default workload for every snapshot: nothing to pull or build\n")
 		}
 		if delay > 0 {
-			_ = clockSleep(ctx, s, delay)
+			_ = clockSleep(ctx, s.Simulator, delay)
 		}
 		if err != nil {
 			_, _ = io.WriteString(logs, "failed: "+err.Error()+"\n")
@@ -296,7 +302,7 @@ func (s *Simulator) prepareSnapshotLocked(sn *snapshotRec, spec ImageSpec) {
 
 // warnImages notes on the answer that snapshots are records on a backend
 // without images.
-func (s *Simulator) warnImages(c *call) {
+func (s snapshotAPI) warnImages(c *call) {
 	if _, ok := s.backend.(ImageBackend); !ok {
 		c.w.Header().Add(warningHeader, "the "+s.backend.Name()+" backend keeps snapshots as records: their sandboxes run the default workload, not the image")
 	}
@@ -313,7 +319,7 @@ func ptrOr(v *int, def int) int {
 	return *v
 }
 
-func (s *Simulator) getSnapshot(c *call) (reply, *apiError) {
+func (s snapshotAPI) getSnapshot(c *call) (reply, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sn := s.findSnapshotLocked(c.org, c.params["id"])
@@ -330,7 +336,7 @@ type paginatedSnapshots struct {
 	TotalPages int           `json:"totalPages"`
 }
 
-func (s *Simulator) listSnapshots(c *call) (reply, *apiError) {
+func (s snapshotAPI) listSnapshots(c *call) (reply, *apiError) {
 	q := c.r.URL.Query()
 	page, limit := 1, 100
 	if v := q.Get("page"); v != "" {
@@ -403,7 +409,7 @@ func snapshotOrder(field string) func(a, b *snapshotRec) bool {
 
 // ownSnapshotLocked is a snapshot the call's organization may change: its
 // own, not a general one.
-func (s *Simulator) ownSnapshotLocked(c *call) (*snapshotRec, *apiError) {
+func (s snapshotAPI) ownSnapshotLocked(c *call) (*snapshotRec, *apiError) {
 	sn := s.findSnapshotLocked(c.org, c.params["id"])
 	if sn == nil {
 		return nil, snapshotNotFound(c.params["id"])
@@ -414,7 +420,7 @@ func (s *Simulator) ownSnapshotLocked(c *call) (*snapshotRec, *apiError) {
 	return sn, nil
 }
 
-func (s *Simulator) removeSnapshot(c *call) (reply, *apiError) {
+func (s snapshotAPI) removeSnapshot(c *call) (reply, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sn, err := s.ownSnapshotLocked(c)
@@ -436,7 +442,7 @@ func (s *Simulator) removeSnapshot(c *call) (reply, *apiError) {
 	return reply{status: http.StatusOK}, nil
 }
 
-func (s *Simulator) activateSnapshot(c *call) (reply, *apiError) {
+func (s snapshotAPI) activateSnapshot(c *call) (reply, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sn, err := s.ownSnapshotLocked(c)
@@ -454,7 +460,7 @@ func (s *Simulator) activateSnapshot(c *call) (reply, *apiError) {
 	return reply{http.StatusOK, s.snapshotDTO(sn)}, nil
 }
 
-func (s *Simulator) deactivateSnapshot(c *call) (reply, *apiError) {
+func (s snapshotAPI) deactivateSnapshot(c *call) (reply, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sn, err := s.ownSnapshotLocked(c)
@@ -472,7 +478,7 @@ func (s *Simulator) deactivateSnapshot(c *call) (reply, *apiError) {
 	return reply{status: http.StatusNoContent}, nil
 }
 
-func (s *Simulator) snapshotBuildLogsURL(c *call) (reply, *apiError) {
+func (s snapshotAPI) snapshotBuildLogsURL(c *call) (reply, *apiError) {
 	base := s.baseURL(c.r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -485,7 +491,7 @@ func (s *Simulator) snapshotBuildLogsURL(c *call) (reply, *apiError) {
 
 // snapshotBuildLogs answers the deprecated build-logs route and the URL
 // above: what the pull or build printed, as plain text.
-func (s *Simulator) snapshotBuildLogs(c *call) (reply, *apiError) {
+func (s snapshotAPI) snapshotBuildLogs(c *call) (reply, *apiError) {
 	s.mu.Lock()
 	sn := s.findSnapshotLocked(c.org, c.params["id"])
 	var logs *liveLog
@@ -503,82 +509,135 @@ func (s *Simulator) snapshotBuildLogs(c *call) (reply, *apiError) {
 // createSandboxSnapshot is sandbox.createSnapshot(name): the sandbox shows
 // snapshotting while its filesystem is saved as a new snapshot of the
 // organization, then goes back to what it was.
-func (s *Simulator) createSandboxSnapshot(c *call) (reply, *apiError) {
-	var req struct {
-		Name string `json:"name"`
-	}
-	if err := c.decodeBody(&req); err != nil {
+func (s snapshotAPI) createSandboxSnapshot(c *call) (reply, *apiError) {
+	name, err := sandboxSnapshotName(c)
+	if err != nil {
 		return reply{}, err
-	}
-	name := strings.TrimSpace(req.Name)
-	if name == "" {
-		return reply{}, errorf(http.StatusBadRequest, "name should not be empty")
 	}
 	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
-		if sb.errored() {
-			return reply{}, errorf(http.StatusBadRequest, msgErrored)
-		}
-		if sb.inFlight() || sb.busy {
-			return reply{}, errorf(http.StatusConflict, msgInProgress)
-		}
-		if sb.State != stStarted && sb.State != stStopped {
-			return reply{}, errorf(http.StatusBadRequest, "Sandbox must be started or stopped to create a snapshot")
+		if err := canSnapshot(sb); err != nil {
+			return reply{}, err
 		}
 		if other := s.snapNames[nameKey(c.org, name)]; other != nil && !other.gone {
 			return reply{}, errorf(http.StatusConflict, "Snapshot with name %s already exists", name)
 		}
-		now := s.clk.Now()
-		sn := &snapshotRec{ID: s.newID(), OrgID: c.org, Name: name, CPU: sb.CPU, GPU: sb.GPU, Mem: sb.Memory, Disk: sb.Disk,
-			State: snapPending, CreatedAt: now, UpdatedAt: now}
-		if sb.Snapshot != nil {
-			sn.ImageName = *sb.Snapshot
-		}
-		s.snaps[sn.ID] = sn
-		s.snapNames[nameKey(c.org, name)] = sn
-		s.events.emit(c.org, EventSnapshotCreated, s.snapshotDTO(sn))
-		back := sb.State
-		sb.busy = true
-		sb.gen++
-		gen := sb.gen
-		sb.setState(s.clk, stSnapshotting)
+		job := startSandboxSnapshotLocked(s, c.org, sb, name)
 		d := sb.dto(tbx, false)
-		ib, real := s.backend.(ImageBackend)
-		if !real {
+		if job.images == nil {
 			c.w.Header().Add(warningHeader, "the "+s.backend.Name()+" backend records the snapshot: sandboxes from it run the default workload, not this sandbox's files")
 		}
-		id := sb.ID
-		delay := s.cfg.Profile.Backup.draw(s.rng)
-		s.goBackground(func(ctx context.Context) {
-			s.mu.Lock()
-			s.setSnapshotState(sn, snapPulling)
-			s.mu.Unlock()
-			var ref string
-			var err error
-			if real {
-				ref, err = ib.CommitSandbox(ctx, id, sn.ID)
-			}
-			if delay > 0 {
-				_ = clockSleep(ctx, s, delay)
-			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if sb.gen == gen && !sb.gone {
-				sb.busy = false
-				sb.setState(s.clk, back)
-				s.kick(sb)
-			}
-			if err != nil {
-				reason := err.Error()
-				sn.ErrorReason = &reason
-				s.setSnapshotState(sn, snapError)
-				return
-			}
-			sn.ref, sn.owned = ref, ref != ""
-			s.setSnapshotState(sn, snapActive)
-		})
+		s.goBackground(job.run)
 		return reply{http.StatusOK, d}, nil
 	})
+}
+
+// sandboxSnapshotName is the name the body of createSandboxSnapshot asks
+// for.
+func sandboxSnapshotName(c *call) (string, *apiError) {
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := c.decodeBody(&req); err != nil {
+		return "", err
+	}
+	name := strings.TrimSpace(req.Name)
+	if name == "" {
+		return "", errorf(http.StatusBadRequest, "name should not be empty")
+	}
+	return name, nil
+}
+
+// canSnapshot says why sb cannot be snapshotted now, as Daytona does.
+func canSnapshot(sb *sandbox) *apiError {
+	switch {
+	case sb.errored():
+		return errorf(http.StatusBadRequest, msgErrored)
+	case sb.inFlight() || sb.busy:
+		return errorf(http.StatusConflict, msgInProgress)
+	case sb.State != stStarted && sb.State != stStopped:
+		return errorf(http.StatusBadRequest, "Sandbox must be started or stopped to create a snapshot")
+	}
+	return nil
+}
+
+// sandboxSnapshot is one createSandboxSnapshot under way: the new
+// snapshot's record, and the sandbox it saves, which goes back to its state
+// before unless it moved on meanwhile (its gen).
+type sandboxSnapshot struct {
+	s      snapshotAPI
+	sb     *sandbox
+	sn     *snapshotRec
+	back   string
+	gen    uint64
+	images ImageBackend // nil: the backend only records the snapshot
+	delay  time.Duration
+}
+
+// startSandboxSnapshotLocked records the snapshot, announces it and shows
+// sb snapshotting. Called with s.mu held.
+func startSandboxSnapshotLocked(s snapshotAPI, org string, sb *sandbox, name string) *sandboxSnapshot {
+	now := s.clk.Now()
+	sn := &snapshotRec{ID: s.newID(), OrgID: org, Name: name, CPU: sb.CPU, GPU: sb.GPU, Mem: sb.Memory, Disk: sb.Disk,
+		State: snapPending, CreatedAt: now, UpdatedAt: now}
+	if sb.Snapshot != nil {
+		sn.ImageName = *sb.Snapshot
+	}
+	s.snaps[sn.ID] = sn
+	s.snapNames[nameKey(org, name)] = sn
+	s.events.emit(org, EventSnapshotCreated, s.snapshotDTO(sn))
+	j := &sandboxSnapshot{s: s, sb: sb, sn: sn, back: sb.State}
+	sb.busy = true
+	sb.gen++
+	j.gen = sb.gen
+	sb.setState(s.clk, stSnapshotting)
+	j.images, _ = s.backend.(ImageBackend)
+	j.delay = s.cfg.Profile.Backup.draw(s.rng)
+	return j
+}
+
+// run saves the filesystem (with an ImageBackend) and waits out the
+// profile's backup time, then settles the sandbox and the snapshot.
+func (j *sandboxSnapshot) run(ctx context.Context) {
+	s := j.s
+	s.mu.Lock()
+	s.setSnapshotState(j.sn, snapPulling)
+	s.mu.Unlock()
+	var ref string
+	var err error
+	if j.images != nil {
+		ref, err = j.images.CommitSandbox(ctx, j.sb.ID, j.sn.ID)
+	}
+	if j.delay > 0 {
+		_ = clockSleep(ctx, s.Simulator, j.delay)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j.settleSandboxLocked()
+	j.settleSnapshotLocked(ref, err)
+}
+
+// settleSandboxLocked puts the sandbox back in its state before, unless it
+// moved on or vanished meanwhile.
+func (j *sandboxSnapshot) settleSandboxLocked() {
+	sb := j.sb
+	if sb.gen == j.gen && !sb.gone {
+		sb.busy = false
+		sb.setState(j.s.clk, j.back)
+		j.s.eng.kick(sb)
+	}
+}
+
+// settleSnapshotLocked makes the snapshot active on ref, or errored.
+func (j *sandboxSnapshot) settleSnapshotLocked(ref string, err error) {
+	if err != nil {
+		reason := err.Error()
+		j.sn.ErrorReason = &reason
+		j.s.setSnapshotState(j.sn, snapError)
+		return
+	}
+	j.sn.ref, j.sn.owned = ref, ref != ""
+	j.s.setSnapshotState(j.sn, snapActive)
 }
 
 const stSnapshotting = "snapshotting"

@@ -12,6 +12,8 @@ import (
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/simulator/internal/store"
 )
 
 // scanList is the listing the indexes must reproduce, computed the way the
@@ -32,15 +34,15 @@ func (h *harness) scanList(org string, q url.Values, deprecated bool) []string {
 	h.sim.mu.RLock()
 	defer h.sim.mu.RUnlock()
 	var rows []keyed
-	for _, sb := range h.sim.byID {
+	for sb := range h.sim.rows.All() {
 		if sb.OrgID == org && f.match(sb) {
-			rows = append(rows, keyed{sb, keyOf(sb, field)})
+			rows = append(rows, keyed{Row: sb, Key: keyOf(sb, field)})
 		}
 	}
-	sortRows(rows, desc)
+	store.SortRows(rows, desc)
 	ids := make([]string, len(rows))
 	for i, r := range rows {
-		ids[i] = r.sb.ID
+		ids[i] = r.Row.ID
 	}
 	return ids
 }
@@ -176,18 +178,18 @@ func TestIndexesFollowTheRows(t *testing.T) {
 	org := orgOf(testKey)
 	sb := h.create(apiclient.CreateSandbox{Labels: &map[string]string{"k": "v"}})
 	h.sim.mu.RLock()
-	assert.Equal(t, 2, h.sim.countLocked(warmPoolOrg), "the pool was refilled after the handover")
-	assert.Equal(t, 1, h.sim.countLocked(org))
-	assert.Len(t, h.sim.orgs[org].labels[labelKey("k", "v")], 1)
+	assert.Equal(t, 2, h.sim.rows.Count(warmPoolOrg), "the pool was refilled after the handover")
+	assert.Equal(t, 1, h.sim.rows.Count(org))
+	assert.Equal(t, 1, h.sim.rows.Labeled(org, "k", "v"))
 	h.sim.mu.RUnlock()
 
 	code, body, _ := h.raw("DELETE", "/api/sandbox/"+sb.Id, nil)
 	require.Equal(t, http.StatusOK, code, string(body))
 	h.sim.mu.RLock()
 	defer h.sim.mu.RUnlock()
-	assert.Zero(t, h.sim.countLocked(org), "a destroyed sandbox leaves the indexes")
-	assert.NotContains(t, h.sim.orgs, org, "an organization without sandboxes keeps no index")
-	assert.Empty(t, h.sim.linked)
+	assert.Zero(t, h.sim.rows.Count(org), "a destroyed sandbox leaves the indexes")
+	assert.Equal(t, store.OrgStats{}, h.sim.rows.OrgStats(org), "an organization without sandboxes keeps no index")
+	assert.Zero(t, h.sim.rows.Stats().Links)
 }
 
 // TestChurnLeavesOnlyLiveRows creates and deletes sandboxes beside live
@@ -209,12 +211,10 @@ func TestChurnLeavesOnlyLiveRows(t *testing.T) {
 
 	h.sim.mu.RLock()
 	defer h.sim.mu.RUnlock()
-	assert.Len(t, h.sim.byID, live)
-	assert.Len(t, h.sim.byName, live)
-	assert.Equal(t, live, h.sim.countLocked(org))
-	assert.Equal(t, live, h.sim.orgs[org].activity.Len())
-	assert.Len(t, h.sim.orgs[org].labels, live, "label sets of deleted sandboxes are gone")
-	assert.Empty(t, h.sim.linked)
-	assert.Equal(t, live+history, h.sim.costs.len(), "rows: the live sandboxes and the last deleted ones")
+	assert.Equal(t, store.Stats{IDs: live, Names: live, Orgs: 1}, h.sim.rows.Stats())
+	assert.Equal(t, live, h.sim.rows.Count(org))
+	assert.Equal(t, store.OrgStats{Created: live, Activity: live, LabelSets: live}, h.sim.rows.OrgStats(org),
+		"label sets of deleted sandboxes are gone")
+	assert.Equal(t, live+history, h.sim.costs.Len(), "rows: the live sandboxes and the last deleted ones")
 	assert.Len(t, h.sim.Calls(), calls)
 }

@@ -169,8 +169,8 @@ func TestTrap04_StartOnStartedIsNoopStopOnStoppedIs400(t *testing.T) {
 	// DELETE while creating is 409.
 	h.sim.mu.Lock()
 	var id string
-	for k := range h.sim.byID {
-		id = k
+	for sb := range h.sim.rows.All() {
+		id = sb.ID
 	}
 	h.sim.mu.Unlock()
 	_, resp, err := api.DeleteSandbox(h.ctx, id).Execute()

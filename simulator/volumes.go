@@ -9,6 +9,12 @@ import (
 	"time"
 )
 
+// volumeAPI serves the volume routes and keeps the volume records
+// (Simulator.vols, volNames), over the simulator's store lock.
+type volumeAPI struct{ *Simulator }
+
+func volumesOf(s *Simulator) volumeAPI { return volumeAPI{s} }
+
 // Volume states (VolumeState).
 const (
 	volPendingCreate = "pending_create"
@@ -59,7 +65,7 @@ type volumeEvent struct {
 	NewState string    `json:"newState"`
 }
 
-func (s *Simulator) setVolumeState(v *volumeRec, state string) {
+func (s volumeAPI) setVolumeState(v *volumeRec, state string) {
 	if v.State == state {
 		return
 	}
@@ -75,7 +81,7 @@ func volumeNotFound(idOrName string) *apiError {
 
 // volumeLocked finds a volume of org by id (byName: by name), deleted
 // ones excluded.
-func (s *Simulator) volumeLocked(org, key string, byName bool) *volumeRec {
+func (s volumeAPI) volumeLocked(org, key string, byName bool) *volumeRec {
 	var v *volumeRec
 	if byName {
 		v = s.volNames[nameKey(org, key)]
@@ -88,7 +94,7 @@ func (s *Simulator) volumeLocked(org, key string, byName bool) *volumeRec {
 	return v
 }
 
-func (s *Simulator) createVolume(c *call) (reply, *apiError) {
+func (s volumeAPI) createVolume(c *call) (reply, *apiError) {
 	var req struct {
 		Name string `json:"name"`
 	}
@@ -127,7 +133,7 @@ func (s *Simulator) createVolume(c *call) (reply, *apiError) {
 			err = vb.CreateVolume(ctx, v.ID)
 		}
 		if delay > 0 {
-			_ = clockSleep(ctx, s, delay)
+			_ = clockSleep(ctx, s.Simulator, delay)
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -145,7 +151,7 @@ func (s *Simulator) createVolume(c *call) (reply, *apiError) {
 	return reply{http.StatusOK, d}, nil
 }
 
-func (s *Simulator) listVolumes(c *call) (reply, *apiError) {
+func (s volumeAPI) listVolumes(c *call) (reply, *apiError) {
 	withDeleted := c.r.URL.Query().Get("includeDeleted") == "true"
 	s.mu.Lock()
 	out := []volumeDTO{}
@@ -168,7 +174,7 @@ func (s *Simulator) listVolumes(c *call) (reply, *apiError) {
 	return reply{http.StatusOK, out}, nil
 }
 
-func (s *Simulator) getVolume(c *call) (reply, *apiError) {
+func (s volumeAPI) getVolume(c *call) (reply, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.volumeLocked(c.org, c.params["volumeId"], false)
@@ -178,7 +184,7 @@ func (s *Simulator) getVolume(c *call) (reply, *apiError) {
 	return reply{http.StatusOK, v.dto()}, nil
 }
 
-func (s *Simulator) getVolumeByName(c *call) (reply, *apiError) {
+func (s volumeAPI) getVolumeByName(c *call) (reply, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.volumeLocked(c.org, c.params["name"], true)
@@ -190,7 +196,7 @@ func (s *Simulator) getVolumeByName(c *call) (reply, *apiError) {
 
 // deleteVolume refuses a volume that a sandbox still mounts (409), then
 // deletes it: pending_delete, deleting, deleted.
-func (s *Simulator) deleteVolume(c *call) (reply, *apiError) {
+func (s volumeAPI) deleteVolume(c *call) (reply, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.volumeLocked(c.org, c.params["volumeId"], false)
@@ -200,7 +206,7 @@ func (s *Simulator) deleteVolume(c *call) (reply, *apiError) {
 	if v.State != volReady && v.State != volError {
 		return reply{}, errorf(http.StatusConflict, "Volume %s is in state %s and cannot be deleted", v.Name, v.State)
 	}
-	for _, sb := range s.byID {
+	for sb := range s.rows.All() {
 		if sb.gone || sb.OrgID != v.OrgID || sb.State == stDestroyed {
 			continue
 		}
@@ -238,7 +244,7 @@ func (s *Simulator) deleteVolume(c *call) (reply, *apiError) {
 // organization's (by id or name, resolved to the id in mounts) and ready,
 // each mount path absolute, clean and not the root, no path twice. It
 // stamps lastUsedAt. Called with s.mu held.
-func (s *Simulator) checkVolumesLocked(org string, mounts []volume) *apiError {
+func (s volumeAPI) checkVolumesLocked(org string, mounts []volume) *apiError {
 	seen := map[string]bool{}
 	for i, m := range mounts {
 		v := s.volumeLocked(org, m.VolumeID, false)

@@ -110,15 +110,8 @@ func (a *simAdmin) do(ctx context.Context, method, path string, query url.Values
 		if e.Message == "" {
 			e.Message = strings.TrimSpace(string(b))
 		}
-		code := provider.Internal
-		switch resp.StatusCode {
-		case http.StatusBadRequest:
-			code = provider.InvalidArgument
-		case http.StatusUnauthorized:
-			code = provider.Unauthenticated
-		case http.StatusNotFound:
-			code = provider.NotFound
-		}
+		// The main API's table: the admin API answers as the API does.
+		code := provider.CodeForHTTPStatus(resp.StatusCode)
 		return provider.Errorf(code, "%s %s: %d %s", method, path, resp.StatusCode, e.Message)
 	}
 	if out != nil && len(bytes.TrimSpace(b)) > 0 {

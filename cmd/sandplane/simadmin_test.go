@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/internal/testdaemon"
+	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/simulator"
 )
 
@@ -83,4 +85,20 @@ func TestSimAdminSubcommands(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "401")
 	})
+}
+
+// TestSimAdminErrorsReadAsTheAPIs: an admin answer's status carries the
+// code the main API's would, through the same table.
+func TestSimAdminErrorsReadAsTheAPIs(t *testing.T) {
+	for _, status := range []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound,
+		http.StatusConflict, http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusInternalServerError} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(`{"message":"no"}`))
+		}))
+		a := &simAdmin{url: srv.URL, adminKey: "k", org: "o"}
+		err := a.do(context.Background(), "GET", "/_sim/faults", nil, nil, nil)
+		srv.Close()
+		assert.Equal(t, provider.CodeForHTTPStatus(status), provider.Code(err), "status %d: %v", status, err)
+	}
 }
