@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -26,6 +28,7 @@ func FuzzEventGatewayMessages(f *testing.F) {
 	f.Cleanup(func() {
 		srv.Close()
 		require.NoError(f, sim.Close())
+		awaitGatewayTimers(f)
 	})
 	for _, seed := range []string{
 		`42["subscribe",{"room":"x"}]`,
@@ -45,9 +48,41 @@ func FuzzEventGatewayMessages(f *testing.F) {
 		sid := handshake(t, srv.URL)
 		connect(t, srv.URL, sid)
 		post(t, srv.URL, sid, payload)
-		post(t, srv.URL, sid, "1") // close, whatever state the session is in
-		handshake(t, srv.URL)      // still up and accepting
+		post(t, srv.URL, sid, "1")                   // close, whatever state the session is in
+		post(t, srv.URL, handshake(t, srv.URL), "1") // still up and accepting
 	})
+}
+
+// gatewayTimerWait bounds awaitGatewayTimers: the socket.io server's
+// longest timer, its connect timeout (45 s), and a margin.
+const gatewayTimerWait = time.Minute
+
+// awaitGatewayTimers waits for the socket.io library's timers to end. A
+// client the gateway drops for a malformed packet leaves its connect or
+// ping timer running until it fires; the timer then finds the client
+// closed and returns. Waiting here, rather than ignoring those goroutines,
+// keeps the test binary's leak check whole: a timer that never ends still
+// fails it.
+func awaitGatewayTimers(tb testing.TB) {
+	deadline := time.Now().Add(gatewayTimerWait)
+	for gatewayTimers() > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond) // a poll; the deadline only stops a hang
+	}
+	if n := gatewayTimers(); n > 0 {
+		tb.Errorf("%d socket.io timers still run %v after the simulator closed", n, gatewayTimerWait)
+	}
+}
+
+// gatewayTimers counts the goroutines of the socket.io library's timers.
+func gatewayTimers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "socket.io/v3/pkg/utils.SetTimeout.func1")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 // handshake opens an engine.io polling session and returns its id.
