@@ -19,6 +19,8 @@ import (
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // bystander is a server on another loopback port of the host, such as the
@@ -129,7 +131,7 @@ func previewPath(port int, label, rest string) string {
 func assertRefused(t *testing.T, code int, body string, sandbox string, port int) {
 	t.Helper()
 	assert.Equal(t, http.StatusBadGateway, code, body)
-	var gin ginBody
+	var gin wire.ErrorResponse
 	require.NoError(t, json.Unmarshal([]byte(body), &gin), body)
 	assert.Equal(t, fmt.Sprintf("sandbox workload unreachable: no process of sandbox %s listens on port %d", sandbox, port), gin.Message)
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // apiError is an error the API answers with a NestJS body.
@@ -71,57 +71,15 @@ func (s *Simulator) writeAPIError(w http.ResponseWriter, r *http.Request, e *api
 	})
 }
 
-// ginBody is the error body of the toolbox, the runner and the proxy.
-type ginBody struct {
-	StatusCode int    `json:"statusCode"`
-	Message    string `json:"message"`
-	Code       string `json:"code"`
-	Timestamp  string `json:"timestamp"`
-	Path       string `json:"path"`
-	Method     string `json:"method"`
-}
-
-func ginCode(status int) string {
-	switch status {
-	case http.StatusNotFound:
-		return "NOT_FOUND"
-	case http.StatusUnauthorized:
-		return "UNAUTHORIZED"
-	case http.StatusConflict:
-		return "CONFLICT"
-	case http.StatusBadRequest:
-		return "BAD_REQUEST"
-	case http.StatusForbidden:
-		return "FORBIDDEN"
-	case http.StatusRequestTimeout:
-		return "REQUEST_TIMEOUT"
-	case http.StatusGone:
-		return "GONE"
-	case http.StatusUnprocessableEntity:
-		return "UNPROCESSABLE_ENTITY"
-	case http.StatusTooManyRequests:
-		return "TOO_MANY_REQUESTS"
-	}
-	if status >= 500 {
-		return "INTERNAL_SERVER_ERROR"
-	}
-	return strings.ToUpper(strings.ReplaceAll(http.StatusText(status), " ", "_"))
-}
-
+// writeGinError answers e with the error body of the toolbox, the runner
+// and the proxy (gin's, in Daytona), built where the toolbox builds its own.
 func (s *Simulator) writeGinError(w http.ResponseWriter, r *http.Request, e *apiError) {
 	for k, vs := range e.Header {
 		for _, v := range vs {
 			w.Header().Add(k, v)
 		}
 	}
-	writeJSON(w, e.Status, ginBody{
-		StatusCode: e.Status,
-		Message:    e.Message,
-		Code:       ginCode(e.Status),
-		Timestamp:  s.clk.Now().UTC().Format(time.RFC3339Nano),
-		Path:       r.URL.Path,
-		Method:     r.Method,
-	})
+	writeJSON(w, e.Status, wire.NewErrorResponse(r, s.clk.Now(), e.Status, wire.ErrorCode(e.Status), e.Message))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

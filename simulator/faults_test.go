@@ -10,6 +10,8 @@ import (
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 func TestFaultScriptedStatus(t *testing.T) {
@@ -222,7 +224,7 @@ func TestAdminAPI(t *testing.T) {
 	assert.Equal(t, http.StatusInternalServerError, code)
 	code, body, _ = h.raw("POST", "/toolbox/"+sb.Id+"/process/execute", map[string]string{"command": "true"})
 	assert.Equal(t, http.StatusBadGateway, code)
-	var gin ginBody
+	var gin wire.ErrorResponse
 	require.NoError(t, json.Unmarshal(body, &gin))
 	assert.Equal(t, "INTERNAL_SERVER_ERROR", gin.Code)
 

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // The signature scheme, against values the SDK's own signing code
@@ -272,10 +273,10 @@ func TestSignedFileURLsOpenTheirOperation(t *testing.T) {
 // checks.
 func ginMessage(t *testing.T, b []byte) string {
 	t.Helper()
-	var g ginBody
+	var g wire.ErrorResponse
 	require.NoError(t, json.Unmarshal(b, &g), string(b))
 	assert.NotZero(t, g.StatusCode)
-	assert.Equal(t, ginCode(g.StatusCode), g.Code)
+	assert.Equal(t, wire.ErrorCode(g.StatusCode), g.Code)
 	assert.NotEmpty(t, g.Timestamp)
 	assert.NotEmpty(t, g.Path)
 	assert.NotEmpty(t, g.Method)

@@ -14,13 +14,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/provider/relay"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // proxyAPI serves the toolbox and preview traffic of the proxies: it finds
@@ -297,11 +297,11 @@ func virtualTarget(u *url.URL, kind string) (id string, port int, ok bool) {
 // the caller's request.
 func (t *proxyTransport) answer(req *http.Request, e *apiError) *http.Response {
 	log := callOf(req.Context())
-	body, _ := json.Marshal(ginBody{
+	body, _ := json.Marshal(wire.ErrorResponse{
 		StatusCode: e.Status,
 		Message:    e.Message,
-		Code:       ginCode(e.Status),
-		Timestamp:  t.s.clk.Now().UTC().Format(time.RFC3339Nano),
+		Code:       wire.ErrorCode(e.Status),
+		Timestamp:  t.s.clk.Now().UTC(),
 		Path:       log.Path,
 		Method:     log.Method,
 	})

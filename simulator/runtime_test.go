@@ -26,6 +26,7 @@ import (
 	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/local/launcher"
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 var (
@@ -130,7 +131,7 @@ func TestNativeBackendLifecycle(t *testing.T) {
 	h.waitState(sb.Id, apiclient.SANDBOXSTATE_STOPPED)
 	code, body, _ = h.raw("POST", "/toolbox/"+sb.Id+"/process/execute", map[string]any{"command": "true"})
 	assert.Equal(t, http.StatusBadRequest, code)
-	var gin ginBody
+	var gin wire.ErrorResponse
 	require.NoError(t, json.Unmarshal(body, &gin))
 	assert.Equal(t, msgNotStarted, gin.Message)
 	assert.Equal(t, "BAD_REQUEST", gin.Code)
@@ -189,7 +190,7 @@ func TestTrap19_ExecuteCommandThroughTheToolbox(t *testing.T) {
 				assert.Equal(t, tt.result, res.Result)
 				return
 			}
-			var gin ginBody
+			var gin wire.ErrorResponse
 			require.NoError(t, json.Unmarshal(body, &gin), string(body))
 			assert.Equal(t, tt.status, gin.StatusCode)
 		})

@@ -11,6 +11,8 @@ import (
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // The tests below are the "Traps" of the Daytona fidelity notes, one each,
@@ -555,7 +557,7 @@ func TestTrap14_ToolboxProxyURLIsEverywhere(t *testing.T) {
 	// API key. Without a workload (backend none) it answers 503.
 	code, body, _ := h.raw("POST", "/toolbox/"+sb.Id+"/process/execute", map[string]any{"command": "true"})
 	assert.Equal(t, http.StatusServiceUnavailable, code)
-	var gin ginBody
+	var gin wire.ErrorResponse
 	require.NoError(t, json.Unmarshal(body, &gin))
 	assert.Equal(t, "/toolbox/"+sb.Id+"/process/execute", gin.Path)
 	assert.Equal(t, "POST", gin.Method)

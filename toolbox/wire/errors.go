@@ -36,7 +36,8 @@ func NewErrorResponse(r *http.Request, now time.Time, status int, code, message 
 	}
 }
 
-// ErrorCode is the daemon's code for status; a status it has no name for
+// ErrorCode is the daemon's code for status (the simulator's proxies use
+// it too); a status it has no name for
 // is INTERNAL_SERVER_ERROR, as the daemon's own fallback says.
 func ErrorCode(status int) string {
 	if code, ok := errorCodes[status]; ok {
@@ -56,4 +57,7 @@ var errorCodes = map[int]string{
 	http.StatusRequestEntityTooLarge: "PAYLOAD_TOO_LARGE",
 	http.StatusUnsupportedMediaType:  "UNSUPPORTED_MEDIA_TYPE",
 	http.StatusUnprocessableEntity:   "UNPROCESSABLE_ENTITY",
+	// The toolbox never answers 429; the simulator's proxies do, for a
+	// rate-limit fault, and a client reads the code.
+	http.StatusTooManyRequests: "TOO_MANY_REQUESTS",
 }
