@@ -32,8 +32,11 @@ import (
 // operation on one of them is refused at once, and the stops and deletes
 // finish in the background.
 func TestRestartAnswersWhileStopsFinish(t *testing.T) {
+	// The grace is long enough that every stop is still waiting it out
+	// when the last one begins, on a machine too loaded to send eight
+	// requests at once: all eight are seen stopping at the same time.
 	d := testdaemon.Start(t, testdaemon.Options{Config: `
-stopGrace: 6s
+stopGrace: 20s
 snapshots:
   stubborn:
     command: [sh, -c, "trap '' TERM; while :; do sleep 1; done"]
@@ -55,7 +58,7 @@ snapshots:
 			}
 		}()
 	}
-	waitFor(t, 10*time.Second, "every sandbox stopping", func() bool { return countIn(t, d.P, provider.StateStopping) == len(ids) })
+	waitFor(t, 15*time.Second, "every sandbox stopping", func() bool { return countIn(t, d.P, provider.StateStopping) == len(ids) })
 	d.Kill9()
 
 	d = d.Restart(t) // returns at the first answer to GET /v1/info
@@ -65,7 +68,7 @@ snapshots:
 	assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "%v", err)
 	assert.Contains(t, provider.Message(err), "still stopping after the daemon restart; retry in a few seconds")
 
-	waitFor(t, time.Minute, "the interrupted stops and deletes to finish", func() bool {
+	waitFor(t, 2*time.Minute, "the interrupted stops and deletes to finish", func() bool {
 		list, err := d.P.List(ctx, provider.ListOptions{})
 		require.NoError(t, err)
 		for _, s := range list {
