@@ -20,6 +20,7 @@ import (
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/provider/relay"
+	"github.com/sandplane/sandplane/provider/relay/relaymetrics"
 	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
@@ -81,7 +82,7 @@ func (s *Simulator) newProxies() *proxies {
 			// stopped one resolves, and the transport answers after the token
 			// check).
 			relay.WithRevealMissing(true),
-			relay.WithRegisterer(prometheus.WrapRegistererWith(prometheus.Labels{"proxy": kind}, s.metrics.reg)),
+			relaymetrics.WithRegisterer(prometheus.WrapRegistererWith(prometheus.Labels{"proxy": kind}, s.metrics.reg)),
 		}
 		rl, err := relay.New(storeResolver{s: s, kind: kind}, append(o, own...)...)
 		if err != nil {

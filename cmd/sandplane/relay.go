@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	_ "github.com/sandplane/sandplane/daytona" // --provider daytona://
@@ -17,6 +19,7 @@ import (
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/provider/relay"
+	"github.com/sandplane/sandplane/provider/relay/relaymetrics"
 )
 
 // DefaultRelayListen is where `sandplane relay` listens by default.
@@ -86,9 +89,11 @@ func runRelay(ctx context.Context, f relayFlags, out io.Writer, log *slog.Logger
 	}
 	defer ln.Close()
 	clk := clock.Real()
+	reg := prometheus.NewRegistry() // the relay's series only, as its /metrics has always served
 	rl, err := relay.New(relay.FromProvider(p),
 		relay.WithDomain(f.domain), relay.WithClock(clk), relay.WithLogger(log), relay.WithIdleKeepAlive(f.idleKeepAlive),
-		relay.WithMaxConcurrentRefreshes(f.maxRefreshes), relay.WithMetricsPath("/metrics"))
+		relay.WithMaxConcurrentRefreshes(f.maxRefreshes), relaymetrics.WithRegisterer(reg),
+		relay.WithMetricsPath("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	if err != nil {
 		return err
 	}

@@ -47,10 +47,7 @@ var budgets = []budget{
 	{pkg: "provider/pool", maxDeps: 7},
 	{pkg: "local", maxDeps: 12},
 	{pkg: "daytona", maxDeps: 8},
-	{pkg: "provider/relay", maxDeps: 52, allow: map[string]string{
-		"github.com/prometheus":      "the relay serves its own metrics; its collectors are to move out as the pool's did",
-		"google.golang.org/protobuf": "pulled in by Prometheus",
-	}},
+	{pkg: "provider/relay", maxDeps: 8},
 	{pkg: "toolbox/client", maxDeps: 11},
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/sandplane/sandplane/local/manager"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/relay"
+	"github.com/sandplane/sandplane/provider/relay/relaymetrics"
 )
 
 // The daemon serves its sandboxes' previews itself, through provider/relay,
@@ -100,7 +101,7 @@ func newPreviewRelay(s *Server) (*relay.Relay, error) {
 		// A refresh is a record written here, not a call to make: keep
 		// Daytona's 45 s and 50 s whatever the interval.
 		relay.WithDaytonaTiming(true),
-		relay.WithRegisterer(s.metrics.reg),
+		relaymetrics.WithRegisterer(s.metrics.reg),
 	)
 }
 

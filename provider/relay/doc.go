@@ -131,8 +131,9 @@
 // # Metrics
 //
 // Requests, refreshes sent (and by heartbeat), failed, skipped by reason, and
-// open connections, as Stats and as Prometheus collectors
-// (sandplane_relay_*), served at WithMetricsPath.
+// open connections, as Stats. relaymetrics makes Prometheus collectors of
+// them (sandplane_relay_*), apart so that this package links no Prometheus;
+// WithMetricsPath serves the host's handler of them on the relay's own host.
 //
 // Every timer runs on the clock WithClock gives (clock.Real by default).
 package relay

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -36,7 +34,8 @@ type options struct {
 	WriteError             func(w http.ResponseWriter, r *http.Request, err error)
 	CookieKey              []byte
 	MetricsPath            string
-	Registerer             prometheus.Registerer
+	MetricsHandler         http.Handler
+	Observer               Observer
 }
 
 // WithDomain sets the proxy domain of host routing, <port>-<id>.<domain>.
@@ -131,12 +130,16 @@ func WithWriteError(f func(w http.ResponseWriter, r *http.Request, err error)) O
 // so cookies end with the process.
 func WithCookieKey(key []byte) Option { return func(o *options) { o.CookieKey = key } }
 
-// WithMetricsPath serves the Prometheus metrics at path on the relay's own
-// host (not on a sandbox's). Default: not served.
-func WithMetricsPath(path string) Option { return func(o *options) { o.MetricsPath = path } }
+// WithMetricsPath serves h, the host's metrics (relaymetrics has the
+// relay's), at path on the relay's own host (not on a sandbox's). Default:
+// not served.
+func WithMetricsPath(path string, h http.Handler) Option {
+	return func(o *options) { o.MetricsPath, o.MetricsHandler = path, h }
+}
 
-// WithRegisterer also registers the relay's collectors with r.
-func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.Registerer = r } }
+// WithObserver tells ob of the relay, for metrics: see Observer.
+// relaymetrics.WithRegisterer is the one for Prometheus. Default: none.
+func WithObserver(ob Observer) Option { return func(o *options) { o.Observer = ob } }
 
 func (o options) withDefaults() (options, error) {
 	if o.Domain == "" {
@@ -180,6 +183,12 @@ func (o options) withDefaults() (options, error) {
 	}
 	if o.MetricsPath != "" && !strings.HasPrefix(o.MetricsPath, "/") {
 		return o, provider.Errorf(provider.InvalidArgument, "metrics path %q must start with /", o.MetricsPath)
+	}
+	if o.MetricsPath != "" && o.MetricsHandler == nil {
+		return o, provider.Errorf(provider.InvalidArgument, "metrics path %q has no handler", o.MetricsPath)
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
 	}
 	return o, nil
 }

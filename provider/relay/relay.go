@@ -16,9 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/clock"
 )
@@ -35,7 +32,6 @@ type Relay struct {
 	track     *tracker
 	res       *resolver
 	proxy     *httputil.ReverseProxy
-	metrics   http.Handler
 	base      context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // the invalidation loop
@@ -67,16 +63,11 @@ func New(res Resolver, opts ...Option) (*Relay, error) {
 		ErrorHandler:   rl.proxyError,
 		ErrorLog:       slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
 	}
-	reg := prometheus.NewRegistry()
-	for _, c := range rl.stats.collectors() {
-		reg.MustRegister(c)
-		if o.Registerer != nil {
-			if err := o.Registerer.Register(c); err != nil {
-				return nil, provider.Errorf(provider.InvalidArgument, "register relay metrics: %v", err)
-			}
-		}
+	// Last of what can fail, so that nothing is left running when it does.
+	if err := o.Observer.Attach(rl); err != nil {
+		cancel()
+		return nil, err
 	}
-	rl.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	if inv, ok := res.(Invalidator); ok {
 		rl.wg.Add(1)
 		go rl.invalidate(inv)
@@ -139,9 +130,6 @@ func (rl *Relay) Close() error {
 
 // Stats returns the counters.
 func (rl *Relay) Stats() Stats { return rl.stats.snapshot() }
-
-// MetricsHandler serves the relay's metrics in the Prometheus format.
-func (rl *Relay) MetricsHandler() http.Handler { return rl.metrics }
 
 // reqState travels with a proxied request through the ReverseProxy hooks.
 type reqState struct {
@@ -264,7 +252,7 @@ func (rl *Relay) serveOwn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rl.opts.MetricsPath != "" && r.URL.Path == rl.opts.MetricsPath {
-		rl.metrics.ServeHTTP(w, r)
+		rl.opts.MetricsHandler.ServeHTTP(w, r)
 		return
 	}
 	rl.writeError(w, r, provider.Errorf(provider.NotFound,
