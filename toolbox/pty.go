@@ -335,7 +335,9 @@ func (p *ptySession) kill() {
 	p.deleted = true
 	p.mu.Unlock()
 	tree := sessionTree(cmd.Process.Pid)
-	hangUp(tree, p.done, p.opts.Clock)
+	// No end of input here: closing the terminal would cut off the
+	// output that still drains through it until the shell exits.
+	hangUp(tree, nil, p.done, p.opts.Clock)
 	killSession(cmd.Process.Pid)
 	signalMembers(tree, syscall.SIGKILL)
 	<-p.done

@@ -279,7 +279,7 @@ func (s *session) kill() {
 		tree = sessionTree(s.cmd.Process.Pid)
 	}
 	s.mu.Unlock()
-	hangUp(tree, s.gone, s.clock)
+	hangUp(tree, s.stdin, s.gone, s.clock)
 	s.mu.Lock()
 	if !s.reaped {
 		killSessionTree(s.cmd.Process.Pid)

@@ -107,13 +107,40 @@ func TestSessionHangsUpBeforeItKills(t *testing.T) {
 		require.NoError(t, err, "the shell was killed before its exit trap could run")
 		assert.Equal(t, "released\n", string(b))
 	})
+	// A shell can take the SIGHUP in the instant before it blocks reading
+	// its next command, and then sleep through it: the end of its input,
+	// which a closed terminal also gives, wakes it. A shell that ignores the
+	// hang-up plays that shell here, on a clock that never moves, so the
+	// delete returns only if the shell ends by itself.
+	t.Run("a shell that missed the hang-up still runs its exit trap", func(t *testing.T) {
+		clk := clocktest.NewFake(time.Time{})
+		ts := newTestServer(t, Options{Clock: clk})
+		require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "s"}).status)
+		trapped := filepath.Join(t.TempDir(), "trapped")
+		resp, _ := ts.sessionExec(t, "s", wire.SessionExecuteRequest{Command: "trap '' HUP; trap 'echo released > " + trapped + "' EXIT"})
+		require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
+		deleted := make(chan int, 1)
+		go func() { deleted <- ts.do(t, http.MethodDelete, "/process/session/s", nil, "").status }()
+		select {
+		case status := <-deleted:
+			assert.Equal(t, http.StatusNoContent, status)
+		case <-time.After(30 * time.Second):
+			clk.Advance(hangUpGrace) // let the delete end, killing the shell
+			<-deleted
+			t.Fatal("the delete waited out the grace: the shell never saw the end of its input")
+		}
+		b, err := os.ReadFile(trapped)
+		require.NoError(t, err, "the shell was killed before its exit trap could run")
+		assert.Equal(t, "released\n", string(b))
+	})
 	t.Run("what ignores it is killed after the grace", func(t *testing.T) {
 		clk := clocktest.NewFake(time.Time{})
 		ts := newTestServer(t, Options{Clock: clk})
 		require.Equal(t, http.StatusCreated, ts.postJSON(t, "/process/session", map[string]string{"sessionId": "s"}).status)
 		dir := t.TempDir()
-		resp, _ := ts.sessionExec(t, "s", wire.SessionExecuteRequest{Command: "trap '' HUP; echo $$ > " + filepath.Join(dir, "sh") + "; nohup sleep 300 >/dev/null 2>&1 & echo $! > " + filepath.Join(dir, "job")})
-		require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
+		// The shell ignores the hang-up and waits for a job that ignores it
+		// too, so that the end of its input does not end it either.
+		ts.execAsync(t, "s", wire.SessionExecuteRequest{Command: "trap '' HUP; echo $$ > " + filepath.Join(dir, "sh") + "; nohup sh -c 'echo $$ > " + filepath.Join(dir, "job") + "; exec sleep 300' >/dev/null 2>&1"})
 		shell, job := readPID(t, filepath.Join(dir, "sh")), readPID(t, filepath.Join(dir, "job"))
 		t.Cleanup(func() { killPID(t, job) })
 
