@@ -13,7 +13,7 @@ const skipActivityHeader = "X-Daytona-Skip-Last-Activity-Update"
 
 // bumpLocked records activity through the API's throttle. Called with s.mu
 // held.
-func (s engine) bumpLocked(sb *sandbox) {
+func (s reconciler) bumpLocked(sb *sandbox) {
 	now := s.clk.Now()
 	if !sb.lastBump.IsZero() && now.Sub(sb.lastBump) < s.cfg.scaled(activityThrottle) {
 		return

@@ -556,7 +556,7 @@ func (s sandboxAPI) createBackup(c *call) (reply, *apiError) {
 		}
 		sb.BackupState = "Pending"
 		d := sb.dto(tbx, false)
-		delay := s.cfg.Profile.Backup.draw(s.rng)
+		delay := s.cfg.Profile.Backup.Draw(s.rng)
 		done := func() {
 			if sb.gone {
 				return

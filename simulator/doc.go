@@ -65,8 +65,10 @@
 // the sandbox records and their indexes (by id, by name, per organization
 // in creation and activity order, by label, by link), with no HTTP and no
 // backend; internal/cost is the cost ledger; internal/faults the scripted
-// and random faults. The engine (engine.go, jobs.go) moves sandboxes
-// through their transitions on the clock and runs the jobs; the handler
+// and random faults; internal/engine is the lifecycle (which step comes
+// next, how long it takes, which cron is due, a step run on the clock). The
+// reconciler (engine.go, jobs.go) applies that lifecycle to the records,
+// with the backend doing each step's work; the handler
 // groups (parts.go) serve the routes; the Simulator wires them and holds
 // the store's lock.
 package simulator

@@ -4,82 +4,61 @@ import (
 	"context"
 	"time"
 
+	"github.com/sandplane/sandplane/simulator/internal/engine"
+
 	"github.com/sandplane/sandplane/simulator/internal/cost"
 )
 
-// engine moves sandboxes through their transitions on the clock, keeps the
-// warm pool filled, and runs the auto-stop, auto-archive and auto-delete
-// jobs (jobs.go), over the simulator's store and backend.
-type engine struct{ *Simulator }
+// reconciler moves sandboxes through their transitions, keeps the warm
+// pool filled, and runs the auto-stop, auto-archive and auto-delete jobs
+// (jobs.go), over the simulator's store and backend. The lifecycle itself
+// (which step comes next, how long it takes, which job is due, running a
+// step on the clock) is internal/engine's; the reconciler applies it to
+// the records.
+type reconciler struct{ *Simulator }
 
-// step is one move of the reconciler: the raw state shows via while the
-// step runs, then to. work is the backend's part; a step completes when both
-// its delay has passed and its work has returned.
+// step is the next move of one sandbox: engine's Step with the backend's
+// part bound to the sandbox.
 type step struct {
-	via   string
-	to    string
-	delay Range
-	// work returns the toolbox URL when it started a workload.
+	engine.Step
+	// work returns the toolbox URL when it started a workload; nil for
+	// none.
 	work func(ctx context.Context) (string, error)
-	// startsWorkload marks steps towards started, where injected start
-	// failures land.
-	startsWorkload bool
-	// builds marks the image build, whose failure is build_failed.
-	builds bool
 	// network is the network settings a start applies, as they were when
 	// it was planned.
 	network NetworkPolicy
 }
 
+func (st step) startsWorkload() bool { return st.Work == engine.Start }
+func (st step) builds() bool         { return st.Work == engine.Build }
+
 // plan picks the next step towards the desired state. Called with s.mu held.
-func (s engine) plan(sb *sandbox) (step, bool) {
-	if sb.State == sb.Desired || sb.errored() && sb.Desired != dsDestroyed {
+func (s reconciler) plan(sb *sandbox) (step, bool) {
+	next, ok := engine.Plan(sb.State, sb.Desired, s.cfg.Profile)
+	if !ok {
 		return step{}, false
 	}
-	p := s.cfg.Profile
+	st := step{Step: next}
 	id := sb.ID
-	switch sb.Desired {
-	case dsDestroyed:
-		remove := func(ctx context.Context) (string, error) { return "", s.backend.Remove(ctx, id) }
-		switch sb.State {
-		case stStarted, stStopped, stDestroying:
-			return step{via: stDestroying, to: stDestroyed, delay: p.Destroy, work: remove}, true
-		case stDestroyed:
-			return step{}, false
-		}
-		// error, build_failed, archived, pending_build: straight to
-		// destroyed, with no destroying in between.
-		return step{to: stDestroyed, delay: p.Destroy, work: remove}, true
-	case dsStarted:
+	switch next.Work {
+	case engine.Remove:
+		st.work = func(ctx context.Context) (string, error) { return "", s.backend.Remove(ctx, id) }
+	case engine.Build:
+		st.work = s.buildWork(sb)
+	case engine.Start:
 		w := s.workloadLocked(sb)
-		start := func(ctx context.Context) (string, error) { return s.backend.Start(ctx, w) }
-		switch sb.State {
-		case stPendingBuild:
-			return step{via: stBuildingSnapshot, to: stUnknown, delay: p.Build, builds: true, work: s.buildWork(sb)}, true
-		case stUnknown, stCreating:
-			return step{via: stCreating, to: stStarted, delay: p.Create, work: start, startsWorkload: true, network: w.Network}, true
-		case stStopped, stStarting:
-			return step{via: stStarting, to: stStarted, delay: p.Start, work: start, startsWorkload: true, network: w.Network}, true
-		case stArchived, stRestoring:
-			return step{via: stRestoring, to: stStarted, delay: p.Restore, work: start, startsWorkload: true, network: w.Network}, true
-		}
-	case dsStopped:
-		if sb.State == stStarted || sb.State == stStopping {
-			force := sb.forceStop
-			stop := func(ctx context.Context) (string, error) { return "", s.backend.Stop(ctx, id, force) }
-			return step{via: stStopping, to: stStopped, delay: p.Stop, work: stop}, true
-		}
-	case dsArchived:
-		if sb.State == stStopped || sb.State == stArchiving {
-			return step{via: stArchiving, to: stArchived, delay: p.Archive}, true
-		}
+		st.network = w.Network
+		st.work = func(ctx context.Context) (string, error) { return s.backend.Start(ctx, w) }
+	case engine.Stop:
+		force := sb.forceStop
+		st.work = func(ctx context.Context) (string, error) { return "", s.backend.Stop(ctx, id, force) }
 	}
-	return step{}, false
+	return st, true
 }
 
 // kick moves sb towards its desired state as far as it can go right now.
 // Called with s.mu held.
-func (s engine) kick(sb *sandbox) {
+func (s reconciler) kick(sb *sandbox) {
 	for !sb.busy && !sb.gone && !s.closed {
 		st, ok := s.plan(sb)
 		if !ok {
@@ -92,70 +71,36 @@ func (s engine) kick(sb *sandbox) {
 }
 
 // begin starts st. It reports whether st already completed, so that kick
-// can take the next step at once. Called with s.mu held.
-func (s engine) begin(sb *sandbox, st step) (done bool) {
+// can take the next step at once; a step that completes later takes the
+// next one itself. Called with s.mu held.
+func (s reconciler) begin(sb *sandbox, st step) (done bool) {
 	sb.busy = true
 	sb.gen++
 	gen := sb.gen
-	if st.via != "" {
-		sb.setState(s.clk, st.via)
+	if st.Via != "" {
+		sb.setState(s.clk, st.Via)
 	}
 	var fail *failure
-	if (st.startsWorkload || st.builds) && sb.failNext != nil {
+	if (st.startsWorkload() || st.builds()) && sb.failNext != nil {
 		fail, sb.failNext = sb.failNext, nil
 	}
-	delay := st.delay.draw(s.rng)
-	if delay <= 0 && (st.work == nil || s.syncWork) {
-		var url string
-		var err error
-		if st.work != nil {
-			url, err = st.work(s.bg)
-		}
-		s.finish(sb, st, gen, url, err, fail)
-		return true
-	}
-
-	// Both halves report here; the last one finishes the step.
-	remaining := 1
-	var url string
-	var werr error
-	complete := func() {
-		remaining--
-		if remaining == 0 {
-			s.finish(sb, st, gen, url, werr, fail)
+	return s.runner().Begin(st.Delay.Draw(s.rng), st.work, func(res engine.Result) {
+		s.finish(sb, st, gen, res.URL, res.Err, fail)
+		if res.Later {
 			s.kick(sb)
 		}
-	}
-	if delay > 0 {
-		remaining++
-		s.clk.AfterFunc(delay, func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			complete()
-		})
-	}
-	if st.work != nil && !s.syncWork {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			u, err := st.work(s.bg)
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			url, werr = u, err
-			complete()
-		}()
-	} else {
-		if st.work != nil {
-			url, werr = st.work(s.bg)
-		}
-		complete()
-	}
-	return false
+	})
+}
+
+// runner runs steps under the store's lock, inline when the backend's work
+// is free.
+func (s reconciler) runner() engine.Runner {
+	return engine.Runner{Clock: s.clk, Lock: &s.mu, Inline: s.syncWork, Ctx: s.bg, WG: &s.wg}
 }
 
 // finish lands a step, unless the sandbox moved on without it. Called with
 // s.mu held.
-func (s engine) finish(sb *sandbox, st step, gen uint64, url string, err error, fail *failure) {
+func (s reconciler) finish(sb *sandbox, st step, gen uint64, url string, err error, fail *failure) {
 	if sb.gen != gen || sb.gone {
 		return
 	}
@@ -177,20 +122,20 @@ func (s engine) finish(sb *sandbox, st step, gen uint64, url string, err error, 
 			sb.Recoverable = fail.Recoverable
 		} else {
 			reason = err.Error()
-			s.cfg.Logger.Warn("sandbox workload failed", "sandbox", sb.ID, "step", st.to, "err", err)
+			s.cfg.Logger.Warn("sandbox workload failed", "sandbox", sb.ID, "step", st.To, "err", err)
 		}
 		sb.ErrorReason = &reason
 		sb.toolboxURL = ""
-		if st.builds {
+		if st.builds() {
 			sb.setState(s.clk, stBuildFailed)
 		} else {
 			sb.setState(s.clk, stError)
 		}
 		return
 	}
-	switch st.to {
+	switch st.To {
 	case stUnknown:
-		if st.builds {
+		if st.builds() {
 			sb.imageRef = url
 		}
 	case stStarted:
@@ -208,8 +153,8 @@ func (s engine) finish(sb *sandbox, st step, gen uint64, url string, err error, 
 	case stStopped, stArchived:
 		sb.toolboxURL = ""
 	}
-	sb.setState(s.clk, st.to)
-	if st.to == stDestroyed {
+	sb.setState(s.clk, st.To)
+	if st.To == stDestroyed {
 		sb.gone = true
 		s.rows.Drop(sb)
 		sb.notify()
@@ -223,7 +168,7 @@ func (s engine) finish(sb *sandbox, st step, gen uint64, url string, err error, 
 // or gone, for at most d on the clock, like the API's 30 s wait, or until
 // the simulator closes. A start
 // failure inside the window is Daytona's 400.
-func (s engine) waitStarted(ctx context.Context, sb *sandbox, d time.Duration) *apiError {
+func (s reconciler) waitStarted(ctx context.Context, sb *sandbox, d time.Duration) *apiError {
 	var timer interface{ Stop() bool }
 	var expired <-chan time.Time
 	for {
@@ -260,7 +205,7 @@ func (s engine) waitStarted(ctx context.Context, sb *sandbox, d time.Duration) *
 }
 
 // fillPoolLocked tops the warm pool up to its size. Called with s.mu held.
-func (s engine) fillPoolLocked() {
+func (s reconciler) fillPoolLocked() {
 	if s.cfg.WarmPool <= 0 || s.closed {
 		return
 	}
@@ -275,7 +220,7 @@ func (s engine) fillPoolLocked() {
 }
 
 // takePoolLocked hands a warm sandbox over, or returns nil.
-func (s engine) takePoolLocked() *sandbox {
+func (s reconciler) takePoolLocked() *sandbox {
 	for len(s.pool) > 0 {
 		sb := s.pool[0]
 		s.pool = s.pool[1:]
@@ -290,7 +235,7 @@ func (s engine) takePoolLocked() *sandbox {
 
 // newSandboxLocked builds a row as Daytona inserts it: unknown, desired
 // started, pending.
-func (s engine) newSandboxLocked(org, name string, snap Snapshot) *sandbox {
+func (s reconciler) newSandboxLocked(org, name string, snap Snapshot) *sandbox {
 	now := s.clk.Now()
 	id := s.newID()
 	if name == "" {

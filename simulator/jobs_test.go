@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandplane/sandplane/simulator/internal/engine"
+
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,7 +25,7 @@ func TestJobsCheckAgainBeforeActing(t *testing.T) {
 	require.NotNil(t, sb)
 	sb.LastActivity = now.Add(-2 * time.Minute)
 	h.sim.rows.ActivityMoved(sb)
-	require.Equal(t, jobStop, h.sim.eng.jobFor(sb, now), "idle for two minutes with a one-minute auto-stop")
+	require.Equal(t, engine.StopJob, h.sim.eng.jobFor(sb, now), "idle for two minutes with a one-minute auto-stop")
 
 	sb.LastActivity = now // a refresh lands between the look and the act
 	h.sim.rows.ActivityMoved(sb)

@@ -2,9 +2,9 @@ package simulator
 
 // The simulator's jobs beyond the wiring are types of their own over it:
 // the handler groups (sandboxAPI and creation in api.go, listAPI,
-// snapshotAPI, volumeAPI, extraAPI, proxyAPI, adminAPI) and the engine
+// snapshotAPI, volumeAPI, extraAPI, proxyAPI, adminAPI) and the reconciler
 // (engine.go, jobs.go), beside the parts under internal/ (store, cost,
-// faults). Each reaches the simulator's state through it, under its store
+// faults, engine). Each reaches the simulator's state through it, under its store
 // lock, so that a file reads as one job and the Simulator keeps the
 // wiring.
 

@@ -7,32 +7,34 @@ import (
 
 	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/simulator/internal/cost"
+	"github.com/sandplane/sandplane/simulator/internal/engine"
 	"github.com/sandplane/sandplane/simulator/internal/store"
 )
 
-// Raw states (SandboxState) and desired states (SandboxDesiredState).
+// The raw and desired states, by their short names here (engine has the
+// lifecycle).
 const (
-	stCreating         = "creating"
-	stRestoring        = "restoring"
-	stDestroyed        = "destroyed"
-	stDestroying       = "destroying"
-	stStarted          = "started"
-	stStopped          = "stopped"
-	stStarting         = "starting"
-	stStopping         = "stopping"
-	stError            = "error"
-	stBuildFailed      = "build_failed"
-	stPendingBuild     = "pending_build"
-	stBuildingSnapshot = "building_snapshot"
-	stUnknown          = "unknown"
-	stArchived         = "archived"
-	stArchiving        = "archiving"
-	stPaused           = "paused"
+	stCreating         = engine.Creating
+	stRestoring        = engine.Restoring
+	stDestroyed        = engine.Destroyed
+	stDestroying       = engine.Destroying
+	stStarted          = engine.Started
+	stStopped          = engine.Stopped
+	stStarting         = engine.Starting
+	stStopping         = engine.Stopping
+	stError            = engine.Error
+	stBuildFailed      = engine.BuildFailed
+	stPendingBuild     = engine.PendingBuild
+	stBuildingSnapshot = engine.BuildingSnapshot
+	stUnknown          = engine.Unknown
+	stArchived         = engine.Archived
+	stArchiving        = engine.Archiving
+	stPaused           = engine.Paused
 
-	dsDestroyed = "destroyed"
-	dsStarted   = "started"
-	dsStopped   = "stopped"
-	dsArchived  = "archived"
+	dsDestroyed = engine.WantDestroyed
+	dsStarted   = engine.WantStarted
+	dsStopped   = engine.WantStopped
+	dsArchived  = engine.WantArchived
 )
 
 // isoMillis is JavaScript's Date.toISOString.
@@ -141,7 +143,7 @@ type failure struct {
 
 func (sb *sandbox) ephemeral() bool { return sb.AutoDelete == 0 }
 
-func (sb *sandbox) errored() bool { return sb.State == stError || sb.State == stBuildFailed }
+func (sb *sandbox) errored() bool { return engine.Errored(sb.State) }
 
 // inFlight is Daytona's "state change in progress".
 func (sb *sandbox) inFlight() bool { return sb.Pending || sb.State != sb.Desired }

@@ -181,7 +181,7 @@ func warnDomainAllowList(c *call, list *string) {
 // anew, so that the last ones stored are the ones in force, however
 // requests and starts interleave. The note says what the backend does not
 // enforce.
-func (s engine) enforceNetwork(ctx context.Context, id string) (note string, err error) {
+func (s reconciler) enforceNetwork(ctx context.Context, id string) (note string, err error) {
 	nb, ok := s.backend.(NetworkBackend)
 	if !ok {
 		return networkNote(s.backend), nil
@@ -410,7 +410,7 @@ func (s creation) resolveLinkLocked(org, idOrName string) (*sandbox, *apiError) 
 
 // cascadeDeleteLocked deletes the sandboxes linked to owner with it.
 // Called with s.mu held.
-func (s engine) cascadeDeleteLocked(owner *sandbox) {
+func (s reconciler) cascadeDeleteLocked(owner *sandbox) {
 	for _, sb := range s.rows.LinkedTo(owner.ID) {
 		if sb.gone || sb.LinkedSandboxID == nil || *sb.LinkedSandboxID != owner.ID || sb.Desired == dsDestroyed {
 			continue
@@ -423,7 +423,7 @@ func (s engine) cascadeDeleteLocked(owner *sandbox) {
 }
 
 // workloadLocked is what the backend runs for sb. Called with s.mu held.
-func (s engine) workloadLocked(sb *sandbox) Workload {
+func (s reconciler) workloadLocked(sb *sandbox) Workload {
 	w := Workload{SandboxID: sb.ID, User: sb.User, Env: copyMap(sb.Env), Labels: copyMap(sb.Labels),
 		Image: sb.imageRef, Network: sb.policy(), CPU: sb.CPU, Memory: sb.Memory}
 	if sb.Snapshot != nil {
@@ -573,7 +573,7 @@ func (s snapshotAPI) buildRefused() *apiError {
 // buildWork is the image build of a create with buildInfo: a real build on
 // an ImageBackend, whose reference the sandbox then runs; nothing
 // elsewhere. Its logs are the sandbox's build logs. Called with s.mu held.
-func (s engine) buildWork(sb *sandbox) func(ctx context.Context) (string, error) {
+func (s reconciler) buildWork(sb *sandbox) func(ctx context.Context) (string, error) {
 	ib, ok := s.backend.(ImageBackend)
 	if !ok || sb.BuildInfo == nil {
 		return nil

@@ -31,8 +31,8 @@ type Simulator struct {
 	orgNames  *orgNames
 	events    *eventBus
 	metrics   *simMetrics
-	proxies   *proxies // the preview and toolbox proxies (proxy.go)
-	eng       engine   // transitions, the warm pool and the jobs (engine.go)
+	proxies   *proxies   // the preview and toolbox proxies (proxy.go)
+	eng       reconciler // transitions, the warm pool and the jobs (engine.go)
 	snapshots map[string]Snapshot
 	anySnap   bool
 
@@ -63,7 +63,7 @@ type Simulator struct {
 	ids       *rand.ChaCha8
 	rng       *rand.Rand
 	closed    bool
-	jobs      clock.Timer
+	stopJobs  func() // the crons' (jobs.go)
 	handler   http.Handler
 }
 
@@ -93,7 +93,7 @@ func New(cfg Config) (*Simulator, error) {
 		orgNames:  newOrgNames(),
 		costs:     cost.NewBook(cfg.CostHistory),
 	}
-	s.eng = engine{s}
+	s.eng = reconciler{s}
 	_, s.syncWork = cfg.Backend.(noneBackend)
 	s.faults = faults.NewSet()
 	s.snapshots[cfg.DefaultSnapshot] = Snapshot{Name: cfg.DefaultSnapshot, CPU: 1, Memory: 1, Disk: 3}
@@ -143,8 +143,8 @@ func (s *Simulator) Close() error {
 		return nil
 	}
 	s.closed = true
-	if s.jobs != nil {
-		s.jobs.Stop()
+	if s.stopJobs != nil {
+		s.stopJobs()
 	}
 	s.mu.Unlock()
 	s.cancel()
@@ -226,7 +226,7 @@ func (s *Simulator) lookupID(org, id string) *sandbox {
 
 // softDeleteLocked is Daytona's delete: desired destroyed, pending, the name
 // freed by renaming.
-func (s engine) softDeleteLocked(sb *sandbox) {
+func (s reconciler) softDeleteLocked(sb *sandbox) {
 	now := s.clk.Now()
 	sb.Desired = dsDestroyed
 	sb.Pending = true

@@ -246,9 +246,9 @@ func (s snapshotAPI) createSnapshot(c *call) (reply, *apiError) {
 // pulling or building for the profile's delay and the backend's work, then
 // active, or error / build_failed. Called with s.mu held.
 func (s snapshotAPI) prepareSnapshotLocked(sn *snapshotRec, spec ImageSpec) {
-	via, delay := snapPulling, s.cfg.Profile.Create.draw(s.rng)
+	via, delay := snapPulling, s.cfg.Profile.Create.Draw(s.rng)
 	if spec.Dockerfile != "" {
-		via, delay = snapBuilding, s.cfg.Profile.Build.draw(s.rng)
+		via, delay = snapBuilding, s.cfg.Profile.Build.Draw(s.rng)
 	}
 	ib, real := s.backend.(ImageBackend)
 	logs := newLiveLog()
@@ -592,7 +592,7 @@ func startSandboxSnapshotLocked(s snapshotAPI, org string, sb *sandbox, name str
 	j.gen = sb.gen
 	sb.setState(s.clk, stSnapshotting)
 	j.images, _ = s.backend.(ImageBackend)
-	j.delay = s.cfg.Profile.Backup.draw(s.rng)
+	j.delay = s.cfg.Profile.Backup.Draw(s.rng)
 	return j
 }
 

@@ -123,7 +123,7 @@ func (s volumeAPI) createVolume(c *call) (reply, *apiError) {
 	if !real {
 		c.w.Header().Add(warningHeader, "the "+s.backend.Name()+" backend keeps volumes as records: nothing is mounted into sandboxes")
 	}
-	delay := s.cfg.Profile.Create.draw(s.rng)
+	delay := s.cfg.Profile.Create.Draw(s.rng)
 	s.goBackground(func(ctx context.Context) {
 		s.mu.Lock()
 		s.setVolumeState(v, volCreating)
