@@ -38,11 +38,11 @@ FUZZTIME ?= 3s
 FUZZRACE = '^    context deadline exceeded$$'
 fuzz:
 	@set -e; out=$$(mktemp); trap 'rm -f $$out' EXIT; \
+	run() { $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg >$$out 2>&1; rc=$$?; cat $$out; return $$rc; }; \
 	for f in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' | sort); do \
 		pkg=./$$(dirname $$f); \
 		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
 			echo "fuzz: $$pkg $$t for $(FUZZTIME)"; \
-			run() { $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg >$$out 2>&1; rc=$$?; cat $$out; return $$rc; }; \
 			run && continue; \
 			grep -q $(FUZZRACE) $$out && ! grep -q 'Failing input written' $$out || exit 1; \
 			echo "fuzz: $$t: the coordinator reported its own deadline (no failing input); once more"; \

@@ -222,9 +222,9 @@ func countProxyEvents(t *testing.T, p *local.Provider, id string) func() int {
 		// arrive: a correct relay sends none, so a slow machine can hide
 		// a bug there but never fail the count.
 		for deadline := time.Now().Add(10 * time.Second); n.Load() == base && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // a poll of the condition; the deadline only stops a hang
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // a chance for extra refreshes only; cannot fail a right relay
 		return int(n.Load() - base)
 	}
 }

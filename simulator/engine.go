@@ -4,9 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/sandplane/sandplane/simulator/internal/engine"
-
 	"github.com/sandplane/sandplane/simulator/internal/cost"
+	"github.com/sandplane/sandplane/simulator/internal/engine"
 )
 
 // reconciler moves sandboxes through their transitions, keeps the warm

@@ -1,6 +1,7 @@
 package leakcheck
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // settle bounds the wait for what the tests' cleanups ended to be gone: a
@@ -56,13 +59,16 @@ func goroutines(d time.Duration, opts ...goleak.Option) error {
 // waited for), once none are left or within d: each as its pid, state
 // and command line.
 func children(pid int, d time.Duration) []string {
-	deadline := time.Now().Add(d)
+	// Real processes are reaped in real time: the wall clock, through
+	// provider/clock like every timer.
+	c := clock.Real()
+	deadline := c.Now().Add(d)
 	for {
 		kids := childrenOf(pid)
-		if len(kids) == 0 || time.Now().After(deadline) {
+		if len(kids) == 0 || c.Now().After(deadline) {
 			return kids
 		}
-		time.Sleep(10 * time.Millisecond) // a poll of the condition; the deadline only stops a hang
+		_ = clock.Sleep(context.Background(), c, 10*time.Millisecond) // a poll of the condition; the deadline only stops a hang
 	}
 }
 

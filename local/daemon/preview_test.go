@@ -264,7 +264,7 @@ func TestPreviewTrafficIsProxyActivity(t *testing.T) {
 	// Every request was answered and the relay refreshes once per 45 s:
 	// a correct one sends nothing more. The pause only gives a wrong one
 	// the time to, so a slow machine can hide a bug but never fail this.
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // a chance for a wrong relay only; cannot fail a right one
 	assert.Equal(t, 1, h.proxyRefreshes("busy"), "200 requests within Daytona's 45 s: one activity event, source proxy")
 
 	req, _ := http.NewRequest("GET", pv.URL+"/", nil)

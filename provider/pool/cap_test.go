@@ -151,7 +151,7 @@ func TestHungStopDuringEvictionKeepsTheCap(t *testing.T) {
 		h.clk.Advance(time.Second)
 		// Lets the stop's poll run between steps; what is asserted after
 		// is waited on as a condition, so a slower poll changes nothing.
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // room for the poll; the outcome is waited on below
 	}
 	h.eventually(func() bool { return h.obs.get(func() int { return h.obs.hungStops }) == 1 }, "the stop is taken for hung")
 	select {
@@ -203,7 +203,7 @@ func TestClaimWaitsForAnUnconfirmedStop(t *testing.T) {
 	// Pool time is the fake clock's and stands still: a correct pool never
 	// admits the claim here. The pause only gives a wrong one the chance
 	// to, so a slow machine can hide a bug but never fail this test.
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // a chance for a wrong pool only; cannot fail a right one
 	select {
 	case r := <-waiting:
 		t.Fatalf("claimed while its stop may land: %+v", r)

@@ -137,7 +137,7 @@ func (d *driver) settle() {
 		}
 		// Yield to goroutines in a syscall, which Gosched does not wait
 		// for; settle loops until quiet however long that takes.
-		time.Sleep(10 * time.Microsecond)
+		time.Sleep(10 * time.Microsecond) // a yield; the loop runs until quiet
 	}
 }
 

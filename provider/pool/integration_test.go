@@ -376,7 +376,7 @@ func scenarios(t *testing.T, w world) {
 		ctx, cancel = context.WithCancel(r.ctx)
 		// The cancel lands wherever the acquire is by then: each outcome
 		// is accepted below, the assertion is what it leaves.
-		go func() { time.Sleep(5 * time.Millisecond); cancel() }()
+		go func() { time.Sleep(5 * time.Millisecond); cancel() }() // any landing point is accepted
 		if l2, err := r.p.Acquire(ctx, "other", spec); err == nil {
 			r.release(l2, pool.OutcomeOK)
 		}

@@ -181,7 +181,7 @@ func TestCancelAndImmediateResend(t *testing.T) {
 	// The create hangs until Release: a correct pool never answers the
 	// resend here. The pause only gives a wrong one the chance to, so a
 	// slow machine can hide a bug but never fail this test.
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // a chance for a wrong pool only; cannot fail a right one
 	select {
 	case r := <-resend:
 		t.Fatalf("the resend went past the create under way: %+v", r)
@@ -286,7 +286,7 @@ func TestChurnKeepsTheCap(t *testing.T) {
 				h.clk.Advance(time.Second)
 				// The pace of the fake clock against the acquires: any
 				// interleaving is one the pool must survive.
-				time.Sleep(200 * time.Microsecond)
+				time.Sleep(200 * time.Microsecond) // the fake clock's pace; any interleaving is valid
 			}
 		}
 	}()

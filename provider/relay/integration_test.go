@@ -289,7 +289,7 @@ func TestIntegrationWebSocketWithTrafficKeepsSandboxAlive(t *testing.T) {
 		require.Equal(t, "ping", string(msg))
 		// The traffic's pace, not a wait for anything: the relay must keep
 		// the sandbox alive across the gaps, however long they take.
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // the pace of the traffic, not a wait
 	})
 	require.NoError(t, c.Close(websocket.StatusNormalClosure, "done"))
 	e.waitAutoStopped(t, 4*minute)

@@ -374,7 +374,7 @@ func TestDetached(t *testing.T) {
 	// A correct driver never kills it: the pause only gives a wrong one,
 	// which bound the child to the cancelled context, time to, so a slow
 	// machine can hide a bug but never fail this test.
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // a chance for a wrong driver only; cannot fail a right one
 	assert.True(t, status(t, r, h).Running, "the workload died with the context that started it")
 }
 
