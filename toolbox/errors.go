@@ -63,8 +63,11 @@ func (s *server) errs(h func(http.ResponseWriter, *http.Request) error) http.Han
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		http.Error(w, `{"statusCode":500,"message":"encoding response","code":"INTERNAL_SERVER_ERROR"}`, http.StatusInternalServerError)
-		return
+		// A value JSON cannot hold (a NaN, say) is the toolbox's fault: the
+		// caller still gets Daytona's error shape, as JSON.
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(wire.ErrorResponse{StatusCode: status, Code: wire.ErrorCode(status),
+			Message: "the toolbox could not encode its answer: " + err.Error()})
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
