@@ -94,7 +94,7 @@ func simMaker(ctx context.Context, t *testing.T) (conformance.Harness, error) {
 	root := t.TempDir()
 	t.Cleanup(func() { testdaemon.KillMarked(t, root) })
 	be, err := simulator.NewRuntimeBackend(simulator.RuntimeBackendConfig{
-		Runtime:   native.New(clk),
+		Runtime:   native.New(native.WithClock(clk)),
 		Clock:     clk,
 		Root:      root,
 		Command:   []string{testdaemon.Binary(t), "toolbox"},

@@ -235,7 +235,7 @@ func simRelayBackend(t *testing.T, o relayOpts) *relayBackend {
 	root := t.TempDir()
 	t.Cleanup(func() { testdaemon.KillMarked(t, root) })
 	be, err := simulator.NewRuntimeBackend(simulator.RuntimeBackendConfig{
-		Runtime: native.New(clk), Clock: clk, Root: root,
+		Runtime: native.New(native.WithClock(clk)), Clock: clk, Root: root,
 		Command: []string{testdaemon.Binary(t), "toolbox"}, StopGrace: 2 * time.Second,
 	})
 	require.NoError(t, err)

@@ -29,7 +29,6 @@ import (
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
 	"github.com/sandplane/sandplane/provider"
-	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // The docker runtime through the real daemon: `sandplane serve` on a real
@@ -342,7 +341,7 @@ func testDockerOrphans(t *testing.T, env *dockerEnv) {
 	assert.Equal(t, provider.Unavailable, provider.Code(<-created))
 
 	// And a container of this root that no registry entry names at all.
-	rt, err := docker.New(clock.Real())
+	rt, err := docker.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	port := freePort(t)

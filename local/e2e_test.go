@@ -203,7 +203,7 @@ func TestKillNineOfTheDaemonMidCreateLeavesNoOrphan(t *testing.T) {
 		out, err := os.ReadFile(filepath.Join(d.Root, "half", "stdout.log"))
 		return err == nil && strings.Contains(string(out), "started")
 	}, 20*time.Second, 10*time.Millisecond)
-	orphans, err := native.New(nil).Orphans(context.Background(), d.Root, nil)
+	orphans, err := native.New().Orphans(context.Background(), d.Root, nil)
 	require.NoError(t, err)
 	require.Len(t, orphans, 1, "the half-created workload runs")
 	d.Kill9()
@@ -216,7 +216,7 @@ func TestKillNineOfTheDaemonMidCreateLeavesNoOrphan(t *testing.T) {
 		_, err := d2.P.Get(context.Background(), "half")
 		return provider.IsNotFound(err)
 	}, 20*time.Second, 10*time.Millisecond, "the interrupted create is rolled back")
-	orphans, err = native.New(nil).Orphans(context.Background(), d.Root, nil)
+	orphans, err = native.New().Orphans(context.Background(), d.Root, nil)
 	require.NoError(t, err)
 	assert.Empty(t, orphans, "the restarted daemon killed the half-created workload")
 	assert.NoDirExists(t, filepath.Join(d.Root, "half"))
@@ -260,7 +260,7 @@ func TestHundredParallelCreatesGetDistinctPorts(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	orphans, err := native.New(nil).Orphans(context.Background(), d.Root, nil)
+	orphans, err := native.New().Orphans(context.Background(), d.Root, nil)
 	require.NoError(t, err)
 	assert.Empty(t, orphans, "delete leaves no process")
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/simulator/internal/backend"
 	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
@@ -242,10 +243,7 @@ func TestToolboxGetsTheSandboxSecretNeverTheCallersCredentials(t *testing.T) {
 	t.Run("kept 0600 in the sandbox's state directory", func(t *testing.T) {
 		// The sandbox sees its home at /home/daytona; the state directory
 		// is where the backend keeps it.
-		nb, ok := h.sim.backend.(nativeBackend)
-		require.True(t, ok, "a native harness")
-		wl, _, _ := nb.entry(a.Id)
-		p := filepath.Join(wl.dir, tokenFile)
+		p := filepath.Join(h.root, "sandboxes", a.Id, backend.TokenFile)
 		fi, err := os.Stat(p)
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())

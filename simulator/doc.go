@@ -66,8 +66,10 @@
 // in creation and activity order, by label, by link), with no HTTP and no
 // backend; internal/cost is the cost ledger; internal/faults the scripted
 // and random faults; internal/engine is the lifecycle (which step comes
-// next, how long it takes, which cron is due, a step run on the clock). The
-// reconciler (engine.go, jobs.go) applies that lifecycle to the records,
+// next, how long it takes, which cron is due, a step run on the clock);
+// internal/backend runs the workloads (Backend and its capabilities, the
+// runtime and docker backends, whose names this package re-exports). The
+// reconciler (reconciler.go, jobs.go) applies that lifecycle to the records,
 // with the backend doing each step's work; the handler
 // groups (parts.go) serve the routes; the Simulator wires them and holds
 // the store's lock.

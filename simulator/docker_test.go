@@ -22,7 +22,7 @@ import (
 
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
-	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/simulator/internal/backend"
 )
 
 // dockerHome is the sandbox user's home and working directory in the image,
@@ -70,7 +70,7 @@ func dockerHarness(t *testing.T) (*harness, *client.Client, string) {
 	t.Helper()
 	cli := dockertest.Engine(t)
 	tag := dockerToolboxImage(t, cli)
-	rt, err := docker.New(clock.Real(), docker.WithClient(cli))
+	rt, err := docker.New(docker.WithClient(cli))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	root := t.TempDir()
@@ -84,10 +84,12 @@ func dockerHarness(t *testing.T) (*harness, *client.Client, string) {
 		Root:         root,
 		Image:        tag,
 		StopGrace:    2 * time.Second,
-		WorkloadAddr: containerIP(cli),
+		WorkloadAddr: backend.ContainerIP(cli),
 	})
 	require.NoError(t, err)
-	return newHarness(t, func(c *Config) { c.Backend = be }), cli, root
+	h := newHarness(t, func(c *Config) { c.Backend = be })
+	h.root = root
+	return h, cli, root
 }
 
 // containersOf lists every container, running or not, labelled with root.
@@ -101,15 +103,20 @@ func containersOf(t *testing.T, cli *client.Client, root string) []container.Sum
 	return cs
 }
 
-// containerOf inspects the container that runs sandbox id in h's
-// simulator: by its name, which its workload id makes its own.
+// containerOf inspects the one container that runs sandbox id in h's
+// simulator: labelled with its id and h's state directory, since seeded
+// simulators repeat their ids.
 func containerOf(t *testing.T, cli *client.Client, h *harness, id string) container.InspectResponse {
 	t.Helper()
-	b, ok := h.sim.backend.(interface{ workloadID(string) string })
-	require.True(t, ok, "the harness runs a runtime backend")
-	c, err := cli.ContainerInspect(context.Background(), docker.ContainerName(b.workloadID(id)))
+	cs, err := cli.ContainerList(context.Background(), container.ListOptions{
+		All: true, Filters: filters.NewArgs(
+			filters.Arg("label", docker.LabelPrefix+backend.LabelSimSandbox+"="+id),
+			filters.Arg("label", docker.LabelRoot+"="+h.root)),
+	})
 	require.NoError(t, err)
-	assert.Equal(t, id, c.Config.Labels[docker.LabelPrefix+labelSimSandbox])
+	require.Len(t, cs, 1, "one container runs sandbox %s", id)
+	c, err := cli.ContainerInspect(context.Background(), cs[0].ID)
+	require.NoError(t, err)
 	return c
 }
 
@@ -148,7 +155,7 @@ func TestDockerSeededSimulatorsShareNoContainer(t *testing.T) {
 	require.Equal(t, a.Id, b.Id, "the same seed, the same ids")
 	require.Equal(t, apiclient.SANDBOXSTATE_STARTED, b.GetState(), b.GetErrorReason())
 	cs, err := cli.ContainerList(context.Background(), container.ListOptions{
-		All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelPrefix+labelSimSandbox+"="+a.Id)),
+		All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelPrefix+backend.LabelSimSandbox+"="+a.Id)),
 	})
 	require.NoError(t, err)
 	assert.Len(t, cs, 2, "a container for each simulator's sandbox")
@@ -165,7 +172,7 @@ func TestDockerBackendLifecycle(t *testing.T) {
 
 	cs := containersOf(t, cli, root)
 	require.Len(t, cs, 1, "one container per sandbox")
-	assert.Equal(t, sb.Id, cs[0].Labels[docker.LabelPrefix+labelSimSandbox])
+	assert.Equal(t, sb.Id, cs[0].Labels[docker.LabelPrefix+backend.LabelSimSandbox])
 	assert.NotEqual(t, docker.ContainerName(sb.Id), strings.TrimPrefix(cs[0].Names[0], "/"),
 		"named by a workload id of its own, which no earlier run with the same seed used")
 	assert.Equal(t, "running", cs[0].State)

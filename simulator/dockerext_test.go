@@ -25,7 +25,7 @@ import (
 
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
-	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/simulator/internal/backend"
 )
 
 // dockerExtImage is the test toolbox image (whose `/toolbox fetch URL`
@@ -60,7 +60,7 @@ func dockerExtHarness(t *testing.T, configure ...func(*Config)) (*harness, *clie
 	t.Helper()
 	cli := dockertest.Engine(t)
 	tag := dockerExtImage(t, cli)
-	rt, err := docker.New(clock.Real(), docker.WithClient(cli))
+	rt, err := docker.New(docker.WithClient(cli))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	root := t.TempDir()
@@ -74,11 +74,13 @@ func dockerExtHarness(t *testing.T, configure ...func(*Config)) (*harness, *clie
 		Root:         root,
 		Image:        tag,
 		StopGrace:    2 * time.Second,
-		WorkloadAddr: containerIP(cli),
+		WorkloadAddr: backend.ContainerIP(cli),
 		Docker:       cli,
 	})
 	require.NoError(t, err)
-	return newHarness(t, append([]func(*Config){func(c *Config) { c.Backend = be }}, configure...)...), cli, tag
+	h := newHarness(t, append([]func(*Config){func(c *Config) { c.Backend = be }}, configure...)...)
+	h.root = root
+	return h, cli, tag
 }
 
 var (
@@ -187,7 +189,7 @@ func TestDockerVolumesAreSharedAndOutliveSandboxes(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, string(body))
 	vol := h.waitJSON("/api/volumes/by-name/shared", stateIs(volReady))
 	id := vol["id"].(string)
-	_, err := cli.VolumeInspect(context.Background(), volumeName(id))
+	_, err := cli.VolumeInspect(context.Background(), backend.VolumeName(id))
 	require.NoError(t, err, "a docker volume backs it")
 
 	mount := []apiclient.SandboxVolume{{VolumeId: id, MountPath: "/data"}}
@@ -217,7 +219,7 @@ func TestDockerVolumesAreSharedAndOutliveSandboxes(t *testing.T) {
 	code, body, _ = h.raw("DELETE", "/api/volumes/"+id, nil)
 	require.Equal(t, http.StatusOK, code, string(body))
 	require.Eventually(t, func() bool {
-		_, err := cli.VolumeInspect(context.Background(), volumeName(id))
+		_, err := cli.VolumeInspect(context.Background(), backend.VolumeName(id))
 		return err != nil
 	}, 20*time.Second, 50*time.Millisecond, "deleting the volume removes the docker volume")
 }
@@ -320,7 +322,7 @@ func TestDockerNetworkBlockIsEnforced(t *testing.T) {
 	assert.NotEqual(t, 0, exit, "a blocked sandbox reached the host: %s", out)
 
 	t.Run("the block cuts the host's own addresses", func(t *testing.T) {
-		n, err := cli.NetworkInspect(context.Background(), blockedNetwork, networkInspectOptions)
+		n, err := cli.NetworkInspect(context.Background(), backend.BlockedNetwork, networkInspectOptions)
 		require.NoError(t, err)
 		require.NotEmpty(t, n.IPAM.Config)
 		gateway := n.IPAM.Config[0].Gateway
@@ -438,7 +440,7 @@ func TestDockerLinkedSandboxes(t *testing.T) {
 	h.waitGone(owner.Id)
 	h.waitGone(follower.Id)
 	require.Eventually(t, func() bool {
-		_, err := cli.NetworkInspect(context.Background(), linkNetworkPrefix+owner.Id, networkInspectOptions)
+		_, err := cli.NetworkInspect(context.Background(), backend.LinkNetworkPrefix+owner.Id, networkInspectOptions)
 		return err != nil
 	}, 20*time.Second, 50*time.Millisecond, "the link network goes with the owner")
 }

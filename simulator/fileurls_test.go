@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
+	"github.com/sandplane/sandplane/simulator/internal/backend"
 	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
@@ -46,7 +47,7 @@ type toolboxRequest struct {
 // the part "file" or the raw body and answer as the toolbox does. It shows what the proxy forwarded, and that it forwarded nothing
 // else.
 type recBackend struct {
-	noneBackend
+	backend.None
 	srv *httptest.Server
 	mu  sync.Mutex
 	got []toolboxRequest

@@ -34,6 +34,8 @@ type harness struct {
 	srv *httptest.Server
 	api *apiclient.APIClient
 	ctx context.Context
+	// root is the state directory of a runtime backend's harness.
+	root string
 }
 
 func newHarness(t *testing.T, configure ...func(*Config)) *harness {

@@ -17,7 +17,7 @@ import (
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
 	"github.com/sandplane/sandplane/local/driver/native"
-	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/simulator/internal/backend"
 )
 
 // gitFixture is a local repository with one commit of README.md.
@@ -69,11 +69,11 @@ func (h *harness) upload(id, path, content string) int {
 // directory shown there in the workload's own mount namespace, never the
 // host's /home/daytona.
 func TestNativeSandboxHomeIsHomeDaytona(t *testing.T) {
-	rt := native.New(clock.Real())
+	rt := native.New()
 	if !rt.CanBind() {
 		t.Skipf("this machine gives workloads no mount namespace (%s), so a native sandbox's home stays its private directory", rt.Containment())
 	}
-	_, hostErr := os.Lstat(nativeHome)
+	_, hostErr := os.Lstat(backend.NativeHome)
 	hostHad := hostErr == nil
 	root := t.TempDir()
 	be, err := NewRuntimeBackend(RuntimeBackendConfig{
@@ -108,8 +108,8 @@ func TestNativeSandboxHomeIsHomeDaytona(t *testing.T) {
 	assert.Equal(t, "uploaded", string(got))
 	assert.FileExists(t, filepath.Join(private, "repo", "README.md"))
 	if !hostHad {
-		_, err := os.Lstat(nativeHome)
-		assert.True(t, os.IsNotExist(err), "the host's %s was made: %v", nativeHome, err)
+		_, err := os.Lstat(backend.NativeHome)
+		assert.True(t, os.IsNotExist(err), "the host's %s was made: %v", backend.NativeHome, err)
 	}
 
 	// A second sandbox has a home of its own.
@@ -147,10 +147,10 @@ func TestNativeBackendRefusesDeclarativeBuilds(t *testing.T) {
 // SDKs' /home/daytona paths onto it: the host's /home/daytona is never
 // made or written.
 func TestNativeSandboxHomeWithoutAMountNamespace(t *testing.T) {
-	if _, err := os.Lstat(nativeHome); err == nil {
-		t.Skipf("this machine has a %s of its own, which this test must not write to", nativeHome)
+	if _, err := os.Lstat(backend.NativeHome); err == nil {
+		t.Skipf("this machine has a %s of its own, which this test must not write to", backend.NativeHome)
 	}
-	rt := native.New(clock.Real(), native.WithContainment(native.ContainProcessGroup))
+	rt := native.New(native.WithContainment(native.ContainProcessGroup))
 	require.False(t, rt.CanBind())
 	root := t.TempDir()
 	be, err := NewRuntimeBackend(RuntimeBackendConfig{
@@ -172,6 +172,6 @@ func TestNativeSandboxHomeWithoutAMountNamespace(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(private, "x.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "uploaded", string(got))
-	_, err = os.Lstat(nativeHome)
-	assert.True(t, os.IsNotExist(err), "the host's %s was made: %v", nativeHome, err)
+	_, err = os.Lstat(backend.NativeHome)
+	assert.True(t, os.IsNotExist(err), "the host's %s was made: %v", backend.NativeHome, err)
 }

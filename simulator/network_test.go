@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+	"github.com/sandplane/sandplane/simulator/internal/backend"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,7 +16,7 @@ import (
 // netRecorder is a backend whose starts wait for the test, and which
 // records the network settings applied to running workloads.
 type netRecorder struct {
-	noneBackend
+	backend.None
 	starting chan NetworkPolicy // what each start applies by itself
 	release  chan struct{}
 	mu       sync.Mutex

@@ -2,8 +2,6 @@ package simulator
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"os/exec"
 	"testing"
 
@@ -15,39 +13,20 @@ import (
 
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
+	"github.com/sandplane/sandplane/simulator/internal/backend"
 )
 
-// deadOwner is the owner label of a process of this boot that has ended.
-func deadOwner(t *testing.T) string {
+// endedOwner is the owner label of a process of this boot that has ended,
+// as a simulator killed with SIGKILL leaves on its containers.
+func endedOwner(t *testing.T) string {
 	t.Helper()
 	cmd := exec.Command("sleep", "60")
 	require.NoError(t, cmd.Start())
-	label := ownerOf(bootID(), cmd.Process.Pid)
+	label := backend.OwnerOf(cmd.Process.Pid)
 	require.NotEmpty(t, label)
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
 	return label
-}
-
-func TestOwnerGone(t *testing.T) {
-	self := ownerLabel()
-	require.NotEmpty(t, self)
-	boot := bootID()
-	for _, tc := range []struct {
-		name  string
-		label string
-		gone  bool
-	}{
-		{"this process", self, false},
-		{"a process that ended", deadOwner(t), true},
-		{"its pid, another start", fmt.Sprintf("%s/%d/1", boot, os.Getpid()), true},
-		{"another boot", "another-boot/1/1", false},
-		{"not a label", "x", false},
-		{"empty", "", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.gone, ownerGone(tc.label, boot)) })
-	}
-	assert.False(t, ownerGone(deadOwner(t), ""), "without this boot's id, nothing is known gone")
 }
 
 // A simulator killed with SIGKILL leaves its containers running: the
@@ -58,14 +37,14 @@ func TestDockerBackendSweepsWhatADeadSimulatorLeft(t *testing.T) {
 	ctx := context.Background()
 	leftBy := func(owner string) string {
 		c, err := cli.ContainerCreate(ctx, &container.Config{Image: tag, Labels: map[string]string{
-			docker.LabelPrefix + labelSimOwner: owner, labelSim: "true", dockertest.Label: "true",
+			docker.LabelPrefix + backend.LabelSimOwner: owner, backend.LabelSim: "true", dockertest.Label: "true",
 		}}, nil, nil, nil, "")
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) })
 		return c.ID
 	}
-	orphan := leftBy(deadOwner(t))
-	live := leftBy(ownerLabel())
+	orphan := leftBy(endedOwner(t))
+	live := leftBy(backend.OwnerLabel())
 
 	h, _, _ := dockerExtHarness(t)
 
@@ -75,6 +54,6 @@ func TestDockerBackendSweepsWhatADeadSimulatorLeft(t *testing.T) {
 	assert.NoError(t, err, "a live simulator's container was removed")
 
 	sb := h.create(apiclient.CreateSandbox{})
-	assert.Equal(t, ownerLabel(), containerOf(t, cli, h, sb.Id).Config.Labels[docker.LabelPrefix+labelSimOwner],
+	assert.Equal(t, backend.OwnerLabel(), containerOf(t, cli, h, sb.Id).Config.Labels[docker.LabelPrefix+backend.LabelSimOwner],
 		"a sandbox's container names the simulator that made it")
 }

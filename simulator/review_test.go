@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+	"github.com/sandplane/sandplane/simulator/internal/backend"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -135,7 +136,7 @@ func TestCloseReleasesWaitingCreates(t *testing.T) {
 
 // forceBackend records the force flag of every Stop.
 type forceBackend struct {
-	noneBackend
+	backend.None
 	mu     sync.Mutex
 	forces []bool
 }

@@ -251,7 +251,7 @@ func (cfg RunConfig) nativeRuntime(rb *RuntimeBackendConfig) error {
 	// in memory only, and a later one would never find them again.
 	// The toolbox waits for its sandbox (nsinit.AwaitSandbox), so a parked
 	// init may start it ahead of the next create.
-	rb.Runtime, rb.Command = native.New(cfg.Clock, native.WithParentDeath(), native.WithParkable(cfg.ToolboxServer)), cfg.Toolbox
+	rb.Runtime, rb.Command = native.New(native.WithClock(cfg.Clock), native.WithParentDeath(), native.WithParkable(cfg.ToolboxServer)), cfg.Toolbox
 	if len(rb.Command) == 0 {
 		self, err := os.Executable()
 		if err != nil {
@@ -272,7 +272,7 @@ func (cfg RunConfig) dockerRuntime(ctx context.Context, rb *RuntimeBackendConfig
 	if err != nil {
 		return nil, provider.Errorf(provider.Unavailable, "docker client from the environment: %v", err)
 	}
-	d, err := docker.New(cfg.Clock, docker.WithClient(cli))
+	d, err := docker.New(docker.WithClock(cfg.Clock), docker.WithClient(cli))
 	if err != nil {
 		_ = cli.Close()
 		return nil, err

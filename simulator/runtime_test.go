@@ -25,7 +25,6 @@ import (
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/local/launcher"
-	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
@@ -73,14 +72,17 @@ func toolboxBinary(t *testing.T) string {
 func nativeHarness(t *testing.T, configure ...func(*Config)) *harness {
 	t.Helper()
 	bin := toolboxBinary(t)
+	root := t.TempDir()
 	be, err := NewRuntimeBackend(RuntimeBackendConfig{
-		Runtime:   native.New(clock.Real()),
-		Root:      t.TempDir(),
+		Runtime:   native.New(),
+		Root:      root,
 		Command:   []string{bin},
 		StopGrace: 2 * time.Second,
 	})
 	require.NoError(t, err)
-	return newHarness(t, append([]func(*Config){func(c *Config) { c.Backend = be }}, configure...)...)
+	h := newHarness(t, append([]func(*Config){func(c *Config) { c.Backend = be }}, configure...)...)
+	h.root = root
+	return h
 }
 
 type executeResponse struct {
@@ -311,7 +313,7 @@ func TestPreviewReachesARealPort(t *testing.T) {
 
 func TestWorkloadFailureBecomesErrorReason(t *testing.T) {
 	be, err := NewRuntimeBackend(RuntimeBackendConfig{
-		Runtime: native.New(clock.Real()),
+		Runtime: native.New(),
 		Root:    t.TempDir(),
 		Command: []string{"/bin/sh", "-c", "echo cannot start >&2; exit 7"},
 	})
@@ -328,7 +330,7 @@ func TestWorkloadFailureBecomesErrorReason(t *testing.T) {
 func TestCloseRemovesWorkloads(t *testing.T) {
 	bin := toolboxBinary(t)
 	root := t.TempDir()
-	be, err := NewRuntimeBackend(RuntimeBackendConfig{Runtime: native.New(clock.Real()), Root: root, Command: []string{bin}})
+	be, err := NewRuntimeBackend(RuntimeBackendConfig{Runtime: native.New(), Root: root, Command: []string{bin}})
 	require.NoError(t, err)
 	sim, err := New(Config{Backend: be, DisableValidation: true})
 	require.NoError(t, err)
@@ -353,7 +355,7 @@ func freePort() (int, error) { return launcher.FreePorts{}.Allocate(0) }
 // values nor its secret do.
 func TestWorkloadFailureHidesSecrets(t *testing.T) {
 	be, err := NewRuntimeBackend(RuntimeBackendConfig{
-		Runtime: native.New(clock.Real()),
+		Runtime: native.New(),
 		Root:    t.TempDir(),
 		Command: []string{"/bin/sh", "-c", "echo \"key $API_KEY token $" + TokenEnv + "\" >&2; exit 7"},
 	})

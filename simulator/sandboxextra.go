@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/simulator/internal/backend"
 )
 
 // extraAPI serves the routes beyond a sandbox's lifecycle: network
@@ -184,7 +185,7 @@ func warnDomainAllowList(c *call, list *string) {
 func (s reconciler) enforceNetwork(ctx context.Context, id string) (note string, err error) {
 	nb, ok := s.backend.(NetworkBackend)
 	if !ok {
-		return networkNote(s.backend), nil
+		return backend.NetworkNote(s.backend), nil
 	}
 	s.netMu.Lock()
 	defer s.netMu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/simulator/internal/backend"
 	"github.com/sandplane/sandplane/simulator/internal/cost"
 	"github.com/sandplane/sandplane/simulator/internal/faults"
 	"github.com/sandplane/sandplane/simulator/internal/store"
@@ -32,7 +33,7 @@ type Simulator struct {
 	events    *eventBus
 	metrics   *simMetrics
 	proxies   *proxies   // the preview and toolbox proxies (proxy.go)
-	eng       reconciler // transitions, the warm pool and the jobs (engine.go)
+	eng       reconciler // transitions, the warm pool and the jobs (reconciler.go)
 	snapshots map[string]Snapshot
 	anySnap   bool
 
@@ -94,7 +95,7 @@ func New(cfg Config) (*Simulator, error) {
 		costs:     cost.NewBook(cfg.CostHistory),
 	}
 	s.eng = reconciler{s}
-	_, s.syncWork = cfg.Backend.(noneBackend)
+	_, s.syncWork = cfg.Backend.(backend.None)
 	s.faults = faults.NewSet()
 	s.snapshots[cfg.DefaultSnapshot] = Snapshot{Name: cfg.DefaultSnapshot, CPU: 1, Memory: 1, Disk: 3}
 	for _, sn := range cfg.Snapshots {

@@ -123,7 +123,7 @@ func runScript(t *testing.T, script, pkg, scenario, url string, env ...string) [
 func tsHarness(t *testing.T) (*Simulator, string) {
 	t.Helper()
 	be, err := NewRuntimeBackend(RuntimeBackendConfig{
-		Runtime: native.New(clock.Real()),
+		Runtime: native.New(),
 		Root:    t.TempDir(),
 		Command: []string{toolboxBinary(t)},
 	})

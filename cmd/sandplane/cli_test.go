@@ -85,7 +85,7 @@ func (d *cliDaemon) assertNothingLeft(t *testing.T) {
 	list, err := d.p.List(context.Background(), provider.ListOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, list, "sandboxes left behind")
-	orphans, err := native.New(nil).Orphans(context.Background(), d.root, nil)
+	orphans, err := native.New().Orphans(context.Background(), d.root, nil)
 	require.NoError(t, err)
 	assert.Empty(t, orphans, "workloads left behind")
 	assert.Eventually(t, func() bool { return len(markedProcesses(t, d.root)) == 0 }, 10*time.Second, 20*time.Millisecond,

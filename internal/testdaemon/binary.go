@@ -76,7 +76,7 @@ func RequireOwnInit(t testing.TB) {
 		t.Fatal(err)
 	}
 	// The runtime's own check of an init program: it asks the protocol.
-	if err := native.New(nil, native.WithInitProgram(exe)).InitFallback(); err != nil {
+	if err := native.New(native.WithInitProgram(exe)).InitFallback(); err != nil {
 		t.Fatalf("this test binary is not its own init (%v): call nsinit.Main before anything else in TestMain, flag.Parse included", err)
 	}
 }

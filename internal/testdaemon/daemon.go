@@ -204,7 +204,7 @@ func (d *Daemon) Kill9() {
 // marker, so that no test leaves a workload behind, whatever became of the
 // daemon that started it.
 func KillMarked(t testing.TB, root string) {
-	orphans, err := native.New(nil).Orphans(context.Background(), root, nil)
+	orphans, err := native.New().Orphans(context.Background(), root, nil)
 	if err != nil {
 		t.Logf("scan for leftover workloads of %s: %v", root, err)
 		return

@@ -133,7 +133,7 @@ func lockRoot(root string) (func(), error) {
 func startDrivers(clk clock.Clock, set config.Config, toolboxServer string, log *slog.Logger) (map[provider.Runtime]driver.Driver, *native.Driver, func()) {
 	// The toolbox waits for its sandbox (nsinit.AwaitSandbox), so a parked
 	// init may start it ahead of the next create.
-	nat := native.New(clk, native.WithIsolation(set.Isolation), native.WithParkable(toolboxServer))
+	nat := native.New(native.WithClock(clk), native.WithIsolation(set.Isolation), native.WithParkable(toolboxServer))
 	if err := nat.ContainmentFallback(); err != nil {
 		log.Warn("native sandboxes are contained by process groups only: a process that calls setsid outlives its sandbox", "reason", err)
 	}
@@ -141,7 +141,7 @@ func startDrivers(clk clock.Clock, set config.Config, toolboxServer string, log 
 		log.Warn("native sandboxes start more slowly: this binary is their init, as "+native.InitProgramName+" beside it was refused", "reason", err)
 	}
 	drivers := map[provider.Runtime]driver.Driver{provider.RuntimeNative: nat}
-	d, err := docker.New(clk)
+	d, err := docker.New(docker.WithClock(clk))
 	if err != nil {
 		log.Warn("docker runtime disabled", "err", err)
 		return drivers, nat, func() {}

@@ -87,7 +87,7 @@ type harness struct {
 
 func newHarness(t *testing.T, ready time.Duration) *harness {
 	t.Helper()
-	h := &harness{t: t, d: native.New(nil), gate: &sync.RWMutex{}, root: t.TempDir()}
+	h := &harness{t: t, d: native.New(), gate: &sync.RWMutex{}, root: t.TempDir()}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	base := l.Addr().(*net.TCPAddr).Port

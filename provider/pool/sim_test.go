@@ -40,7 +40,7 @@ func startSim(t *testing.T, minute time.Duration) (*simulator.Simulator, *dayton
 	root := t.TempDir()
 	t.Cleanup(func() { testdaemon.KillMarked(t, root) })
 	be, err := simulator.NewRuntimeBackend(simulator.RuntimeBackendConfig{
-		Runtime: native.New(clk), Clock: clk, Root: root,
+		Runtime: native.New(native.WithClock(clk)), Clock: clk, Root: root,
 		Command: []string{testdaemon.Binary(t), "toolbox"}, StopGrace: 2 * time.Second,
 	})
 	require.NoError(t, err)

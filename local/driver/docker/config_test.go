@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/local/driver"
-	"github.com/sandplane/sandplane/provider/clock"
 )
 
 func TestRewriteLoopback(t *testing.T) {
@@ -48,7 +47,7 @@ func TestContainerEnvKeepsNoProxy(t *testing.T) {
 }
 
 func TestContainerSpec(t *testing.T) {
-	r, err := New(clock.Real(), WithHost("tcp://127.0.0.1:1"))
+	r, err := New(WithHost("tcp://127.0.0.1:1"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 

@@ -88,6 +88,17 @@ var (
 // Option configures New.
 type Option func(*Driver) error
 
+// WithClock runs the driver's grace periods and polls on clk rather than
+// the real clock; nil keeps the real one.
+func WithClock(clk clock.Clock) Option {
+	return func(r *Driver) error {
+		if clk != nil {
+			r.clk = clk
+		}
+		return nil
+	}
+}
+
 // WithClient makes the runtime use cli, which the caller keeps and closes.
 func WithClient(cli *client.Client) Option {
 	return func(r *Driver) error {
@@ -140,8 +151,8 @@ func WithInit(on bool) Option {
 // default socket when unset). It does not contact the engine: use Ping to
 // learn whether one answers. unavailable: the environment names no usable
 // engine (a malformed DOCKER_HOST, unreadable TLS files).
-func New(clk clock.Clock, opts ...Option) (*Driver, error) {
-	r := &Driver{clk: clk, init: true, network: NetworkName}
+func New(opts ...Option) (*Driver, error) {
+	r := &Driver{clk: clock.Real(), init: true, network: NetworkName}
 	r.exits.r = r
 	for _, o := range opts {
 		if err := o(r); err != nil {

@@ -18,7 +18,6 @@ import (
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
 	"github.com/sandplane/sandplane/provider"
-	"github.com/sandplane/sandplane/provider/clock"
 )
 
 type serverInfo struct {
@@ -420,7 +419,7 @@ func TestShellWorkload(t *testing.T) {
 func TestDeadEngineIsUnavailable(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "docker.sock")
 	t.Setenv("DOCKER_HOST", "unix://"+sock)
-	rt, err := docker.New(clock.Real())
+	rt, err := docker.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	ctx := testContext(t)
@@ -448,7 +447,7 @@ func TestDeadEngineIsUnavailable(t *testing.T) {
 
 func TestMalformedDockerHost(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "not a host")
-	_, err := docker.New(clock.Real())
+	_, err := docker.New()
 	assert.Equal(t, provider.Unavailable, provider.Code(err), "%v", err)
 	assert.Contains(t, provider.Message(err), "DOCKER_HOST")
 }
@@ -458,7 +457,7 @@ func TestMalformedDockerHost(t *testing.T) {
 // runtime negotiates once, under a lock, first. Run with -race.
 func TestConcurrentFirstUse(t *testing.T) {
 	dockertest.Engine(t) // skips without an engine
-	r, err := docker.New(clock.Real())
+	r, err := docker.New()
 	require.NoError(t, err)
 	defer r.Close()
 	ctx := testContext(t)

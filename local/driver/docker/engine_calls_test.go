@@ -14,7 +14,6 @@ import (
 
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/docker"
-	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // callLog records the engine calls a runtime makes, as "METHOD /path"
@@ -68,7 +67,7 @@ func (h *harness) loggedRuntime(t *testing.T) (*docker.Driver, *callLog) {
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithHTTPClient(&http.Client{Transport: log}), client.WithAPIVersionNegotiation())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
-	rt, err := docker.New(clock.Real(), docker.WithClient(cli), docker.WithNetwork(h.network))
+	rt, err := docker.New(docker.WithClient(cli), docker.WithNetwork(h.network))
 	require.NoError(t, err)
 	return rt, log
 }

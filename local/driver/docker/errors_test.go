@@ -11,11 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/provider"
-	"github.com/sandplane/sandplane/provider/clock"
 )
 
 func TestClassify(t *testing.T) {
-	r, err := New(clock.Real(), WithHost("tcp://127.0.0.1:1"))
+	r, err := New(WithHost("tcp://127.0.0.1:1"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 

@@ -25,7 +25,6 @@ import (
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
-	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // The test image: the server under testdata, plus busybox as /bin/sh when
@@ -113,7 +112,7 @@ func newHarness(t testing.TB) *harness {
 // daemon would make.
 func (h *harness) newRuntime() *docker.Driver {
 	h.t.Helper()
-	rt, err := docker.New(clock.Real(), docker.WithNetwork(h.network))
+	rt, err := docker.New(docker.WithNetwork(h.network))
 	require.NoError(h.t, err)
 	h.t.Cleanup(func() { _ = rt.Close() })
 	return rt

@@ -38,7 +38,7 @@ func TestStartOnAHungEngineEnds(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 	clk := clocktest.NewFake(time.Now())
-	r, err := New(clk, WithClient(cli))
+	r, err := New(WithClock(clk), WithClient(cli))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 

@@ -19,7 +19,6 @@ import (
 	"github.com/sandplane/sandplane/local/driver/docker"
 	"github.com/sandplane/sandplane/local/driver/docker/dockertest"
 	"github.com/sandplane/sandplane/provider"
-	"github.com/sandplane/sandplane/provider/clock"
 )
 
 func randomTag(t *testing.T) string {
@@ -45,7 +44,7 @@ func copyToTemp(t *testing.T, data []byte) string {
 // the Debian base cannot be built.
 func TestToolboxImage(t *testing.T) {
 	cli := dockertest.Engine(t)
-	d, err := docker.New(clock.Real(), docker.WithToolboxBase(docker.ScratchBase))
+	d, err := docker.New(docker.WithToolboxBase(docker.ScratchBase))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -129,7 +128,7 @@ func TestToolboxImage(t *testing.T) {
 }
 
 func TestToolboxImageWithoutEngine(t *testing.T) {
-	d, err := docker.New(clock.Real(), docker.WithHost("unix://"+filepath.Join(t.TempDir(), "no-docker.sock")))
+	d, err := docker.New(docker.WithHost("unix://" + filepath.Join(t.TempDir(), "no-docker.sock")))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	log, _ := testLogger()
@@ -144,7 +143,7 @@ func TestToolboxImageWithoutEngine(t *testing.T) {
 // linked binary is fine there.
 func TestToolboxImageOnTheDebianBase(t *testing.T) {
 	cli := dockertest.Engine(t)
-	d, err := docker.New(clock.Real())
+	d, err := docker.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
@@ -197,7 +196,7 @@ func TestToolboxImageOnTheDebianBase(t *testing.T) {
 	})
 
 	t.Run("a named base that is missing is refused, naming the fix", func(t *testing.T) {
-		d, err := docker.New(clock.Real(), docker.WithToolboxBase("sandplane-missing-base:never"))
+		d, err := docker.New(docker.WithToolboxBase("sandplane-missing-base:never"))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = d.Close() })
 		err = docker.EnsureToolboxImageFrom(ctx, d, randomTag(t), self, "", log)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/provider"
-	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // missingHomeTarget is a directory under /home that does not exist on this
@@ -70,7 +69,7 @@ func TestBindsShowADirectoryElsewhereWithoutTouchingTheHost(t *testing.T) {
 func TestBindsOnAnExistingDirectoryLeaveItAlone(t *testing.T) {
 	for _, how := range starts {
 		t.Run(how, func(t *testing.T) {
-			r := New(clock.Real())
+			r := New()
 			requirePIDNamespaces(t, r)
 			target := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(target, "hosts-own"), []byte("x"), 0o600))
@@ -90,7 +89,7 @@ func TestBindsOnAnExistingDirectoryLeaveItAlone(t *testing.T) {
 }
 
 func TestBindsAreRefusedWithoutAMountNamespace(t *testing.T) {
-	r := New(clock.Real(), WithContainment(ContainProcessGroup))
+	r := New(WithContainment(ContainProcessGroup))
 	assert.False(t, r.CanBind())
 	spec := newSpec(t, "", "true")
 	spec.Binds = []driver.Bind{{Source: spec.Dir, Target: "/home/daytona"}}

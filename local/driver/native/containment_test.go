@@ -21,7 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandplane/sandplane/local/driver"
-	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // requirePIDNamespaces skips a test of PID namespace containment where the
@@ -38,7 +37,7 @@ func requirePIDNamespaces(t *testing.T, r *Driver) {
 // it does for an unprivileged daemon.
 func nsDriver(t *testing.T, userNS bool) *Driver {
 	t.Helper()
-	r := New(clock.Real())
+	r := New()
 	requirePIDNamespaces(t, r)
 	if userNS {
 		p := probeNamespaces(true)
@@ -212,12 +211,12 @@ func killMarked(id string) {
 }
 
 func TestContainmentIsReported(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	requirePIDNamespaces(t, r)
 	assert.Equal(t, ContainPIDNamespace, r.Containment())
 	assert.NoError(t, r.ContainmentFallback())
 
-	pg := New(clock.Real(), WithContainment(ContainProcessGroup))
+	pg := New(WithContainment(ContainProcessGroup))
 	assert.Equal(t, ContainProcessGroup, pg.Containment())
 	assert.Error(t, pg.ContainmentFallback())
 	var c driver.Containment = r
@@ -240,16 +239,16 @@ func TestNothingOutlivesTheSandbox(t *testing.T) {
 		{"stop after the daemon died", func(t *testing.T, _ *Driver, _ string, h driver.Handle) {
 			// A new value stands for the restarted daemon: it adopts the
 			// handle it finds in sandbox.json.
-			adopter := New(clock.Real())
+			adopter := New()
 			require.True(t, status(t, adopter, h).Running)
 			require.NoError(t, adopter.Stop(testCtx(t), h, hangGuard))
 		}},
 		{"remove after the daemon died", func(t *testing.T, _ *Driver, _ string, h driver.Handle) {
-			require.NoError(t, New(clock.Real()).Remove(testCtx(t), h))
+			require.NoError(t, New().Remove(testCtx(t), h))
 		}},
 		{"orphan swept after the daemon died", func(t *testing.T, _ *Driver, root string, h driver.Handle) {
 			// The handle never reached disk: only the marker finds it.
-			adopter := New(clock.Real())
+			adopter := New()
 			orphans, err := adopter.Orphans(testCtx(t), root, nil)
 			require.NoError(t, err)
 			require.Equal(t, []driver.Handle{h}, orphans, "one root per workload, however many sessions it made")
@@ -300,7 +299,7 @@ func TestNothingOutlivesTheSandbox(t *testing.T) {
 // TestProcessGroupsDoNotContainSetsid shows what the fallback does not
 // guarantee, and that TestNothingOutlivesTheSandbox would see it.
 func TestProcessGroupsDoNotContainSetsid(t *testing.T) {
-	r := New(clock.Real(), WithContainment(ContainProcessGroup))
+	r := New(WithContainment(ContainProcessGroup))
 	spec, h := startEscaping(t, r, "", "cold")
 
 	require.NoError(t, r.Stop(testCtx(t), h, hangGuard))
@@ -320,7 +319,7 @@ func TestProcessGroupsDoNotContainSetsid(t *testing.T) {
 }
 
 func TestInitReportsStartFailure(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	requirePIDNamespaces(t, r)
 	// Preflight found the command; it is gone by the time the init runs it.
 	bin := filepath.Join(t.TempDir(), "vanishing")

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
-	"github.com/sandplane/sandplane/provider/clock"
 )
 
 var builtInit struct {
@@ -86,7 +85,7 @@ func TestInitProgramIsCheckedBeforeUse(t *testing.T) {
 			if tt.path == "" {
 				t.Skip("only root can give a file to another user")
 			}
-			r := New(clock.Real(), WithInitProgram(tt.path))
+			r := New(WithInitProgram(tt.path))
 			if tt.refusal == "" {
 				assert.NoError(t, r.InitFallback())
 				assert.Equal(t, tt.path, r.InitProgram())
@@ -122,7 +121,7 @@ func copyOf(t *testing.T, src, dst string) string {
 // program that was checked, and nothing outlives it.
 func TestWorkloadRunsUnderTheInitProgram(t *testing.T) {
 	path := builtInitProgram(t)
-	r := New(clock.Real(), WithInitProgram(path))
+	r := New(WithInitProgram(path))
 	require.NoError(t, r.InitFallback())
 	requirePIDNamespaces(t, r)
 	require.NoError(t, os.Remove(path))

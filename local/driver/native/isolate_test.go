@@ -17,14 +17,13 @@ import (
 
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/provider"
-	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // isolatedRuntime is a runtime that can isolate with bubblewrap, or skips
 // the test saying what is missing.
 func isolatedRuntime(t *testing.T, opts ...Option) *Driver {
 	t.Helper()
-	r := New(clock.Real(), opts...)
+	r := New(opts...)
 	requirePIDNamespaces(t, r)
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("bubblewrap is not installed: apt-get install bubblewrap")
@@ -245,7 +244,7 @@ func TestIsolatedPortsAreForwardedToTheirSandboxPorts(t *testing.T) {
 }
 
 func TestUnisolatedSharesTheHostNetwork(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	spec := newSpec(t, "", "true")
 	assert.True(t, r.SharesHostNetwork(spec))
 	spec.Isolation = IsolationBwrap
@@ -315,7 +314,7 @@ func TestIsolationPreflight(t *testing.T) {
 			t.Setenv("PATH", t.TempDir())
 		}, "apt-get install bubblewrap"},
 		{"no PID namespaces", func(t *testing.T, _ ...Option) *Driver {
-			return New(clock.Real(), WithContainment(ContainProcessGroup))
+			return New(WithContainment(ContainProcessGroup))
 		}, func(t *testing.T, s *driver.Spec) {}, "needs PID namespaces"},
 		{"no port", isolatedRuntime, func(t *testing.T, s *driver.Spec) { s.Port = 0 }, "port 0"},
 	}

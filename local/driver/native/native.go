@@ -151,14 +151,21 @@ func WithParkable(paths ...string) Option {
 	}
 }
 
-// New returns a Driver whose grace periods and polls run on clk. It
-// contains workloads in PID namespaces when this platform and binary allow
-// (see Containment), and in process groups otherwise.
-func New(clk clock.Clock, opts ...Option) *Driver {
-	if clk == nil {
-		clk = clock.Real()
+// WithClock runs the driver's grace periods and polls on clk rather than
+// the real clock; nil keeps the real one.
+func WithClock(clk clock.Clock) Option {
+	return func(r *Driver) {
+		if clk != nil {
+			r.clk = clk
+		}
 	}
-	r := &Driver{clk: clk, children: make(map[procKey]*child), userNS: os.Geteuid() != 0}
+}
+
+// New returns a Driver. It contains workloads in PID namespaces when this
+// platform and binary allow (see Containment), and in process groups
+// otherwise.
+func New(opts ...Option) *Driver {
+	r := &Driver{clk: clock.Real(), children: make(map[procKey]*child), userNS: os.Geteuid() != 0}
 	for _, o := range opts {
 		o(r)
 	}

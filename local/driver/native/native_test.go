@@ -18,7 +18,6 @@ import (
 
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/provider"
-	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
 )
 
@@ -81,11 +80,11 @@ func status(t *testing.T, r *Driver, h driver.Handle) driver.Status {
 }
 
 func TestName(t *testing.T) {
-	assert.Equal(t, provider.RuntimeNative, New(clock.Real()).Name())
+	assert.Equal(t, provider.RuntimeNative, New().Name())
 }
 
 func TestLifecycle(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	spec := newSpec(t, "", "sh", "-c", `echo to-stdout; echo to-stderr >&2; exec sleep 30`)
 	h := start(t, r, spec)
 
@@ -123,7 +122,7 @@ func TestLifecycle(t *testing.T) {
 const ignoreTerm = `trap "" TERM; echo ready; sleep 30`
 
 func TestStopKillsWhatIgnoresTerm(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	spec := newSpec(t, "", "sh", "-c", ignoreTerm)
 	h := start(t, r, spec)
 	waitForLog(t, r, h, spec.Dir, "ready")
@@ -136,7 +135,7 @@ func TestStopKillsWhatIgnoresTerm(t *testing.T) {
 
 func TestStopGraceRunsOnTheInjectedClock(t *testing.T) {
 	clk := clocktest.NewFake(time.Time{})
-	r := New(clk)
+	r := New(WithClock(clk))
 	spec := newSpec(t, "", "sh", "-c", ignoreTerm)
 	h := start(t, r, spec)
 	waitForLog(t, r, h, spec.Dir, "ready")
@@ -161,7 +160,7 @@ func TestStopGraceRunsOnTheInjectedClock(t *testing.T) {
 func TestStopSweepsTheGroup(t *testing.T) {
 	for _, mode := range containments {
 		t.Run(mode, func(t *testing.T) {
-			r := New(clock.Real(), WithContainment(mode))
+			r := New(WithContainment(mode))
 			// The leader ends on SIGTERM at once; its child ignores it.
 			spec := newSpec(t, "", "sh", "-c",
 				`(trap "" TERM; exec sh -c 'echo "child $$"; echo ready; exec sleep 30') & wait`)
@@ -212,7 +211,7 @@ func TestExitReasons(t *testing.T) {
 				if mode != how {
 					opts, how = []Option{WithContainment(mode)}, "cold"
 				}
-				r := New(clock.Real(), opts...)
+				r := New(opts...)
 				h := startAs(t, r, newSpec(t, "", "sh", "-c", tt.script), how)
 				exit, err := r.Wait(testCtx(t), h)
 				require.NoError(t, err)
@@ -226,7 +225,7 @@ func TestExitReasons(t *testing.T) {
 }
 
 func TestKilledFromOutside(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	h := start(t, r, newSpec(t, "", "sleep", "30"))
 	require.True(t, status(t, r, h).Running)
 
@@ -238,13 +237,13 @@ func TestKilledFromOutside(t *testing.T) {
 }
 
 func TestAdoptedHandle(t *testing.T) {
-	spawner := New(clock.Real())
+	spawner := New()
 	h := start(t, spawner, newSpec(t, "", "sleep", "30"))
 
 	// A second value stands for the daemon after a restart: it did not
 	// spawn h and cannot reap it. Its clock never moves, so only the pidfd
 	// can tell it the process ended.
-	r := New(clocktest.NewFake(time.Time{}))
+	r := New(WithClock(clocktest.NewFake(time.Time{})))
 	assert.True(t, status(t, r, h).Running)
 
 	waited := make(chan driver.Exit, 1)
@@ -270,7 +269,7 @@ func TestAdoptedHandle(t *testing.T) {
 }
 
 func TestWaitReadableWakesOnExitAndOnCancel(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	h := start(t, r, newSpec(t, "", "sleep", "30"))
 	open := func() int {
 		fd, err := unix.PidfdOpen(h.PID, 0)
@@ -297,9 +296,9 @@ func TestWaitReadableWakesOnExitAndOnCancel(t *testing.T) {
 }
 
 func TestWaitHonoursContext(t *testing.T) {
-	spawner := New(clock.Real())
+	spawner := New()
 	h := start(t, spawner, newSpec(t, "", "sleep", "30"))
-	for name, r := range map[string]*Driver{"own child": spawner, "adopted": New(clock.Real())} {
+	for name, r := range map[string]*Driver{"own child": spawner, "adopted": New()} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			waited := make(chan error, 1)
@@ -320,14 +319,14 @@ func TestWaitHonoursContext(t *testing.T) {
 }
 
 func TestReusedPidIsNeverSignalled(t *testing.T) {
-	spawner := New(clock.Real())
+	spawner := New()
 	h := start(t, spawner, newSpec(t, "", "sleep", "30"))
 	// Same pid, another start time: what a handle looks like once its
 	// process has ended and the pid went to someone else.
 	stale := h
 	stale.StartTime++
 
-	for name, r := range map[string]*Driver{"spawner": spawner, "adopter": New(clock.Real())} {
+	for name, r := range map[string]*Driver{"spawner": spawner, "adopter": New()} {
 		t.Run(name, func(t *testing.T) {
 			st := status(t, r, stale)
 			assert.False(t, st.Running)
@@ -343,7 +342,7 @@ func TestReusedPidIsNeverSignalled(t *testing.T) {
 }
 
 func TestZeroHandleIsNotRunning(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	st := status(t, r, driver.Handle{})
 	assert.False(t, st.Running)
 	require.NoError(t, r.Stop(testCtx(t), driver.Handle{}, 0))
@@ -353,7 +352,7 @@ func TestZeroHandleIsNotRunning(t *testing.T) {
 }
 
 func TestDetached(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	ctx, cancel := context.WithCancel(context.Background())
 	h, err := r.Start(ctx, newSpec(t, "", "sleep", "30"))
 	require.NoError(t, err)
@@ -379,7 +378,7 @@ func TestDetached(t *testing.T) {
 }
 
 func TestOrphans(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	root := t.TempDir()
 	// A shell with a child of its own: only the session leader counts.
 	orphanSpec := newSpec(t, root, "sh", "-c", "sleep 30 & echo started; wait")
@@ -446,7 +445,7 @@ func TestPreflight(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := newSpec(t, "", "sh", "-c", "true")
 			tt.edit(&spec)
-			err := New(clock.Real()).Preflight(testCtx(t), spec)
+			err := New().Preflight(testCtx(t), spec)
 			assert.Equal(t, tt.want, provider.Code(err), "%v", err)
 			if tt.mention != "" {
 				assert.ErrorContains(t, err, tt.mention)
@@ -456,7 +455,7 @@ func TestPreflight(t *testing.T) {
 }
 
 func TestStartFailsCleanly(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	spec := newSpec(t, "", "sandplane-no-such-command")
 	_, err := r.Start(testCtx(t), spec)
 	assert.Equal(t, provider.PreflightFailed, provider.Code(err), "%v", err)
@@ -492,7 +491,7 @@ func TestEnvironmentIsExactlyTheSpecs(t *testing.T) {
 	for _, how := range starts {
 		for _, tt := range tests {
 			t.Run(how+"/"+tt.name, func(t *testing.T) {
-				r := New(clock.Real())
+				r := New()
 				spec := newSpec(t, "", "env")
 				spec.Env = tt.env
 				out := runAs(t, r, spec, how)
@@ -518,7 +517,7 @@ func TestWorkingDirectory(t *testing.T) {
 	for _, how := range starts {
 		for _, tt := range tests {
 			t.Run(how+"/"+tt.name, func(t *testing.T) {
-				r := New(clock.Real())
+				r := New()
 				exe, err := os.Executable()
 				require.NoError(t, err)
 				spec := newSpec(t, "", exe)
@@ -532,7 +531,7 @@ func TestWorkingDirectory(t *testing.T) {
 }
 
 func TestLogsAccumulateAcrossStarts(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	spec := newSpec(t, "", "sh", "-c", "echo run")
 	var h driver.Handle
 	for range 2 {
@@ -551,18 +550,18 @@ func TestLogsAreCappedAndMissingIsEmpty(t *testing.T) {
 	big := append(bytes.Repeat([]byte("a"), maxLogBytes), []byte("tail")...)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, stderrLog), big, 0o600))
 
-	out, errb, err := New(clock.Real()).Logs(testCtx(t), driver.Handle{}, dir)
+	out, errb, err := New().Logs(testCtx(t), driver.Handle{}, dir)
 	require.NoError(t, err)
 	assert.Empty(t, out)
 	assert.Len(t, errb, maxLogBytes)
 	assert.True(t, bytes.HasSuffix(errb, []byte("aatail")), "kept the oldest bytes, not the newest")
 
-	_, _, err = New(clock.Real()).Logs(testCtx(t), driver.Handle{}, "")
+	_, _, err = New().Logs(testCtx(t), driver.Handle{}, "")
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err), "%v", err)
 }
 
 func BenchmarkSpawn(b *testing.B) {
-	r := New(clock.Real())
+	r := New()
 	root := b.TempDir()
 	spec := driver.Spec{SandboxID: "bench", Root: root, Dir: root, Command: []string{"true"},
 		Env: map[string]string{"PATH": os.Getenv("PATH")}}
@@ -606,7 +605,7 @@ func TestChildrenHoldNoThreadEach(t *testing.T) {
 	const n = 100
 	for _, mode := range containments {
 		t.Run(mode, func(t *testing.T) {
-			r := New(clock.Real(), WithContainment(mode))
+			r := New(WithContainment(mode))
 			if mode == ContainPIDNamespace && r.Containment() != mode {
 				t.Skipf("no PID namespaces here: %v", r.ContainmentFallback())
 			}

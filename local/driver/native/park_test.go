@@ -19,7 +19,6 @@ import (
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
-	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
 )
 
@@ -30,7 +29,7 @@ const parkVar = "NATIVE_TEST_PARK"
 
 // parkAndWait is the test binary in parkVar's mode.
 func parkAndWait(root string) {
-	r := New(clock.Real())
+	r := New()
 	r.Warm(driver.Spec{Root: root, SandboxID: "x"})
 	if r.parked == nil {
 		os.Exit(1)
@@ -98,7 +97,7 @@ func runAs(t *testing.T, r *Driver, spec driver.Spec, how string) string {
 }
 
 func TestParkable(t *testing.T) {
-	requirePIDNamespaces(t, New(clock.Real()))
+	requirePIDNamespaces(t, New())
 	spec := newSpec(t, "", "true")
 	tests := []struct {
 		name string
@@ -109,7 +108,7 @@ func TestParkable(t *testing.T) {
 		{"plain", func(*driver.Spec) {}, nil, true},
 		{"bwrap isolation", func(s *driver.Spec) { s.Isolation = IsolationBwrap }, nil, false},
 		{"bwrap by default", func(*driver.Spec) {}, []Option{WithIsolation(IsolationBwrap)}, false},
-		{"binds", func(s *driver.Spec) { s.Binds = []driver.Bind{{Source: "/tmp", Target: "/data"}} }, nil, New(clock.Real()).CanBind()},
+		{"binds", func(s *driver.Spec) { s.Binds = []driver.Bind{{Source: "/tmp", Target: "/data"}} }, nil, New().CanBind()},
 		{"id longer than the room kept for it", func(s *driver.Spec) { s.SandboxID = strings.Repeat("a", maxParkedID+1) }, nil, false},
 		{"process groups", func(*driver.Spec) {}, []Option{WithContainment(ContainProcessGroup)}, false},
 	}
@@ -117,7 +116,7 @@ func TestParkable(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := spec
 			tt.edit(&s)
-			assert.Equal(t, tt.want, New(clock.Real(), tt.opts...).parkable(s))
+			assert.Equal(t, tt.want, New(tt.opts...).parkable(s))
 		})
 	}
 }
@@ -126,7 +125,7 @@ func TestParkable(t *testing.T) {
 // handed one it shows the workload's marks and nothing else of its
 // environment (values are secret), before the workload runs.
 func TestParkedInitShowsOnlyTheMarks(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	requirePIDNamespaces(t, r)
 	spec := newSpec(t, "", "sleep", "1000")
 	spec.Env["SECRET"] = "s3cret-value"
@@ -164,7 +163,7 @@ func names(environ []byte) []string {
 // A parked init ends with the process that parked it, SIGKILL included:
 // it holds nothing of a workload, and its control socket closes.
 func TestParkedInitEndsWithItsParent(t *testing.T) {
-	requirePIDNamespaces(t, New(clock.Real()))
+	requirePIDNamespaces(t, New())
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	parent := exec.Command(exe)
@@ -187,7 +186,7 @@ func TestParkedInitEndsWithItsParent(t *testing.T) {
 // A parked init gone before its request (killed, or on a platform where it
 // cannot park) costs a cold start, and turns parking off.
 func TestColdStartWhenTheParkedInitIsGone(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	requirePIDNamespaces(t, r)
 	spec := newSpec(t, "", "sleep", "1000")
 	pid := warmed(t, r, spec)
@@ -206,7 +205,7 @@ func TestColdStartWhenTheParkedInitIsGone(t *testing.T) {
 func TestStartFailureReported(t *testing.T) {
 	for _, how := range starts {
 		t.Run(how, func(t *testing.T) {
-			r := New(clock.Real())
+			r := New()
 			requirePIDNamespaces(t, r)
 			// Executable, so Start resolves it; its interpreter does not
 			// exist, so the exec fails.
@@ -226,7 +225,7 @@ func TestStartFailureReported(t *testing.T) {
 }
 
 func TestCoolEndsTheParkedInit(t *testing.T) {
-	r := New(clock.Real())
+	r := New()
 	requirePIDNamespaces(t, r)
 	spec := newSpec(t, "", "sleep", "1000")
 	pid := warmed(t, r, spec)
@@ -250,7 +249,7 @@ func TestRelativeRoot(t *testing.T) {
 			require.NoError(t, os.MkdirAll(filepath.Join("state", "sb"), 0o700))
 			spec := driver.Spec{SandboxID: "sb", Root: "state", Dir: filepath.Join("state", "sb"),
 				Command: []string{exe}, Env: map[string]string{getwdVar: "1"}}
-			r := New(clock.Real())
+			r := New()
 			assert.Equal(t, filepath.Join(base, "state", "sb")+"\n", runAs(t, r, spec, how))
 		})
 	}
@@ -417,7 +416,7 @@ sleep 1000
 // rather than holding it for good: a create's context has no deadline.
 func TestStartOfAnInitThatNeverReports(t *testing.T) {
 	clk := clocktest.NewFake(time.Time{})
-	r := New(clk)
+	r := New(WithClock(clk))
 	requirePIDNamespaces(t, r)
 	spec := newSpec(t, "", "true")
 	spec.Env[hangInitVar] = "1"

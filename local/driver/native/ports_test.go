@@ -21,7 +21,6 @@ import (
 
 	"github.com/sandplane/sandplane/internal/procfs"
 	"github.com/sandplane/sandplane/local/driver"
-	"github.com/sandplane/sandplane/provider/clock"
 )
 
 // busybox returns the path of a busybox binary, whose httpd makes a
@@ -87,7 +86,7 @@ func killPIDFile(t *testing.T, p string) {
 // session say what is the sandbox's.
 func TestListeningPortsAreTheSandboxs(t *testing.T) {
 	bb := busybox(t)
-	r := New(clock.Real(), WithContainment(ContainProcessGroup))
+	r := New(WithContainment(ContainProcessGroup))
 	direct, background, v6, escaped := freeTCPPort(t), freeTCPPort(t), freeTCPPort(t), freeTCPPort(t)
 	spec := newSpec(t, "")
 	escapedPID := filepath.Join(spec.Dir, "escaped.pid")
@@ -150,7 +149,7 @@ func TestListeningPortsInAPIDNamespace(t *testing.T) {
 	if out, err := exec.Command("unshare", "--pid", "--fork", "true").CombinedOutput(); err != nil {
 		t.Skipf("cannot make a PID namespace here (needs root or user namespaces): %v: %s", err, out)
 	}
-	r := New(clock.Real())
+	r := New()
 	port := freeTCPPort(t)
 	spec := newSpec(t, "")
 	// Inside the namespace the server leaves the session and is reparented

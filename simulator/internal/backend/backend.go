@@ -1,4 +1,4 @@
-package simulator
+package backend
 
 import (
 	"context"
@@ -87,17 +87,16 @@ func notListening(sandboxID string, port int) error {
 	return fmt.Errorf("%w: no process of sandbox %s listens on port %d", ErrNotListening, sandboxID, port)
 }
 
-type noneBackend struct{}
-
-// NoneBackend makes the simulator a pure state machine: sandboxes have no
+// None makes the simulator a pure state machine: sandboxes have no
 // workload, so toolbox and preview requests fail, and every operation is
-// free. It is the choice for large, fast runs.
-func NoneBackend() Backend { return noneBackend{} }
+// free. It is the choice for large, fast runs. A fake backend in a test
+// embeds it and overrides what it needs.
+type None struct{}
 
-func (noneBackend) Name() string                                     { return "none" }
-func (noneBackend) Start(context.Context, Workload) (string, error)  { return "", nil }
-func (noneBackend) Stop(context.Context, string, bool) error         { return nil }
-func (noneBackend) Remove(context.Context, string) error             { return nil }
-func (noneBackend) Toolbox(context.Context, string) (Route, error)   { return Route{}, ErrNoWorkload }
-func (noneBackend) Port(context.Context, string, int) (Route, error) { return Route{}, ErrNoWorkload }
-func (noneBackend) Close() error                                     { return nil }
+func (None) Name() string                                     { return "none" }
+func (None) Start(context.Context, Workload) (string, error)  { return "", nil }
+func (None) Stop(context.Context, string, bool) error         { return nil }
+func (None) Remove(context.Context, string) error             { return nil }
+func (None) Toolbox(context.Context, string) (Route, error)   { return Route{}, ErrNoWorkload }
+func (None) Port(context.Context, string, int) (Route, error) { return Route{}, ErrNoWorkload }
+func (None) Close() error                                     { return nil }

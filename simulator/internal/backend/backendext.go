@@ -1,4 +1,4 @@
-package simulator
+package backend
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 // The optional capabilities of a Backend beyond running workloads. The
 // simulator asks for each with a type assertion and, where a backend lacks
 // one, keeps Daytona's answers as records only and says so (see
-// warningHeader).
+// the simulator's Warning header).
 
 // ImageBackend is implemented by backends whose sandboxes run a snapshot's
 // own image (docker). Without it a snapshot is a record, and its sandboxes
@@ -94,8 +94,8 @@ type Link struct {
 	OwnerName string
 }
 
-// networkNote is what a backend without NetworkBackend tells the caller.
-func networkNote(be Backend) string {
+// NetworkNote is what a backend without NetworkBackend tells the caller.
+func NetworkNote(be Backend) string {
 	if _, ok := be.(NetworkBackend); ok {
 		return ""
 	}

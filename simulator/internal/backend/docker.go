@@ -1,4 +1,4 @@
-package simulator
+package backend
 
 import (
 	"archive/tar"
@@ -34,22 +34,22 @@ import (
 )
 
 // Names of what the docker backend makes on the engine, each labelled
-// labelSim so that it can be told from anything else there.
+// LabelSim so that it can be told from anything else there.
 const (
-	labelSim = "io.sandplane.simulator"
-	// labelSimOwner names the simulator process that made a container
-	// (ownerLabel), so that one that died without removing it (kill -9)
+	LabelSim = "io.sandplane.simulator"
+	// LabelSimOwner names the simulator process that made a container
+	// (OwnerLabel), so that one that died without removing it (kill -9)
 	// leaves nothing the next one cannot sweep.
-	labelSimOwner = "io.sandplane.simulator.owner"
-	// labelSimSandbox holds the id of the simulator sandbox a container
+	LabelSimOwner = "io.sandplane.simulator.owner"
+	// LabelSimSandbox holds the id of the simulator sandbox a container
 	// runs; its name holds the workload id (see workload.id).
-	labelSimSandbox = "io.sandplane.simulator.sandbox"
-	// blockedNetwork is the internal network (no route out, no traffic
+	LabelSimSandbox = "io.sandplane.simulator.sandbox"
+	// BlockedNetwork is the internal network (no route out, no traffic
 	// between its containers) a sandbox with networkBlockAll is moved to.
-	blockedNetwork = "sandplane-sim-blocked"
-	// linkNetworkPrefix + the owner's id is the internal network an owner
+	BlockedNetwork = "sandplane-sim-blocked"
+	// LinkNetworkPrefix + the owner's id is the internal network an owner
 	// shares with the sandboxes linked to it, where it answers to its name.
-	linkNetworkPrefix = "sandplane-sim-link-"
+	LinkNetworkPrefix = "sandplane-sim-link-"
 	// volumePrefix + the volume's id is a volume's engine volume.
 	volumePrefix = "sandplane-sim-vol-"
 	// snapshotRepo holds the images of snapshots.
@@ -65,7 +65,7 @@ type dockerExt struct {
 	// instance tells this backend's images from those of another
 	// simulator with the same seed (see tagOf).
 	instance string
-	// owner is this simulator's labelSimOwner.
+	// owner is this simulator's LabelSimOwner.
 	owner string
 
 	mu sync.Mutex
@@ -93,7 +93,7 @@ var (
 )
 
 func newDockerBackend(b *runtimeBackend) Backend {
-	b.ext = &dockerExt{b: b, cli: b.cfg.Docker, instance: uuid.NewString()[:8], owner: ownerLabel(),
+	b.ext = &dockerExt{b: b, cli: b.cfg.Docker, instance: uuid.NewString()[:8], owner: OwnerLabel(),
 		home: map[string][]string{}, linked: map[string]string{}, limited: map[string]bool{},
 		images: map[string]bool{}, volumes: map[string]bool{}, networks: map[string]bool{}}
 	ctx, cancel := clock.WithTimeout(context.Background(), b.cfg.Clock, sweepTimeout)
@@ -110,7 +110,7 @@ const sweepTimeout = 30 * time.Second
 // owner label names a simulator process that is gone. Its state went with
 // it, so nothing could ever find them again.
 func (e *dockerExt) sweep(ctx context.Context) {
-	key := docker.LabelPrefix + labelSimOwner
+	key := docker.LabelPrefix + LabelSimOwner
 	list, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", key))})
 	if err != nil {
 		e.b.cfg.Logger.Warn("list the containers of simulators that are gone", "err", err)
@@ -182,9 +182,9 @@ func shortID(id string) string {
 	return id
 }
 
-// containerIP is the default WorkloadAddr of a docker backend: the running
+// ContainerIP is the default WorkloadAddr of a docker backend: the running
 // container's IP on its network, which the host reaches directly on Linux.
-func containerIP(cli *client.Client) func(context.Context, driver.Handle) (netip.Addr, error) {
+func ContainerIP(cli *client.Client) func(context.Context, driver.Handle) (netip.Addr, error) {
 	return func(ctx context.Context, h driver.Handle) (netip.Addr, error) {
 		c, err := cli.ContainerInspect(ctx, h.ContainerID)
 		if err != nil {
@@ -289,9 +289,9 @@ func (e *dockerExt) derived(ctx context.Context, base, snapshotID string) (strin
 	}
 	wd := info.Config.WorkingDir
 	if wd == "" {
-		wd = nativeHome
+		wd = NativeHome
 	}
-	fmt.Fprintf(&b, "WORKDIR %s\nENTRYPOINT %s\nCMD []\nLABEL %s=%q\n", wd, epJSON, labelSim, "snapshot")
+	fmt.Fprintf(&b, "WORKDIR %s\nENTRYPOINT %s\nCMD []\nLABEL %s=%q\n", wd, epJSON, LabelSim, "snapshot")
 	return b.String(), nil
 }
 
@@ -317,7 +317,7 @@ func (e *dockerExt) build(ctx context.Context, tag string, files map[string]stri
 		return err
 	}
 	resp, err := e.cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{
-		Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: map[string]string{labelSim: "image"},
+		Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: map[string]string{LabelSim: "image"},
 	})
 	if err != nil {
 		return err
@@ -348,7 +348,7 @@ func (d dockerBackend) CommitSandbox(ctx context.Context, sandboxID, snapshotID 
 	ref := snapshotRepo + ":" + d.ext.tagOf(snapshotID)
 	_, err := d.ext.cli.ContainerCommit(ctx, d.ext.containerName(sandboxID), container.CommitOptions{
 		Reference: ref,
-		Config:    &container.Config{Labels: map[string]string{labelSim: "snapshot"}},
+		Config:    &container.Config{Labels: map[string]string{LabelSim: "snapshot"}},
 	})
 	if err != nil {
 		return "", fmt.Errorf("commit the sandbox's container: %w", err)
@@ -357,22 +357,22 @@ func (d dockerBackend) CommitSandbox(ctx context.Context, sandboxID, snapshotID 
 	return ref, nil
 }
 
-func volumeName(volumeID string) string { return volumePrefix + volumeID }
+func VolumeName(volumeID string) string { return volumePrefix + volumeID }
 
 func (d dockerBackend) CreateVolume(ctx context.Context, volumeID string) error {
-	_, err := d.ext.cli.VolumeCreate(ctx, dockervolume.CreateOptions{Name: volumeName(volumeID), Labels: map[string]string{labelSim: "volume"}})
+	_, err := d.ext.cli.VolumeCreate(ctx, dockervolume.CreateOptions{Name: VolumeName(volumeID), Labels: map[string]string{LabelSim: "volume"}})
 	if err == nil {
-		d.ext.note(d.ext.volumes, volumeName(volumeID), true)
+		d.ext.note(d.ext.volumes, VolumeName(volumeID), true)
 	}
 	return err
 }
 
 func (d dockerBackend) RemoveVolume(ctx context.Context, volumeID string) error {
-	err := d.ext.cli.VolumeRemove(ctx, volumeName(volumeID), true)
+	err := d.ext.cli.VolumeRemove(ctx, VolumeName(volumeID), true)
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return err
 	}
-	d.ext.note(d.ext.volumes, volumeName(volumeID), false)
+	d.ext.note(d.ext.volumes, VolumeName(volumeID), false)
 	return nil
 }
 
@@ -386,13 +386,13 @@ func (dockerBackend) VolumeMountNote() string {
 // the runtime's readiness check reaches it through the published port.
 func (e *dockerExt) prepare(ctx context.Context, spec *driver.Spec, w Workload) error {
 	if e.owner != "" {
-		spec.Labels[labelSimOwner] = e.owner
+		spec.Labels[LabelSimOwner] = e.owner
 	}
 	if w.Image != "" {
 		spec.Image = w.Image
 	}
 	for _, m := range w.Volumes {
-		spec.Mounts = append(spec.Mounts, driver.Mount{Volume: volumeName(m.VolumeID), Subpath: m.Subpath, Target: m.MountPath})
+		spec.Mounts = append(spec.Mounts, driver.Mount{Volume: VolumeName(m.VolumeID), Subpath: m.Subpath, Target: m.MountPath})
 	}
 	return e.restoreHome(ctx, w.SandboxID)
 }
@@ -425,7 +425,7 @@ func (e *dockerExt) removed(ctx context.Context, sandboxID string) {
 	delete(e.linked, sandboxID)
 	delete(e.limited, sandboxID)
 	e.mu.Unlock()
-	own := linkNetworkPrefix + sandboxID
+	own := LinkNetworkPrefix + sandboxID
 	e.dropNetwork(ctx, own, true)
 	if link != "" && link != own {
 		// A follower removed with its owner (the delete cascades) may still
@@ -485,7 +485,7 @@ func (d dockerBackend) ApplyNetwork(ctx context.Context, sandboxID string, p Net
 // applyNetwork enforces networkBlockAll: the container sends only over
 // loopback and in answer (egress.Limit with nothing allowed), leaves every
 // network but the simulator's internal ones (the link network stays: its
-// members have no route out either) and joins blockedNetwork, whose address
+// members have no route out either) and joins BlockedNetwork, whose address
 // the simulator's proxy still reaches. Otherwise networkAllowList limits what
 // the container may reach (limitEgress), and then it is back on its own
 // networks: in that order, so that a block lifted under a list never
@@ -515,7 +515,7 @@ func (e *dockerExt) applyNetwork(ctx context.Context, sandboxID string, p Networ
 	if err != nil {
 		return "", fmt.Errorf("inspect the sandbox's container: %w", err)
 	}
-	if err := e.ensureNetwork(ctx, blockedNetwork, false); err != nil {
+	if err := e.ensureNetwork(ctx, BlockedNetwork, false); err != nil {
 		return "", err
 	}
 	e.mu.Lock()
@@ -523,14 +523,14 @@ func (e *dockerExt) applyNetwork(ctx context.Context, sandboxID string, p Networ
 	e.mu.Unlock()
 	var left []string
 	for n := range c.NetworkSettings.Networks {
-		if n == blockedNetwork || n == link || strings.HasPrefix(n, linkNetworkPrefix) {
+		if n == BlockedNetwork || n == link || strings.HasPrefix(n, LinkNetworkPrefix) {
 			continue
 		}
 		left = append(left, n)
 	}
-	if _, on := c.NetworkSettings.Networks[blockedNetwork]; !on {
-		if err := e.cli.NetworkConnect(ctx, blockedNetwork, c.ID, nil); err != nil {
-			return "", fmt.Errorf("move the container to %s: %w", blockedNetwork, err)
+	if _, on := c.NetworkSettings.Networks[BlockedNetwork]; !on {
+		if err := e.cli.NetworkConnect(ctx, BlockedNetwork, c.ID, nil); err != nil {
+			return "", fmt.Errorf("move the container to %s: %w", BlockedNetwork, err)
 		}
 	}
 	if len(left) > 0 {
@@ -698,9 +698,9 @@ func (e *dockerExt) restoreHome(ctx context.Context, sandboxID string) error {
 			}
 		}
 	}
-	if _, on := c.NetworkSettings.Networks[blockedNetwork]; on {
-		if err := e.cli.NetworkDisconnect(ctx, blockedNetwork, c.ID, true); err != nil && !cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("take the container off %s: %w", blockedNetwork, err)
+	if _, on := c.NetworkSettings.Networks[BlockedNetwork]; on {
+		if err := e.cli.NetworkDisconnect(ctx, BlockedNetwork, c.ID, true); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("take the container off %s: %w", BlockedNetwork, err)
 		}
 	}
 	return nil
@@ -709,7 +709,7 @@ func (e *dockerExt) restoreHome(ctx context.Context, sandboxID string) error {
 // link puts a follower and its owner on the owner's link network, where the
 // owner answers to its name.
 func (e *dockerExt) link(ctx context.Context, sandboxID string, l Link) error {
-	name := linkNetworkPrefix + l.OwnerID
+	name := LinkNetworkPrefix + l.OwnerID
 	if err := e.ensureNetwork(ctx, name, true); err != nil {
 		return err
 	}
@@ -755,7 +755,7 @@ func (e *dockerExt) ensureNetwork(ctx context.Context, name string, icc bool) er
 		Driver:   "bridge",
 		Internal: true,
 		Options:  map[string]string{"com.docker.network.bridge.enable_icc": fmt.Sprint(icc)},
-		Labels:   map[string]string{labelSim: "network"},
+		Labels:   map[string]string{LabelSim: "network"},
 	})
 	if err != nil && !cerrdefs.IsConflict(err) {
 		return fmt.Errorf("create network %s: %w", name, err)

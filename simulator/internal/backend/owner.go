@@ -1,4 +1,4 @@
-package simulator
+package backend
 
 import (
 	"errors"
@@ -23,14 +23,15 @@ func bootID() string {
 	return strings.TrimSpace(string(b))
 }
 
-// ownerLabel names this simulator process for good, as the value of
-// labelSimOwner on what it makes on the engine.
-func ownerLabel() string { return ownerOf(bootID(), os.Getpid()) }
+// OwnerLabel names this simulator process for good, as the value of
+// LabelSimOwner on what it makes on the engine.
+func OwnerLabel() string { return OwnerOf(os.Getpid()) }
 
-// ownerOf names process pid of the boot: the boot, and the process's pid
+// OwnerOf names process pid of this boot: the boot, and the process's pid
 // and start time, which a later process given the same pid does not
 // share. "" where /proc cannot tell.
-func ownerOf(boot string, pid int) string {
+func OwnerOf(pid int) string {
+	boot := bootID()
 	if boot == "" {
 		return ""
 	}

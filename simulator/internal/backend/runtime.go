@@ -1,4 +1,4 @@
-package simulator
+package backend
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -29,8 +30,8 @@ import (
 	"github.com/sandplane/sandplane/toolbox"
 )
 
-// RuntimeBackendConfig configures NewRuntimeBackend.
-type RuntimeBackendConfig struct {
+// RuntimeConfig configures NewRuntime.
+type RuntimeConfig struct {
 	// Runtime spawns the workloads (native or docker).
 	Runtime driver.Driver
 	// Clock paces readiness polls and grace periods. Default: clock.Real().
@@ -60,7 +61,7 @@ type RuntimeBackendConfig struct {
 	WorkloadAddr func(ctx context.Context, h driver.Handle) (netip.Addr, error)
 	// Docker is the engine client of a docker Runtime. With it the backend
 	// also runs snapshot images, mounts volumes, enforces network settings,
-	// links sandboxes and resizes them (dockerext.go).
+	// links sandboxes and resizes them (docker.go).
 	Docker *client.Client
 	// Logger receives what cleaning up after a failed start could not do.
 	// Default: slog.Default().
@@ -71,18 +72,18 @@ type RuntimeBackendConfig struct {
 // value the proxy sends to the toolbox as X-Daytona-Preview-Token.
 const TokenEnv = "SANDPLANE_SANDBOX_TOKEN"
 
-// tokenFile holds the sandbox's secret in its state directory, 0600.
-const tokenFile = "sandbox-token"
+// TokenFile holds the sandbox's secret in its state directory, 0600.
+const TokenFile = "sandbox-token"
 
 type runtimeBackend struct {
-	cfg RuntimeBackendConfig
+	cfg RuntimeConfig
 	// launcher brings workloads up, as the daemon's manager does.
 	launcher *launcher.Launcher
 
 	mu        sync.Mutex
 	workloads map[string]*workload
 
-	// ext holds the docker capabilities (dockerext.go), nil elsewhere.
+	// ext holds the docker capabilities (docker.go), nil elsewhere.
 	ext *dockerExt
 }
 
@@ -103,9 +104,9 @@ type workload struct {
 	transport *http.Transport
 }
 
-// NewRuntimeBackend returns a Backend that runs each sandbox's workload on a
+// NewRuntime returns a Backend that runs each sandbox's workload on a
 // local runtime, so toolbox calls run real commands on real files.
-func NewRuntimeBackend(cfg RuntimeBackendConfig) (Backend, error) {
+func NewRuntime(cfg RuntimeConfig) (Backend, error) {
 	if cfg.Runtime == nil {
 		return nil, errors.New("simulator: runtime backend without a runtime")
 	}
@@ -125,7 +126,7 @@ func NewRuntimeBackend(cfg RuntimeBackendConfig) (Backend, error) {
 		cfg.StopGrace = 10 * time.Second
 	}
 	if cfg.WorkloadAddr == nil && cfg.Docker != nil {
-		cfg.WorkloadAddr = containerIP(cfg.Docker)
+		cfg.WorkloadAddr = ContainerIP(cfg.Docker)
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.Root, "sandboxes"), 0o700); err != nil {
 		return nil, fmt.Errorf("simulator: create state directory: %w", err)
@@ -236,16 +237,17 @@ func (b *runtimeBackend) launchRequest(w Workload, wl *workload, home, token str
 		Dir:       wl.dir,
 		Command:   b.cfg.Command,
 		Image:     b.cfg.Image,
-		Labels:    map[string]string{labelSim: "true", labelSimSandbox: w.SandboxID},
+		Labels:    map[string]string{LabelSim: "true", LabelSimSandbox: w.SandboxID},
 	}
 	if b.native() {
 		spec.WorkDir = home
 		if b.bindsHome() {
-			spec.Binds = []driver.Bind{{Source: home, Target: nativeHome}}
-			spec.WorkDir = nativeHome
+			spec.Binds = []driver.Bind{{Source: home, Target: NativeHome}}
+			spec.WorkDir = NativeHome
 		}
 	}
-	secrets := copyMap(w.Env)
+	secrets := make(map[string]string, len(w.Env)+1)
+	maps.Copy(secrets, w.Env)
 	secrets[TokenEnv] = token
 	return launcher.Request{
 		Spec:       spec,
@@ -288,7 +290,7 @@ func newTransport() *http.Transport {
 // sandboxToken returns the sandbox's secret, made on its first start:
 // 32 random bytes, URL-safe base64, in dir/sandbox-token (0600).
 func sandboxToken(dir string) (string, error) {
-	p := filepath.Join(dir, tokenFile)
+	p := filepath.Join(dir, TokenFile)
 	b, err := os.ReadFile(p)
 	if err == nil && len(bytes.TrimSpace(b)) >= 43 {
 		return string(bytes.TrimSpace(b)), nil
@@ -344,11 +346,11 @@ func (b *runtimeBackend) environ(w Workload, home string, port int, token string
 		"USER": w.User,
 	}
 	if b.bindsHome() {
-		env["HOME"] = nativeHome
+		env["HOME"] = NativeHome
 	} else if b.native() {
 		// No mount namespace to show the home at /home/daytona: the
 		// toolbox maps that path onto it in the paths requests name.
-		env[toolbox.HomeAliasEnv] = nativeHome
+		env[toolbox.HomeAliasEnv] = NativeHome
 	}
 	if !b.native() {
 		env["HOME"] = "/home/daytona"

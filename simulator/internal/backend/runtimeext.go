@@ -1,4 +1,4 @@
-package simulator
+package backend
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 
 // The capabilities of the runtime backend beyond Backend, by runtime: the
 // native one maps volumes onto host directories; the docker one (with
-// RuntimeBackendConfig.Docker) adds snapshot images, engine volumes,
-// network settings, links and resize (dockerext.go).
+// RuntimeConfig.Docker) adds snapshot images, engine volumes,
+// network settings, links and resize (docker.go).
 
 // nativeBackend is the runtime backend on native processes.
 type nativeBackend struct{ *runtimeBackend }
@@ -79,21 +79,21 @@ func (n nativeBackend) RemoveVolume(_ context.Context, volumeID string) error {
 	return os.RemoveAll(n.volumeDir(volumeID))
 }
 
-// nativeHome is the Daytona home that a native sandbox's own home
+// NativeHome is the Daytona home that a native sandbox's own home
 // directory stands for in mount paths.
-const nativeHome = "/home/daytona"
+const NativeHome = "/home/daytona"
 
 func (n nativeBackend) VolumeMountNote() string {
 	if n.bindsHome() {
-		return "native sandboxes see host paths but their home at " + nativeHome + ": a volume mounted at " + nativeHome + "/X is there, and one at any other /P is $HOME/P (a link to the volume's directory)"
+		return "native sandboxes see host paths but their home at " + NativeHome + ": a volume mounted at " + NativeHome + "/X is there, and one at any other /P is $HOME/P (a link to the volume's directory)"
 	}
-	return "native sandboxes see host paths: a volume mounted at " + nativeHome + "/X is $HOME/X of the sandbox, and one at any other /P is $HOME/P (a link to the volume's directory)"
+	return "native sandboxes see host paths: a volume mounted at " + NativeHome + "/X is $HOME/X of the sandbox, and one at any other /P is $HOME/P (a link to the volume's directory)"
 }
 
 // nativeMountPath is where mountPath shows up in a native sandbox whose
 // home directory is home: under the home, as VolumeMountNote says.
 func nativeMountPath(home, mountPath string) string {
-	rel := strings.TrimPrefix(mountPath, nativeHome+"/")
+	rel := strings.TrimPrefix(mountPath, NativeHome+"/")
 	if rel == mountPath {
 		rel = strings.TrimPrefix(mountPath, "/")
 	}
