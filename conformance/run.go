@@ -3,6 +3,8 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -104,9 +106,19 @@ func minuteMismatch(harness time.Duration, info *provider.Info) error {
 	return nil
 }
 
-// name is a sandbox name that no other scenario or run uses.
+// maxName is the longest sandbox name the local daemon takes: a DNS label
+// still in its preview host, <port>-<name>.localhost.
+const maxName = 57
+
+// name is a sandbox name that no other scenario or run uses. One too long
+// for a preview host keeps its start and ends in a hash of the whole.
 func (e *env) name(what string) string {
-	return "cf-" + e.h.RunID() + "-" + strings.ReplaceAll(e.scenario, "_", "-") + "-" + what
+	n := "cf-" + e.h.RunID() + "-" + strings.ReplaceAll(e.scenario, "_", "-") + "-" + what
+	if len(n) <= maxName {
+		return n
+	}
+	sum := sha256.Sum256([]byte(n))
+	return n[:maxName-9] + "-" + hex.EncodeToString(sum[:4])
 }
 
 // create creates a sandbox with the suite's labels and requires it started.

@@ -1,9 +1,11 @@
 package daytona
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
 	"sort"
@@ -106,19 +108,13 @@ func (p *Provider) Create(ctx context.Context, req provider.CreateRequest) (*pro
 	if req.Snapshot != "" && req.Snapshot != "default" {
 		body.Snapshot = &req.Snapshot
 	}
-	if p.cfg.Target != "" {
-		body.Target = &p.cfg.Target
-	}
 	if len(req.EnvVars) > 0 {
 		body.Env = &req.EnvVars
 	}
-	if len(req.Labels) > 0 {
-		body.Labels = &req.Labels
+	if l := withSession(req.Labels, req.SessionID); len(l) > 0 {
+		body.Labels = &l
 	}
-	if req.AutoStopInterval != nil {
-		n := int32(*req.AutoStopInterval)
-		body.AutoStopInterval = &n
-	}
+	daytonaFields(&body, req, p.cfg.Target)
 	sb, err := p.create(ctx, req, body)
 	if err != nil {
 		if provider.Code(err) == provider.CreateFailed && req.Name != "" {
@@ -230,8 +226,8 @@ func (p *Provider) Get(ctx context.Context, idOrName string) (*provider.Sandbox,
 // JSON filter, which matches by containment, as the contract asks.
 func (p *Provider) List(ctx context.Context, opts provider.ListOptions) ([]provider.Sandbox, error) {
 	var filter string
-	if len(opts.Labels) > 0 {
-		b, err := json.Marshal(opts.Labels)
+	if want := withSession(opts.Labels, sessionOf(opts.SessionID)); len(want) > 0 {
+		b, err := json.Marshal(want)
 		if err != nil {
 			return nil, provider.Errorf(provider.InvalidArgument, "labels: %v", err)
 		}
@@ -489,4 +485,56 @@ func (p *Provider) Toolbox(ctx context.Context, idOrName string) (string, http.H
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+p.cfg.APIKey)
 	return strings.TrimRight(sb.ToolboxProxyUrl, "/") + "/" + sb.Id, h, nil
+}
+
+// daytonaFields copies the fields the create body shares with Daytona's
+// (its intervals, resources, visibility and region) to body; the request's
+// target wins over the provider's.
+func daytonaFields(body *apiclient.CreateSandbox, req provider.CreateRequest, target string) {
+	if t := cmp.Or(req.Target, target); t != "" {
+		body.Target = &t
+	}
+	if req.Public {
+		body.Public = &req.Public
+	}
+	body.AutoStopInterval = int32Ptr(req.AutoStopInterval)
+	body.AutoDeleteInterval = int32Ptr(req.AutoDeleteInterval)
+	body.AutoArchiveInterval = int32Ptr(req.AutoArchiveInterval)
+	for _, r := range []struct {
+		dst **int32
+		v   int
+	}{{&body.Cpu, req.CPU}, {&body.Memory, req.Memory}, {&body.Disk, req.Disk}, {&body.Gpu, req.GPU}} {
+		if r.v != 0 {
+			*r.dst = int32Ptr(&r.v)
+		}
+	}
+}
+
+func int32Ptr(v *int) *int32 {
+	if v == nil {
+		return nil
+	}
+	n := int32(*v)
+	return &n
+}
+
+// withSession is labels with the session in LabelSession, a new map when
+// there is a session to add.
+func withSession(labels map[string]string, session *string) map[string]string {
+	if session == nil {
+		return labels
+	}
+	out := maps.Clone(labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[provider.LabelSession] = *session
+	return out
+}
+
+func sessionOf(id string) *string {
+	if id == "" {
+		return nil
+	}
+	return &id
 }

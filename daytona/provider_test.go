@@ -2,6 +2,7 @@ package daytona
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -266,4 +267,48 @@ func TestResizeBehindItsFeatureFlag(t *testing.T) {
 	require.NoError(t, drive(h.clk, func() (err error) { sb, err = h.p.Create(ctx, provider.CreateRequest{}); return err }))
 	_, err := h.p.Resize(ctx, sb.ID, provider.ResizeRequest{CPU: 2})
 	assert.Equal(t, provider.Unsupported, provider.Code(err))
+}
+
+// The host's create body reaches Daytona whole, and the session a sandbox
+// belongs to travels in its label both ways.
+func TestCreateSendsTheHostsBody(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	session := "sess-1"
+	_, err := h.p.Create(ctx, provider.CreateRequest{Name: "sized", CPU: 2, Memory: 2, Disk: 4})
+	assert.Equal(t, provider.InvalidArgument, provider.Code(err), "resources reach Daytona, which takes them only with an image: %v", err)
+	assert.Contains(t, provider.Message(err), "resources")
+	sb, err := h.p.Create(ctx, provider.CreateRequest{
+		Name: "host-body", SessionID: &session, Public: true,
+		AutoDeleteInterval: ptr(30), AutoArchiveInterval: ptr(60), Labels: map[string]string{"team": "x"},
+	})
+	require.NoError(t, err)
+	require.NotNil(t, sb.SessionID)
+	assert.Equal(t, session, *sb.SessionID)
+	_, err = h.p.Create(ctx, provider.CreateRequest{Name: "no-session", Labels: map[string]string{"team": "x"}})
+	require.NoError(t, err)
+
+	list, err := h.p.List(ctx, provider.ListOptions{SessionID: session})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, sb.ID, list[0].ID)
+	require.NotNil(t, list[0].SessionID)
+	assert.Equal(t, session, *list[0].SessionID)
+
+	req, err := http.NewRequest(http.MethodGet, h.srv.URL+"/api/sandbox/"+sb.ID, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var got struct {
+		Public              bool              `json:"public"`
+		AutoDeleteInterval  int               `json:"autoDeleteInterval"`
+		AutoArchiveInterval int               `json:"autoArchiveInterval"`
+		Labels              map[string]string `json:"labels"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+	assert.True(t, got.Public)
+	assert.Equal(t, []int{30, 60}, []int{got.AutoDeleteInterval, got.AutoArchiveInterval})
+	assert.Equal(t, map[string]string{"team": "x", provider.LabelSession: session}, got.Labels)
 }

@@ -47,6 +47,7 @@ func toSandbox(sb *apiclient.Sandbox) *provider.Sandbox {
 		Name:             sb.Name,
 		State:            mapState(sb.GetState()),
 		Labels:           labels(sb.Labels),
+		SessionID:        session(sb.Labels),
 		Snapshot:         sb.GetSnapshot(),
 		AutoStopInterval: int(sb.GetAutoStopInterval()),
 		ErrorReason:      errorReason(sb.GetState(), sb.GetErrorReason()),
@@ -65,6 +66,7 @@ func fromListItem(it *apiclient.SandboxListItem) provider.Sandbox {
 		Name:             it.Name,
 		State:            mapState(it.GetState()),
 		Labels:           labels(it.Labels),
+		SessionID:        session(it.Labels),
 		Snapshot:         it.GetSnapshot(),
 		AutoStopInterval: int(it.GetAutoStopInterval()),
 		ErrorReason:      errorReason(it.GetState(), it.GetErrorReason()),
@@ -85,6 +87,15 @@ func errorReason(s apiclient.SandboxState, reason string) string {
 		return "Daytona state " + string(s)
 	}
 	return reason
+}
+
+// session is the session LabelSession names, nil without one.
+func session(labels map[string]string) *string {
+	id, ok := labels[provider.LabelSession]
+	if !ok {
+		return nil
+	}
+	return &id
 }
 
 func labels(m map[string]string) map[string]string {

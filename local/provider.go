@@ -172,7 +172,11 @@ func (p *Provider) Get(ctx context.Context, idOrName string) (*provider.Sandbox,
 func (p *Provider) List(ctx context.Context, opts provider.ListOptions) ([]provider.Sandbox, error) {
 	ctx, cancel := p.withTimeout(ctx, DefaultTimeout)
 	defer cancel()
-	resp, err := p.client.ListSandboxesWithResponse(ctx, func(ctx context.Context, req *http.Request) error {
+	params := &client.ListSandboxesParams{}
+	if opts.SessionID != "" {
+		params.SessionID = &opts.SessionID
+	}
+	resp, err := p.client.ListSandboxesWithResponse(ctx, params, func(ctx context.Context, req *http.Request) error {
 		q := req.URL.Query()
 		for k, v := range opts.Labels {
 			q.Set("label."+k, v)

@@ -61,7 +61,13 @@ const ErrorReasonAutoStopped = "auto_stopped"
 type ListOptions struct {
 	// Labels must all match exactly.
 	Labels map[string]string
+	// SessionID, when set, is the agent session the sandboxes belong to.
+	SessionID string
 }
+
+// LabelSession is the label in which a backend with no sessions of its own
+// (Daytona) keeps the session a sandbox belongs to (CreateRequest.SessionID).
+const LabelSession = "sandplane.session"
 
 // Provider runs sandboxes. Every method takes the sandbox's id or its name.
 // Implementations are safe for concurrent use. Errors carry a code (see Code);

@@ -406,12 +406,13 @@ func TestLsShowsWhatTheDashboardShows(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 4)
-	assert.Equal(t, []string{"ID", "NAME", "STATE", "RUNTIME", "PORT", "AGE", "IDLE", "REASON", "ORIGIN"}, strings.Fields(lines[0]))
+	assert.Equal(t, []string{"ID", "NAME", "STATE", "RUNTIME", "PORT", "AGE", "IDLE", "REASON", "ORIGIN", "SESSION"}, strings.Fields(lines[0]))
 	for i, s := range listed {
 		f := strings.Fields(lines[i+1])
-		require.Len(t, f, 9, lines[i+1])
+		require.Len(t, f, 10, lines[i+1])
 		assert.Equal(t, []string{s.ID, s.Name, string(s.State), string(s.Runtime)}, f[:4])
 		assert.Equal(t, orDash(s.Labels["origin"]), f[8])
+		assert.Equal(t, orDash(deref(s.SessionID)), f[9])
 	}
 
 	r = d.cli(t, "ls", "--json", "--label", "origin=harness")
@@ -495,7 +496,7 @@ func TestWatchForPeople(t *testing.T) {
 	require.NoError(t, w.cmd.Process.Signal(syscall.SIGINT))
 	require.Equal(t, 0, w.wait(t))
 	out := w.stdout.String()
-	assert.Regexp(t, `(?m)^\d\d:\d\d:\d\d\.\d{3}  created +seen \(\S+\) started port=\d+ origin=cli$`, out)
+	assert.Regexp(t, `(?m)^\d\d:\d\d:\d\d\.\d{3}  created +seen +started port=\d+ origin=cli$`, out)
 	assert.Contains(t, out, `reason="deleted"`)
 	assert.NotContains(t, out, "filtered-out")
 }
@@ -599,4 +600,24 @@ func TestRunRmLeavesNothingWhenTheReaderGoesAway(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, brokenPipeCode, ee.ExitCode(), "the shell's code for a process a broken pipe ended; stderr: %s", &stderr)
 	d.assertNothingLeft(t)
+}
+
+// A sandbox made for an agent session is listed by it, and shows it.
+func TestSessionFlags(t *testing.T) {
+	d := startCLIDaemon(t)
+	r := d.cli(t, "create", "--auto-stop", "0", "--name", "turn", "--session", "sess-7")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "turn", strings.TrimSpace(r.stdout), "the name is the id")
+	require.Equal(t, 0, d.cli(t, "create", "--auto-stop", "0", "--name", "other").code)
+
+	r = d.cli(t, "ls", "-q", "--session", "sess-7")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "turn", strings.TrimSpace(r.stdout))
+	r = d.cli(t, "ls")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^turn\s+turn\s.*\ssess-7$`, r.stdout)
+
+	r = d.cli(t, "create", "--id", "a", "--name", "b")
+	assert.Equal(t, 2, r.code, "a usage error")
+	assert.Contains(t, r.stderr, "a sandbox's id is its name")
 }

@@ -300,7 +300,7 @@ func TestSelectorsQuietListAndStopReason(t *testing.T) {
 		}
 	}
 	r = d.cli(t, "ls")
-	assert.Regexp(t, `(?m)^`+ids["a1"]+`\s+a1\s+stopped\s+native\s+-\s+\S+\s+\S+\s+stopped\s+cli$`, r.stdout, "REASON shows it")
+	assert.Regexp(t, `(?m)^`+ids["a1"]+`\s+a1\s+stopped\s+native\s+-\s+\S+\s+\S+\s+stopped\s+cli\s+-$`, r.stdout, "REASON shows it")
 
 	r = d.cli(t, "rm", "--label", "team=nobody")
 	assert.Equal(t, 0, r.code, r.stderr)

@@ -16,13 +16,15 @@ const originCLI = "cli"
 // createFlags are the flags of create and run.
 type createFlags struct {
 	id, name, snapshot, runtime string
+	session                     string
 	labels, env                 []string
 	autoStop                    int
 }
 
 func (f *createFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.name, "name", "", "sandbox name (default: the id)")
+	fl.StringVar(&f.name, "name", "", "sandbox name, which is also its id (default: generated)")
+	fl.StringVar(&f.session, "session", "", "the agent session the sandbox belongs to")
 	fl.StringVar(&f.snapshot, "snapshot", "", `launch profile from the daemon config (default "default", which runs the toolbox)`)
 	fl.StringVar(&f.runtime, "runtime", "", "native or docker (default: the daemon's)")
 	fl.StringArrayVarP(&f.labels, "label", "l", nil, "label key=value (repeatable); origin=cli unless given")
@@ -46,6 +48,9 @@ func (f *createFlags) request(cmd *cobra.Command) (provider.CreateRequest, error
 	if len(env) > 0 {
 		req.EnvVars = env
 	}
+	if f.session != "" {
+		req.SessionID = &f.session
+	}
 	if cmd.Flags().Changed("auto-stop") {
 		if f.autoStop < 0 {
 			return req, provider.Errorf(provider.InvalidArgument, "--auto-stop %d: want 0 (never) or more minutes", f.autoStop)
@@ -67,7 +72,7 @@ sandbox object instead.`,
 	}
 	o := newClientOptions(cmd, true)
 	f.register(cmd)
-	cmd.Flags().StringVar(&f.id, "id", "", "sandbox id (default: generated)")
+	cmd.Flags().StringVar(&f.id, "id", "", "sandbox id, which is also its name (default: generated)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		o.bind(cmd)
 		req, err := f.request(cmd)

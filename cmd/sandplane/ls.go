@@ -14,8 +14,9 @@ import (
 
 func newLsCmd() *cobra.Command {
 	var (
-		labels []string
-		quiet  bool
+		labels  []string
+		session string
+		quiet   bool
 	)
 	cmd := &cobra.Command{
 		Use:     "ls",
@@ -31,6 +32,7 @@ API's sandbox objects as an array.`,
 	o := newClientOptions(cmd, true)
 	cmd.Flags().StringArrayVarP(&labels, "label", "l", nil, "only sandboxes with this label, key=value (repeatable; all must match)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the ids")
+	cmd.Flags().StringVar(&session, "session", "", "only the sandboxes of this agent session")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		o.bind(cmd)
 		if quiet && o.json {
@@ -45,7 +47,7 @@ API's sandbox objects as an array.`,
 		if err != nil {
 			return err
 		}
-		list, err := p.List(ctx, provider.ListOptions{Labels: want})
+		list, err := p.List(ctx, provider.ListOptions{Labels: want, SessionID: session})
 		if err != nil {
 			return err
 		}
@@ -69,16 +71,16 @@ API's sandbox objects as an array.`,
 // printTable writes the sandboxes with the columns of the dashboard.
 func printTable(w io.Writer, list []provider.Sandbox, now time.Time, minute time.Duration) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tRUNTIME\tPORT\tAGE\tIDLE\tREASON\tORIGIN")
+	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tRUNTIME\tPORT\tAGE\tIDLE\tREASON\tORIGIN\tSESSION")
 	for _, s := range list {
 		port := "-"
 		if s.Port != 0 {
 			port = strconv.Itoa(s.Port)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			s.ID, s.Name, s.State, orDash(string(s.Runtime)), port,
 			shortDuration(now.Sub(s.CreatedAt)), idleColumn(s, now, minute),
-			orDash(s.ErrorReason), orDash(s.Labels["origin"]))
+			orDash(s.ErrorReason), orDash(s.Labels["origin"]), orDash(deref(s.SessionID)))
 	}
 	return tw.Flush()
 }
@@ -112,4 +114,12 @@ func describe(p provider.Provider, s *provider.Sandbox) string {
 		line += "\n  dashboard: " + d
 	}
 	return line
+}
+
+// deref is *p, or "" for nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"strings"
 
 	"github.com/sandplane/sandplane/local/daemon/internal/api"
+	"github.com/sandplane/sandplane/local/manager"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/wire"
 )
@@ -53,11 +55,11 @@ func (s *Server) info(full bool) provider.Info {
 
 func (a strictAPI) ListSandboxes(ctx context.Context, _ api.ListSandboxesRequestObject) (api.ListSandboxesResponseObject, error) {
 	r, _ := ctx.Value(requestKey{}).(*http.Request)
-	labels, err := labelFilter(r)
+	filter, err := queryFilter(r)
 	if err != nil {
 		return nil, err
 	}
-	return listResponse(a.s.opts.Manager.ListJSON(ctx, labels)), nil
+	return listResponse(a.s.opts.Manager.ListJSON(ctx, filter)), nil
 }
 
 // listResponse is the list as the manager keeps it encoded: answering it
@@ -76,24 +78,32 @@ func (items listResponse) VisitListSandboxesResponse(w http.ResponseWriter) erro
 	return err
 }
 
-// labelFilter reads label.KEY=VALUE query parameters. Other parameters are
-// refused so that a typo such as labels.k=v does not silently match all.
-func labelFilter(r *http.Request) (map[string]string, error) {
+// queryFilter reads the label.KEY=VALUE and sessionId query parameters.
+// Other parameters are refused so that a typo such as labels.k=v does not
+// silently match all.
+func queryFilter(r *http.Request) (manager.Filter, error) {
+	f := manager.Filter{Labels: map[string]string{}}
 	if r == nil {
-		return nil, nil
+		return f, nil
 	}
-	labels := map[string]string{}
 	for key, values := range r.URL.Query() {
+		if len(values) != 1 {
+			return manager.Filter{}, provider.Errorf(provider.InvalidArgument, "query parameter %q is given %d times: give each once", key, len(values))
+		}
+		if key == "sessionId" {
+			if values[0] == "" {
+				return manager.Filter{}, provider.Errorf(provider.InvalidArgument, "sessionId is empty: name the session, or leave the parameter out to list every sandbox")
+			}
+			f.SessionID = values[0]
+			continue
+		}
 		k, ok := strings.CutPrefix(key, "label.")
 		if !ok || k == "" {
-			return nil, provider.Errorf(provider.InvalidArgument, "unknown query parameter %q: filter with label.KEY=VALUE", key)
+			return manager.Filter{}, provider.Errorf(provider.InvalidArgument, "unknown query parameter %q: filter with label.KEY=VALUE or sessionId=ID", key)
 		}
-		if len(values) != 1 {
-			return nil, provider.Errorf(provider.InvalidArgument, "label %q is given %d times: give each label once", k, len(values))
-		}
-		labels[k] = values[0]
+		f.Labels[k] = values[0]
 	}
-	return labels, nil
+	return f, nil
 }
 
 func (a strictAPI) CreateSandbox(ctx context.Context, req api.CreateSandboxRequestObject) (api.CreateSandboxResponseObject, error) {
@@ -105,7 +115,35 @@ func (a strictAPI) CreateSandbox(ctx context.Context, req api.CreateSandboxReque
 	if err != nil {
 		return nil, err
 	}
-	return api.CreateSandbox201JSONResponse(s), nil
+	return createdResponse{s, manager.IgnoredFields(body)}, nil
+}
+
+// createdResponse is the 201 of a create, with a Warning header naming
+// the fields the daemon accepted and ignored when there were any (the
+// generated response would send the header empty).
+type createdResponse struct {
+	sandbox provider.Sandbox
+	ignored []string
+}
+
+func (c createdResponse) VisitCreateSandboxResponse(w http.ResponseWriter) error {
+	body, err := json.Marshal(c.sandbox)
+	if err != nil {
+		return err
+	}
+	if len(c.ignored) > 0 {
+		w.Header().Set("Warning", ignoredWarning(c.ignored))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_, err = w.Write(append(body, '\n'))
+	return err
+}
+
+// ignoredWarning is an RFC 9111 Warning value (299, a persistent
+// warning) naming fields: 299 sandplane "accepted and ignored: cpu, gpu".
+func ignoredWarning(fields []string) string {
+	return `299 sandplane "accepted and ignored: ` + strings.Join(fields, ", ") + `"`
 }
 
 func (a strictAPI) GetSandbox(ctx context.Context, req api.GetSandboxRequestObject) (api.GetSandboxResponseObject, error) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandplane/sandplane/internal/humanize"
+	"github.com/sandplane/sandplane/local/manager"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -96,7 +97,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	if err != nil || minute <= 0 {
 		minute = time.Minute
 	}
-	data := dashboardData{Info: info, Now: s.opts.Clock.Now(), Minute: minute, Sandboxes: s.opts.Manager.List(r.Context(), nil)}
+	data := dashboardData{Info: info, Now: s.opts.Clock.Now(), Minute: minute, Sandboxes: s.opts.Manager.List(r.Context(), manager.Filter{})}
 	s.render(w, "index.html", data)
 }
 

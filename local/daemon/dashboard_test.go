@@ -46,9 +46,9 @@ func TestDashboardServesItsAssets(t *testing.T) {
 func TestDashboardListsSandboxesWithoutJavaScript(t *testing.T) {
 	ts, m := newTestServer(t, "")
 	ctx := context.Background()
-	_, err := m.Create(ctx, provider.CreateRequest{ID: "a1", Name: "first", Labels: map[string]string{"origin": "harness", "task": "42"}})
+	_, err := m.Create(ctx, provider.CreateRequest{Name: "first", Labels: map[string]string{"origin": "harness", "task": "42"}})
 	require.NoError(t, err)
-	_, err = m.Create(ctx, provider.CreateRequest{ID: "b2", Name: "second", Labels: map[string]string{"origin": "cli"}})
+	_, err = m.Create(ctx, provider.CreateRequest{Name: "second", Labels: map[string]string{"origin": "cli"}})
 	require.NoError(t, err)
 	_, err = m.Stop(ctx, "second")
 	require.NoError(t, err)

@@ -38,7 +38,7 @@ type Hub struct {
 }
 
 type subscriber struct {
-	labels map[string]string
+	filter manager.Filter
 	ch     chan provider.Event
 	// lagged is closed when the subscriber fell too far behind.
 	lagged chan struct{}
@@ -78,7 +78,7 @@ func (h *Hub) Publish(e manager.Event) {
 	ev := provider.Event{Seq: h.seq, Type: e.Type, Time: e.Time, Sandbox: &s, Source: e.Source}
 	h.ring.push(ev)
 	for sub := range h.subs {
-		if !matchesLabels(s.Labels, sub.labels) {
+		if !sub.filter.Match(s) {
 			continue
 		}
 		select {
@@ -94,10 +94,10 @@ func (h *Hub) Publish(e manager.Event) {
 // ring still covers, replay holds the matching events since then; otherwise
 // fresh is true and the caller must send a snapshot first. now is the last
 // sequence number published.
-func (h *Hub) subscribe(after int64, resume bool, labels map[string]string) (sub *subscriber, replay []provider.Event, fresh bool, now int64) {
+func (h *Hub) subscribe(after int64, resume bool, f manager.Filter) (sub *subscriber, replay []provider.Event, fresh bool, now int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	sub = &subscriber{labels: labels, ch: make(chan provider.Event, subBuffer), lagged: make(chan struct{})}
+	sub = &subscriber{filter: f, ch: make(chan provider.Event, subBuffer), lagged: make(chan struct{})}
 	h.subs[sub] = struct{}{}
 	oldest := h.seq - int64(h.ring.len()) // every event after oldest is in the ring
 	if !resume || after < oldest || after > h.seq {
@@ -106,7 +106,7 @@ func (h *Hub) subscribe(after int64, resume bool, labels map[string]string) (sub
 	// Sequence numbers are consecutive, so the first event to replay is at
 	// a known offset: no scan of what the client already has.
 	for i := int(after - oldest); i < h.ring.len(); i++ {
-		if ev := h.ring.at(i); matchesLabels(ev.Sandbox.Labels, labels) {
+		if ev := h.ring.at(i); ev.Sandbox != nil && f.Match(*ev.Sandbox) {
 			replay = append(replay, ev)
 		}
 	}
@@ -142,18 +142,9 @@ func (h *Hub) unsubscribe(sub *subscriber) {
 	delete(h.subs, sub)
 }
 
-func matchesLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
 // events serves GET /v1/events.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	labels, err := labelFilter(r)
+	filter, err := queryFilter(r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -171,7 +162,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, provider.Errorf(provider.Internal, "streaming is not supported by this connection"))
 		return
 	}
-	sub, replay, fresh, now := s.hub.subscribe(after, lastID != "", labels)
+	sub, replay, fresh, now := s.hub.subscribe(after, lastID != "", filter)
 	defer s.hub.unsubscribe(sub)
 
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -181,7 +172,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if fresh {
 		// Taken after subscribing, so nothing published meanwhile is lost;
 		// an event may then repeat what the snapshot shows, which is harmless.
-		items := s.opts.Manager.List(r.Context(), labels)
+		items := s.opts.Manager.List(r.Context(), filter)
 		if items == nil {
 			items = []provider.Sandbox{}
 		}

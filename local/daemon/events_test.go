@@ -147,7 +147,7 @@ func TestEventsResumeFromLastEventID(t *testing.T) {
 
 func TestSlowConsumerIsCutOffNotWaitedFor(t *testing.T) {
 	h := NewHub(nil)
-	sub, _, _, _ := h.subscribe(0, false, nil)
+	sub, _, _, _ := h.subscribe(0, false, manager.Filter{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -179,13 +179,13 @@ func TestRingKeepsTheLatest(t *testing.T) {
 	for i := 1; i < ringSize; i++ {
 		require.Equal(t, h.ring.at(i-1).Seq+1, h.ring.at(i).Seq, "oldest first, consecutive")
 	}
-	_, replay, fresh, _ := h.subscribe(h.seq-3, true, nil)
+	_, replay, fresh, _ := h.subscribe(h.seq-3, true, manager.Filter{})
 	assert.False(t, fresh)
 	require.Len(t, replay, 3)
 	assert.Equal(t, []int64{h.seq - 2, h.seq - 1, h.seq}, []int64{replay[0].Seq, replay[1].Seq, replay[2].Seq})
-	_, replay, fresh, _ = h.subscribe(h.seq-ringSize, true, nil)
+	_, replay, fresh, _ = h.subscribe(h.seq-ringSize, true, manager.Filter{})
 	assert.False(t, fresh, "the oldest event in the ring is still replayed")
 	assert.Len(t, replay, ringSize)
-	_, _, fresh, _ = h.subscribe(h.seq-ringSize-1, true, nil)
+	_, _, fresh, _ = h.subscribe(h.seq-ringSize-1, true, manager.Filter{})
 	assert.True(t, fresh)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/local/daemon/internal/api"
+	"github.com/sandplane/sandplane/local/manager"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -34,7 +35,7 @@ func TestListBodyIsTheGeneratedOne(t *testing.T) {
 			} else if query != "" {
 				labels["team"] = "none"
 			}
-			items := m.List(ctx, labels)
+			items := m.List(ctx, manager.Filter{Labels: labels})
 			if items == nil {
 				items = []provider.Sandbox{}
 			}

@@ -154,7 +154,7 @@ func (p previewResolver) Stale(ctx context.Context) (<-chan string, error) {
 	go func() {
 		defer close(out)
 		for {
-			sub, _, _, _ := p.hub.subscribe(0, false, nil)
+			sub, _, _, _ := p.hub.subscribe(0, false, manager.Filter{})
 			lagged := p.relay(ctx, sub, out)
 			p.hub.unsubscribe(sub)
 			if !lagged {

@@ -68,7 +68,7 @@ func newPreviewHarness(t *testing.T, token string) *previewHarness {
 	h.ts.Listener = ln
 	h.ts.Start()
 	t.Cleanup(h.ts.Close)
-	sub, _, _, _ := hub.subscribe(0, false, nil)
+	sub, _, _, _ := hub.subscribe(0, false, manager.Filter{})
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done); hub.unsubscribe(sub) })
 	go func() {

@@ -137,8 +137,8 @@ func TestErrorsAreCodedAndMapped(t *testing.T) {
 func TestValidationMessagesNameTheFieldAndTheRule(t *testing.T) {
 	ts, _ := newTestServer(t, "")
 	tests := []struct{ path, body, want string }{
-		{"/v1/sandboxes", `{"name":"bad name!"}`, `request body: name "bad name!" must be 1 to 63 letters, digits, '.', '_' or '-', beginning with a letter or digit`},
-		{"/v1/sandboxes", `{"id":"-x"}`, `request body: id "-x" must be 1 to 63 letters, digits`},
+		{"/v1/sandboxes", `{"name":"bad name!"}`, `request body: name "bad name!" must be 1 to 57 lowercase letters, digits or '-', beginning and ending with a letter or digit: it is part of the preview host <port>-<id>.localhost, a DNS label`},
+		{"/v1/sandboxes", `{"id":"-x"}`, `request body: id "-x" must be 1 to 57 lowercase letters, digits or '-'`},
 		{"/v1/sandboxes", `{"bogus":1}`, `request body: property "bogus" is unsupported`},
 		{"/v1/sandboxes", `{"labels":"x"}`, `request body: labels: value must be an object`},
 	}

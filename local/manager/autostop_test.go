@@ -66,7 +66,7 @@ func TestAutoStop(t *testing.T) {
 		h.create(provider.CreateRequest{ID: "read", AutoStopInterval: ptr(2)})
 		for i := 0; i < 2; i++ {
 			h.get("read")
-			h.m.List(ctx, nil)
+			h.m.List(ctx, Filter{})
 			_, _ = h.m.EntrypointLogs(ctx, "read")
 			_, _ = h.m.PreviewURL(ctx, "read", 0)
 			h.tick(1)

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"os"
@@ -14,17 +15,28 @@ import (
 	"github.com/sandplane/sandplane/provider"
 )
 
-var identRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+// identRE is what a new sandbox's id (its name too) may be: a DNS label
+// that still is one in its preview host, <port>-<id>.localhost, whose
+// port takes up to six of a label's 63 characters. Sandboxes of daemons
+// before this rule keep their ids: the registry is never renamed.
+var identRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,55}[a-z0-9])?$`)
+
+const identRule = "use 1-57 lowercase letters, digits or '-', starting and ending with a letter or digit: it is part of the preview host <port>-<id>.localhost, a DNS label"
+
+var sessionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
 
 func validateCreate(req *provider.CreateRequest) error {
-	if req.ID != "" && !identRE.MatchString(req.ID) {
-		return provider.Errorf(provider.InvalidArgument, "id %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.ID)
+	if err := validateIdentity(req); err != nil {
+		return err
 	}
-	if req.Name != "" && !identRE.MatchString(req.Name) {
-		return provider.Errorf(provider.InvalidArgument, "name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
+	if req.SessionID != nil && !sessionRE.MatchString(*req.SessionID) {
+		return provider.Errorf(provider.InvalidArgument, "sessionId %.140q is invalid: use 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", *req.SessionID)
 	}
 	if req.AutoStopInterval != nil && *req.AutoStopInterval < 0 {
 		return provider.Errorf(provider.InvalidArgument, "autoStopInterval must be 0 (never) or a positive number of minutes, got %d", *req.AutoStopInterval)
+	}
+	if err := validateDaytonaFields(req); err != nil {
+		return err
 	}
 	if req.Runtime != "" && !req.Runtime.Valid() {
 		return provider.Errorf(provider.InvalidArgument, "runtime %q is unknown: use native or docker", req.Runtime)
@@ -53,6 +65,67 @@ func validateCreate(req *provider.CreateRequest) error {
 		}
 	}
 	return nil
+}
+
+// validateIdentity checks the one identity a create asks for: id and name
+// are the same string, so a request may give either, or both when equal.
+func validateIdentity(req *provider.CreateRequest) error {
+	if req.ID != "" && req.Name != "" && req.ID != req.Name {
+		return provider.Errorf(provider.InvalidArgument, "id %q and name %q differ: a sandbox's id is its name, so give one of them (or both the same)", req.ID, req.Name)
+	}
+	if req.ID != "" && !identRE.MatchString(req.ID) {
+		return provider.Errorf(provider.InvalidArgument, "id %q is invalid: %s", req.ID, identRule)
+	}
+	if req.Name != "" && !identRE.MatchString(req.Name) {
+		return provider.Errorf(provider.InvalidArgument, "name %q is invalid: %s", req.Name, identRule)
+	}
+	return nil
+}
+
+// validateDaytonaFields checks the fields a create body shares with
+// Daytona's, which the daemon accepts whether or not it honours them
+// (IgnoredFields).
+func validateDaytonaFields(req *provider.CreateRequest) error {
+	if req.AutoDeleteInterval != nil && *req.AutoDeleteInterval < -1 {
+		return provider.Errorf(provider.InvalidArgument, "autoDeleteInterval must be -1 (never), 0 (at once when stopped) or a positive number of minutes, got %d", *req.AutoDeleteInterval)
+	}
+	if req.AutoArchiveInterval != nil && *req.AutoArchiveInterval < 0 {
+		return provider.Errorf(provider.InvalidArgument, "autoArchiveInterval must be 0 or a positive number of minutes, got %d", *req.AutoArchiveInterval)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"cpu", req.CPU}, {"memory", req.Memory}, {"disk", req.Disk}, {"gpu", req.GPU}} {
+		if f.v < 0 {
+			return provider.Errorf(provider.InvalidArgument, "%s must not be negative, got %d", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// IgnoredFields names the fields of req that the daemon accepts, as
+// Daytona's create body has them, but does not honour, in the order of the
+// contract. The daemon names them in the create's Warning header.
+func IgnoredFields(req provider.CreateRequest) []string {
+	var out []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"public", req.Public},
+		{"autoDeleteInterval", req.AutoDeleteInterval != nil},
+		{"autoArchiveInterval", req.AutoArchiveInterval != nil},
+		{"target", req.Target != ""},
+		{"cpu", req.CPU != 0},
+		{"memory", req.Memory != 0},
+		{"disk", req.Disk != 0},
+		{"gpu", req.GPU != 0},
+	} {
+		if f.set {
+			out = append(out, f.name)
+		}
+	}
+	return out
 }
 
 // Label bounds. Values are bounded by the contract (1024 bytes); keys and
@@ -139,14 +212,11 @@ func (m *Manager) plan(req provider.CreateRequest) (*entry, Snapshot, error) {
 		UpdatedAt:        now,
 		LastActivityAt:   now,
 		AutoStopInterval: *m.opts.AutoStopMinutes,
+		SessionID:        cloneString(req.SessionID),
 		Creating:         true,
 	}
-	if rec.ID == "" {
-		rec.ID = uuid.NewString()
-	}
-	if rec.Name == "" {
-		rec.Name = rec.ID
-	}
+	rec.ID = cmp.Or(req.ID, req.Name, uuid.NewString())
+	rec.Name = rec.ID
 	if req.AutoStopInterval != nil {
 		rec.AutoStopInterval = *req.AutoStopInterval
 	}
@@ -202,15 +272,11 @@ func (m *Manager) insert(e *entry) error {
 		case o.recovering == doingRollback && (o.rec.ID == e.rec.ID || o.rec.Name == e.rec.Name):
 			return provider.Errorf(provider.FailedPrecondition, "sandbox %s is still %s after the daemon restart; retry in a few seconds", o.rec.ID, doingRollback)
 		case o.rec.ID == e.rec.ID:
-			return provider.Errorf(provider.AlreadyExists, "a sandbox with id %q already exists: pick another id or delete it first", e.rec.ID)
+			return provider.Errorf(provider.AlreadyExists, "a sandbox named %q already exists: pick another name or delete it first", e.rec.ID)
 		case o.rec.Name == e.rec.ID:
-			// First: a name left to default to the id clashes too, and the
-			// id is what the caller chose.
-			return provider.Errorf(provider.AlreadyExists, "the id %q is the name of sandbox %s, and lookups take either: pick another id", e.rec.ID, o.rec.ID)
-		case o.rec.Name == e.rec.Name:
-			return provider.Errorf(provider.AlreadyExists, "a sandbox named %q already exists: pick another name or delete it first", e.rec.Name)
-		case o.rec.ID == e.rec.Name:
-			return provider.Errorf(provider.AlreadyExists, "the name %q is the id of sandbox %s, and lookups take either: pick another name", e.rec.Name, o.rec.ID)
+			// A sandbox of a daemon before one identity, whose name is not
+			// its id: lookups take either.
+			return provider.Errorf(provider.AlreadyExists, "a sandbox named %q already exists (its id is %s): pick another name or delete it first", e.rec.ID, o.rec.ID)
 		}
 	}
 	m.reg.add(e)

@@ -37,7 +37,7 @@ func TestSandboxOfADisabledRuntime(t *testing.T) {
 	h.restart()
 
 	assert.Equal(t, provider.StateStarted, h.get("boxed").State, "kept as recorded")
-	assert.Len(t, h.m.List(ctx, nil), 2)
+	assert.Len(t, h.m.List(ctx, Filter{}), 2)
 	calls := map[string]func() error{
 		"stop":   func() error { _, err := h.m.Stop(ctx, "boxed"); return err },
 		"start":  func() error { _, err := h.m.Start(ctx, "boxed"); return err },

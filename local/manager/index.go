@@ -121,13 +121,13 @@ func (m *Manager) viewOf(e *entry) provider.Sandbox {
 	return e.view
 }
 
-// encodedList returns the JSON array of the views of the sandboxes whose
-// labels contain labels, oldest first. The list of every sandbox is kept
+// encodedList returns the JSON array of the views of the sandboxes f
+// picks, oldest first. The list of every sandbox is kept
 // until a view changes, so that listing an unchanged registry copies one
 // buffer.
-func (m *Manager) encodedList(labels map[string]string) []byte {
+func (m *Manager) encodedList(f Filter) []byte {
 	m.mu.Lock()
-	if len(labels) == 0 && m.reg.listGen == m.reg.gen && m.reg.list != nil {
+	if f.IsZero() && m.reg.listGen == m.reg.gen && m.reg.list != nil {
 		out := m.reg.list
 		m.mu.Unlock()
 		return out
@@ -136,7 +136,7 @@ func (m *Manager) encodedList(labels map[string]string) []byte {
 	parts := make([][]byte, 0, len(m.reg.order))
 	size := 2
 	for _, e := range m.reg.order {
-		if matches(e.view.Labels, labels) {
+		if f.Match(e.view) {
 			parts = append(parts, e.viewJSON)
 			size += len(e.viewJSON) + 1
 		}
@@ -153,7 +153,7 @@ func (m *Manager) encodedList(labels map[string]string) []byte {
 	}
 	b.WriteByte(']')
 	out := b.Bytes()
-	if len(labels) == 0 {
+	if f.IsZero() {
 		m.mu.Lock()
 		if m.reg.gen == gen {
 			m.reg.list, m.reg.listGen = out, gen

@@ -30,12 +30,12 @@ func (m *Manager) Get(ctx context.Context, idOrName string) (provider.Sandbox, e
 
 // List returns the sandboxes whose labels contain every pair in labels,
 // oldest first.
-func (m *Manager) List(ctx context.Context, labels map[string]string) []provider.Sandbox {
+func (m *Manager) List(ctx context.Context, f Filter) []provider.Sandbox {
 	m.settleSeen(ctx)
 	m.mu.Lock()
 	var out []provider.Sandbox
 	for _, e := range m.reg.order {
-		if matches(e.view.Labels, labels) {
+		if f.Match(e.view) {
 			out = append(out, e.view)
 		}
 	}
@@ -46,11 +46,32 @@ func (m *Manager) List(ctx context.Context, labels map[string]string) []provider
 	return out
 }
 
-// ListJSON is List encoded as a JSON array, as the API answers it. The
-// bytes are shared: the caller must not change them.
-func (m *Manager) ListJSON(ctx context.Context, labels map[string]string) []byte {
+// ListJSON is the list of the sandboxes f matches, encoded as a JSON array
+// as the API answers it. The bytes are shared: the caller must not change
+// them.
+func (m *Manager) ListJSON(ctx context.Context, f Filter) []byte {
 	m.settleSeen(ctx)
-	return m.encodedList(labels)
+	return m.encodedList(f)
+}
+
+// Filter picks sandboxes for a list or an event stream. The zero Filter
+// picks every one.
+type Filter struct {
+	// Labels must all be on the sandbox, with these values.
+	Labels map[string]string
+	// SessionID, when set, is the session the sandbox must belong to.
+	SessionID string
+}
+
+// IsZero reports whether f picks every sandbox.
+func (f Filter) IsZero() bool { return len(f.Labels) == 0 && f.SessionID == "" }
+
+// Match reports whether f picks s.
+func (f Filter) Match(s provider.Sandbox) bool {
+	if f.SessionID != "" && (s.SessionID == nil || *s.SessionID != f.SessionID) {
+		return false
+	}
+	return matches(s.Labels, f.Labels)
 }
 
 func matches(have, want map[string]string) bool {

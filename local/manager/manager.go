@@ -637,6 +637,7 @@ func (m *Manager) info(r *record) provider.Sandbox {
 		UpdatedAt:        r.UpdatedAt,
 		LastActivityAt:   r.LastActivityAt,
 		AutoStopInterval: r.AutoStopInterval,
+		SessionID:        r.SessionID,
 		ErrorReason:      r.ErrorReason,
 	}
 	if r.State == provider.StateStarted && r.Port > 0 {

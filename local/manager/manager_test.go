@@ -141,7 +141,7 @@ func TestCreateGetListDelete(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got []string
-		for _, s := range h.m.List(ctx, tt.labels) {
+		for _, s := range h.m.List(ctx, Filter{Labels: tt.labels}) {
 			if tt.labels == nil && s.Labels["team"] == "y" {
 				continue
 			}
@@ -182,18 +182,24 @@ func TestAnImageOnlySnapshotRunsOnDocker(t *testing.T) {
 
 func TestCreateErrors(t *testing.T) {
 	h := newHarness(t)
-	h.create(provider.CreateRequest{ID: "taken", Name: "taken-name"})
+	h.create(provider.CreateRequest{ID: "taken"})
 	tests := []struct {
 		name string
 		req  provider.CreateRequest
 		code provider.ErrorCode
 	}{
 		{"id taken", provider.CreateRequest{ID: "taken"}, provider.AlreadyExists},
-		{"name taken", provider.CreateRequest{Name: "taken-name"}, provider.AlreadyExists},
-		{"name equals an id", provider.CreateRequest{Name: "taken"}, provider.AlreadyExists},
-		{"id equals a name", provider.CreateRequest{ID: "taken-name"}, provider.AlreadyExists},
+		{"name taken", provider.CreateRequest{Name: "taken"}, provider.AlreadyExists},
 		{"bad id", provider.CreateRequest{ID: "../etc"}, provider.InvalidArgument},
 		{"bad name", provider.CreateRequest{Name: "has space"}, provider.InvalidArgument},
+		{"id and name differ", provider.CreateRequest{ID: "a", Name: "b"}, provider.InvalidArgument},
+		{"a name no host name can hold", provider.CreateRequest{Name: "Upper_case"}, provider.InvalidArgument},
+		{"a name too long for its preview host", provider.CreateRequest{Name: strings.Repeat("a", 58)}, provider.InvalidArgument},
+		{"a name ending in '-'", provider.CreateRequest{Name: "box-"}, provider.InvalidArgument},
+		{"bad session", provider.CreateRequest{SessionID: ptr("has space")}, provider.InvalidArgument},
+		{"autoDeleteInterval below -1", provider.CreateRequest{AutoDeleteInterval: ptr(-2)}, provider.InvalidArgument},
+		{"negative autoArchiveInterval", provider.CreateRequest{AutoArchiveInterval: ptr(-1)}, provider.InvalidArgument},
+		{"negative cpu", provider.CreateRequest{CPU: -1}, provider.InvalidArgument},
 		{"negative autostop", provider.CreateRequest{AutoStopInterval: ptr(-1)}, provider.InvalidArgument},
 		{"unknown runtime", provider.CreateRequest{Runtime: "vm"}, provider.InvalidArgument},
 		{"runtime not enabled", provider.CreateRequest{Runtime: provider.RuntimeDocker}, provider.PreflightFailed},
@@ -221,17 +227,17 @@ func TestCreateErrors(t *testing.T) {
 		req  provider.CreateRequest
 		want string
 	}{
-		{provider.CreateRequest{ID: "taken"}, `a sandbox with id "taken" already exists`},
-		{provider.CreateRequest{Name: "taken-name"}, `a sandbox named "taken-name" already exists`},
-		{provider.CreateRequest{Name: "taken"}, `the name "taken" is the id of sandbox taken`},
-		{provider.CreateRequest{ID: "taken-name"}, `the id "taken-name" is the name of sandbox taken`},
+		{provider.CreateRequest{ID: "taken"}, `a sandbox named "taken" already exists`},
+		{provider.CreateRequest{Name: "taken"}, `a sandbox named "taken" already exists`},
+		{provider.CreateRequest{ID: "a", Name: "b"}, `a sandbox's id is its name`},
+		{provider.CreateRequest{Name: "Box_1"}, `it is part of the preview host <port>-<id>.localhost`},
 	} {
 		_, err := h.m.Create(context.Background(), tt.req)
 		assert.Contains(t, provider.Message(err), tt.want)
 	}
 	_, err = h.m.Create(context.Background(), provider.CreateRequest{Labels: manyLabels(MaxLabels), EnvVars: map[string]string{"K": "ok"}})
 	require.NoError(t, err, "the bounds themselves are allowed")
-	assert.Len(t, h.m.List(context.Background(), nil), 2, "failed creates leave nothing in the registry")
+	assert.Len(t, h.m.List(context.Background(), Filter{}), 2, "failed creates leave nothing in the registry")
 	entries, _ := os.ReadDir(h.root)
 	var dirs []string
 	for _, e := range entries {
@@ -256,7 +262,7 @@ func TestCreateRollsBackWhenTheWorkloadFails(t *testing.T) {
 	_, err := h.m.Create(context.Background(), provider.CreateRequest{ID: "doomed"})
 	assert.Equal(t, provider.CreateFailed, provider.Code(err))
 	assert.NoDirExists(t, filepath.Join(h.root, "doomed"))
-	assert.Empty(t, h.m.List(context.Background(), nil))
+	assert.Empty(t, h.m.List(context.Background(), Filter{}))
 
 	h.rt.FailStart(nil)
 	s := h.create(provider.CreateRequest{ID: "doomed"})
@@ -430,10 +436,10 @@ func TestPreviewTarget(t *testing.T) {
 		o.Snapshots["web"] = Snapshot{Command: []string{"web"}, Ready: "none", Ports: []int{3000}}
 	})
 	ctx := context.Background()
-	s := h.create(provider.CreateRequest{ID: "t", Name: "named", Snapshot: "web", AutoStopInterval: ptr(3)})
+	s := h.create(provider.CreateRequest{Name: "t", Snapshot: "web", AutoStopInterval: ptr(3)})
 	tok, err := h.m.readToken("t")
 	require.NoError(t, err)
-	tg, err := h.m.PreviewTarget(ctx, "named", DefaultPort)
+	tg, err := h.m.PreviewTarget(ctx, "t", DefaultPort)
 	require.NoError(t, err)
 	assert.Equal(t, PreviewTarget{ID: "t", HostPort: s.Port, Token: tok, AutoStop: 3 * time.Second, Minute: time.Second}, tg)
 	tg, err = h.m.PreviewTarget(ctx, "t", 3000)

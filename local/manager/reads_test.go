@@ -29,13 +29,13 @@ func TestReadsAskNoDriver(t *testing.T) {
 		h.create(provider.CreateRequest{ID: fmt.Sprintf("sb-%02d", i), Labels: map[string]string{"even": fmt.Sprint(i%2 == 0)}})
 	}
 	before := h.rt.StatusCalls()
-	assert.Len(t, h.m.List(ctx, nil), 50)
-	assert.Len(t, h.m.List(ctx, map[string]string{"even": "true"}), 25)
+	assert.Len(t, h.m.List(ctx, Filter{}), 50)
+	assert.Len(t, h.m.List(ctx, Filter{Labels: map[string]string{"even": "true"}}), 25)
 	for i := range 50 {
 		_, err := h.m.Get(ctx, fmt.Sprintf("sb-%02d", i))
 		require.NoError(t, err)
 	}
-	h.m.ListJSON(ctx, nil)
+	h.m.ListJSON(ctx, Filter{})
 	assert.Equal(t, before, h.rt.StatusCalls(), "no read asked a driver")
 
 	// And an exit still shows, through the watch.
@@ -51,23 +51,23 @@ func TestListJSONIsTheEncodedList(t *testing.T) {
 	ctx := context.Background()
 	check := func(labels map[string]string) {
 		t.Helper()
-		list := h.m.List(ctx, labels)
+		list := h.m.List(ctx, Filter{Labels: labels})
 		if list == nil {
 			list = []provider.Sandbox{}
 		}
 		want, err := json.Marshal(list)
 		require.NoError(t, err)
-		assert.Equal(t, string(want), string(h.m.ListJSON(ctx, labels)))
+		assert.Equal(t, string(want), string(h.m.ListJSON(ctx, Filter{Labels: labels})))
 	}
 	check(nil)
 	h.create(provider.CreateRequest{ID: "b", Labels: map[string]string{"team": "x"}})
 	h.clk.Advance(time.Second)
-	h.create(provider.CreateRequest{ID: "a", Name: "first", Labels: map[string]string{"team": "y"}})
+	h.create(provider.CreateRequest{Name: "a", Labels: map[string]string{"team": "y"}})
 	check(nil)
 	check(map[string]string{"team": "x"})
 	check(map[string]string{"team": "none"})
 	var ids []string
-	for _, s := range h.m.List(ctx, nil) {
+	for _, s := range h.m.List(ctx, Filter{}) {
 		ids = append(ids, s.ID)
 	}
 	assert.Equal(t, []string{"b", "a"}, ids, "oldest first")
@@ -75,7 +75,7 @@ func TestListJSONIsTheEncodedList(t *testing.T) {
 	_, err := h.m.Stop(ctx, "b")
 	require.NoError(t, err)
 	check(nil)
-	require.NoError(t, h.m.RefreshActivity(ctx, "first"))
+	require.NoError(t, h.m.RefreshActivity(ctx, "a"))
 	check(nil)
 	require.NoError(t, h.m.Delete(ctx, "a"))
 	check(nil)

@@ -85,7 +85,7 @@ func TestRestartAnswersWhileInterruptedStopsFinish(t *testing.T) {
 	// The clock has not moved, so no stop can have finished: everything
 	// below is answered while all eight are provably still in progress.
 	h.eventually(func() bool { return rt.waiting.Load() == recoveryWorkers }, "the first stops are under way")
-	list := h.m.List(context.Background(), nil)
+	list := h.m.List(context.Background(), Filter{})
 	require.Len(t, list, len(ids))
 	for _, s := range list {
 		assert.Equal(t, provider.StateStopping, s.State, s.ID)
@@ -276,7 +276,7 @@ func TestUnreadableRecordKeepsItsWorkloadUntilDeleted(t *testing.T) {
 			assert.Contains(t, s.ErrorReason, path)
 			assert.Contains(t, s.ErrorReason, tt.reason)
 			assert.Equal(t, 2, h.rt.Running(), "its workload and fine's run; only the orphan was killed")
-			assert.Len(t, h.m.List(ctx, nil), 2)
+			assert.Len(t, h.m.List(ctx, Filter{}), 2)
 
 			for name, call := range map[string]func() error{
 				"start":   func() error { _, err := h.m.Start(ctx, "kept"); return err },
@@ -375,7 +375,7 @@ func TestQuarantineWhateverSitsAtCorrupt(t *testing.T) {
 
 			s := h.create(provider.CreateRequest{ID: "ghost"})
 			assert.Equal(t, provider.StateStarted, s.State)
-			assert.Len(t, h.m.List(ctx, nil), 1)
+			assert.Len(t, h.m.List(ctx, Filter{}), 1)
 		})
 	}
 }

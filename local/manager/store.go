@@ -50,7 +50,9 @@ type record struct {
 	UpdatedAt        time.Time   `json:"updatedAt"`
 	LastActivityAt   time.Time   `json:"lastActivityAt"`
 	AutoStopInterval int         `json:"autoStopInterval"`
-	ErrorReason      string      `json:"errorReason,omitempty"`
+	// SessionID is the agent session the sandbox belongs to, nil for none.
+	SessionID   *string `json:"sessionId,omitempty"`
+	ErrorReason string  `json:"errorReason,omitempty"`
 	// StopReason is why the stop in progress was asked for (reasonDeleted
 	// for a delete), kept while the state is stopping so that a restart
 	// finishes it for the same reason.
@@ -67,6 +69,7 @@ func (r *record) clone() *record {
 	c.Labels = cloneMap(r.Labels)
 	c.ExtraPorts = cloneInts(r.ExtraPorts)
 	c.LastExtraPorts = cloneInts(r.LastExtraPorts)
+	c.SessionID = cloneString(r.SessionID)
 	if r.Handle != nil {
 		h := *r.Handle
 		c.Handle = &h
@@ -458,4 +461,14 @@ func cloneMap(in map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// cloneString copies an optional string, so that a record shares nothing
+// with its caller.
+func cloneString(p *string) *string {
+	if p == nil {
+		return nil
+	}
+	s := *p
+	return &s
 }

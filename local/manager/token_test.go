@@ -47,7 +47,7 @@ func TestSandboxToken(t *testing.T) {
 		env, err := os.ReadFile(filepath.Join(h.root, "tok", envFile))
 		require.NoError(t, err)
 		assert.NotContains(t, string(env), tok, "nor among the env values a start merges")
-		for _, s := range h.m.List(ctx, nil) {
+		for _, s := range h.m.List(ctx, Filter{}) {
 			assert.NotContains(t, s.PreviewURL, tok)
 		}
 	})

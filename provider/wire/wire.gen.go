@@ -168,24 +168,52 @@ type AutoStopRequest struct {
 
 // CreateSandboxRequest defines model for CreateSandboxRequest.
 type CreateSandboxRequest struct {
+	// AutoArchiveInterval As on Daytona. Accepted and ignored locally, where nothing is archived.
+	AutoArchiveInterval *int `json:"autoArchiveInterval,omitempty"`
+
+	// AutoDeleteInterval As on Daytona (minutes after stop; -1 never, 0 at once). Accepted and ignored by this daemon for now.
+	AutoDeleteInterval *int `json:"autoDeleteInterval,omitempty"`
+
 	// AutoStopInterval Idle minutes before auto-stop; 0 disables; the daemon default when absent.
 	AutoStopInterval *int `json:"autoStopInterval,omitempty"`
+
+	// CPU Cores, as on Daytona. Accepted and ignored by this daemon for now.
+	CPU int `json:"cpu,omitempty"`
+
+	// Disk GiB, as on Daytona. Accepted and ignored locally.
+	Disk int `json:"disk,omitempty"`
 
 	// EnvVars Environment of the workload. Values never reach a log.
 	EnvVars map[string]string `json:"envVars,omitempty"`
 
-	// ID Caller-chosen id; generated when absent.
+	// GPU As on Daytona. Accepted and ignored locally.
+	GPU int `json:"gpu,omitempty"`
+
+	// ID The sandbox's one identity: its id and its name are the same string. Give
+	// id or name (or both, equal); a create that gives neither gets a minted id.
 	ID string `json:"id,omitempty"`
 
 	// Labels At most 64; keys are 1-256 bytes without '=' or '&', values at most 1024.
 	Labels map[string]string `json:"labels,omitempty"`
 
-	// Name Unique among live sandboxes; defaults to the id.
-	Name    string  `json:"name,omitempty"`
+	// Memory GiB, as on Daytona. Accepted and ignored by this daemon for now.
+	Memory int `json:"memory,omitempty"`
+
+	// Name The same as id (either may be given); unique among live sandboxes.
+	Name string `json:"name,omitempty"`
+
+	// Public As on Daytona. Accepted and ignored by this daemon for now (named in the Warning header).
+	Public  bool    `json:"public,omitempty"`
 	Runtime Runtime `json:"runtime,omitempty"`
+
+	// SessionID The agent session the sandbox belongs to (one sandbox, one session); list and events filter by it.
+	SessionID *string `json:"sessionId,omitempty"`
 
 	// Snapshot A launch profile from the daemon config; "default" when absent.
 	Snapshot string `json:"snapshot,omitempty"`
+
+	// Target Daytona's region. Accepted and ignored locally, where every sandbox runs on this machine.
+	Target string `json:"target,omitempty"`
 }
 
 // EntrypointLogs defines model for EntrypointLogs.
@@ -304,7 +332,9 @@ type SandboxInfo struct {
 	ID             string            `json:"id"`
 	Labels         map[string]string `json:"labels"`
 	LastActivityAt time.Time         `json:"lastActivityAt"`
-	Name           string            `json:"name"`
+
+	// Name Always the id (sandboxes of daemons before one identity may have another).
+	Name string `json:"name"`
 
 	// Port The host port the workload's own port is mapped to; 0 while stopped.
 	Port int `json:"port"`
@@ -313,11 +343,14 @@ type SandboxInfo struct {
 	// http://<port>-<id>.localhost:<daemon port> (each sandbox an
 	// origin of its own), or by path on the daemon for an id that
 	// cannot be a host name; empty while stopped.
-	PreviewURL string       `json:"previewUrl"`
-	Runtime    Runtime      `json:"runtime"`
-	Snapshot   string       `json:"snapshot"`
-	State      SandboxState `json:"state"`
-	UpdatedAt  time.Time    `json:"updatedAt"`
+	PreviewURL string  `json:"previewUrl"`
+	Runtime    Runtime `json:"runtime"`
+
+	// SessionID The agent session the sandbox belongs to; null when it belongs to none.
+	SessionID *string      `json:"sessionId"`
+	Snapshot  string       `json:"snapshot"`
+	State     SandboxState `json:"state"`
+	UpdatedAt time.Time    `json:"updatedAt"`
 }
 
 // SandboxList defines model for SandboxList.

@@ -20,8 +20,17 @@ import (
 // IDOrName defines model for IdOrName.
 type IDOrName = string
 
+// SessionID defines model for SessionId.
+type SessionID = string
+
 // Error defines model for Error.
 type Error = wire.ErrorResponse
+
+// ListSandboxesParams defines parameters for ListSandboxes.
+type ListSandboxesParams struct {
+	// SessionID Only the sandboxes of this agent session.
+	SessionID *SessionID `form:"sessionId,omitempty" json:"sessionId,omitempty"`
+}
 
 // GetPreviewURLParams defines parameters for GetPreviewURL.
 type GetPreviewURLParams struct {
@@ -124,13 +133,14 @@ type ClientInterface interface {
 	// Corresponds with GET /info (the `GetInfo` operationId).
 	GetInfo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListSandboxes List sandboxes, optionally filtered by labels.
+	// ListSandboxes List sandboxes, optionally filtered by labels and session.
 	//
 	// Filter with `label.KEY=VALUE` query parameters (exact match, AND-ed),
-	// for example `?label.origin=cli&label.team=a`. Sorted by creation time.
+	// for example `?label.origin=cli&label.team=a`, and with `sessionId`.
+	// Sorted by creation time.
 	//
 	// Corresponds with GET /sandboxes (the `ListSandboxes` operationId).
-	ListSandboxes(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListSandboxes(ctx context.Context, params *ListSandboxesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateSandboxWithBody Create a sandbox and wait until its workload is ready.
 	//
@@ -141,6 +151,17 @@ type ClientInterface interface {
 	// `unavailable` (it did not answer within the deadline: an HTTP answer on
 	// its port, unless its snapshot declares `ready: port` or `none`). Every field is
 	// optional, the body too: no body is `{}`.
+	//
+	// The body is the one a host sends Daytona: besides the daemon's own
+	// fields it takes Daytona's `public`, `autoDeleteInterval`,
+	// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
+	// Those the daemon does not honour are accepted and ignored, and the
+	// answer's `Warning` header names them; today that is every one of
+	// them. Any other field is `invalid_argument`, naming it, so that a typo
+	// never passes silently.
+	//
+	// A sandbox has one identity: its id is its name. Give `id` or `name`
+	// (both only when equal); with neither the daemon mints an id.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -156,6 +177,17 @@ type ClientInterface interface {
 	// `unavailable` (it did not answer within the deadline: an HTTP answer on
 	// its port, unless its snapshot declares `ready: port` or `none`). Every field is
 	// optional, the body too: no body is `{}`.
+	//
+	// The body is the one a host sends Daytona: besides the daemon's own
+	// fields it takes Daytona's `public`, `autoDeleteInterval`,
+	// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
+	// Those the daemon does not honour are accepted and ignored, and the
+	// answer's `Warning` header names them; today that is every one of
+	// them. Any other field is `invalid_argument`, naming it, so that a typo
+	// never passes silently.
+	//
+	// A sandbox has one identity: its id is its name. Give `id` or `name`
+	// (both only when equal); with neither the daemon mints an id.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -262,14 +294,15 @@ func (c *Client) GetInfo(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
-// ListSandboxes List sandboxes, optionally filtered by labels.
+// ListSandboxes List sandboxes, optionally filtered by labels and session.
 //
 // Filter with `label.KEY=VALUE` query parameters (exact match, AND-ed),
-// for example `?label.origin=cli&label.team=a`. Sorted by creation time.
+// for example `?label.origin=cli&label.team=a`, and with `sessionId`.
+// Sorted by creation time.
 //
 // Corresponds with GET /sandboxes (the `ListSandboxes` operationId).
-func (c *Client) ListSandboxes(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListSandboxesRequest(c.Server)
+func (c *Client) ListSandboxes(ctx context.Context, params *ListSandboxesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSandboxesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -289,6 +322,17 @@ func (c *Client) ListSandboxes(ctx context.Context, reqEditors ...RequestEditorF
 // `unavailable` (it did not answer within the deadline: an HTTP answer on
 // its port, unless its snapshot declares `ready: port` or `none`). Every field is
 // optional, the body too: no body is `{}`.
+//
+// The body is the one a host sends Daytona: besides the daemon's own
+// fields it takes Daytona's `public`, `autoDeleteInterval`,
+// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
+// Those the daemon does not honour are accepted and ignored, and the
+// answer's `Warning` header names them; today that is every one of
+// them. Any other field is `invalid_argument`, naming it, so that a typo
+// never passes silently.
+//
+// A sandbox has one identity: its id is its name. Give `id` or `name`
+// (both only when equal); with neither the daemon mints an id.
 //
 // Takes any type of body and a specified content type.
 //
@@ -314,6 +358,17 @@ func (c *Client) CreateSandboxWithBody(ctx context.Context, contentType string, 
 // `unavailable` (it did not answer within the deadline: an HTTP answer on
 // its port, unless its snapshot declares `ready: port` or `none`). Every field is
 // optional, the body too: no body is `{}`.
+//
+// The body is the one a host sends Daytona: besides the daemon's own
+// fields it takes Daytona's `public`, `autoDeleteInterval`,
+// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
+// Those the daemon does not honour are accepted and ignored, and the
+// answer's `Warning` header names them; today that is every one of
+// them. Any other field is `invalid_argument`, naming it, so that a typo
+// never passes silently.
+//
+// A sandbox has one identity: its id is its name. Give `id` or `name`
+// (both only when equal); with neither the daemon mints an id.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -558,7 +613,7 @@ func NewGetInfoRequest(server string) (*http.Request, error) {
 }
 
 // NewListSandboxesRequest constructs an http.Request for the ListSandboxes method
-func NewListSandboxesRequest(server string) (*http.Request, error) {
+func NewListSandboxesRequest(server string, params *ListSandboxesParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -574,6 +629,33 @@ func NewListSandboxesRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.SessionID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sessionId", *params.SessionID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1047,15 +1129,16 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /info (the `GetInfo` operationId).
 	GetInfoWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetInfoResponse, error)
 
-	// ListSandboxesWithResponse List sandboxes, optionally filtered by labels.
+	// ListSandboxesWithResponse List sandboxes, optionally filtered by labels and session.
 	//
 	// Filter with `label.KEY=VALUE` query parameters (exact match, AND-ed),
-	// for example `?label.origin=cli&label.team=a`. Sorted by creation time.
+	// for example `?label.origin=cli&label.team=a`, and with `sessionId`.
+	// Sorted by creation time.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /sandboxes (the `ListSandboxes` operationId).
-	ListSandboxesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSandboxesResponse, error)
+	ListSandboxesWithResponse(ctx context.Context, params *ListSandboxesParams, reqEditors ...RequestEditorFn) (*ListSandboxesResponse, error)
 
 	// CreateSandboxWithBodyWithResponse Create a sandbox and wait until its workload is ready.
 	//
@@ -1066,6 +1149,17 @@ type ClientWithResponsesInterface interface {
 	// `unavailable` (it did not answer within the deadline: an HTTP answer on
 	// its port, unless its snapshot declares `ready: port` or `none`). Every field is
 	// optional, the body too: no body is `{}`.
+	//
+	// The body is the one a host sends Daytona: besides the daemon's own
+	// fields it takes Daytona's `public`, `autoDeleteInterval`,
+	// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
+	// Those the daemon does not honour are accepted and ignored, and the
+	// answer's `Warning` header names them; today that is every one of
+	// them. Any other field is `invalid_argument`, naming it, so that a typo
+	// never passes silently.
+	//
+	// A sandbox has one identity: its id is its name. Give `id` or `name`
+	// (both only when equal); with neither the daemon mints an id.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1081,6 +1175,17 @@ type ClientWithResponsesInterface interface {
 	// `unavailable` (it did not answer within the deadline: an HTTP answer on
 	// its port, unless its snapshot declares `ready: port` or `none`). Every field is
 	// optional, the body too: no body is `{}`.
+	//
+	// The body is the one a host sends Daytona: besides the daemon's own
+	// fields it takes Daytona's `public`, `autoDeleteInterval`,
+	// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
+	// Those the daemon does not honour are accepted and ignored, and the
+	// answer's `Warning` header names them; today that is every one of
+	// them. Any other field is `invalid_argument`, naming it, so that a typo
+	// never passes silently.
+	//
+	// A sandbox has one identity: its id is its name. Give `id` or `name`
+	// (both only when equal); with neither the daemon mints an id.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1276,6 +1381,11 @@ func (r ListSandboxesResponse) ContentType() string {
 	return ""
 }
 
+// CreateSandboxResponse201Headers the declared response headers of an HTTP 201 response for CreateSandbox
+type CreateSandboxResponse201Headers struct {
+	Warning string
+}
+
 type CreateSandboxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1283,6 +1393,8 @@ type CreateSandboxResponse struct {
 	JSON201 *wire.SandboxInfo
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateSandboxResponse201Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -1759,16 +1871,17 @@ func (c *ClientWithResponses) GetInfoWithResponse(ctx context.Context, reqEditor
 	return ParseGetInfoResponse(rsp)
 }
 
-// ListSandboxesWithResponse List sandboxes, optionally filtered by labels.
+// ListSandboxesWithResponse List sandboxes, optionally filtered by labels and session.
 //
 // Filter with `label.KEY=VALUE` query parameters (exact match, AND-ed),
-// for example `?label.origin=cli&label.team=a`. Sorted by creation time.
+// for example `?label.origin=cli&label.team=a`, and with `sessionId`.
+// Sorted by creation time.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /sandboxes (the `ListSandboxes` operationId).
-func (c *ClientWithResponses) ListSandboxesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSandboxesResponse, error) {
-	rsp, err := c.ListSandboxes(ctx, reqEditors...)
+func (c *ClientWithResponses) ListSandboxesWithResponse(ctx context.Context, params *ListSandboxesParams, reqEditors ...RequestEditorFn) (*ListSandboxesResponse, error) {
+	rsp, err := c.ListSandboxes(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -1784,6 +1897,17 @@ func (c *ClientWithResponses) ListSandboxesWithResponse(ctx context.Context, req
 // `unavailable` (it did not answer within the deadline: an HTTP answer on
 // its port, unless its snapshot declares `ready: port` or `none`). Every field is
 // optional, the body too: no body is `{}`.
+//
+// The body is the one a host sends Daytona: besides the daemon's own
+// fields it takes Daytona's `public`, `autoDeleteInterval`,
+// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
+// Those the daemon does not honour are accepted and ignored, and the
+// answer's `Warning` header names them; today that is every one of
+// them. Any other field is `invalid_argument`, naming it, so that a typo
+// never passes silently.
+//
+// A sandbox has one identity: its id is its name. Give `id` or `name`
+// (both only when equal); with neither the daemon mints an id.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1805,6 +1929,17 @@ func (c *ClientWithResponses) CreateSandboxWithBodyWithResponse(ctx context.Cont
 // `unavailable` (it did not answer within the deadline: an HTTP answer on
 // its port, unless its snapshot declares `ready: port` or `none`). Every field is
 // optional, the body too: no body is `{}`.
+//
+// The body is the one a host sends Daytona: besides the daemon's own
+// fields it takes Daytona's `public`, `autoDeleteInterval`,
+// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
+// Those the daemon does not honour are accepted and ignored, and the
+// answer's `Warning` header names them; today that is every one of
+// them. Any other field is `invalid_argument`, naming it, so that a typo
+// never passes silently.
+//
+// A sandbox has one identity: its id is its name. Give `id` or `name`
+// (both only when equal); with neither the daemon mints an id.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2075,6 +2210,19 @@ func ParseCreateSandboxResponse(rsp *http.Response) (*CreateSandboxResponse, err
 		}
 		response.JSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateSandboxResponse201Headers
+		if values := rsp.Header.Values("Warning"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Warning", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Warning = value
+		}
+		response.Headers201 = &headers
 	}
 
 	return response, nil

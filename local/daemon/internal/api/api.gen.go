@@ -21,8 +21,17 @@ import (
 // IDOrName defines model for IdOrName.
 type IDOrName = string
 
+// SessionID defines model for SessionId.
+type SessionID = string
+
 // Error defines model for Error.
 type Error = wire.ErrorResponse
+
+// ListSandboxesParams defines parameters for ListSandboxes.
+type ListSandboxesParams struct {
+	// SessionID Only the sandboxes of this agent session.
+	SessionID *SessionID `form:"sessionId,omitempty" json:"sessionId,omitempty"`
+}
 
 // GetPreviewURLParams defines parameters for GetPreviewURL.
 type GetPreviewURLParams struct {
@@ -47,9 +56,9 @@ type ServerInterface interface {
 	// GetInfo Identity of the daemon, for probes and port-squat detection.
 	// (GET /info)
 	GetInfo(w http.ResponseWriter, r *http.Request)
-	// ListSandboxes List sandboxes, optionally filtered by labels.
+	// ListSandboxes List sandboxes, optionally filtered by labels and session.
 	// (GET /sandboxes)
-	ListSandboxes(w http.ResponseWriter, r *http.Request)
+	ListSandboxes(w http.ResponseWriter, r *http.Request, params ListSandboxesParams)
 	// CreateSandbox Create a sandbox and wait until its workload is ready.
 	// (POST /sandboxes)
 	CreateSandbox(w http.ResponseWriter, r *http.Request)
@@ -108,8 +117,27 @@ func (siw *ServerInterfaceWrapper) GetInfo(w http.ResponseWriter, r *http.Reques
 // ListSandboxes operation middleware
 func (siw *ServerInterfaceWrapper) ListSandboxes(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSandboxesParams
+
+	// ------------- Optional query parameter "sessionId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "sessionId", r.URL.Query(), &params.SessionID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "sessionId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListSandboxes(w, r)
+		siw.Handler.ListSandboxes(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -560,6 +588,7 @@ func (response GetInfodefaultJSONResponse) VisitGetInfoResponse(w http.ResponseW
 }
 
 type ListSandboxesRequestObject struct {
+	Params ListSandboxesParams
 }
 
 type ListSandboxesResponseObject interface {
@@ -605,15 +634,23 @@ type CreateSandboxResponseObject interface {
 	VisitCreateSandboxResponse(w http.ResponseWriter) error
 }
 
-type CreateSandbox201JSONResponse wire.SandboxInfo
+type CreateSandbox201ResponseHeaders struct {
+	Warning string
+}
+
+type CreateSandbox201JSONResponse struct {
+	Body    wire.SandboxInfo
+	Headers CreateSandbox201ResponseHeaders
+}
 
 func (response CreateSandbox201JSONResponse) VisitCreateSandboxResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Warning", fmt.Sprint(response.Headers.Warning))
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
 	return err
@@ -984,7 +1021,7 @@ type StrictServerInterface interface {
 	// GetInfo Identity of the daemon, for probes and port-squat detection.
 	// (GET /info)
 	GetInfo(ctx context.Context, request GetInfoRequestObject) (GetInfoResponseObject, error)
-	// ListSandboxes List sandboxes, optionally filtered by labels.
+	// ListSandboxes List sandboxes, optionally filtered by labels and session.
 	// (GET /sandboxes)
 	ListSandboxes(ctx context.Context, request ListSandboxesRequestObject) (ListSandboxesResponseObject, error)
 	// CreateSandbox Create a sandbox and wait until its workload is ready.
@@ -1083,8 +1120,10 @@ func (sh *strictHandler) GetInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 // ListSandboxes operation middleware
-func (sh *strictHandler) ListSandboxes(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListSandboxes(w http.ResponseWriter, r *http.Request, params ListSandboxesParams) {
 	var request ListSandboxesRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListSandboxes(ctx, request.(ListSandboxesRequestObject))
