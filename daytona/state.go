@@ -43,17 +43,18 @@ func failed(s apiclient.SandboxState) bool {
 // containers, neither of the local runtimes.
 func toSandbox(sb *apiclient.Sandbox) *provider.Sandbox {
 	out := &provider.Sandbox{
-		ID:               sb.Id,
-		Name:             sb.Name,
-		State:            mapState(sb.GetState()),
-		Labels:           labels(sb.Labels),
-		SessionID:        session(sb.Labels),
-		Snapshot:         sb.GetSnapshot(),
-		AutoStopInterval: int(sb.GetAutoStopInterval()),
-		ErrorReason:      errorReason(sb.GetState(), sb.GetErrorReason()),
-		CreatedAt:        timestamp(sb.CreatedAt),
-		UpdatedAt:        timestamp(sb.UpdatedAt),
-		LastActivityAt:   timestamp(sb.LastActivityAt),
+		ID:                 sb.Id,
+		Name:               sb.Name,
+		State:              mapState(sb.GetState()),
+		Labels:             labels(sb.Labels),
+		SessionID:          session(sb.Labels),
+		AutoDeleteInterval: autoDelete(sb.AutoDeleteInterval),
+		Snapshot:           sb.GetSnapshot(),
+		AutoStopInterval:   int(sb.GetAutoStopInterval()),
+		ErrorReason:        errorReason(sb.GetState(), sb.GetErrorReason()),
+		CreatedAt:          timestamp(sb.CreatedAt),
+		UpdatedAt:          timestamp(sb.UpdatedAt),
+		LastActivityAt:     timestamp(sb.LastActivityAt),
 	}
 	return out
 }
@@ -62,17 +63,18 @@ func toSandbox(sb *apiclient.Sandbox) *provider.Sandbox {
 // other fields.
 func fromListItem(it *apiclient.SandboxListItem) provider.Sandbox {
 	return provider.Sandbox{
-		ID:               it.Id,
-		Name:             it.Name,
-		State:            mapState(it.GetState()),
-		Labels:           labels(it.Labels),
-		SessionID:        session(it.Labels),
-		Snapshot:         it.GetSnapshot(),
-		AutoStopInterval: int(it.GetAutoStopInterval()),
-		ErrorReason:      errorReason(it.GetState(), it.GetErrorReason()),
-		CreatedAt:        timestamp(it.CreatedAt),
-		UpdatedAt:        timestamp(it.UpdatedAt),
-		LastActivityAt:   timestamp(it.LastActivityAt),
+		ID:                 it.Id,
+		Name:               it.Name,
+		State:              mapState(it.GetState()),
+		Labels:             labels(it.Labels),
+		SessionID:          session(it.Labels),
+		AutoDeleteInterval: autoDelete(it.AutoDeleteInterval),
+		Snapshot:           it.GetSnapshot(),
+		AutoStopInterval:   int(it.GetAutoStopInterval()),
+		ErrorReason:        errorReason(it.GetState(), it.GetErrorReason()),
+		CreatedAt:          timestamp(it.CreatedAt),
+		UpdatedAt:          timestamp(it.UpdatedAt),
+		LastActivityAt:     timestamp(it.LastActivityAt),
 	}
 }
 
@@ -87,6 +89,15 @@ func errorReason(s apiclient.SandboxState, reason string) string {
 		return "Daytona state " + string(s)
 	}
 	return reason
+}
+
+// autoDelete is Daytona's autoDeleteInterval as the contract says it: -1
+// (Daytona's default) when absent or negative.
+func autoDelete(minutes *float32) int {
+	if minutes == nil || *minutes < 0 {
+		return -1
+	}
+	return int(*minutes)
 }
 
 // session is the session LabelSession names, nil without one.

@@ -26,26 +26,55 @@ func (m *Manager) reapLoop(t clock.Ticker) {
 	}
 }
 
-// reapIdle stops every idle sandbox, concurrently, and returns when all
-// are done; ticks that arrive meanwhile are dropped, which only delays the
-// next look.
+// reapIdle stops every idle sandbox and deletes every one stopped past its
+// auto-delete interval, concurrently, and returns when all are done; ticks
+// that arrive meanwhile are dropped, which only delays the next look.
 func (m *Manager) reapIdle() {
 	now := m.clk.Now()
 	var wg sync.WaitGroup
 	for _, e := range m.entries() {
 		m.mu.Lock()
-		idle := m.idle(e.rec, now)
+		idle, expired := m.idle(e.rec, now), m.expired(e.rec, now)
 		m.mu.Unlock()
-		if !idle {
-			continue
+		switch {
+		case idle:
+			wg.Go(func() { m.autoStop(e) })
+		case expired:
+			wg.Go(func() { m.autoDelete(e) })
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m.autoStop(e)
-		}()
 	}
 	wg.Wait()
+}
+
+// expired reports whether r is a stopped sandbox past its auto-delete
+// interval. As on Daytona the clock is lastActivityAt, which reaching
+// stopped moves, so the interval runs from the stop or the last refresh.
+func (m *Manager) expired(r *record, now time.Time) bool {
+	if r.State != provider.StateStopped || r.AutoDeleteInterval == nil {
+		return false
+	}
+	return now.Sub(r.LastActivityAt) >= provider.IntervalDuration(*r.AutoDeleteInterval, m.opts.Minute)
+}
+
+// autoDelete deletes e if it is still expired once no operation holds it:
+// a start or a refresh meanwhile saves it.
+func (m *Manager) autoDelete(e *entry) {
+	if e.op.lock(m.ctx) != nil {
+		return
+	}
+	defer e.op.unlock()
+	m.mu.Lock()
+	expired := m.reg.has(e) && m.expired(e.rec, m.clk.Now())
+	id := e.rec.ID
+	m.mu.Unlock()
+	if !expired {
+		return
+	}
+	if err := m.deleteLocked(detach(m.ctx), e); err != nil {
+		m.log.Error("auto-delete", "sandbox", id, "err", err)
+		return
+	}
+	m.log.Info("auto-deleted", "sandbox", id)
 }
 
 // idle reports whether r is a started sandbox past its auto-stop interval.

@@ -180,3 +180,54 @@ func TestARefreshDuringTheAutoStopsCheckKeepsTheSandbox(t *testing.T) {
 	assert.Equal(t, provider.StateStarted, s.State, "stopped although refreshed: %s", s.ErrorReason)
 	assert.Equal(t, h.clk.Now(), s.LastActivityAt)
 }
+
+func TestAutoDelete(t *testing.T) {
+	ctx := context.Background()
+	exists := func(h *harness, id string) bool {
+		_, err := h.m.Get(ctx, id)
+		return err == nil
+	}
+	tests := []struct {
+		name     string
+		interval *int
+		// before is what happens between the stop and the ticks.
+		before      func(h *harness)
+		ticks       int
+		wantDeleted bool
+	}{
+		{"never by default", nil, nil, 60, false},
+		{"-1 never", ptr(-1), nil, 60, false},
+		{"0 at the first look after the stop", ptr(0), nil, 1, true},
+		{"after its minutes stopped", ptr(3), nil, 3, true},
+		{"not before", ptr(3), nil, 2, false},
+		{"a refresh while stopped postpones it", ptr(3), func(h *harness) {
+			h.tick(2)
+			require.NoError(t, h.m.RefreshActivity(ctx, "s"))
+		}, 2, false},
+		{"a start saves it", ptr(3), func(h *harness) {
+			h.tick(2)
+			_, err := h.m.Start(ctx, "s")
+			require.NoError(t, err)
+		}, 5, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			sb := h.create(provider.CreateRequest{Name: "s", AutoStopInterval: ptr(0), AutoDeleteInterval: tt.interval})
+			want := -1
+			if tt.interval != nil {
+				want = *tt.interval
+			}
+			assert.Equal(t, want, sb.AutoDeleteInterval)
+			h.tick(10)
+			require.True(t, exists(h, "s"), "a started sandbox is never auto-deleted")
+			_, err := h.m.Stop(ctx, "s")
+			require.NoError(t, err)
+			if tt.before != nil {
+				tt.before(h)
+			}
+			h.tick(tt.ticks)
+			assert.Equal(t, tt.wantDeleted, !exists(h, "s"))
+		})
+	}
+}

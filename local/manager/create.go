@@ -113,7 +113,6 @@ func IgnoredFields(req provider.CreateRequest) []string {
 		set  bool
 	}{
 		{"public", req.Public},
-		{"autoDeleteInterval", req.AutoDeleteInterval != nil},
 		{"autoArchiveInterval", req.AutoArchiveInterval != nil},
 		{"target", req.Target != ""},
 		{"cpu", req.CPU != 0},
@@ -212,13 +211,16 @@ func (m *Manager) plan(req provider.CreateRequest) (*entry, Snapshot, error) {
 		UpdatedAt:        now,
 		LastActivityAt:   now,
 		AutoStopInterval: *m.opts.AutoStopMinutes,
-		SessionID:        cloneString(req.SessionID),
+		SessionID:        clonePtr(req.SessionID),
 		Creating:         true,
 	}
 	rec.ID = cmp.Or(req.ID, req.Name, uuid.NewString())
 	rec.Name = rec.ID
 	if req.AutoStopInterval != nil {
 		rec.AutoStopInterval = *req.AutoStopInterval
+	}
+	if d := req.AutoDeleteInterval; d != nil && *d >= 0 {
+		rec.AutoDeleteInterval = clonePtr(d)
 	}
 	return m.newEntry(rec), snap, nil
 }

@@ -626,19 +626,20 @@ func unreadableErr(id string, cause error) error {
 
 func (m *Manager) info(r *record) provider.Sandbox {
 	s := provider.Sandbox{
-		ID:               r.ID,
-		Name:             r.Name,
-		State:            r.State,
-		Runtime:          r.Runtime,
-		Snapshot:         r.Snapshot,
-		Labels:           cloneMap(r.Labels),
-		Port:             r.Port,
-		CreatedAt:        r.CreatedAt,
-		UpdatedAt:        r.UpdatedAt,
-		LastActivityAt:   r.LastActivityAt,
-		AutoStopInterval: r.AutoStopInterval,
-		SessionID:        r.SessionID,
-		ErrorReason:      r.ErrorReason,
+		ID:                 r.ID,
+		Name:               r.Name,
+		State:              r.State,
+		Runtime:            r.Runtime,
+		Snapshot:           r.Snapshot,
+		Labels:             cloneMap(r.Labels),
+		Port:               r.Port,
+		CreatedAt:          r.CreatedAt,
+		UpdatedAt:          r.UpdatedAt,
+		LastActivityAt:     r.LastActivityAt,
+		AutoStopInterval:   r.AutoStopInterval,
+		SessionID:          clonePtr(r.SessionID),
+		AutoDeleteInterval: autoDeleteMinutes(r),
+		ErrorReason:        r.ErrorReason,
 	}
 	if r.State == provider.StateStarted && r.Port > 0 {
 		s.PreviewURL = m.previewLink(r)
@@ -651,4 +652,13 @@ func (m *Manager) emit(t provider.EventType, s provider.Sandbox, source string) 
 		return
 	}
 	m.opts.OnEvent(Event{Type: t, Sandbox: s, Source: source, Time: m.clk.Now()})
+}
+
+// autoDeleteMinutes is r's auto-delete interval as the contract says it:
+// -1 for never.
+func autoDeleteMinutes(r *record) int {
+	if r.AutoDeleteInterval == nil {
+		return -1
+	}
+	return *r.AutoDeleteInterval
 }

@@ -50,6 +50,9 @@ type record struct {
 	UpdatedAt        time.Time   `json:"updatedAt"`
 	LastActivityAt   time.Time   `json:"lastActivityAt"`
 	AutoStopInterval int         `json:"autoStopInterval"`
+	// AutoDeleteInterval is the minutes stopped before auto-delete; nil
+	// (the default, and every record before auto-delete) is never.
+	AutoDeleteInterval *int `json:"autoDeleteInterval,omitempty"`
 	// SessionID is the agent session the sandbox belongs to, nil for none.
 	SessionID   *string `json:"sessionId,omitempty"`
 	ErrorReason string  `json:"errorReason,omitempty"`
@@ -69,7 +72,8 @@ func (r *record) clone() *record {
 	c.Labels = cloneMap(r.Labels)
 	c.ExtraPorts = cloneInts(r.ExtraPorts)
 	c.LastExtraPorts = cloneInts(r.LastExtraPorts)
-	c.SessionID = cloneString(r.SessionID)
+	c.SessionID = clonePtr(r.SessionID)
+	c.AutoDeleteInterval = clonePtr(r.AutoDeleteInterval)
 	if r.Handle != nil {
 		h := *r.Handle
 		c.Handle = &h
@@ -463,12 +467,12 @@ func cloneMap(in map[string]string) map[string]string {
 	return out
 }
 
-// cloneString copies an optional string, so that a record shares nothing
-// with its caller.
-func cloneString(p *string) *string {
+// clonePtr copies an optional value, so that a record shares nothing with
+// its caller.
+func clonePtr[T any](p *T) *T {
 	if p == nil {
 		return nil
 	}
-	s := *p
-	return &s
+	v := *p
+	return &v
 }

@@ -171,7 +171,9 @@ type CreateSandboxRequest struct {
 	// AutoArchiveInterval As on Daytona. Accepted and ignored locally, where nothing is archived.
 	AutoArchiveInterval *int `json:"autoArchiveInterval,omitempty"`
 
-	// AutoDeleteInterval As on Daytona (minutes after stop; -1 never, 0 at once). Accepted and ignored by this daemon for now.
+	// AutoDeleteInterval Minutes a sandbox stays stopped before the daemon deletes it, as on Daytona:
+	// -1 (the default) never, 0 at the first look after it stops. The clock is
+	// lastActivityAt, which reaching stopped and refresh-activity move.
 	AutoDeleteInterval *int `json:"autoDeleteInterval,omitempty"`
 
 	// AutoStopInterval Idle minutes before auto-stop; 0 disables; the daemon default when absent.
@@ -323,6 +325,9 @@ type Runtime string
 
 // SandboxInfo defines model for SandboxInfo.
 type SandboxInfo struct {
+	// AutoDeleteInterval Minutes stopped before auto-delete; -1 means never.
+	AutoDeleteInterval int `json:"autoDeleteInterval"`
+
 	// AutoStopInterval Idle minutes before auto-stop; 0 means never.
 	AutoStopInterval int       `json:"autoStopInterval"`
 	CreatedAt        time.Time `json:"createdAt"`

@@ -156,8 +156,11 @@ type ClientInterface interface {
 	// fields it takes Daytona's `public`, `autoDeleteInterval`,
 	// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 	// Those the daemon does not honour are accepted and ignored, and the
-	// answer's `Warning` header names them; today that is every one of
-	// them. Any other field is `invalid_argument`, naming it, so that a typo
+	// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
+	// (a stopped sandbox is deleted after that many minutes, as on Daytona).
+	// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+	// locally), `target` (every sandbox runs on this machine), `cpu`,
+	// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 	// never passes silently.
 	//
 	// A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -182,8 +185,11 @@ type ClientInterface interface {
 	// fields it takes Daytona's `public`, `autoDeleteInterval`,
 	// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 	// Those the daemon does not honour are accepted and ignored, and the
-	// answer's `Warning` header names them; today that is every one of
-	// them. Any other field is `invalid_argument`, naming it, so that a typo
+	// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
+	// (a stopped sandbox is deleted after that many minutes, as on Daytona).
+	// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+	// locally), `target` (every sandbox runs on this machine), `cpu`,
+	// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 	// never passes silently.
 	//
 	// A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -327,8 +333,11 @@ func (c *Client) ListSandboxes(ctx context.Context, params *ListSandboxesParams,
 // fields it takes Daytona's `public`, `autoDeleteInterval`,
 // `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 // Those the daemon does not honour are accepted and ignored, and the
-// answer's `Warning` header names them; today that is every one of
-// them. Any other field is `invalid_argument`, naming it, so that a typo
+// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
+// (a stopped sandbox is deleted after that many minutes, as on Daytona).
+// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+// locally), `target` (every sandbox runs on this machine), `cpu`,
+// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 // never passes silently.
 //
 // A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -363,8 +372,11 @@ func (c *Client) CreateSandboxWithBody(ctx context.Context, contentType string, 
 // fields it takes Daytona's `public`, `autoDeleteInterval`,
 // `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 // Those the daemon does not honour are accepted and ignored, and the
-// answer's `Warning` header names them; today that is every one of
-// them. Any other field is `invalid_argument`, naming it, so that a typo
+// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
+// (a stopped sandbox is deleted after that many minutes, as on Daytona).
+// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+// locally), `target` (every sandbox runs on this machine), `cpu`,
+// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 // never passes silently.
 //
 // A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -1154,8 +1166,11 @@ type ClientWithResponsesInterface interface {
 	// fields it takes Daytona's `public`, `autoDeleteInterval`,
 	// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 	// Those the daemon does not honour are accepted and ignored, and the
-	// answer's `Warning` header names them; today that is every one of
-	// them. Any other field is `invalid_argument`, naming it, so that a typo
+	// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
+	// (a stopped sandbox is deleted after that many minutes, as on Daytona).
+	// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+	// locally), `target` (every sandbox runs on this machine), `cpu`,
+	// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 	// never passes silently.
 	//
 	// A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -1180,8 +1195,11 @@ type ClientWithResponsesInterface interface {
 	// fields it takes Daytona's `public`, `autoDeleteInterval`,
 	// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 	// Those the daemon does not honour are accepted and ignored, and the
-	// answer's `Warning` header names them; today that is every one of
-	// them. Any other field is `invalid_argument`, naming it, so that a typo
+	// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
+	// (a stopped sandbox is deleted after that many minutes, as on Daytona).
+	// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+	// locally), `target` (every sandbox runs on this machine), `cpu`,
+	// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 	// never passes silently.
 	//
 	// A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -1902,8 +1920,11 @@ func (c *ClientWithResponses) ListSandboxesWithResponse(ctx context.Context, par
 // fields it takes Daytona's `public`, `autoDeleteInterval`,
 // `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 // Those the daemon does not honour are accepted and ignored, and the
-// answer's `Warning` header names them; today that is every one of
-// them. Any other field is `invalid_argument`, naming it, so that a typo
+// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
+// (a stopped sandbox is deleted after that many minutes, as on Daytona).
+// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+// locally), `target` (every sandbox runs on this machine), `cpu`,
+// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 // never passes silently.
 //
 // A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -1934,8 +1955,11 @@ func (c *ClientWithResponses) CreateSandboxWithBodyWithResponse(ctx context.Cont
 // fields it takes Daytona's `public`, `autoDeleteInterval`,
 // `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 // Those the daemon does not honour are accepted and ignored, and the
-// answer's `Warning` header names them; today that is every one of
-// them. Any other field is `invalid_argument`, naming it, so that a typo
+// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
+// (a stopped sandbox is deleted after that many minutes, as on Daytona).
+// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+// locally), `target` (every sandbox runs on this machine), `cpu`,
+// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 // never passes silently.
 //
 // A sandbox has one identity: its id is its name. Give `id` or `name`
