@@ -120,9 +120,12 @@ export class ControlPlaneClient {
 
   constructor(opts: ControlPlaneClientOptions = {}) {
     this.baseUrl = (opts.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, "");
-    // Looked up at call time, so that a fetch patched after construction
+    // Never called as a method: a browser's fetch throws "Illegal
+    // invocation" when its this is anything but the window. The global one
+    // is looked up at call time, so that a fetch patched after construction
     // (or installed by a polyfill) is the one used.
-    this.#fetch = opts.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    const given = opts.fetch;
+    this.#fetch = given ? (input, init) => given(input, init) : (input, init) => globalThis.fetch(input, init);
     this.#headers = opts.token ? { Authorization: `Bearer ${opts.token}` } : {};
     this.#onWarning = opts.onWarning ?? ((m) => console.warn(m));
     this.#versionChecked = opts.checkVersion === false;

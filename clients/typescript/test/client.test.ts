@@ -318,6 +318,33 @@ describe("a daemon without a token", { timeout: 120_000 }, () => {
     });
   });
 
+  test("a page on localhost may call it (CORS), a preview's may not", async () => {
+    const origin = "http://localhost:5173";
+    const pre = await fetch(`${d.url}/sandboxes`, {
+      method: "OPTIONS",
+      headers: {
+        Origin: origin,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type,last-event-id",
+      },
+    });
+    assert.equal(pre.status, 204);
+    assert.equal(pre.headers.get("access-control-allow-origin"), origin);
+    const allowed = (pre.headers.get("access-control-allow-headers") ?? "").toLowerCase();
+    for (const h of ["authorization", "content-type", "last-event-id"]) {
+      assert.ok(allowed.includes(h), `preflight does not allow ${h}: ${allowed}`);
+    }
+    assert.match(pre.headers.get("access-control-allow-methods") ?? "", /DELETE/);
+    const ctl = new AbortController();
+    const ev = await fetch(`${d.url}/events`, { headers: { Origin: origin }, signal: ctl.signal });
+    assert.equal(ev.headers.get("access-control-allow-origin"), origin);
+    ctl.abort();
+    await ev.body?.cancel().catch(() => {});
+    const preview = await fetch(`${d.url}/sandboxes`, { headers: { Origin: "http://4000-abc.localhost:4025" } });
+    assert.equal(preview.status, 403);
+    await preview.body?.cancel();
+  });
+
   test("stops", async () => {
     assert.deepEqual(await client.list({ labels: { suite: "every" } }), []);
     await d.stop();
