@@ -286,7 +286,6 @@ export class ControlPlaneClient {
     const min = opts.minBackoffMs ?? 100;
     const max = opts.maxBackoffMs ?? 5000;
     const query = labelQuery(opts.labels);
-    const url = `${this.baseUrl}/events${query ? "?" + query : ""}`;
     let lastId = opts.lastEventId !== undefined ? String(opts.lastEventId) : undefined;
     let attempt = 0;
     this.#backgroundVersionCheck();
@@ -298,31 +297,28 @@ export class ControlPlaneClient {
       outer?.addEventListener("abort", abort, { once: true });
       let failure: unknown;
       try {
-        const headers: Record<string, string> = { ...this.#headers, Accept: "text/event-stream" };
-        if (lastId !== undefined) {
-          headers["Last-Event-ID"] = lastId;
-        }
-        let res: Response;
+        let result: { data?: ReadableStream<Uint8Array> | null; error?: unknown; response: Response };
         try {
-          res = await this.#fetch(url, { headers, signal: ctl.signal, cache: "no-store" });
+          result = await this.#api.GET("/events", {
+            params: { header: lastId !== undefined ? { "Last-Event-ID": lastId } : {} },
+            headers: { Accept: "text/event-stream" },
+            querySerializer: () => query,
+            parseAs: "stream",
+            cache: "no-store",
+            signal: ctl.signal,
+          });
         } catch (err) {
           throw errorFromThrown(err, ctl.signal);
         }
-        if (!res.ok || !res.body) {
-          const text = await res.text().catch(() => "");
-          let body: unknown = text;
-          try {
-            body = JSON.parse(text);
-          } catch {
-            // not JSON: the status says what it is
-          }
-          const err = errorFromResponse(res, body);
+        const res = result.response;
+        if (!res.ok || !result.data) {
+          const err = errorFromResponse(res, result.error);
           if (fatalStreamCodes.has(err.code)) {
             throw err;
           }
           failure = err;
         } else {
-          for await (const msg of parseSSE(res.body)) {
+          for await (const msg of parseSSE(result.data)) {
             let ev: Event;
             try {
               ev = JSON.parse(msg.data) as Event;
