@@ -58,7 +58,8 @@ test-deps: ts-deps
 	done
 
 # The TypeScript client's node_modules, from its package-lock.json: npm ci
-# again only when the lock changed. Without npm, nothing (its tests skip).
+# again only when the lock changed. Without npm it does nothing, and then
+# make generate fails at the client's go:generate, which needs npm.
 TS_CLIENT := clients/typescript
 ts-deps: $(TS_CLIENT)/node_modules/.package-lock.json
 $(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package-lock.json
