@@ -7,7 +7,7 @@ BIN       := bin/sandplane
 # Static, so the same binary runs on the host and inside a FROM-scratch image.
 export CGO_ENABLED ?= 0
 
-.PHONY: all run build test test-go test-deps fuzz stress bench generate check-generate lint clean
+.PHONY: all run build test test-go test-deps ts-deps fuzz stress bench generate check-generate lint clean
 
 all: build
 
@@ -50,11 +50,20 @@ fuzz:
 		done; \
 	done
 
-# Node packages for the tests that drive the official TypeScript SDK.
-test-deps:
+# Node packages: the TypeScript client's (its generator, compiler and
+# tests), and those of the tests that drive the official TypeScript SDK.
+test-deps: ts-deps
 	@for d in $$(find . -name node_modules -prune -o -name package-lock.json -path '*testdata*' -print | xargs -r -n1 dirname); do \
 		if command -v npm >/dev/null; then (cd $$d && npm ci --no-audit --no-fund --loglevel=error) || exit 1; fi; \
 	done
+
+# The TypeScript client's node_modules, from its package-lock.json: npm ci
+# again only when the lock changed. Without npm it does nothing, and then
+# make generate fails at the client's go:generate, which needs npm.
+TS_CLIENT := clients/typescript
+ts-deps: $(TS_CLIENT)/node_modules/.package-lock.json
+$(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package-lock.json
+	@if command -v npm >/dev/null; then cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.package-lock.json; fi
 
 ## stress: the most timing-dependent tests, -count=3, with every CPU kept busy; prints each failure with its package and test
 stress: test-deps
@@ -72,14 +81,14 @@ bench:
 	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./provider/relay/... && \
 	  $(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./provider/pool/ ; } | tee /dev/stderr | $(GO) run ./internal/benchreport
 
-## generate: regenerate code from openapi/controlplane.yaml
-generate:
+## generate: regenerate code from openapi/controlplane.yaml (the TypeScript client's types too, which needs npm)
+generate: ts-deps
 	$(GO) generate ./...
 
 ## check-generate: fail when generated code (or an embedded upstream spec) is stale
 check-generate: generate
-	@git diff --exit-code -- '*.gen.go' simulator/internal/specs || (echo "generated code is stale: run make generate and commit" >&2; exit 1)
-	@test -z "$$(git status --porcelain -- simulator/internal/specs)" || (echo "generate made files that are not committed: commit them" >&2; exit 1)
+	@git diff --exit-code -- '*.gen.go' simulator/internal/specs $(TS_CLIENT)/src/generated || (echo "generated code is stale: run make generate and commit" >&2; exit 1)
+	@test -z "$$(git status --porcelain -- simulator/internal/specs $(TS_CLIENT)/src/generated)" || (echo "generate made files that are not committed: commit them" >&2; exit 1)
 
 ## lint: vet and formatting
 lint:
