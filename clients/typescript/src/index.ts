@@ -63,10 +63,16 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-/** Options of ControlPlaneClient.events. */
-export interface EventsOptions {
-  /** Only events of sandboxes with all these labels (and a snapshot of those only). */
+/** Which sandboxes a list or an event stream is about. */
+export interface Filter {
+  /** Only sandboxes with all these labels. */
   labels?: Record<string, string>;
+  /** Only the sandboxes of this agent session. */
+  sessionId?: string;
+}
+
+/** Options of ControlPlaneClient.events: events (and a snapshot) of the sandboxes the filter picks. */
+export interface EventsOptions extends Filter {
   /** Ends the iteration, cleanly, when it fires. */
   signal?: AbortSignal;
   /** Resume after this event id (an Event's seq) instead of starting with a snapshot. */
@@ -92,11 +98,14 @@ export interface VersionCheck {
 /** Codes on which reconnecting the event stream cannot help. */
 const fatalStreamCodes = new Set(["unauthenticated", "permission_denied", "invalid_argument", "not_found", "unsupported"]);
 
-/** The query string of a label filter: label.KEY=VALUE pairs. */
-function labelQuery(labels: Record<string, string> | undefined): string {
+/** The query string of a filter: label.KEY=VALUE pairs and sessionId. */
+function filterQuery(f: Filter): string {
   const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(labels ?? {})) {
+  for (const [k, v] of Object.entries(f.labels ?? {})) {
     q.append("label." + k, v);
+  }
+  if (f.sessionId !== undefined) {
+    q.append("sessionId", f.sessionId);
   }
   return q.toString();
 }
@@ -159,9 +168,9 @@ export class ControlPlaneClient {
     return this.#call(() => this.#api.POST("/sandboxes", { body: req, signal: opts.signal }), opts.signal);
   }
 
-  /** The sandboxes, oldest first; with labels, only those that have them all. */
-  async list(opts: CallOptions & { labels?: Record<string, string> } = {}): Promise<Sandbox[]> {
-    const query = labelQuery(opts.labels);
+  /** The sandboxes the filter picks (every one without), oldest first. */
+  async list(opts: CallOptions & Filter = {}): Promise<Sandbox[]> {
+    const query = filterQuery(opts);
     const list = await this.#call(
       () => this.#api.GET("/sandboxes", { querySerializer: () => query, signal: opts.signal }),
       opts.signal,
@@ -285,7 +294,7 @@ export class ControlPlaneClient {
     const outer = opts.signal;
     const min = opts.minBackoffMs ?? 100;
     const max = opts.maxBackoffMs ?? 5000;
-    const query = labelQuery(opts.labels);
+    const query = filterQuery(opts);
     let lastId = opts.lastEventId !== undefined ? String(opts.lastEventId) : undefined;
     let attempt = 0;
     this.#backgroundVersionCheck();

@@ -207,6 +207,36 @@ describe("a daemon without a token", { timeout: 120_000 }, () => {
     });
   });
 
+  test("the host's create body, one identity and sessions", async () => {
+    await withSandboxes(client, async (made) => {
+      const sb = await client.create({
+        name: "ts-host", sessionId: "sess-ts", public: false, autoDeleteInterval: 30, autoArchiveInterval: 60, cpu: 2,
+      });
+      made.push(sb.id);
+      assert.equal(sb.id, "ts-host", "id === name");
+      assert.equal(sb.sessionId, "sess-ts");
+      assert.equal(sb.autoDeleteInterval, 30);
+      const minted = await client.create({});
+      made.push(minted.id);
+      assert.equal(minted.name, minted.id);
+      assert.equal(minted.sessionId, null);
+
+      assert.deepEqual((await client.list({ sessionId: "sess-ts" })).map((s) => s.id), [sb.id]);
+      assert.deepEqual(await client.list({ sessionId: "sess-none" }), []);
+      assert.equal((await failure(() => client.create({ id: "ts-a", name: "ts-b" }))).code, "invalid_argument");
+
+      const ctl = new AbortController();
+      const it = client.events({ sessionId: "sess-ts", signal: ctl.signal });
+      const first = await until(it, () => true, "the first event");
+      assert.deepEqual(first.sandboxes?.map((s) => s.id), [sb.id]);
+      await client.stop(minted.id);
+      await client.stop(sb.id);
+      const stopped = await until(it, (e) => e.type === "sandbox.stopped", "sandbox.stopped");
+      assert.equal(stopped.sandbox?.id, sb.id, "an event of another session came through the filter");
+      ctl.abort();
+    });
+  });
+
   test("events: breaking out of the loop closes the stream", async () => {
     for await (const ev of client.events()) {
       assert.equal(ev.type, "sandboxes_replaced");

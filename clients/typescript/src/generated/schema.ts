@@ -34,9 +34,10 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List sandboxes, optionally filtered by labels.
+         * List sandboxes, optionally filtered by labels and session.
          * @description Filter with `label.KEY=VALUE` query parameters (exact match, AND-ed),
-         *     for example `?label.origin=cli&label.team=a`. Sorted by creation time.
+         *     for example `?label.origin=cli&label.team=a`, and with `sessionId`.
+         *     Sorted by creation time.
          */
         get: operations["listSandboxes"];
         put?: never;
@@ -49,6 +50,20 @@ export interface paths {
          *     `unavailable` (it did not answer within the deadline: an HTTP answer on
          *     its port, unless its snapshot declares `ready: port` or `none`). Every field is
          *     optional, the body too: no body is `{}`.
+         *
+         *     The body is the one a host sends Daytona: besides the daemon's own
+         *     fields it takes Daytona's `public`, `autoDeleteInterval`,
+         *     `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
+         *     Those the daemon does not honour are accepted and ignored, and the
+         *     answer's `Warning` header names them. Honoured: `autoDeleteInterval`
+         *     (a stopped sandbox is deleted after that many minutes, as on Daytona).
+         *     Ignored: `public`, `autoArchiveInterval` (nothing is archived
+         *     locally), `target` (every sandbox runs on this machine), `cpu`,
+         *     `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
+         *     never passes silently.
+         *
+         *     A sandbox has one identity: its id is its name. Give `id` or `name`
+         *     (both only when equal); with neither the daemon mints an id.
          */
         post: operations["createSandbox"];
         delete?: never;
@@ -221,7 +236,7 @@ export interface paths {
          *     snapshot of every matching sandbox; then one event per change. Each
          *     event's SSE `id` is its sequence number: reconnect with `Last-Event-ID`
          *     to resume, and a client too far behind gets a fresh snapshot instead of
-         *     a gap. Filter with `label.KEY=VALUE` like the list. The data of every
+         *     a gap. Filter with `label.KEY=VALUE` and `sessionId` like the list. The data of every
          *     event is an `Event`. Served by hand, not by the generated server,
          *     because it streams.
          */
@@ -302,7 +317,10 @@ export interface components {
         SandboxState: "starting" | "started" | "stopping" | "stopped" | "destroyed" | "error";
         SandboxInfo: {
             id: string;
+            /** @description Always the id (sandboxes of daemons before one identity may have another). */
             name: string;
+            /** @description The agent session the sandbox belongs to; null when it belongs to none. */
+            sessionId: string | null;
             state: components["schemas"]["SandboxState"];
             runtime: components["schemas"]["Runtime"];
             snapshot: string;
@@ -326,6 +344,8 @@ export interface components {
             lastActivityAt: string;
             /** @description Idle minutes before auto-stop; 0 means never. */
             autoStopInterval: number;
+            /** @description Minutes stopped before auto-delete; -1 means never. */
+            autoDeleteInterval: number;
             /** @description Why the sandbox last stopped or failed, for example "auto_stopped" or "exited: code 1". */
             errorReason?: string;
         };
@@ -333,10 +353,35 @@ export interface components {
             items: components["schemas"]["SandboxInfo"][];
         };
         CreateSandboxRequest: {
-            /** @description Caller-chosen id; generated when absent. */
+            /**
+             * @description The sandbox's one identity: its id and its name are the same string. Give
+             *     id or name (or both, equal); a create that gives neither gets a minted id.
+             */
             id?: string;
-            /** @description Unique among live sandboxes; defaults to the id. */
+            /** @description The same as id (either may be given); unique among live sandboxes. */
             name?: string;
+            /** @description The agent session the sandbox belongs to (one sandbox, one session); list and events filter by it. */
+            sessionId?: string | null;
+            /** @description As on Daytona. Accepted and ignored by this daemon for now (named in the Warning header). */
+            public?: boolean;
+            /**
+             * @description Minutes a sandbox stays stopped before the daemon deletes it, as on Daytona:
+             *     -1 (the default) never, 0 at the first look after it stops. The clock is
+             *     lastActivityAt, which reaching stopped and refresh-activity move.
+             */
+            autoDeleteInterval?: number;
+            /** @description As on Daytona. Accepted and ignored locally, where nothing is archived. */
+            autoArchiveInterval?: number;
+            /** @description Daytona's region. Accepted and ignored locally, where every sandbox runs on this machine. */
+            target?: string;
+            /** @description Cores, as on Daytona. Accepted and ignored by this daemon for now. */
+            cpu?: number;
+            /** @description GiB, as on Daytona. Accepted and ignored by this daemon for now. */
+            memory?: number;
+            /** @description GiB, as on Daytona. Accepted and ignored locally. */
+            disk?: number;
+            /** @description As on Daytona. Accepted and ignored locally. */
+            gpu?: number;
             /** @description A launch profile from the daemon config; "default" when absent. */
             snapshot?: string;
             runtime?: components["schemas"]["Runtime"];
@@ -397,6 +442,8 @@ export interface components {
     parameters: {
         /** @description The sandbox id, or its name. */
         IdOrName: string;
+        /** @description Only the sandboxes of this agent session. */
+        SessionId: string;
     };
     requestBodies: never;
     headers: never;
@@ -427,7 +474,10 @@ export interface operations {
     };
     listSandboxes: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only the sandboxes of this agent session. */
+                sessionId?: components["parameters"]["SessionId"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -462,6 +512,11 @@ export interface operations {
             /** @description The started sandbox. */
             201: {
                 headers: {
+                    /**
+                     * @description Present when the body held fields the daemon accepted and
+                     *     ignored: `299 sandplane "accepted and ignored: public, cpu"`.
+                     */
+                    Warning?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -676,7 +731,10 @@ export interface operations {
     };
     streamEvents: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only the sandboxes of this agent session. */
+                sessionId?: components["parameters"]["SessionId"];
+            };
             header?: {
                 "Last-Event-ID"?: string;
             };

@@ -50,10 +50,35 @@ export interface components {
         /** @enum {string} */
         SandboxState: "starting" | "started" | "stopping" | "stopped" | "destroyed" | "error";
         CreateSandboxRequest: {
-            /** @description Caller-chosen id; generated when absent. */
+            /**
+             * @description The sandbox's one identity: its id and its name are the same string. Give
+             *     id or name (or both, equal); a create that gives neither gets a minted id.
+             */
             id?: string;
-            /** @description Unique among live sandboxes; defaults to the id. */
+            /** @description The same as id (either may be given); unique among live sandboxes. */
             name?: string;
+            /** @description The agent session the sandbox belongs to (one sandbox, one session); list and events filter by it. */
+            sessionId?: string | null;
+            /** @description As on Daytona. Accepted and ignored by this daemon for now (named in the Warning header). */
+            public?: boolean;
+            /**
+             * @description Minutes a sandbox stays stopped before the daemon deletes it, as on Daytona:
+             *     -1 (the default) never, 0 at the first look after it stops. The clock is
+             *     lastActivityAt, which reaching stopped and refresh-activity move.
+             */
+            autoDeleteInterval?: number;
+            /** @description As on Daytona. Accepted and ignored locally, where nothing is archived. */
+            autoArchiveInterval?: number;
+            /** @description Daytona's region. Accepted and ignored locally, where every sandbox runs on this machine. */
+            target?: string;
+            /** @description Cores, as on Daytona. Accepted and ignored by this daemon for now. */
+            cpu?: number;
+            /** @description GiB, as on Daytona. Accepted and ignored by this daemon for now. */
+            memory?: number;
+            /** @description GiB, as on Daytona. Accepted and ignored locally. */
+            disk?: number;
+            /** @description As on Daytona. Accepted and ignored locally. */
+            gpu?: number;
             /** @description A launch profile from the daemon config; "default" when absent. */
             snapshot?: string;
             runtime?: components["schemas"]["Runtime"];
@@ -70,7 +95,10 @@ export interface components {
         };
         SandboxInfo: {
             id: string;
+            /** @description Always the id (sandboxes of daemons before one identity may have another). */
             name: string;
+            /** @description The agent session the sandbox belongs to; null when it belongs to none. */
+            sessionId: string | null;
             state: components["schemas"]["SandboxState"];
             runtime: components["schemas"]["Runtime"];
             snapshot: string;
@@ -94,6 +122,8 @@ export interface components {
             lastActivityAt: string;
             /** @description Idle minutes before auto-stop; 0 means never. */
             autoStopInterval: number;
+            /** @description Minutes stopped before auto-delete; -1 means never. */
+            autoDeleteInterval: number;
             /** @description Why the sandbox last stopped or failed, for example "auto_stopped" or "exited: code 1". */
             errorReason?: string;
         };
