@@ -82,14 +82,18 @@ type dashboardData struct {
 	Now       time.Time
 	Minute    time.Duration
 	Sandboxes []provider.Sandbox
+	// Session is the agent session the page was opened on (/?session=ID),
+	// whose sandboxes alone it lists.
+	Session string
 }
 
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	if _, err := r.Cookie(legacyTokenCookie); err == nil {
 		http.SetCookie(w, &http.Cookie{Name: legacyTokenCookie, Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	}
+	session := r.URL.Query().Get("session")
 	if !s.authenticated(r.Context()) {
-		s.render(w, "index.html", dashboardData{Locked: true})
+		s.render(w, "index.html", dashboardData{Locked: true, Session: session})
 		return
 	}
 	info := s.info(true)
@@ -97,7 +101,8 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	if err != nil || minute <= 0 {
 		minute = time.Minute
 	}
-	data := dashboardData{Info: info, Now: s.opts.Clock.Now(), Minute: minute, Sandboxes: s.opts.Manager.List(r.Context(), manager.Filter{})}
+	data := dashboardData{Info: info, Now: s.opts.Clock.Now(), Minute: minute, Session: session,
+		Sandboxes: s.opts.Manager.List(r.Context(), manager.Filter{SessionID: session})}
 	s.render(w, "index.html", data)
 }
 

@@ -194,3 +194,49 @@ func TestDashboardRoutesLeaveTheAPIAlone(t *testing.T) {
 	assert.Equal(t, 404, do(t, ts, "GET", "/index.html", "").status)
 	assert.Equal(t, 404, do(t, ts, "GET", "/logs/", "").status)
 }
+
+// /?session=ID opens the dashboard on that agent session's sandbox, a
+// stopped one as stopped with its reason, and says when it has none.
+func TestDashboardOpensASession(t *testing.T) {
+	ts, m := newTestServer(t, "")
+	ctx := context.Background()
+	for _, req := range []provider.CreateRequest{
+		{Name: "turn-a", SessionID: ptr("sess-a"), Public: true},
+		{Name: "turn-b", SessionID: ptr("sess-b")},
+		{Name: "loose"},
+	} {
+		_, err := m.Create(ctx, req)
+		require.NoError(t, err)
+	}
+	_, err := m.Stop(ctx, "turn-b")
+	require.NoError(t, err)
+
+	body := do(t, ts, "GET", "/", "").body
+	for _, name := range []string{"turn-a", "turn-b", "loose"} {
+		assert.Contains(t, body, `data-name="`+name+`"`)
+	}
+	assert.Contains(t, body, `<small class="session">session <a href="/?session=sess-a">sess-a</a></small>`)
+	assert.Contains(t, body, `<span class="badge" data-public>public</span>`, "a public sandbox is marked")
+
+	tests := []struct {
+		query      string
+		want, gone []string
+	}{
+		{"?session=sess-a", []string{`data-name="turn-a" data-state="started"`, `data-session="sess-a"`}, []string{`data-name="turn-b"`, `data-name="loose"`}},
+		{"?session=sess-b", []string{`data-name="turn-b" data-state="stopped"`, `<td class="reason">stopped</td>`}, []string{`data-name="turn-a"`}},
+		{"?session=sess-none", []string{`No sandbox belongs to session <code>sess-none</code>.`}, []string{`data-name=`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			body := do(t, ts, "GET", "/"+tt.query, "").body
+			for _, w := range tt.want {
+				assert.Contains(t, body, w)
+			}
+			for _, g := range tt.gone {
+				assert.NotContains(t, body, g)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -26,7 +26,7 @@ func TestCreateTakesTheHostsBody(t *testing.T) {
 	}{
 		{"Daytona's fields", `{"name":"s1","public":false,"autoDeleteInterval":30,"autoArchiveInterval":60,"target":"eu","cpu":2,"memory":4,"disk":10,"gpu":0}`,
 			http.StatusCreated, "s1", `299 sandplane "accepted and ignored: autoArchiveInterval, target, cpu, memory, disk"`, ""},
-		{"public", `{"name":"s2","public":true}`, http.StatusCreated, "s2", `299 sandplane "accepted and ignored: public"`, ""},
+		{"public, honoured", `{"name":"s2","public":true}`, http.StatusCreated, "s2", "", ""},
 		{"nothing to ignore", `{"name":"s3","autoStopInterval":0}`, http.StatusCreated, "s3", "", ""},
 		{"an id alone", `{"id":"s4"}`, http.StatusCreated, "s4", "", ""},
 		{"id and name the same", `{"id":"s5","name":"s5"}`, http.StatusCreated, "s5", "", ""},

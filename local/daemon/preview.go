@@ -118,9 +118,14 @@ var (
 
 func (p previewResolver) Resolve(ctx context.Context, idOrName string, port int) (relay.Target, error) {
 	t, err := p.m.PreviewTarget(ctx, idOrName, port)
+	// The relay checks a caller against the token (before it says why a
+	// sandbox cannot answer): none for a public sandbox, as on Daytona.
+	gate := t.Token
+	if t.Public {
+		gate = ""
+	}
 	if err != nil {
-		// The relay checks its caller against the token before it says why.
-		return relay.Target{ID: t.ID, Token: t.Token}, err
+		return relay.Target{ID: t.ID, Token: gate}, err
 	}
 	if t.Token == "" {
 		// Without a token the relay would let anyone in: fail closed.
@@ -130,7 +135,7 @@ func (p previewResolver) Resolve(ctx context.Context, idOrName string, port int)
 	tg := relay.Target{
 		ID:       t.ID,
 		URL:      &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(t.HostPort))},
-		Token:    t.Token,
+		Token:    gate,
 		AutoStop: t.AutoStop,
 		Minute:   t.Minute,
 	}

@@ -394,3 +394,29 @@ func TestPreviewOfASandboxWithoutATokenFailsClosed(t *testing.T) {
 	assert.NotEqual(t, http.StatusOK, code, body)
 	assert.Contains(t, body, "stop and start it")
 }
+
+// A public sandbox's previews answer without its token, as Daytona's do;
+// its workload still gets the token, and a private neighbour still wants it.
+func TestPublicSandboxPreviewsNeedNoToken(t *testing.T) {
+	h := newPreviewHarness(t, "")
+	ctx := context.Background()
+	pub, err := h.m.Create(ctx, provider.CreateRequest{Name: "pub", Public: true})
+	require.NoError(t, err)
+	assert.True(t, pub.Public)
+	h.serve(pub.Port)
+	priv, err := h.m.Create(ctx, provider.CreateRequest{Name: "priv"})
+	require.NoError(t, err)
+	assert.False(t, priv.Public)
+	h.serve(priv.Port)
+	pv, err := h.m.PreviewURL(ctx, "pub", 0)
+	require.NoError(t, err)
+
+	code, body, _ := h.get("4000-pub.localhost", "/")
+	require.Equal(t, http.StatusOK, code, body)
+	var seen seenRequest
+	require.NoError(t, json.Unmarshal([]byte(body), &seen))
+	assert.Equal(t, []string{pv.Token}, seen.Header[http.CanonicalHeaderKey(provider.PreviewTokenHeader)], "the workload still gets its token")
+
+	code, body, _ = h.get("4000-priv.localhost", "/")
+	assert.Equal(t, http.StatusUnauthorized, code, body)
+}

@@ -112,7 +112,6 @@ func IgnoredFields(req provider.CreateRequest) []string {
 		name string
 		set  bool
 	}{
-		{"public", req.Public},
 		{"autoArchiveInterval", req.AutoArchiveInterval != nil},
 		{"target", req.Target != ""},
 		{"cpu", req.CPU != 0},
@@ -212,6 +211,7 @@ func (m *Manager) plan(req provider.CreateRequest) (*entry, Snapshot, error) {
 		LastActivityAt:   now,
 		AutoStopInterval: *m.opts.AutoStopMinutes,
 		SessionID:        clonePtr(req.SessionID),
+		Public:           req.Public,
 		Creating:         true,
 	}
 	rec.ID = cmp.Or(req.ID, req.Name, uuid.NewString())

@@ -639,6 +639,7 @@ func (m *Manager) info(r *record) provider.Sandbox {
 		AutoStopInterval:   r.AutoStopInterval,
 		SessionID:          clonePtr(r.SessionID),
 		AutoDeleteInterval: autoDeleteMinutes(r),
+		Public:             r.Public,
 		ErrorReason:        r.ErrorReason,
 	}
 	if r.State == provider.StateStarted && r.Port > 0 {

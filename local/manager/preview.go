@@ -163,6 +163,9 @@ type PreviewTarget struct {
 	// Token is the sandbox's secret ("" for a workload started before
 	// sandboxes had one).
 	Token string
+	// Public says that the sandbox's previews answer without the token, as
+	// Daytona's public sandboxes do; its workload still gets the token.
+	Public bool
 	// AutoStop is the sandbox's auto-stop interval (0: never), and Minute
 	// the length of an interval minute.
 	AutoStop, Minute time.Duration
@@ -186,7 +189,7 @@ func (m *Manager) PreviewTarget(ctx context.Context, idOrName string, port int) 
 	if err != nil {
 		return PreviewTarget{}, provider.Errorf(provider.Internal, "read sandbox token: %w", err)
 	}
-	t := PreviewTarget{ID: r.ID, Token: tok}
+	t := PreviewTarget{ID: r.ID, Token: tok, Public: r.Public}
 	if err := m.available(e); err != nil {
 		return t, err
 	}

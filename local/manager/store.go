@@ -50,6 +50,8 @@ type record struct {
 	UpdatedAt        time.Time   `json:"updatedAt"`
 	LastActivityAt   time.Time   `json:"lastActivityAt"`
 	AutoStopInterval int         `json:"autoStopInterval"`
+	// Public makes the sandbox's previews answer without its token.
+	Public bool `json:"public,omitempty"`
 	// AutoDeleteInterval is the minutes stopped before auto-delete; nil
 	// (the default, and every record before auto-delete) is never.
 	AutoDeleteInterval *int `json:"autoDeleteInterval,omitempty"`

@@ -204,7 +204,9 @@ type CreateSandboxRequest struct {
 	// Name The same as id (either may be given); unique among live sandboxes.
 	Name string `json:"name,omitempty"`
 
-	// Public As on Daytona. Accepted and ignored by this daemon for now (named in the Warning header).
+	// Public As on Daytona: the sandbox's previews answer without its token (the
+	// workload still gets it). Anything on this machine, and any page a
+	// browser here opens, may then reach the sandbox's ports.
 	Public  bool    `json:"public,omitempty"`
 	Runtime Runtime `json:"runtime,omitempty"`
 
@@ -348,8 +350,11 @@ type SandboxInfo struct {
 	// http://<port>-<id>.localhost:<daemon port> (each sandbox an
 	// origin of its own), or by path on the daemon for an id that
 	// cannot be a host name; empty while stopped.
-	PreviewURL string  `json:"previewUrl"`
-	Runtime    Runtime `json:"runtime"`
+	PreviewURL string `json:"previewUrl"`
+
+	// Public Whether the previews answer without the token.
+	Public  bool    `json:"public"`
+	Runtime Runtime `json:"runtime"`
 
 	// SessionID The agent session the sandbox belongs to; null when it belongs to none.
 	SessionID *string      `json:"sessionId"`

@@ -157,8 +157,9 @@ type ClientInterface interface {
 	// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 	// Those the daemon does not honour are accepted and ignored, and the
 	// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
-	// (a stopped sandbox is deleted after that many minutes, as on Daytona).
-	// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+	// (a stopped sandbox is deleted after that many minutes, as on Daytona)
+	// and `public` (its previews answer without the token). Ignored:
+	// `autoArchiveInterval` (nothing is archived
 	// locally), `target` (every sandbox runs on this machine), `cpu`,
 	// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 	// never passes silently.
@@ -186,8 +187,9 @@ type ClientInterface interface {
 	// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 	// Those the daemon does not honour are accepted and ignored, and the
 	// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
-	// (a stopped sandbox is deleted after that many minutes, as on Daytona).
-	// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+	// (a stopped sandbox is deleted after that many minutes, as on Daytona)
+	// and `public` (its previews answer without the token). Ignored:
+	// `autoArchiveInterval` (nothing is archived
 	// locally), `target` (every sandbox runs on this machine), `cpu`,
 	// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 	// never passes silently.
@@ -334,8 +336,9 @@ func (c *Client) ListSandboxes(ctx context.Context, params *ListSandboxesParams,
 // `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 // Those the daemon does not honour are accepted and ignored, and the
 // answer's `Warning` header names them. Honoured: `autoDeleteInterval`
-// (a stopped sandbox is deleted after that many minutes, as on Daytona).
-// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+// (a stopped sandbox is deleted after that many minutes, as on Daytona)
+// and `public` (its previews answer without the token). Ignored:
+// `autoArchiveInterval` (nothing is archived
 // locally), `target` (every sandbox runs on this machine), `cpu`,
 // `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 // never passes silently.
@@ -373,8 +376,9 @@ func (c *Client) CreateSandboxWithBody(ctx context.Context, contentType string, 
 // `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 // Those the daemon does not honour are accepted and ignored, and the
 // answer's `Warning` header names them. Honoured: `autoDeleteInterval`
-// (a stopped sandbox is deleted after that many minutes, as on Daytona).
-// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+// (a stopped sandbox is deleted after that many minutes, as on Daytona)
+// and `public` (its previews answer without the token). Ignored:
+// `autoArchiveInterval` (nothing is archived
 // locally), `target` (every sandbox runs on this machine), `cpu`,
 // `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 // never passes silently.
@@ -1167,8 +1171,9 @@ type ClientWithResponsesInterface interface {
 	// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 	// Those the daemon does not honour are accepted and ignored, and the
 	// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
-	// (a stopped sandbox is deleted after that many minutes, as on Daytona).
-	// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+	// (a stopped sandbox is deleted after that many minutes, as on Daytona)
+	// and `public` (its previews answer without the token). Ignored:
+	// `autoArchiveInterval` (nothing is archived
 	// locally), `target` (every sandbox runs on this machine), `cpu`,
 	// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 	// never passes silently.
@@ -1196,8 +1201,9 @@ type ClientWithResponsesInterface interface {
 	// `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 	// Those the daemon does not honour are accepted and ignored, and the
 	// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
-	// (a stopped sandbox is deleted after that many minutes, as on Daytona).
-	// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+	// (a stopped sandbox is deleted after that many minutes, as on Daytona)
+	// and `public` (its previews answer without the token). Ignored:
+	// `autoArchiveInterval` (nothing is archived
 	// locally), `target` (every sandbox runs on this machine), `cpu`,
 	// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 	// never passes silently.
@@ -1921,8 +1927,9 @@ func (c *ClientWithResponses) ListSandboxesWithResponse(ctx context.Context, par
 // `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 // Those the daemon does not honour are accepted and ignored, and the
 // answer's `Warning` header names them. Honoured: `autoDeleteInterval`
-// (a stopped sandbox is deleted after that many minutes, as on Daytona).
-// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+// (a stopped sandbox is deleted after that many minutes, as on Daytona)
+// and `public` (its previews answer without the token). Ignored:
+// `autoArchiveInterval` (nothing is archived
 // locally), `target` (every sandbox runs on this machine), `cpu`,
 // `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 // never passes silently.
@@ -1956,8 +1963,9 @@ func (c *ClientWithResponses) CreateSandboxWithBodyWithResponse(ctx context.Cont
 // `autoArchiveInterval`, `target`, `cpu`, `memory`, `disk` and `gpu`.
 // Those the daemon does not honour are accepted and ignored, and the
 // answer's `Warning` header names them. Honoured: `autoDeleteInterval`
-// (a stopped sandbox is deleted after that many minutes, as on Daytona).
-// Ignored: `public`, `autoArchiveInterval` (nothing is archived
+// (a stopped sandbox is deleted after that many minutes, as on Daytona)
+// and `public` (its previews answer without the token). Ignored:
+// `autoArchiveInterval` (nothing is archived
 // locally), `target` (every sandbox runs on this machine), `cpu`,
 // `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 // never passes silently.

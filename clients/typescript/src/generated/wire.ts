@@ -59,7 +59,11 @@ export interface components {
             name?: string;
             /** @description The agent session the sandbox belongs to (one sandbox, one session); list and events filter by it. */
             sessionId?: string | null;
-            /** @description As on Daytona. Accepted and ignored by this daemon for now (named in the Warning header). */
+            /**
+             * @description As on Daytona: the sandbox's previews answer without its token (the
+             *     workload still gets it). Anything on this machine, and any page a
+             *     browser here opens, may then reach the sandbox's ports.
+             */
             public?: boolean;
             /**
              * @description Minutes a sandbox stays stopped before the daemon deletes it, as on Daytona:
@@ -124,6 +128,8 @@ export interface components {
             autoStopInterval: number;
             /** @description Minutes stopped before auto-delete; -1 means never. */
             autoDeleteInterval: number;
+            /** @description Whether the previews answer without the token. */
+            public: boolean;
             /** @description Why the sandbox last stopped or failed, for example "auto_stopped" or "exited: code 1". */
             errorReason?: string;
         };

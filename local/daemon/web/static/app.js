@@ -163,6 +163,10 @@
       .join(" ");
   }
 
+  // session is the agent session the page was opened on (/?session=ID):
+  // the table then shows that session's sandboxes only.
+  const session = new URLSearchParams(location.search).get("session") || "";
+
   function row(s) {
     const origin = (s.labels || {}).origin;
     const labels = otherLabels(s.labels);
@@ -173,7 +177,9 @@
         ? el("span", { class: "badge", "data-origin": origin }, origin)
         : el("span", { class: "none" }, "—")),
       el("td", { class: "name" }, el("strong", {}, s.name),
+        s.public ? el("span", { class: "badge", "data-public": "" }, "public") : null,
         s.name !== s.id ? el("small", { class: "id" }, s.id) : null,
+        s.sessionId ? el("small", { class: "session" }, "session ", el("a", { href: "/?session=" + encodeURIComponent(s.sessionId) }, s.sessionId)) : null,
         labels ? el("small", { class: "labels" }, labels) : null),
       el("td", { class: "runtime" }, s.runtime || "", el("small", {}, s.snapshot || "")),
       el("td", { class: "port" }, s.port ? String(s.port) : ""),
@@ -233,8 +239,9 @@
         el("td", { colspan: 9 }, `${name}: waiting for the workload to come up…`)));
     }
     if (!frag.childNodes.length) {
-      frag.append(el("tr", { class: "empty" }, el("td", { colspan: 10 },
-        "No sandboxes yet. Create one above, or run ", el("code", {}, "sandplane run -- echo hello"), ".")));
+      frag.append(el("tr", { class: "empty" }, session
+        ? el("td", { colspan: 10 }, "No sandbox belongs to session ", el("code", {}, session), ".")
+        : el("td", { colspan: 10 }, "No sandboxes yet. Create one above, or run ", el("code", {}, "sandplane run -- echo hello"), ".")));
     }
     rows.replaceChildren(frag);
   }
@@ -294,7 +301,8 @@
   async function stream(lastId, seen) {
     const headers = authHeaders({ Accept: "text/event-stream" });
     if (lastId) headers["Last-Event-ID"] = lastId;
-    const res = await fetch("/v1/events", { headers, cache: "no-store" });
+    const query = session ? "?sessionId=" + encodeURIComponent(session) : "";
+    const res = await fetch("/v1/events" + query, { headers, cache: "no-store" });
     if (res.status === 401) throw new Unauthorized(`HTTP 401`);
     if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
     setLive("live", "live");
