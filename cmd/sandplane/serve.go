@@ -15,9 +15,9 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var (
-		listen, root, configFile, tokenFile string
-		minute                              time.Duration
-		debug                               bool
+		listen, root, configFile, tokenFile, activity string
+		minute                                        time.Duration
+		debug                                         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -65,6 +65,9 @@ deletes them). GET /healthz answers while it runs.`,
 				if flags.Changed("token-file") {
 					c.TokenFile = tokenFile
 				}
+				if flags.Changed("activity") {
+					c.Activity = activity
+				}
 			})
 			if err != nil {
 				return err
@@ -83,6 +86,7 @@ deletes them). GET /healthz answers while it runs.`,
 	cmd.Flags().StringVar(&configFile, "config", "", "YAML file with snapshots, pass-through env and ports ($SANDPLANE_CONFIG)")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file (mode 0600) holding the bearer token every request must carry ($SANDPLANE_TOKEN_FILE)")
 	cmd.Flags().BoolVar(&debug, "debug", false, "log every request (never bodies or env values)")
+	cmd.Flags().StringVar(&activity, "activity", config.ActivityDaytona, "what keeps a sandbox alive: daytona (refresh, mutating calls and preview traffic, as on Daytona) or client-push (refresh and mutating calls only) ($SANDPLANE_ACTIVITY)")
 	return cmd
 }
 

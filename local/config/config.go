@@ -32,6 +32,7 @@ const (
 	EnvReapInterval = "AGENT_CONTROL_PLANE_REAP_INTERVAL_MS"
 	EnvAutoStop     = "AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES"
 	EnvReapOnExit   = "AGENT_CONTROL_PLANE_REAP_ON_EXIT"
+	EnvActivity     = "SANDPLANE_ACTIVITY"
 	// EnvURL is where clients find the daemon.
 	EnvURL = local.EnvURL
 )
@@ -124,7 +125,22 @@ type Config struct {
 	// WebSocket cannot keep a forgotten sandbox running. 0: for as long as
 	// it is open, as on Daytona.
 	PreviewIdleKeepAlive time.Duration `yaml:"previewIdleKeepAlive"`
+	// Activity is what moves a sandbox's idle clock: ActivityDaytona (the
+	// default) or ActivityClientPush.
+	Activity string `yaml:"activity"`
 }
+
+// The activity rules a daemon may follow.
+const (
+	// ActivityDaytona counts what Daytona counts: refresh-activity,
+	// mutating calls, and preview traffic through the daemon (source
+	// proxy), as Daytona's proxy counts toolbox and preview traffic.
+	ActivityDaytona = "daytona"
+	// ActivityClientPush counts only what a client says: refresh-activity
+	// and mutating calls, never preview traffic, so that a host proves its
+	// own keep-alive wiring without the previews' help.
+	ActivityClientPush = "client-push"
+)
 
 // Default returns the built-in configuration. self is the argv that starts
 // this binary's toolbox ("sandplane toolbox"), the default workload.
@@ -137,6 +153,7 @@ func Default(self []string) Config {
 		StopGrace:       10 * time.Second,
 		PassEnv:         []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"},
 		DockerImage:     "sandplane/toolbox:local",
+		Activity:        ActivityDaytona,
 	}
 	c.Ports.Min, c.Ports.Max = 4100, 4999
 	c.Snapshots = map[string]Snapshot{
@@ -267,6 +284,9 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	if v := getenv(EnvRoot); v != "" {
 		c.Root = v
 	}
+	if v := getenv(EnvActivity); v != "" {
+		c.Activity = v
+	}
 	if v := getenv(EnvToken); v != "" {
 		c.Token = v
 	}
@@ -321,6 +341,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("root directory is empty")
 	case !validIsolation(c.Isolation):
 		return fmt.Errorf("isolation must be \"none\" or \"bwrap\", got %q", c.Isolation)
+	case c.Activity != ActivityDaytona && c.Activity != ActivityClientPush:
+		return fmt.Errorf("activity must be %q (refresh, mutations and preview traffic count, as on Daytona) or %q (only refresh and mutations), got %q", ActivityDaytona, ActivityClientPush, c.Activity)
 	}
 	for _, k := range c.PassEnv {
 		if k == EnvToken {

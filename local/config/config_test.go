@@ -95,6 +95,8 @@ func TestInvalid(t *testing.T) {
 		{name: "the workload port among the others", yaml: "snapshots: {x: {command: [a], port: 3000, ports: [3000]}}"},
 		{name: "the default workload port among the others", yaml: "snapshots: {x: {command: [a], ports: [4000]}}"},
 		{name: "negative idle keep-alive", yaml: "previewIdleKeepAlive: -1s"},
+		{name: "unknown activity rule", yaml: "activity: previews-only"},
+		{name: "unknown activity rule from the environment", env: map[string]string{EnvActivity: "client"}},
 		{name: "a misspelt snapshot key", yaml: "snapshots: {x: {command: [a], isolaton: bwrap}}"},
 		{name: "a misspelt key", yaml: "autoStopMinute: 5"},
 		{name: "a misspelt port range key", yaml: "ports: {minimum: 10}"},

@@ -44,6 +44,10 @@ func (s *Server) info(full bool) provider.Info {
 		return info
 	}
 	info.Containment = wire.InfoContainment(s.opts.Containment)
+	info.Activity = wire.ActivityDaytona
+	if s.opts.PreviewNotActivity {
+		info.Activity = wire.ActivityClientPush
+	}
 	info.PID = os.Getpid()
 	info.RootDir = s.opts.Manager.Root()
 	info.Runtimes = s.opts.Manager.Runtimes()

@@ -87,7 +87,7 @@ func previewRequest(r *http.Request) bool {
 
 // newPreviewRelay is the relay over the manager.
 func newPreviewRelay(s *Server) (*relay.Relay, error) {
-	return relay.New(previewResolver{m: s.opts.Manager, hub: s.hub},
+	return relay.New(previewResolver{m: s.opts.Manager, hub: s.hub, notActivity: s.opts.PreviewNotActivity},
 		relay.WithDomain("localhost"),
 		relay.WithPathPrefix(PreviewPath),
 		relay.WithClock(s.opts.Clock),
@@ -109,6 +109,9 @@ func newPreviewRelay(s *Server) (*relay.Relay, error) {
 type previewResolver struct {
 	m   *manager.Manager
 	hub *Hub
+	// notActivity: preview traffic does not move the idle clock
+	// (Options.PreviewNotActivity).
+	notActivity bool
 }
 
 var (
@@ -146,8 +149,11 @@ func (p previewResolver) Resolve(ctx context.Context, idOrName string, port int)
 }
 
 // RefreshActivity is preview traffic's bump: an activity event with source
-// proxy, as on Daytona's proxy.
+// proxy, as on Daytona's proxy; nothing under --activity client-push.
 func (p previewResolver) RefreshActivity(ctx context.Context, id string) error {
+	if p.notActivity {
+		return nil
+	}
 	return p.m.RefreshActivityFrom(ctx, id, provider.SourceProxy)
 }
 

@@ -38,7 +38,7 @@ type previewHarness struct {
 	events chan provider.Event
 }
 
-func newPreviewHarness(t *testing.T, token string) *previewHarness {
+func newPreviewHarness(t *testing.T, token string, configure ...func(*Options)) *previewHarness {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -60,7 +60,11 @@ func newPreviewHarness(t *testing.T, token string) *previewHarness {
 	})
 	require.NoError(t, err)
 	t.Cleanup(h.m.Close)
-	s, err := New(Options{Manager: h.m, Hub: hub, Version: "test", Token: token})
+	opts := Options{Manager: h.m, Hub: hub, Version: "test", Token: token}
+	for _, f := range configure {
+		f(&opts)
+	}
+	s, err := New(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	h.ts = httptest.NewUnstartedServer(s.Handler())
@@ -419,4 +423,32 @@ func TestPublicSandboxPreviewsNeedNoToken(t *testing.T) {
 
 	code, body, _ = h.get("4000-priv.localhost", "/")
 	assert.Equal(t, http.StatusUnauthorized, code, body)
+}
+
+// Under --activity client-push preview traffic is served but moves no idle
+// clock (refresh-activity and mutations are the manager's, unchanged).
+func TestClientPushActivityIgnoresPreviewTraffic(t *testing.T) {
+	h := newPreviewHarness(t, "", func(o *Options) { o.PreviewNotActivity = true })
+	ctx := context.Background()
+	sb, err := h.m.Create(ctx, provider.CreateRequest{Name: "quiet"})
+	require.NoError(t, err)
+	h.serve(sb.Port)
+	pv, err := h.m.PreviewURL(ctx, "quiet", 0)
+	require.NoError(t, err)
+	h.proxyRefreshes("quiet")
+	before, err := h.m.Get(ctx, "quiet")
+	require.NoError(t, err)
+
+	for range 3 {
+		code, body, _ := h.get("4000-quiet.localhost", "/", provider.PreviewTokenHeader, pv.Token)
+		require.Equal(t, http.StatusOK, code, body)
+	}
+	time.Sleep(100 * time.Millisecond) // a chance for a wrong relay only; cannot fail a right one
+	assert.Equal(t, 0, h.proxyRefreshes("quiet"), "no activity event of source proxy")
+	after, err := h.m.Get(ctx, "quiet")
+	require.NoError(t, err)
+	assert.Equal(t, before.LastActivityAt, after.LastActivityAt, "the idle clock did not move")
+
+	_, info, _ := h.get("", "/v1/info")
+	assert.Contains(t, info, `"activity":"client-push"`)
 }

@@ -78,7 +78,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer m.Close()
 	srv, err := New(Options{Manager: m, Hub: hub, Version: cfg.Version, Token: set.Token, Clock: clk, Logger: log,
-		Containment: nat.Containment(), PreviewIdleKeepAlive: set.PreviewIdleKeepAlive})
+		Containment: nat.Containment(), PreviewIdleKeepAlive: set.PreviewIdleKeepAlive,
+		PreviewNotActivity: set.Activity == config.ActivityClientPush})
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,10 @@ type Options struct {
 	// PreviewIdleKeepAlive, when positive, is how long an open preview
 	// connection that moves no bytes keeps counting as activity.
 	PreviewIdleKeepAlive time.Duration
+	// PreviewNotActivity, set by `serve --activity client-push`, keeps
+	// preview traffic from moving the idle clock: only refresh-activity and
+	// mutating calls do.
+	PreviewNotActivity bool
 }
 
 // Server serves the API, the dashboard and the sandboxes' previews.

@@ -94,6 +94,24 @@ func (e EventType) Valid() bool {
 	}
 }
 
+// Defines values for InfoActivity.
+const (
+	ActivityClientPush InfoActivity = "client-push"
+	ActivityDaytona    InfoActivity = "daytona"
+)
+
+// Valid indicates whether the value is a known member of the InfoActivity enum.
+func (e InfoActivity) Valid() bool {
+	switch e {
+	case ActivityClientPush:
+		return true
+	case ActivityDaytona:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for InfoContainment.
 const (
 	PIDNamespace InfoContainment = "pid-namespace"
@@ -277,6 +295,9 @@ type EventType string
 
 // Info defines model for Info.
 type Info struct {
+	// Activity What moves a sandbox's idle clock. daytona: refresh-activity, mutating calls and preview traffic through the daemon, as Daytona's proxy counts it. client-push (`serve --activity client-push`): refresh-activity and mutating calls only.
+	Activity InfoActivity `json:"activity,omitempty"`
+
 	// APIVersion The major version of this contract ("v1").
 	APIVersion string `json:"apiVersion"`
 
@@ -297,6 +318,9 @@ type Info struct {
 	// Warnings What the daemon found and left alone that its user should look at (folders in the root that are not sandboxes).
 	Warnings []string `json:"warnings,omitempty"`
 }
+
+// InfoActivity What moves a sandbox's idle clock. daytona: refresh-activity, mutating calls and preview traffic through the daemon, as Daytona's proxy counts it. client-push (`serve --activity client-push`): refresh-activity and mutating calls only.
+type InfoActivity string
 
 // InfoContainment How native sandboxes are contained. pid-namespace: each runs under an init in its own PID namespace, and the kernel ends every process of it when it stops. process-group: the fallback where namespaces are unavailable; a process that calls setsid outlives its sandbox.
 type InfoContainment string

@@ -309,6 +309,11 @@ export interface components {
             /** @description What the daemon found and left alone that its user should look at (folders in the root that are not sandboxes). */
             warnings?: string[];
             /**
+             * @description What moves a sandbox's idle clock. daytona: refresh-activity, mutating calls and preview traffic through the daemon, as Daytona's proxy counts it. client-push (`serve --activity client-push`): refresh-activity and mutating calls only.
+             * @enum {string}
+             */
+            activity?: "daytona" | "client-push";
+            /**
              * @description How native sandboxes are contained. pid-namespace: each runs under an init in its own PID namespace, and the kernel ends every process of it when it stops. process-group: the fallback where namespaces are unavailable; a process that calls setsid outlives its sandbox.
              * @enum {string}
              */
