@@ -177,6 +177,18 @@ func TestDocker(t *testing.T) {
 	t.Run("daemon restart keeps live containers", func(t *testing.T) { testDockerDaemonRestart(t, env) })
 	t.Run("orphans removed at daemon start", func(t *testing.T) { testDockerOrphans(t, env) })
 	t.Run("create failures", func(t *testing.T) { testDockerCreateFailures(t, env) })
+	t.Run("resource limits", func(t *testing.T) { testDockerResourceLimits(t, env) })
+}
+
+// A create's cpu and memory are the container's limits, as docker --cpus
+// and --memory would set them.
+func testDockerResourceLimits(t *testing.T, env *dockerEnv) {
+	d := startDockerDaemon(t, env, "")
+	s := dockerCreate(t, d, provider.CreateRequest{Name: "sized", CPU: 1, Memory: 1})
+	c := env.sandboxContainer(t, s.ID)
+	assert.Equal(t, int64(1e9), c.HostConfig.NanoCPUs)
+	assert.Equal(t, int64(1<<30), c.HostConfig.Memory)
+	require.NoError(t, d.P.Delete(context.Background(), s.ID))
 }
 
 func testDockerLifecycle(t *testing.T, env *dockerEnv) {

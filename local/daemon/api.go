@@ -119,7 +119,7 @@ func (a strictAPI) CreateSandbox(ctx context.Context, req api.CreateSandboxReque
 	if err != nil {
 		return nil, err
 	}
-	return createdResponse{s, manager.IgnoredFields(body)}, nil
+	return createdResponse{s, manager.IgnoredFields(body, s.Runtime)}, nil
 }
 
 // createdResponse is the 201 of a create, with a Warning header naming

@@ -53,6 +53,10 @@ type Spec struct {
 	// Mounts are engine volumes the workload sees at their Target (docker).
 	// The native runtime ignores them; its callers map volumes themselves.
 	Mounts []Mount
+	// CPU (cores) and MemoryGiB limit the workload where the runtime can
+	// enforce them (docker); zero is no limit. The native runtime ignores
+	// them.
+	CPU, MemoryGiB int
 	// Binds are host directories a native workload sees at other paths, in
 	// a mount namespace of its own, without any change to the host's file
 	// system (runtimes whose Binder says so; others refuse them). WorkDir

@@ -104,9 +104,11 @@ func validateDaytonaFields(req *provider.CreateRequest) error {
 }
 
 // IgnoredFields names the fields of req that the daemon accepts, as
-// Daytona's create body has them, but does not honour, in the order of the
-// contract. The daemon names them in the create's Warning header.
-func IgnoredFields(req provider.CreateRequest) []string {
+// Daytona's create body has them, but does not honour for a sandbox on
+// runtime rt, in the order of the contract: cpu and memory are limits on
+// docker only. The daemon names them in the create's Warning header.
+func IgnoredFields(req provider.CreateRequest, rt provider.Runtime) []string {
+	limits := rt == provider.RuntimeDocker
 	var out []string
 	for _, f := range []struct {
 		name string
@@ -114,8 +116,8 @@ func IgnoredFields(req provider.CreateRequest) []string {
 	}{
 		{"autoArchiveInterval", req.AutoArchiveInterval != nil},
 		{"target", req.Target != ""},
-		{"cpu", req.CPU != 0},
-		{"memory", req.Memory != 0},
+		{"cpu", req.CPU != 0 && !limits},
+		{"memory", req.Memory != 0 && !limits},
 		{"disk", req.Disk != 0},
 		{"gpu", req.GPU != 0},
 	} {
@@ -212,6 +214,8 @@ func (m *Manager) plan(req provider.CreateRequest) (*entry, Snapshot, error) {
 		AutoStopInterval: *m.opts.AutoStopMinutes,
 		SessionID:        clonePtr(req.SessionID),
 		Public:           req.Public,
+		CPU:              req.CPU,
+		Memory:           req.Memory,
 		Creating:         true,
 	}
 	rec.ID = cmp.Or(req.ID, req.Name, uuid.NewString())

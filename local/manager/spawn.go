@@ -69,6 +69,8 @@ func (j *spawnJob) request() launcher.Request {
 			Labels:    cloneMap(j.rec.Labels),
 			Isolation: j.snap.Isolation,
 			Network:   j.snap.Network,
+			CPU:       j.rec.CPU,
+			MemoryGiB: j.rec.Memory,
 		},
 		PreferPort:   j.rec.LastPort,
 		SandboxPorts: j.declared,

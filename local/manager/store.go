@@ -50,6 +50,10 @@ type record struct {
 	UpdatedAt        time.Time   `json:"updatedAt"`
 	LastActivityAt   time.Time   `json:"lastActivityAt"`
 	AutoStopInterval int         `json:"autoStopInterval"`
+	// CPU (cores) and Memory (GiB) are the limits the create asked for;
+	// the docker runtime enforces them, zero is none.
+	CPU    int `json:"cpu,omitempty"`
+	Memory int `json:"memory,omitempty"`
 	// Public makes the sandbox's previews answer without its token.
 	Public bool `json:"public,omitempty"`
 	// AutoDeleteInterval is the minutes stopped before auto-delete; nil

@@ -110,6 +110,10 @@ func (r *Driver) containerSpec(spec driver.Spec) containerSpec {
 		// the firewall rules of its own namespace. ping still works, over
 		// the ICMP datagram sockets the engine opens to every group.
 		CapDrop: []string{"NET_RAW"},
+		Resources: container.Resources{
+			NanoCPUs: int64(spec.CPU) * 1e9,
+			Memory:   int64(spec.MemoryGiB) << 30,
+		},
 	}
 	if hostNet {
 		// The workload binds the host's port itself: nothing to publish,
@@ -137,6 +141,13 @@ func specDigest(cfg *container.Config, host *container.HostConfig) string {
 			labels[k] = v
 		}
 	}
+	// Limits only when set, so that the digest of a container made before
+	// limits existed stays the same.
+	type limits struct{ NanoCPUs, Memory int64 }
+	var lim *limits
+	if host.NanoCPUs != 0 || host.Memory != 0 {
+		lim = &limits{host.NanoCPUs, host.Memory}
+	}
 	b, err := json.Marshal(struct {
 		Image, User, WorkDir string
 		Entrypoint, Env      []string
@@ -147,7 +158,8 @@ func specDigest(cfg *container.Config, host *container.HostConfig) string {
 		Network              container.NetworkMode `json:",omitempty"`
 		Mounts               []mount.Mount         `json:",omitempty"`
 		CapDrop              []string              `json:",omitempty"`
-	}{cfg.Image, cfg.User, cfg.WorkingDir, cfg.Entrypoint, cfg.Env, labels, host.PortBindings, host.ExtraHosts, host.Init, host.NetworkMode, host.Mounts, host.CapDrop})
+		Limits               *limits               `json:",omitempty"`
+	}{cfg.Image, cfg.User, cfg.WorkingDir, cfg.Entrypoint, cfg.Env, labels, host.PortBindings, host.ExtraHosts, host.Init, host.NetworkMode, host.Mounts, host.CapDrop, lim})
 	if err != nil {
 		// Only strings, slices and maps of strings: Marshal cannot fail.
 		panic(err)

@@ -98,6 +98,12 @@ func TestContainerSpec(t *testing.T) {
 		assert.Nil(t, r.containerSpec(s).config.Entrypoint)
 	})
 
+	assert.Zero(t, cs.host.NanoCPUs, "no limit asked, none set")
+	limited := spec
+	limited.CPU, limited.MemoryGiB = 2, 3
+	lh := r.containerSpec(limited).host
+	assert.Equal(t, []int64{2e9, 3 << 30}, []int64{lh.NanoCPUs, lh.Memory}, "docker --cpus 2 --memory 3g")
+
 	digest := cs.config.Labels[labelSpec]
 	assert.Equal(t, digest, r.containerSpec(spec).config.Labels[labelSpec], "same spec, same digest")
 	changes := map[string]func(s *driver.Spec){
@@ -110,6 +116,8 @@ func TestContainerSpec(t *testing.T) {
 		"user":         func(s *driver.Spec) { s.User = "" },
 		"workdir":      func(s *driver.Spec) { s.WorkDir = "/" },
 		"labels":       func(s *driver.Spec) { s.Labels = nil },
+		"cpu":          func(s *driver.Spec) { s.CPU = 2 },
+		"memory":       func(s *driver.Spec) { s.MemoryGiB = 1 },
 	}
 	for name, change := range changes {
 		t.Run("digest changes with "+name, func(t *testing.T) {
