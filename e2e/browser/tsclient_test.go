@@ -133,6 +133,9 @@ func TestTypeScriptClientInABrowser(t *testing.T) {
 		require.NoError(t, err)
 	}
 
+	// Only the package's dist/ is served, as a page would copy it.
+	entry, ok := strings.CutPrefix(entry, "dist/")
+	require.True(t, ok, "openapi-fetch's ES module %q is not under its dist/", entry)
 	importMap, err := json.Marshal("/openapi-fetch/" + entry)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
@@ -141,7 +144,7 @@ func TestTypeScriptClientInABrowser(t *testing.T) {
 		fmt.Fprintf(w, clientPage, importMap)
 	})
 	mux.Handle("GET /client/", modules(http.StripPrefix("/client/", http.FileServer(http.Dir(built)))))
-	mux.Handle("GET /openapi-fetch/", modules(http.StripPrefix("/openapi-fetch/", http.FileServer(http.Dir(fetchDir)))))
+	mux.Handle("GET /openapi-fetch/", modules(http.StripPrefix("/openapi-fetch/", http.FileServer(http.Dir(filepath.Join(fetchDir, "dist"))))))
 	ui := httptest.NewServer(mux)
 	t.Cleanup(ui.Close)
 	uiURL, err := url.Parse(ui.URL)
