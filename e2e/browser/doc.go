@@ -3,6 +3,12 @@
 // started, stops it, and sees every change arrive from the event stream
 // without a reload. Run with -update to refresh docs/dashboard.png.
 //
-// The test skips, saying so, only when no Chromium binary is installed
-// (Debian: apt-get install chromium).
+// It also opens the dashboard on one agent session (/?session=ID), and
+// loads the TypeScript client's browser build from a page on another
+// localhost port, calling the daemon across origins.
+//
+// The tests skip, saying so, only when no Chromium binary is installed
+// (Debian: apt-get install chromium); the TypeScript client's also when
+// node or npm is missing, and fails when clients/typescript's packages are
+// not installed (make test-deps).
 package browser
