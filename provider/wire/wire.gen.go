@@ -197,7 +197,7 @@ type CreateSandboxRequest struct {
 	// AutoStopInterval Idle minutes before auto-stop; 0 disables; the daemon default when absent.
 	AutoStopInterval *int `json:"autoStopInterval,omitempty"`
 
-	// CPU Cores, as on Daytona. Accepted and ignored by this daemon for now.
+	// CPU Cores, as on Daytona. The limit of a docker sandbox (docker --cpus); ignored on native.
 	CPU int `json:"cpu,omitempty"`
 
 	// Disk GiB, as on Daytona. Accepted and ignored locally.
@@ -216,7 +216,7 @@ type CreateSandboxRequest struct {
 	// Labels At most 64; keys are 1-256 bytes without '=' or '&', values at most 1024.
 	Labels map[string]string `json:"labels,omitempty"`
 
-	// Memory GiB, as on Daytona. Accepted and ignored by this daemon for now.
+	// Memory GiB, as on Daytona. The limit of a docker sandbox (docker --memory); ignored on native.
 	Memory int `json:"memory,omitempty"`
 
 	// Name The same as id (either may be given); unique among live sandboxes.

@@ -158,10 +158,11 @@ type ClientInterface interface {
 	// Those the daemon does not honour are accepted and ignored, and the
 	// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
 	// (a stopped sandbox is deleted after that many minutes, as on Daytona)
-	// and `public` (its previews answer without the token). Ignored:
-	// `autoArchiveInterval` (nothing is archived
-	// locally), `target` (every sandbox runs on this machine), `cpu`,
-	// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
+	// and `public` (its previews answer without the token); `cpu` and
+	// `memory` on the docker runtime (the container's limits). Ignored:
+	// `autoArchiveInterval` (nothing is archived locally), `target` (every
+	// sandbox runs on this machine), `cpu` and `memory` on native, `disk`,
+	// `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 	// never passes silently.
 	//
 	// A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -188,10 +189,11 @@ type ClientInterface interface {
 	// Those the daemon does not honour are accepted and ignored, and the
 	// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
 	// (a stopped sandbox is deleted after that many minutes, as on Daytona)
-	// and `public` (its previews answer without the token). Ignored:
-	// `autoArchiveInterval` (nothing is archived
-	// locally), `target` (every sandbox runs on this machine), `cpu`,
-	// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
+	// and `public` (its previews answer without the token); `cpu` and
+	// `memory` on the docker runtime (the container's limits). Ignored:
+	// `autoArchiveInterval` (nothing is archived locally), `target` (every
+	// sandbox runs on this machine), `cpu` and `memory` on native, `disk`,
+	// `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 	// never passes silently.
 	//
 	// A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -337,10 +339,11 @@ func (c *Client) ListSandboxes(ctx context.Context, params *ListSandboxesParams,
 // Those the daemon does not honour are accepted and ignored, and the
 // answer's `Warning` header names them. Honoured: `autoDeleteInterval`
 // (a stopped sandbox is deleted after that many minutes, as on Daytona)
-// and `public` (its previews answer without the token). Ignored:
-// `autoArchiveInterval` (nothing is archived
-// locally), `target` (every sandbox runs on this machine), `cpu`,
-// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
+// and `public` (its previews answer without the token); `cpu` and
+// `memory` on the docker runtime (the container's limits). Ignored:
+// `autoArchiveInterval` (nothing is archived locally), `target` (every
+// sandbox runs on this machine), `cpu` and `memory` on native, `disk`,
+// `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 // never passes silently.
 //
 // A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -377,10 +380,11 @@ func (c *Client) CreateSandboxWithBody(ctx context.Context, contentType string, 
 // Those the daemon does not honour are accepted and ignored, and the
 // answer's `Warning` header names them. Honoured: `autoDeleteInterval`
 // (a stopped sandbox is deleted after that many minutes, as on Daytona)
-// and `public` (its previews answer without the token). Ignored:
-// `autoArchiveInterval` (nothing is archived
-// locally), `target` (every sandbox runs on this machine), `cpu`,
-// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
+// and `public` (its previews answer without the token); `cpu` and
+// `memory` on the docker runtime (the container's limits). Ignored:
+// `autoArchiveInterval` (nothing is archived locally), `target` (every
+// sandbox runs on this machine), `cpu` and `memory` on native, `disk`,
+// `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 // never passes silently.
 //
 // A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -1172,10 +1176,11 @@ type ClientWithResponsesInterface interface {
 	// Those the daemon does not honour are accepted and ignored, and the
 	// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
 	// (a stopped sandbox is deleted after that many minutes, as on Daytona)
-	// and `public` (its previews answer without the token). Ignored:
-	// `autoArchiveInterval` (nothing is archived
-	// locally), `target` (every sandbox runs on this machine), `cpu`,
-	// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
+	// and `public` (its previews answer without the token); `cpu` and
+	// `memory` on the docker runtime (the container's limits). Ignored:
+	// `autoArchiveInterval` (nothing is archived locally), `target` (every
+	// sandbox runs on this machine), `cpu` and `memory` on native, `disk`,
+	// `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 	// never passes silently.
 	//
 	// A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -1202,10 +1207,11 @@ type ClientWithResponsesInterface interface {
 	// Those the daemon does not honour are accepted and ignored, and the
 	// answer's `Warning` header names them. Honoured: `autoDeleteInterval`
 	// (a stopped sandbox is deleted after that many minutes, as on Daytona)
-	// and `public` (its previews answer without the token). Ignored:
-	// `autoArchiveInterval` (nothing is archived
-	// locally), `target` (every sandbox runs on this machine), `cpu`,
-	// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
+	// and `public` (its previews answer without the token); `cpu` and
+	// `memory` on the docker runtime (the container's limits). Ignored:
+	// `autoArchiveInterval` (nothing is archived locally), `target` (every
+	// sandbox runs on this machine), `cpu` and `memory` on native, `disk`,
+	// `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 	// never passes silently.
 	//
 	// A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -1928,10 +1934,11 @@ func (c *ClientWithResponses) ListSandboxesWithResponse(ctx context.Context, par
 // Those the daemon does not honour are accepted and ignored, and the
 // answer's `Warning` header names them. Honoured: `autoDeleteInterval`
 // (a stopped sandbox is deleted after that many minutes, as on Daytona)
-// and `public` (its previews answer without the token). Ignored:
-// `autoArchiveInterval` (nothing is archived
-// locally), `target` (every sandbox runs on this machine), `cpu`,
-// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
+// and `public` (its previews answer without the token); `cpu` and
+// `memory` on the docker runtime (the container's limits). Ignored:
+// `autoArchiveInterval` (nothing is archived locally), `target` (every
+// sandbox runs on this machine), `cpu` and `memory` on native, `disk`,
+// `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 // never passes silently.
 //
 // A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -1964,10 +1971,11 @@ func (c *ClientWithResponses) CreateSandboxWithBodyWithResponse(ctx context.Cont
 // Those the daemon does not honour are accepted and ignored, and the
 // answer's `Warning` header names them. Honoured: `autoDeleteInterval`
 // (a stopped sandbox is deleted after that many minutes, as on Daytona)
-// and `public` (its previews answer without the token). Ignored:
-// `autoArchiveInterval` (nothing is archived
-// locally), `target` (every sandbox runs on this machine), `cpu`,
-// `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
+// and `public` (its previews answer without the token); `cpu` and
+// `memory` on the docker runtime (the container's limits). Ignored:
+// `autoArchiveInterval` (nothing is archived locally), `target` (every
+// sandbox runs on this machine), `cpu` and `memory` on native, `disk`,
+// `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
 // never passes silently.
 //
 // A sandbox has one identity: its id is its name. Give `id` or `name`

@@ -57,10 +57,11 @@ export interface paths {
          *     Those the daemon does not honour are accepted and ignored, and the
          *     answer's `Warning` header names them. Honoured: `autoDeleteInterval`
          *     (a stopped sandbox is deleted after that many minutes, as on Daytona)
-         *     and `public` (its previews answer without the token). Ignored:
-         *     `autoArchiveInterval` (nothing is archived
-         *     locally), `target` (every sandbox runs on this machine), `cpu`,
-         *     `memory`, `disk`, `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
+         *     and `public` (its previews answer without the token); `cpu` and
+         *     `memory` on the docker runtime (the container's limits). Ignored:
+         *     `autoArchiveInterval` (nothing is archived locally), `target` (every
+         *     sandbox runs on this machine), `cpu` and `memory` on native, `disk`,
+         *     `gpu`. Any other field is `invalid_argument`, naming it, so that a typo
          *     never passes silently.
          *
          *     A sandbox has one identity: its id is its name. Give `id` or `name`
@@ -386,9 +387,9 @@ export interface components {
             autoArchiveInterval?: number;
             /** @description Daytona's region. Accepted and ignored locally, where every sandbox runs on this machine. */
             target?: string;
-            /** @description Cores, as on Daytona. Accepted and ignored by this daemon for now. */
+            /** @description Cores, as on Daytona. The limit of a docker sandbox (docker --cpus); ignored on native. */
             cpu?: number;
-            /** @description GiB, as on Daytona. Accepted and ignored by this daemon for now. */
+            /** @description GiB, as on Daytona. The limit of a docker sandbox (docker --memory); ignored on native. */
             memory?: number;
             /** @description GiB, as on Daytona. Accepted and ignored locally. */
             disk?: number;

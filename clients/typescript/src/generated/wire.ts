@@ -80,9 +80,9 @@ export interface components {
             autoArchiveInterval?: number;
             /** @description Daytona's region. Accepted and ignored locally, where every sandbox runs on this machine. */
             target?: string;
-            /** @description Cores, as on Daytona. Accepted and ignored by this daemon for now. */
+            /** @description Cores, as on Daytona. The limit of a docker sandbox (docker --cpus); ignored on native. */
             cpu?: number;
-            /** @description GiB, as on Daytona. Accepted and ignored by this daemon for now. */
+            /** @description GiB, as on Daytona. The limit of a docker sandbox (docker --memory); ignored on native. */
             memory?: number;
             /** @description GiB, as on Daytona. Accepted and ignored locally. */
             disk?: number;
