@@ -839,3 +839,34 @@ func TestDeclaredPortsAreHeldAcrossARestart(t *testing.T) {
 	require.NoError(t, err)
 	h.create(provider.CreateRequest{ID: "c", Snapshot: "web"})
 }
+
+// A sandbox of a daemon before one identity (an id no new create may take,
+// a name that is not its id) keeps working as it was: found by either, its
+// name still taken, and never renamed.
+func TestSandboxesBeforeOneIdentityKeepTheirNames(t *testing.T) {
+	h := newHarness(t)
+	h.m.Close()
+	require.NoError(t, os.Mkdir(filepath.Join(h.root, "Old_Box.1"), 0o700))
+	writeRecord(t, h.root, record{Version: 1, ID: "Old_Box.1", Name: "legacy", State: provider.StateStopped, Runtime: provider.RuntimeNative,
+		Snapshot: DefaultSnapshot, ErrorReason: "stopped"})
+	h.m = nil
+	h.restart()
+	ctx := context.Background()
+
+	for _, idOrName := range []string{"Old_Box.1", "legacy"} {
+		s := h.get(idOrName)
+		assert.Equal(t, "Old_Box.1", s.ID)
+		assert.Equal(t, "legacy", s.Name)
+		assert.Equal(t, -1, s.AutoDeleteInterval, "a record before auto-delete never auto-deletes")
+		assert.Nil(t, s.SessionID)
+	}
+	_, err := h.m.Create(ctx, provider.CreateRequest{Name: "legacy"})
+	assert.Equal(t, provider.AlreadyExists, provider.Code(err))
+	assert.Contains(t, provider.Message(err), `a sandbox named "legacy" already exists (its id is Old_Box.1)`)
+
+	s, err := h.m.Start(ctx, "legacy")
+	require.NoError(t, err)
+	assert.Equal(t, provider.StateStarted, s.State)
+	assert.Equal(t, "legacy", h.get("Old_Box.1").Name, "not renamed")
+	require.NoError(t, h.m.Delete(ctx, "legacy"))
+}
