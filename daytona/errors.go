@@ -40,8 +40,20 @@ var errTimedOut = errors.New("timed out")
 
 // classify turns whatever the api-client returned for op into a coded error:
 // Daytona's status and message, or what went wrong on the way there. It is
-// the one place where Daytona's errors are interpreted. nil stays nil.
+// the one place where Daytona's errors are interpreted, so every outcome
+// is also evidence about the API key. nil stays nil.
 func (p *Provider) classify(ctx context.Context, op op, resp *http.Response, err error) error {
+	out := p.classifyErr(ctx, op, resp, err)
+	why := "Daytona at " + p.cfg.APIURL + " answered"
+	if provider.EvidenceOf(out) == provider.EvidenceRefused {
+		why = provider.Message(out)
+	}
+	p.creds.Result(provider.Fingerprint(p.cfg.APIKey), out, why)
+	return out
+}
+
+// classifyErr maps one call's failure (nil for none).
+func (p *Provider) classifyErr(ctx context.Context, op op, resp *http.Response, err error) error {
 	if err == nil {
 		return nil
 	}

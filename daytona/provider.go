@@ -30,6 +30,8 @@ type Provider struct {
 	retries     int
 	previewTTL  time.Duration
 	minute      time.Duration
+	// auth is what Daytona's answers said about the API key.
+	creds *provider.AuthTracker
 }
 
 var _ provider.Provider = (*Provider)(nil)

@@ -161,10 +161,11 @@ func TestStatus(t *testing.T) {
 		p    *Provider
 		code provider.ErrorCode
 		msg  string
+		auth provider.AuthState // the evidence's settled answer
 	}{
-		{"good key", h.p, "", ""},
-		{"bad key", h.provider("wrong", nil), provider.Unauthenticated, EnvAPIKey},
-		{"nothing answers", unreachable(t), provider.Unavailable, EnvAPIURL},
+		{"good key", h.p, "", "", provider.AuthAuthenticated},
+		{"bad key", h.provider("wrong", nil), provider.Unauthenticated, EnvAPIKey, provider.AuthRequired},
+		{"nothing answers", unreachable(t), provider.Unavailable, EnvAPIURL, provider.AuthConfigured},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,8 +175,17 @@ func TestStatus(t *testing.T) {
 			assert.Equal(t, tt.code == "", st.Authenticated)
 			assert.Equal(t, tt.code, st.Code)
 			assert.Contains(t, st.Message, tt.msg)
+			assert.Equal(t, tt.auth, st.Auth.State, st.Auth.Why)
 		})
 	}
+
+	// A transient failure after an answer keeps the settled answer.
+	p := h.provider(testKey, nil)
+	require.True(t, p.Status(ctx).OK())
+	h.sim.AddFault(simulator.Fault{Op: "listSandboxes", Status: http.StatusServiceUnavailable})
+	st := p.Status(ctx)
+	assert.Equal(t, provider.Unavailable, st.Code)
+	assert.Equal(t, provider.AuthAuthenticated, st.Auth.State, "a 503 says nothing about the key")
 }
 
 // unreachable is a provider of an address where nothing listens.

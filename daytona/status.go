@@ -16,7 +16,9 @@ func (p *Provider) Status(ctx context.Context) provider.Status {
 	ctx, cancel := p.bound(withoutRetries(p.auth(ctx)), requestTimeout)
 	defer cancel()
 	_, resp, err := p.api.SandboxAPI.ListSandboxes(ctx).Limit(1).Execute()
-	if err := p.classify(ctx, opList, resp, err); err != nil {
+	err = p.classify(ctx, opList, resp, err)
+	st.Auth = p.creds.Auth()
+	if err != nil {
 		st.Code, st.Message = provider.Code(err), provider.Message(err)
 		return st
 	}

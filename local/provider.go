@@ -52,6 +52,8 @@ type Provider struct {
 	stream *http.Client
 	clk    clock.Clock
 	log    *slog.Logger
+	// auth is what the daemon's answers said about the token.
+	auth *provider.AuthTracker
 
 	versionOnce sync.Once
 }
@@ -96,6 +98,8 @@ func New(baseURL string, opts ...Option) (*Provider, error) {
 	if p.token == "" {
 		p.token = os.Getenv(EnvToken)
 	}
+	p.auth = provider.NewAuthTracker(p.clk)
+	p.auth.Settings(provider.Fingerprint(p.token), true, p.settingsWhy())
 	p.client, err = client.NewClientWithResponses(p.base+"/v1",
 		client.WithHTTPClient(p.stream),
 		client.WithRequestEditorFn(func(ctx context.Context, req *http.Request) error {
@@ -125,7 +129,12 @@ func (p *Provider) Info(ctx context.Context) (*provider.Info, error) {
 	if err != nil {
 		return nil, p.classify(err)
 	}
-	if err := p.check(resp.StatusCode(), resp.Body, resp.JSON200 != nil); err != nil {
+	// GET /v1/info answers without the token: its answer says nothing of
+	// the token, but a refusal does.
+	if err := p.answer(resp.StatusCode(), resp.Body, resp.JSON200 != nil); err != nil {
+		if provider.EvidenceOf(err) == provider.EvidenceRefused {
+			p.observe(err)
+		}
 		return nil, err
 	}
 	return resp.JSON200, nil
@@ -317,7 +326,14 @@ func (p *Provider) withTimeout(ctx context.Context, d time.Duration) (context.Co
 
 // check turns an error response into a coded error; classify does the same
 // for transport failures.
+// check is answer for a call that needs the token, whose outcome is
+// evidence about it.
 func (p *Provider) check(status int, body []byte, ok bool) error {
+	return p.observe(p.answer(status, body, ok))
+}
+
+// answer is the error of a response, nil when it is the one wanted.
+func (p *Provider) answer(status int, body []byte, ok bool) error {
 	if ok {
 		return nil
 	}
@@ -328,7 +344,29 @@ func (p *Provider) check(status int, body []byte, ok bool) error {
 	return provider.Errorf(provider.CodeForHTTPStatus(status), "unexpected answer from %s: HTTP %d: %.200s", p.base, status, body)
 }
 
-func (p *Provider) classify(err error) error {
+// classify maps a failure to reach the daemon; it is evidence too (a
+// transient one, which changes nothing settled).
+func (p *Provider) classify(err error) error { return p.observe(p.transportError(err)) }
+
+// observe feeds a call's outcome to the auth evidence and returns it.
+func (p *Provider) observe(err error) error {
+	why := "the daemon at " + p.base + " answered"
+	if provider.EvidenceOf(err) == provider.EvidenceRefused {
+		why = provider.Message(err)
+	}
+	p.auth.Result(provider.Fingerprint(p.token), err, why)
+	return err
+}
+
+// settingsWhy says what the local settings are, for the auth evidence.
+func (p *Provider) settingsWhy() string {
+	if p.token == "" {
+		return "the daemon address is " + p.base + ", without a token"
+	}
+	return "the daemon address is " + p.base + ", with a token (" + EnvToken + ")"
+}
+
+func (p *Provider) transportError(err error) error {
 	var ne net.Error
 	var oe *net.OpError
 	switch {

@@ -30,6 +30,7 @@ func (p *Provider) Status(ctx context.Context) provider.Status {
 			err = nil
 		}
 	}
+	st.Auth = p.auth.Auth()
 	if err != nil {
 		st.Code, st.Message = provider.Code(err), provider.Message(err)
 		if st.Code == provider.Unauthenticated {

@@ -42,12 +42,13 @@ func TestStatus(t *testing.T) {
 		handler http.Handler // nil: nothing listens
 		code    provider.ErrorCode
 		msg     string
+		auth    provider.AuthState // the evidence's settled answer
 	}{
-		{"a daemon answers", daemon("sandplane", true), "", ""},
-		{"the token is refused", refuse, provider.Unauthenticated, EnvToken},
-		{"info answers without the token, the rest refuses it", daemon("sandplane", false), provider.Unauthenticated, EnvToken},
-		{"a squatter on the port", daemon("nginx", true), provider.Unavailable, EnvURL},
-		{"nothing listens", nil, provider.Unavailable, "sandplane serve"},
+		{"a daemon answers", daemon("sandplane", true), "", "", provider.AuthAuthenticated},
+		{"the token is refused", refuse, provider.Unauthenticated, EnvToken, provider.AuthRequired},
+		{"info answers without the token, the rest refuses it", daemon("sandplane", false), provider.Unauthenticated, EnvToken, provider.AuthRequired},
+		{"a squatter on the port", daemon("nginx", true), provider.Unavailable, EnvURL, provider.AuthConfigured},
+		{"nothing listens", nil, provider.Unavailable, "sandplane serve", provider.AuthConfigured},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,6 +68,8 @@ func TestStatus(t *testing.T) {
 			assert.Equal(t, tt.code == "", st.OK())
 			assert.Equal(t, tt.code, st.Code)
 			assert.Contains(t, st.Message, tt.msg)
+			assert.Equal(t, tt.auth, st.Auth.State, st.Auth.Why)
+			assert.NotEmpty(t, st.Auth.Why)
 		})
 	}
 }

@@ -24,6 +24,11 @@ type Status struct {
 	// Message says what failed and what to do, written for the person who
 	// runs the host server. Empty when Authenticated.
 	Message string `json:"message,omitempty"`
+	// Auth is the settled answer of every call the provider made (see
+	// AuthEvidence): configured, authenticated or required, since when and
+	// why. Unlike Authenticated it outlives one probe: a transient failure
+	// leaves it as it was.
+	Auth Auth `json:"auth"`
 }
 
 // OK reports whether the provider is configured and answered.

@@ -517,3 +517,32 @@ func outputEvents(t *testing.T, stdout string) []outputEvent {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// status says whether the credentials work, from what the daemon answered.
+func TestStatusCommand(t *testing.T) {
+	locked := testdaemon.Start(t, testdaemon.Options{Token: "status-token"})
+	tests := []struct {
+		name      string
+		env       []string
+		code      int
+		wantLines []string
+	}{
+		{"the daemon's token", []string{"SANDPLANE_TOKEN=status-token"}, 0, []string{"provider:     local", "credentials:  authenticated"}},
+		{"another token", []string{"SANDPLANE_TOKEN=wrong"}, 1, []string{"credentials:  required"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := (&cliDaemon{url: locked.URL, env: tt.env}).cli(t, "status")
+			assert.Equal(t, tt.code, r.code, r.stderr)
+			for _, l := range tt.wantLines {
+				assert.Contains(t, r.stdout, l)
+			}
+		})
+	}
+	r := (&cliDaemon{url: locked.URL, env: []string{"SANDPLANE_TOKEN=status-token"}}).cli(t, "status", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var st provider.Status
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	assert.Equal(t, provider.AuthAuthenticated, st.Auth.State)
+	assert.NotContains(t, r.stdout, "status-token", "the credential never shows")
+}
