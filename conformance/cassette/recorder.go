@@ -42,14 +42,19 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n := int64(len(body)); n > MaxPayload {
+		// Not normalised, not kept, not sent: the frame it would have been
+		// is the next one.
+		r.mu.Lock()
+		seq := len(r.frames) + 1
+		r.mu.Unlock()
+		return nil, r.fail(PayloadError{Seq: seq, Field: "request.body", Size: n})
+	}
 	f := &Frame{Request: r.norm.Request(req, body)}
 	r.mu.Lock()
 	r.frames = append(r.frames, f)
 	f.Seq = len(r.frames)
 	r.mu.Unlock()
-	if n := int64(len(body)); n > MaxPayload {
-		return nil, r.fail(PayloadError{Seq: f.Seq, Field: "request.body", Size: n})
-	}
 
 	resp, err := r.base.RoundTrip(req)
 	if err != nil {
