@@ -36,9 +36,10 @@ var (
 // none holds a credential: each loads (Decode refuses a frame with a
 // credential of any shape the normalizer knows: an Authorization
 // credential, a credential JSON key, a signed URL's parameters, a preview
-// link's token, an SSH user), and no frame has any of the literal secrets
-// a recording run used, a token of the simulator's shapes, a live run id
-// or a path under this or another machine's home.
+// link's token, an SSH user, a credential variable's assignment), and no
+// frame has any of the literal secrets a recording run used, a token of
+// the simulator's shapes, a live run id or a path under this or another
+// machine's home.
 func TestCassettesHoldNoToken(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("testdata", "*", "*.replay"))
 	require.NoError(t, err)

@@ -34,7 +34,9 @@ const (
 
 // Placeholders that recordings write instead of what varies between runs.
 const (
-	// Scrubbed replaces secrets: API keys, env values.
+	// Scrubbed replaces the secrets a replay knows too: the Authorization
+	// credential, API keys, env values. The credentials a backend hands
+	// out get numbered placeholders instead (see KindToken).
 	Scrubbed = "[SCRUBBED]"
 	// APIBase replaces the recorded backend's scheme and host.
 	APIBase = "http://api.invalid"

@@ -47,6 +47,9 @@ var (
 	// previewRE finds a preview link's label: Daytona's proxy host
 	// <port>-<token>.<domain> or the simulator's /_preview/<port>-<token>.
 	previewRE = regexp.MustCompile(`(?:/_preview/|https?://)(\d{2,5})-([A-Za-z0-9]+(?:-[A-Za-z0-9]+)*)`)
+	// envCredRE finds a credential variable's assignment, as a workload's
+	// environment prints it: SANDPLANE_SANDBOX_TOKEN=..., AWS_SECRET=...
+	envCredRE = regexp.MustCompile(`\b[A-Z][A-Z0-9_]*(?:TOKEN|SECRET|API_KEY|APIKEY|PASSWORD)=([^\s"'\\&;]+)`)
 	// sshRE finds an SSH token used as the user of an ssh command.
 	sshRE = regexp.MustCompile(`\bssh\s+(?:-p\s*\d+\s+)?([A-Za-z0-9_\-]{8,})@`)
 
@@ -144,17 +147,21 @@ func leakIn(s string, literals []string) string {
 		}
 	}
 	checks := []struct {
-		re   *regexp.Regexp
-		what string
+		re       *regexp.Regexp
+		what     string
+		credible func(string) bool // nil: any value that is no placeholder
 	}{
-		{urlCredRE, "a signed URL's parameter"},
-		{bearerRE, "a bearer credential"},
-		{previewRE, "a preview link's token"},
-		{sshRE, "an SSH token"},
+		{urlCredRE, "a signed URL's parameter", nil},
+		// Prose says "bearer authentication"; a credential has a digit.
+		{bearerRE, "a bearer credential", hasDigit},
+		{previewRE, "a preview link's token", nil},
+		{sshRE, "an SSH token", nil},
+		{envCredRE, "a credential variable", nil},
 	}
 	for _, c := range checks {
 		for _, m := range c.re.FindAllStringSubmatch(s, -1) {
-			if v := m[len(m)-1]; !IsPlaceholder(v) {
+			v := m[len(m)-1]
+			if !IsPlaceholder(v) && (c.credible == nil || c.credible(v)) {
 				return c.what
 			}
 		}
@@ -162,9 +169,11 @@ func leakIn(s string, literals []string) string {
 	return ""
 }
 
-// learnTokensLocked finds the credentials body and text carry (credential
-// JSON keys, signed URL parameters, SSH users) and gives each its
-// placeholder.
+func hasDigit(s string) bool { return strings.ContainsAny(s, "0123456789") }
+
+// learnTokensLocked finds the credentials in text (the values of
+// credential JSON keys, signed URL parameters, SSH users, credential
+// variables' assignments) and gives each its placeholder.
 func (n *Normalizer) learnTokensLocked(text string) {
 	for _, m := range jsonCredRE.FindAllStringSubmatch(text, -1) {
 		if !credentialKeys[strings.ToLower(m[1])] {
@@ -178,8 +187,10 @@ func (n *Normalizer) learnTokensLocked(text string) {
 	for _, m := range urlCredRE.FindAllStringSubmatch(text, -1) {
 		n.tokenLocked(KindSignature, m[2])
 	}
-	for _, m := range sshRE.FindAllStringSubmatch(text, -1) {
-		n.tokenLocked(KindToken, m[1])
+	for _, re := range []*regexp.Regexp{sshRE, envCredRE} {
+		for _, m := range re.FindAllStringSubmatch(text, -1) {
+			n.tokenLocked(KindToken, m[1])
+		}
 	}
 }
 

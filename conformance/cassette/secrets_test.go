@@ -38,6 +38,9 @@ func TestLeaks(t *testing.T) {
 		{"an ssh command", resp(`{"sshCommand":"ssh -p 22222 abcdefgh12345678@ssh.app.daytona.io"}`), nil, "response.body", "SSH token"},
 		{"an ssh command's placeholder", resp(`{"sshCommand":"ssh -p 22222 scrubbed-token-2@ssh.app.daytona.io"}`), nil, "", ""},
 		{"a bearer credential in a body", resp(`curl -H "Authorization: Bearer dtn_0123456789abcdef"`), nil, "response.body", "bearer"},
+		{"prose about bearer tokens", resp(`{"message":"Bearer authentication is required"}`), nil, "", ""},
+		{"a workload's token variable", resp(`{"result":"SANDPLANE_SANDBOX_TOKEN=q0w9e8r7t6y5\nPATH=/bin"}`), nil, "response.body", "credential variable"},
+		{"a variable's placeholder", resp(`{"result":"SANDPLANE_SANDBOX_TOKEN=scrubbed-token-4"}`), nil, "", ""},
 		{"a signed URL's signature", req(APIBase+"/f?X-Amz-Signature=0a1b2c3d4e5f&x=1", nil), nil, "request.url", "signed URL"},
 		{"one JSON-escaped", resp(`{"url":"https://s3/f?a=1\u0026signature=0a1b2c3d4e5f"}`), nil, "response.body", "signed URL"},
 		{"a signature placeholder", req(APIBase+"/f?signature=scrubbed-signature-1", nil), nil, "", ""},
@@ -85,8 +88,8 @@ func TestNormalizerPlaceholders(t *testing.T) {
 	get.Header.Set("X-Daytona-Preview-Token", "header0token0value")
 	got := n.Request(get, nil)
 	assert.Equal(t, APIBase+"/_preview/3000-scrubbed-token-1/f?X-Amz-Signature=scrubbed-signature-1", got.URL)
-	echo := n.Response(ok, []byte("header0token0value in /home/rec/src and /home/rec, not /home/recent"))
-	assert.Equal(t, "scrubbed-header-1 in ${REPLAY_HOME}/src and ${REPLAY_HOME}, not /home/recent", echo.Body)
+	echo := n.Response(ok, []byte("header0token0value in /home/rec/src and /home/rec, not /home/recent; SANDPLANE_SANDBOX_TOKEN=q0w9e8r7t6y5"))
+	assert.Equal(t, "scrubbed-header-1 in ${REPLAY_HOME}/src and ${REPLAY_HOME}, not /home/recent; SANDPLANE_SANDBOX_TOKEN=scrubbed-token-4", echo.Body)
 
 	rec := httptest.NewRequest("POST", APIBase+"/api/x", strings.NewReader(""))
 	rec.Header.Set("Authorization", "Bearer live-api-key-123")
