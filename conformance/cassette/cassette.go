@@ -160,6 +160,9 @@ func Decode(data []byte) (Manifest, []Frame, error) {
 	if got := hex.EncodeToString(sum[:]); got != m.SHA256 {
 		return m, nil, fmt.Errorf("the frames were changed after recording: sha256 %s, manifest says %s", got, m.SHA256)
 	}
+	if len(body) > 0 && body[len(body)-1] != '\n' {
+		return m, nil, errors.New("the last frame line ends in no newline: the file was cut short")
+	}
 	frames, st, err := decodeFrames(body)
 	if err != nil {
 		return m, nil, err

@@ -85,6 +85,15 @@ func TestDecodeFailsClosed(t *testing.T) {
 		{"other version", bytes.Replace(good, []byte(`"version":2`), []byte(`"version":3`), 1), "version 3"},
 		{"statistics off, hash fixed", rehash(func(m *Manifest) { m.StoredBytes = 1 }, frames), "storedBytes 1"},
 		{"no manifest", []byte("garbage"), "no manifest"},
+		{"cut short, hash fixed", func() []byte {
+			cut := bytes.TrimSuffix(rehash(func(*Manifest) {}, frames), []byte("\n"))
+			_, b, _ := bytes.Cut(cut, []byte("\n"))
+			var m Manifest
+			require.NoError(t, json.Unmarshal(bytes.SplitN(cut, []byte("\n"), 2)[0], &m))
+			sum := sha256.Sum256(b)
+			m.SHA256 = hex.EncodeToString(sum[:])
+			return append(append(mustJSON(t, m), '\n'), b...)
+		}(), "no newline"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,7 +17,8 @@ import (
 // version 1, which carries no statistics for the fuzzer to guess; what
 // Decode accepts is then checked under a version 2 manifest with the
 // statistics Decode filled in. Decode must never panic, and what it
-// accepts must be a cassette that encodes back to itself.
+// accepts must be a cassette that encodes to the same frames, counts and
+// payload bytes, and whose encoding is a fixed point.
 func FuzzDecode(f *testing.F) {
 	good, err := Encode(Manifest{Provider: "sim", Test: "t", Minute: "1s"}, sampleFrames())
 	require.NoError(f, err)
@@ -47,8 +48,13 @@ func FuzzDecode(f *testing.F) {
 		require.NoError(t, err, "what Decode accepts, Encode writes")
 		m3, redecoded, err := Decode(again)
 		require.NoError(t, err, "and reads back")
-		require.Equal(t, v2, m3, "with the same statistics")
 		require.Equal(t, decoded, redecoded)
+		// The stored sizes are of the lines as written, which Encode may
+		// write otherwise than the input did; the rest is the stream's.
+		require.Equal(t, [3]int64{int64(v2.Frames), int64(v2.Errors), v2.PayloadBytes}, [3]int64{int64(m3.Frames), int64(m3.Errors), m3.PayloadBytes})
+		thrice, err := Encode(m3, redecoded)
+		require.NoError(t, err)
+		require.Equal(t, again, thrice, "what Encode writes, it writes again the same")
 	})
 }
 
