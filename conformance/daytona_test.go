@@ -56,7 +56,8 @@ func daytonaPair(t *testing.T, key, apiBase, downBase string, clk clock.Clock, r
 }
 
 // recording wraps rt in a recorder when -record is set, and saves the
-// cassette of a scenario that passed. replace names further strings to
+// cassette of a scenario that passed and whose recording kept within the
+// limits and holds no credential (Recorder.Err). replace names further strings to
 // write as placeholders, such as a directory of this machine.
 func recording(t *testing.T, providerName string, rt http.RoundTripper, key, apiBase, downBase, run string, minute time.Duration, replace map[string]string) http.RoundTripper {
 	t.Helper()
@@ -76,6 +77,10 @@ func recording(t *testing.T, providerName string, rt http.RoundTripper, key, api
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("not recording %s: the scenario failed", path)
+			return
+		}
+		if err := rec.Err(); err != nil {
+			t.Errorf("not recording %s: %v", path, err)
 			return
 		}
 		m := cassette.Manifest{Provider: providerName, Test: scenarioName(t), Minute: minute.String()}

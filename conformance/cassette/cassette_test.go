@@ -36,7 +36,15 @@ func TestEncodeDecode(t *testing.T) {
 	m, frames, err := Decode(data)
 	require.NoError(t, err)
 	assert.Equal(t, sampleFrames(), frames)
-	assert.Equal(t, Manifest{Format: Format, Version: Version, Provider: "sim", Test: "t", Minute: "1s", Frames: 2, Errors: 1, SHA256: m.SHA256}, m)
+	_, body, _ := bytes.Cut(data, []byte("\n"))
+	first := int64(bytes.IndexByte(body, '\n') + 1)
+	assert.Equal(t, Manifest{
+		Format: Format, Version: Version, Provider: "sim", Test: "t", Minute: "1s", Frames: 2, Errors: 1,
+		PayloadBytes: int64(len(`{"message":"no"}`)), StoredBytes: int64(len(body)),
+		LargestFrame: first, LargestFrameSeq: 1,
+		BytesByKind: map[string]int64{"api": first, "error": int64(len(body)) - first},
+		SHA256:      m.SHA256,
+	}, m, "the statistics of the stream")
 
 	_, err = Encode(Manifest{}, []Frame{{Seq: 2}})
 	assert.Error(t, err, "frames are numbered from 1")
@@ -74,8 +82,18 @@ func TestDecodeFailsClosed(t *testing.T) {
 		{"count off, hash fixed", rehash(func(m *Manifest) { m.Frames = 3 }, frames), "manifest says 3"},
 		{"reordered, hash fixed", rehash(func(*Manifest) {}, []Frame{frames[1], frames[0]}), "has seq 2"},
 		{"both outcomes, hash fixed", rehash(func(*Manifest) {}, []Frame{{Seq: 1, Response: &Response{Status: 200}, Error: &Error{Kind: "dial"}}, frames[1]}), "exactly one"},
-		{"other version", bytes.Replace(good, []byte(`"version":1`), []byte(`"version":2`), 1), "version 2"},
+		{"other version", bytes.Replace(good, []byte(`"version":2`), []byte(`"version":3`), 1), "version 3"},
+		{"statistics off, hash fixed", rehash(func(m *Manifest) { m.StoredBytes = 1 }, frames), "storedBytes 1"},
 		{"no manifest", []byte("garbage"), "no manifest"},
+		{"cut short, hash fixed", func() []byte {
+			cut := bytes.TrimSuffix(rehash(func(*Manifest) {}, frames), []byte("\n"))
+			_, b, _ := bytes.Cut(cut, []byte("\n"))
+			var m Manifest
+			require.NoError(t, json.Unmarshal(bytes.SplitN(cut, []byte("\n"), 2)[0], &m))
+			sum := sha256.Sum256(b)
+			m.SHA256 = hex.EncodeToString(sum[:])
+			return append(append(mustJSON(t, m), '\n'), b...)
+		}(), "no newline"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

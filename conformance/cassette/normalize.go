@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -50,11 +51,34 @@ type Normalizer struct {
 	subs    [][2]string
 	ids     map[string]string
 	first   time.Time
+	// tokens maps each credential a recording learned to its placeholder;
+	// tokenOrder lists them longest first; kinds counts them by kind.
+	tokens     map[string]string
+	tokenOrder []string
+	kinds      map[string]int
+	home       *regexp.Regexp
 }
 
 // NewNormalizer returns a normalizer for a recording (record) or a replay.
+// Either writes ReplayHome for this machine's home directory.
 func NewNormalizer(record bool) *Normalizer {
-	return &Normalizer{record: record, ids: map[string]string{}}
+	n := &Normalizer{record: record, ids: map[string]string{}, tokens: map[string]string{}, kinds: map[string]int{}}
+	if home, err := os.UserHomeDir(); err == nil {
+		n.Home(home)
+	}
+	return n
+}
+
+// Home makes dir the home directory whose paths become ReplayHome: dir
+// itself, and every path under it. A relative dir or the root is ignored.
+func (n *Normalizer) Home(dir string) {
+	dir = strings.TrimRight(dir, "/")
+	if !strings.HasPrefix(dir, "/") || dir == "" {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.home = homeRE(dir)
 }
 
 // Secret scrubs s wherever it appears from now on.
@@ -108,6 +132,11 @@ func (n *Normalizer) Request(r *http.Request, body []byte) Request {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.learnLocked(body)
+	n.learnHeadersLocked(r.Header, n.record)
+	if n.record {
+		n.learnTokensLocked(r.URL.String())
+		n.learnTokensLocked(string(body))
+	}
 	out := Request{Method: r.Method, URL: n.textLocked(r.URL.String())}
 	out.Header = n.headersLocked(r.Header, requestHeaders)
 	out.Body = n.bodyLocked(body)
@@ -118,6 +147,10 @@ func (n *Normalizer) Request(r *http.Request, body []byte) Request {
 func (n *Normalizer) Response(resp *http.Response, body []byte) Response {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.record {
+		n.learnHeadersLocked(resp.Header, true)
+		n.learnTokensLocked(string(body))
+	}
 	return Response{Status: resp.StatusCode, Header: n.headersLocked(resp.Header, responseHeaders), Body: n.bodyLocked(body)}
 }
 
@@ -132,6 +165,9 @@ func (n *Normalizer) Error(err error) Error {
 		kind = "dial"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		kind = "reset"
+	}
+	if n.record {
+		n.learnTokensLocked(err.Error())
 	}
 	return Error{Kind: kind, Message: n.textLocked(err.Error())}
 }
@@ -222,14 +258,19 @@ func (n *Normalizer) learnLocked(body []byte) {
 
 func (n *Normalizer) textLocked(s string) string {
 	for _, sec := range n.secrets {
-		s = strings.ReplaceAll(s, sec, Scrubbed)
-		// JSON escapes some characters; catch the escaped form too.
-		if q, _ := json.Marshal(sec); len(q) > 2 && string(q[1:len(q)-1]) != sec {
-			s = strings.ReplaceAll(s, string(q[1:len(q)-1]), Scrubbed)
-		}
+		// JSON escapes some characters; replaceBoth catches that form too.
+		s = replaceBoth(s, sec, Scrubbed)
 	}
+	s = n.replaceTokensLocked(s)
 	for _, sub := range n.subs {
 		s = strings.ReplaceAll(s, sub[0], sub[1])
+	}
+	if n.home != nil {
+		s = n.home.ReplaceAllStringFunc(s, func(m string) string {
+			// sub[1] is the separator after the home, or "" at the end.
+			sub := n.home.FindStringSubmatch(m)
+			return ReplayHome + sub[1]
+		})
 	}
 	if !n.record {
 		return s

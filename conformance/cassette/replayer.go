@@ -85,16 +85,29 @@ func (r *Replayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// Finish fails t when recorded requests were never made.
+// Finish fails t when recorded requests were never made, naming them (the
+// first few). A replay's harness runs it in the test's Cleanup.
 func (r *Replayer) Finish() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.broken || r.next == len(r.frames) {
 		return
 	}
-	f := r.frames[r.next]
-	r.t.Errorf("cassette: %d recorded requests were never made, the first: %d %s %s",
-		len(r.frames)-r.next, f.Seq, f.Request.Method, f.Request.URL)
+	left := r.frames[r.next:]
+	r.t.Errorf("cassette: %d recorded requests were never made, the first: %s", len(left), describe(left, 5))
+}
+
+// describe names up to n frames as "seq METHOD URL", joined.
+func describe(frames []Frame, n int) string {
+	var names []string
+	for i, f := range frames {
+		if i == n {
+			names = append(names, fmt.Sprintf("and %d more", len(frames)-n))
+			break
+		}
+		names = append(names, fmt.Sprintf("%d %s %s", f.Seq, f.Request.Method, f.Request.URL))
+	}
+	return strings.Join(names, ", ")
 }
 
 // compare describes how got differs from want, or "".
