@@ -41,7 +41,6 @@ type counter struct {
 	mu        sync.Mutex
 	acquires  map[Path]int
 	teardowns map[Reason]int
-	rejected  int
 	evicted   int
 	hungStops int
 }
@@ -60,7 +59,6 @@ func (c *counter) Attach(*Pool) error               { return nil }
 func (c *counter) Acquired(p Path, _ time.Duration) { c.count(func() { c.acquires[p]++ }) }
 func (c *counter) AcquireFailed(provider.ErrorCode) {}
 func (c *counter) TornDown(r Reason)                { c.count(func() { c.teardowns[r]++ }) }
-func (c *counter) Rejected()                        { c.count(func() { c.rejected++ }) }
 func (c *counter) Evicted()                         { c.count(func() { c.evicted++ }) }
 func (c *counter) StopUnconfirmed()                 { c.count(func() { c.hungStops++ }) }
 
@@ -127,9 +125,9 @@ func newHarnessOn(t *testing.T, clk *clocktest.Fake, f *pooltest.Fake, prov prov
 	return h
 }
 
-func (h *harness) acquire(key string, opts ...AcquireOption) *Lease {
+func (h *harness) acquire(key string) *Lease {
 	h.t.Helper()
-	l, err := h.p.Acquire(h.ctx, key, testSpec, opts...)
+	l, err := h.p.Acquire(h.ctx, key, testSpec)
 	require.NoError(h.t, err)
 	require.NotNil(h.t, l.Sandbox)
 	return l
@@ -217,6 +215,27 @@ func (h *harness) stopReasons(id string) []string {
 		}
 	}
 	return out
+}
+
+// parkedWarm counts the sandboxes parked running: recorded so and holding
+// a running slot. A finishing turn on its way to parked stopped, or one
+// being made room for, is not counted.
+func (h *harness) parkedWarm() int {
+	h.p.mu.Lock()
+	var keys []string
+	for _, ks := range h.p.keys {
+		if ks.lease == nil && ks.hold != nil && !ks.parking {
+			keys = append(keys, ks.key)
+		}
+	}
+	h.p.mu.Unlock()
+	n := 0
+	for _, k := range keys {
+		if rec, ok, _ := h.p.store.Load(context.Background(), k); ok && rec.State == StateParkedRunning {
+			n++
+		}
+	}
+	return n
 }
 
 func stageNames(l *Lease) []string {

@@ -28,7 +28,7 @@ type Pool struct {
 	keys    map[string]*keyState
 	holds   map[*hold]struct{}
 	leases  map[*Lease]struct{}
-	changed chan struct{} // closed and replaced on every change an admission or a waiter may care about
+	changed chan struct{} // closed and replaced on every change a waiter may care about
 	closing bool
 	closed  chan struct{} // closed when Shutdown begins
 	bg      int           // background goroutines
@@ -78,8 +78,8 @@ func (p *Pool) Name() string { return p.cfg.name }
 
 // Stats is a snapshot of the pool.
 type Stats struct {
-	// Running is the running slots taken: sandboxes in use, warm, starting,
-	// or stopping without the provider's confirmation yet.
+	// Running is the sandboxes that may run: in use, warm, starting, or
+	// stopping without the provider's confirmation yet. Nothing caps it.
 	Running int
 	// Warm is the sandboxes parked running.
 	Warm int

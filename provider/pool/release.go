@@ -131,14 +131,18 @@ func (p *Pool) finishLocked(ctx context.Context, l *Lease, outcome Outcome) {
 	}
 }
 
-// park parks the key's sandbox after a turn: running while a warm slot is
-// free and keep-warm is on, stopped otherwise.
+// park parks the key's sandbox after a turn: running while keep-warm is on
+// and a warm slot is free or can be freed by evicting the least recently
+// parked warm sandbox of another key, stopped otherwise.
 func (p *Pool) park(ctx context.Context, ks *keyState, rec Record, h *hold) {
 	p.mu.Lock()
-	ks.hold = h
-	warmFree := !p.closing && p.cfg.keepWarm > 0 && p.warmLocked() <= p.cfg.maxWarm // this key is counted already
+	ks.hold, ks.parking = h, true
 	p.mu.Unlock()
-	if !warmFree {
+	room := p.makeWarmRoom(ctx, ks)
+	p.mu.Lock()
+	ks.parking = false
+	p.mu.Unlock()
+	if !room {
 		p.stopParked(ctx, ks, rec, stopWhy{})
 		return
 	}
@@ -154,6 +158,34 @@ func (p *Pool) park(ctx context.Context, ks *keyState, rec Record, h *hold) {
 	ks.lastUsed = got.Since
 	p.mu.Unlock()
 	p.armKeepWarm(ks, got)
+}
+
+// makeWarmRoom reports whether ks's sandbox, running with ks.hold set, may
+// park running: keep-warm is on and, once the least recently parked warm
+// sandboxes of other keys are evicted as needed, it is within the warm cap.
+// The caller holds ks's lock; an eviction only tries the victim's.
+func (p *Pool) makeWarmRoom(ctx context.Context, ks *keyState) bool {
+	for tries := 0; ; tries++ {
+		p.mu.Lock()
+		if p.closing || p.cfg.keepWarm <= 0 || p.cfg.warmCap <= 0 {
+			p.mu.Unlock()
+			return false
+		}
+		if p.warmLocked() <= p.cfg.warmCap { // this key is counted already
+			p.mu.Unlock()
+			return true
+		}
+		var victim *keyState
+		if tries < 3 {
+			victim = p.victimLocked(ks.key)
+		}
+		p.mu.Unlock()
+		if victim == nil {
+			return false // nothing to evict: every warm one is being stopped
+		}
+		p.evict(ctx, victim)
+		p.leave(victim)
+	}
 }
 
 // endLease ends l's turn and returns its running slot, or nil when it has
