@@ -20,8 +20,10 @@ type Lease struct {
 	Stages []Stage
 	Took   time.Duration
 
+	p        *Pool
 	ks       *keyState
 	gen      uint64
+	claimed  time.Time     // when the claim took the key: the start of WithMaxLease
 	released chan struct{} // closed when the lease ends
 
 	// Guarded by Pool.mu.
@@ -306,7 +308,7 @@ func (a *acquisition) claim(sb *provider.Sandbox, path Path, h *hold) (*Lease, e
 	}
 	a.stage(StageClaim, began)
 	l := &Lease{Key: a.key, Sandbox: sb, Path: path, Stages: a.stages, Took: p.clk.Since(a.start),
-		ks: ks, gen: rec.Gen, released: make(chan struct{}), superseded: make(chan struct{}), hold: h}
+		p: p, ks: ks, gen: rec.Gen, claimed: p.clk.Now(), released: make(chan struct{}), superseded: make(chan struct{}), hold: h}
 	beat := p.heartbeat(l)
 	p.mu.Lock()
 	l.stopBeat = beat
@@ -578,8 +580,47 @@ func (p *Pool) evict(ctx context.Context, ks *keyState) bool {
 	return true
 }
 
+// LeaseState is where a lease is, as Lease.State and Inspect report it.
+type LeaseState string
+
+const (
+	// LeaseActive: its turn holds the sandbox and the pool refreshes its
+	// activity (WithHeartbeat).
+	LeaseActive LeaseState = "active"
+	// LeaseExpired: held past WithMaxLease; the pool no longer refreshes
+	// its activity, and the provider's auto-stop stops it once it is idle.
+	LeaseExpired LeaseState = "expired"
+	// LeaseReleased: released, or revoked by Shutdown.
+	LeaseReleased LeaseState = "released"
+)
+
+// State reports whether l is active, expired (held past WithMaxLease) or
+// released.
+func (l *Lease) State() LeaseState {
+	if l == nil || l.p == nil {
+		return LeaseReleased
+	}
+	l.p.mu.Lock()
+	done := l.done
+	l.p.mu.Unlock()
+	switch {
+	case done:
+		return LeaseReleased
+	case l.p.leaseExpired(l):
+		return LeaseExpired
+	}
+	return LeaseActive
+}
+
+func (p *Pool) leaseExpired(l *Lease) bool {
+	return p.cfg.maxLease > 0 && p.clk.Since(l.claimed) >= p.cfg.maxLease
+}
+
 // heartbeat refreshes the activity of a sandbox in use, so that the
-// provider's auto-stop does not end a long quiet turn.
+// provider's auto-stop does not end a long quiet turn, until the lease is
+// past WithMaxLease: then it stops, and the sandbox auto-stops once idle.
+// The pool never refreshes a sandbox nobody holds: nothing of the host
+// keeps a parked sandbox alive.
 func (p *Pool) heartbeat(l *Lease) context.CancelFunc {
 	if p.cfg.heartbeat <= 0 {
 		return func() {}
@@ -593,6 +634,11 @@ func (p *Pool) heartbeat(l *Lease) context.CancelFunc {
 			case <-ctx.Done():
 				return
 			case <-t.C():
+			}
+			if p.leaseExpired(l) {
+				p.log.Warn("pool: a lease outlived its bound; its activity is no longer refreshed and the provider's auto-stop will stop its sandbox",
+					"pool", p.cfg.name, "key", l.Key, "sandbox", l.Sandbox.ID, "max_lease", p.cfg.maxLease)
+				return
 			}
 			rctx, rcancel := p.opCtx(p.cfg.stopTimeout)
 			err := p.prov.RefreshActivity(rctx, l.Sandbox.ID)

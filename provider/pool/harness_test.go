@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/provider"
@@ -91,6 +92,7 @@ func (s *syncBuffer) String() string {
 func baseOptions(clk *clocktest.Fake, logs *syncBuffer) []Option {
 	return []Option{
 		WithClock(clk),
+		WithEnv(nil), // hermetic: the env tests pass their own
 		WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 		WithHeartbeat(0),
 		WithKeepWarm(time.Minute),
@@ -120,6 +122,8 @@ func newHarnessOn(t *testing.T, clk *clocktest.Fake, f *pooltest.Fake, prov prov
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = p.Shutdown(ctx)
+		// Leak safety: nothing of the pool is live after Shutdown.
+		assert.NoError(t, VerifyEmpty(ctx, f, p.Name()))
 		require.NotContains(t, logs.String(), secretValue, "an env value reached the log")
 	})
 	return h
@@ -250,4 +254,11 @@ func waitCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// bgIdle reports whether no background work of the pool runs.
+func (h *harness) bgIdle() bool {
+	h.p.mu.Lock()
+	defer h.p.mu.Unlock()
+	return h.p.bg == 0
 }

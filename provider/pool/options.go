@@ -41,6 +41,9 @@ type config struct {
 	opTimeout    time.Duration
 	pollInterval time.Duration
 	heartbeat    time.Duration // <0: default
+	maxLease     time.Duration // <0: default
+	lookup       func(string) (string, bool)
+	envSet       bool
 }
 
 func defaults() config {
@@ -59,6 +62,7 @@ func defaults() config {
 		opTimeout:    DefaultOpTimeout,
 		pollInterval: DefaultPollInterval,
 		heartbeat:    -1,
+		maxLease:     -1,
 	}
 }
 
@@ -140,8 +144,16 @@ func WithPollInterval(d time.Duration) Option { return func(o *config) { o.pollI
 // WithHeartbeat refreshes the activity of a sandbox in use every d, so that
 // the provider's auto-stop never ends a long turn whose sandbox is quiet
 // (an agent waiting on a model). 0 disables. Default: a third of the
-// auto-stop interval.
+// auto-stop interval. The refresh of one lease stops at WithMaxLease.
 func WithHeartbeat(d time.Duration) Option { return func(o *config) { o.heartbeat = d } }
+
+// WithMaxLease bounds how long a lease's activity is refreshed: past d from
+// its claim the heartbeat stops, Lease.State and Inspect report it
+// LeaseExpired, and its sandbox is left to the provider's auto-stop, as on
+// Daytona, however long the host holds the lease. Release still works.
+// invalid_argument from New unless positive. Default the auto-stop interval
+// times 4 (an hour); with auto-stop off, no bound, since nothing refreshes.
+func WithMaxLease(d time.Duration) Option { return func(o *config) { o.maxLease = d } }
 
 func (c *config) finish(p provider.Provider) error {
 	switch {
@@ -159,6 +171,8 @@ func (c *config) finish(p provider.Provider) error {
 		return provider.Errorf(provider.InvalidArgument, "pool: Minute, StopTimeout, OpTimeout and PollInterval must be positive")
 	case c.busyWait < 0:
 		return provider.Errorf(provider.InvalidArgument, "pool: BusyWait must not be negative")
+	case c.maxLease == 0:
+		return provider.Errorf(provider.InvalidArgument, "pool: MaxLease must be positive")
 	case c.name == "" || len(c.name) > 63:
 		return provider.Errorf(provider.InvalidArgument, "pool: the name must be 1 to 63 characters")
 	}
@@ -178,6 +192,9 @@ func (c *config) finish(p provider.Provider) error {
 			// first go; the pool only cleans up after it.
 			c.stoppedTTL += c.minute
 		}
+	}
+	if c.maxLease < 0 {
+		c.maxLease = 4 * time.Duration(c.autoStop) * c.minute // 0 with auto-stop off: no bound
 	}
 	if c.heartbeat < 0 {
 		c.heartbeat = 0

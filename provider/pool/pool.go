@@ -42,7 +42,18 @@ func New(ctx context.Context, prov provider.Provider, opts ...Option) (*Pool, er
 	if prov == nil {
 		return nil, provider.Errorf(provider.InvalidArgument, "pool: nil provider")
 	}
+	// Defaults, then the environment, then the host's options: the options
+	// are applied once first only to learn WithEnv.
 	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	env := defaults()
+	env.lookup, env.envSet = cfg.lookup, cfg.envSet
+	if err := env.applyEnv(); err != nil {
+		return nil, err
+	}
+	cfg = env
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -227,6 +238,9 @@ type Status struct {
 	State     RecordState
 	SandboxID string
 	Since     time.Time
+	// Lease is the state of the turn holding it (State in_use): active, or
+	// expired past WithMaxLease; "" when no turn of this pool holds it.
+	Lease LeaseState
 }
 
 // Inspect reports the key's sandbox as the provider sees it now. A sandbox
@@ -249,6 +263,12 @@ func (p *Pool) Inspect(ctx context.Context, key string) (Status, error) {
 	}
 	st := Status{Key: key, State: rec.State, SandboxID: rec.SandboxID, Since: rec.Since}
 	if rec.State == StateInUse {
+		p.mu.Lock()
+		l := ks.lease
+		p.mu.Unlock()
+		if l != nil {
+			st.Lease = l.State()
+		}
 		return st, nil
 	}
 	gctx, cancel := p.opCtx(p.cfg.stopTimeout)
