@@ -10,7 +10,16 @@
 // auto-delete timer where it has one (provider.AutoDeleter, Daytona) and
 // done by the pool after a parked-stopped TTL where it has not (local).
 // Auto-stop and auto-delete are set on every sandbox the pool creates, so a
-// host that crashes leaks nothing for long.
+// host that crashes leaks nothing for long; auto-archive never is. Every
+// timer and the warm cap can be overridden from the environment (EnvKeepWarm
+// and the others; an option in code wins).
+//
+// Leak safety is a property of the design: the self-reaping timers are set
+// at create; the pool refreshes the activity of a sandbox only while a turn
+// holds it, and only up to WithMaxLease (then the lease is LeaseExpired and
+// the provider's auto-stop takes over), so it never keeps a parked sandbox
+// alive by polling it; and VerifyEmpty lists what of a pool is still live,
+// the check the pool's tests run after every Shutdown.
 //
 // Three invariants hold whatever the provider does:
 //

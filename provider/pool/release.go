@@ -5,8 +5,9 @@ import (
 )
 
 // Release ends the turn of l. With OutcomeOK the sandbox is parked running
-// for the keep-warm TTL (or stopped at once when keep-warm is off or every
-// warm slot is taken); OutcomeFailed and OutcomeDiscard delete it
+// for the keep-warm TTL, evicting the least recently parked warm sandbox of
+// another key when every warm slot is taken (or stopped at once when
+// keep-warm or the warm cap is 0, or no warm sandbox can be evicted); OutcomeFailed and OutcomeDiscard delete it
 // (ReasonTurnFailed, ReasonExplicit). A lease whose key was taken by a newer
 // turn has its sandbox deleted (ReasonSuperseded): an older turn never
 // overwrites the pointer of a newer one. Releasing twice, or after Shutdown

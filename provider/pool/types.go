@@ -28,7 +28,8 @@ const (
 	// ReasonTTLExpired: the keep-warm TTL ran out (the sandbox is stopped),
 	// or the parked-stopped TTL did (it is deleted).
 	ReasonTTLExpired Reason = "ttl_expired"
-	// ReasonEvicted: stopped to free a running slot for another key.
+	// ReasonEvicted: stopped (never deleted) to make room under the warm cap
+	// for a turn of another key that ended later.
 	ReasonEvicted Reason = "evicted"
 	// ReasonTurnFailed: its turn was released with OutcomeFailed; deleted,
 	// since what a failed turn left behind is not worth reusing.
