@@ -20,8 +20,10 @@ type Lease struct {
 	Stages []Stage
 	Took   time.Duration
 
+	p        *Pool
 	ks       *keyState
 	gen      uint64
+	claimed  time.Time     // when the claim took the key: the start of WithMaxLease
 	released chan struct{} // closed when the lease ends
 
 	// Guarded by Pool.mu.
@@ -45,8 +47,7 @@ type acquisition struct {
 	key    string
 	spec   Spec
 	fp     string
-	opts   acquireOptions
-	caller context.Context // bounds the waits the caller chose (key, admission), never a provider call
+	caller context.Context // bounds the waits the caller chose (the key's turn in flight), never a provider call
 	work   context.Context // the caller's, without its cancellation: for the store calls of what the pool started, which it finishes after the caller gave up
 	start  time.Time
 	stages []Stage
@@ -67,23 +68,22 @@ type acquisition struct {
 // what it started and parks the sandbox for the key's next turn: a turn
 // cancelled and sent again finds it warm, and nothing leaks.
 //
-// invalid_argument: a malformed key or spec. resource_exhausted: every
-// running slot is taken (see Reject and WaitUpTo). unavailable: the pool is
-// shut down, ctx ended (waiting for a slot included), or the provider did
-// not answer about the key's sandbox, which is then kept for the next try.
-// Otherwise the provider's error from create or start.
-func (p *Pool) Acquire(ctx context.Context, key string, spec Spec, opts ...AcquireOption) (*Lease, error) {
+// Acquire never waits for nor refuses a sandbox because other turns are
+// active: there is no admission gate, and the warm cap (WithWarmCap) bounds
+// only idle sandboxes parked running.
+//
+// invalid_argument: a malformed key or spec. unavailable: the pool is shut
+// down, ctx ended, or the provider did not answer about the key's sandbox,
+// which is then kept for the next try. Otherwise the provider's error from
+// create or start.
+func (p *Pool) Acquire(ctx context.Context, key string, spec Spec) (*Lease, error) {
 	if err := validKey(key); err != nil {
 		return nil, err
 	}
 	if err := validSpec(spec); err != nil {
 		return nil, err
 	}
-	a := &acquisition{p: p, key: key, spec: spec, fp: p.fingerprint(spec), caller: ctx, work: context.WithoutCancel(ctx), start: p.clk.Now(),
-		opts: acquireOptions{reject: p.cfg.reject, admitWait: p.cfg.admitWait}}
-	for _, o := range opts {
-		o(&a.opts)
-	}
+	a := &acquisition{p: p, key: key, spec: spec, fp: p.fingerprint(spec), caller: ctx, work: context.WithoutCancel(ctx), start: p.clk.Now()}
 	h := &handoff{done: make(chan struct{})}
 	p.mu.Lock()
 	if p.closing {
@@ -308,7 +308,7 @@ func (a *acquisition) claim(sb *provider.Sandbox, path Path, h *hold) (*Lease, e
 	}
 	a.stage(StageClaim, began)
 	l := &Lease{Key: a.key, Sandbox: sb, Path: path, Stages: a.stages, Took: p.clk.Since(a.start),
-		ks: ks, gen: rec.Gen, released: make(chan struct{}), superseded: make(chan struct{}), hold: h}
+		p: p, ks: ks, gen: rec.Gen, claimed: p.clk.Now(), released: make(chan struct{}), superseded: make(chan struct{}), hold: h}
 	beat := p.heartbeat(l)
 	p.mu.Lock()
 	l.stopBeat = beat
@@ -367,7 +367,7 @@ func (a *acquisition) warm(rec Record, sb *provider.Sandbox) (*provider.Sandbox,
 	if h == nil {
 		var err error
 		if h, err = a.admit(); err != nil {
-			p.rearm(ks, rec) // reuse stopped its timer; refused, it stays parked
+			p.rearm(ks, rec) // reuse stopped its timer; shut down, it stays parked
 			return nil, "", nil, err
 		}
 	}
@@ -392,13 +392,13 @@ func (a *acquisition) warm(rec Record, sb *provider.Sandbox) (*provider.Sandbox,
 	return a.check(rec, sb, PathWarm, h)
 }
 
-// resume starts a sandbox parked stopped, once a running slot is free.
+// resume starts a sandbox parked stopped.
 func (a *acquisition) resume(rec Record) (*provider.Sandbox, Path, *hold, error) {
 	p, ks := a.p, a.ks
 	p.releaseHold(p.takeHold(ks)) // it does not run
 	h, err := a.admit()
 	if err != nil {
-		p.rearm(ks, rec) // reuse stopped its timer; refused, it stays parked
+		p.rearm(ks, rec) // reuse stopped its timer; shut down, it stays parked
 		return nil, "", nil, err
 	}
 	p.mu.Lock()
@@ -473,9 +473,11 @@ func (a *acquisition) awaitStopping() error {
 	}
 }
 
-// create makes a new sandbox once a running slot is free. Its name and
-// labels tie it to the pool and the key; auto-stop and auto-delete are set
-// so that it does not outlive a crashed host for long.
+// create makes a new sandbox. Its name and labels tie it to the pool and
+// the key; auto-stop and auto-delete are set so that it does not outlive a
+// crashed host for long (leak safety: the timers are the sandbox's own, set
+// at create, and nothing of the host has to keep running to reap it).
+// Auto-archive is never set: the request carries no AutoArchiveInterval.
 func (a *acquisition) create() (*provider.Sandbox, *hold, error) {
 	p := a.p
 	h, err := a.admit()
@@ -517,66 +519,17 @@ func (a *acquisition) create() (*provider.Sandbox, *hold, error) {
 	return sb, h, nil
 }
 
+// admit takes the bookkeeping of a running sandbox for a create or a
+// start. It is no gate: it never waits and refuses only when the pool is
+// shut down.
 func (a *acquisition) admit() (*hold, error) {
-	began := a.p.clk.Now()
-	h, err := a.p.admit(a.caller, a.opts, a.key)
-	a.stage(StageAdmit, began)
-	return h, err
-}
-
-// admit is the gate: it takes a running slot, evicting the least recently
-// parked warm sandbox when none is free, and otherwise waits (or refuses)
-// as opts say.
-func (p *Pool) admit(ctx context.Context, opts acquireOptions, forKey string) (*hold, error) {
-	var deadline <-chan time.Time
-	for {
-		p.mu.Lock()
-		if p.closing {
-			p.mu.Unlock()
-			return nil, errClosed
-		}
-		if len(p.holds) < p.cfg.maxRunning {
-			h := p.newHoldLocked()
-			p.mu.Unlock()
-			return h, nil
-		}
-		victim := p.victimLocked(forKey)
-		changed := p.changed
-		p.mu.Unlock()
-		if victim != nil {
-			// ctx bounds only this wait: an eviction once begun is
-			// finished, so its store calls do not end with it.
-			h, evicted := p.evict(context.WithoutCancel(ctx), victim)
-			p.leave(victim)
-			if h != nil {
-				return h, nil
-			}
-			if evicted {
-				continue
-			}
-		}
-		if opts.reject {
-			p.obs.Rejected()
-			return nil, provider.Errorf(provider.ResourceExhausted,
-				"all %d running slots are taken (sandboxes in use, or stops the provider has not confirmed): retry later, or raise MaxRunning", p.cfg.maxRunning)
-		}
-		if deadline == nil {
-			t := p.clk.NewTimer(opts.admitWait)
-			defer t.Stop()
-			deadline = t.C()
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			p.obs.Rejected()
-			return nil, provider.Errorf(provider.ResourceExhausted,
-				"no running slot of %d was freed within %s: retry later, or raise MaxRunning", p.cfg.maxRunning, opts.admitWait)
-		case <-ctx.Done():
-			p.obs.Rejected()
-			return nil, provider.Errorf(provider.Unavailable,
-				"waiting for one of %d running slots: %w", p.cfg.maxRunning, ctx.Err())
-		}
+	p := a.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing {
+		return nil, errClosed
 	}
+	return p.newHoldLocked(), nil
 }
 
 // victimLocked picks the least recently parked warm sandbox of another key,
@@ -584,7 +537,7 @@ func (p *Pool) admit(ctx context.Context, opts acquireOptions, forKey string) (*
 func (p *Pool) victimLocked(notKey string) *keyState {
 	var v *keyState
 	for _, ks := range p.keys {
-		if ks.key == notKey || ks.lease != nil || ks.hold == nil || ks.hold.evicting || ks.stopping != nil {
+		if ks.key == notKey || ks.lease != nil || ks.hold == nil || ks.hold.evicting || ks.stopping != nil || ks.parking {
 			continue
 		}
 		if v == nil || ks.lastUsed.Before(v.lastUsed) {
@@ -597,13 +550,12 @@ func (p *Pool) victimLocked(notKey string) *keyState {
 	return v
 }
 
-// evict stops the key's warm sandbox to free its slot (ReasonEvicted) and
-// returns the slot once the stop is confirmed, so that the acquire that
-// evicted gets it. It reports whether it did anything; a key busy with
-// something else is left alone.
-func (p *Pool) evict(ctx context.Context, ks *keyState) (*hold, bool) {
+// evict stops the key's warm sandbox (ReasonEvicted) to make room under the
+// warm cap; it is parked stopped, never deleted. It reports whether it did
+// anything; a key busy with something else is left alone.
+func (p *Pool) evict(ctx context.Context, ks *keyState) bool {
 	if !ks.tryLock() {
-		return nil, false
+		return false
 	}
 	defer p.unlock(ks)
 	p.mu.Lock()
@@ -614,21 +566,61 @@ func (p *Pool) evict(ctx context.Context, ks *keyState) (*hold, bool) {
 	}
 	p.mu.Unlock()
 	if !ok {
-		return nil, false
+		return false
 	}
 	rec, found, err := p.store.Load(ctx, ks.key)
 	if err != nil || !found || rec.State != StateParkedRunning {
 		p.mu.Lock()
 		h.evicting = false
 		p.mu.Unlock()
-		return nil, false
+		return false
 	}
 	p.obs.Evicted()
-	return p.stopParkedFor(ctx, ks, rec, stopWhy{ReasonEvicted, "its running slot went to another key"}, true), true
+	p.stopParked(ctx, ks, rec, stopWhy{ReasonEvicted, "its warm slot went to a turn that ended later"})
+	return true
+}
+
+// LeaseState is where a lease is, as Lease.State and Inspect report it.
+type LeaseState string
+
+const (
+	// LeaseActive: its turn holds the sandbox and the pool refreshes its
+	// activity (WithHeartbeat).
+	LeaseActive LeaseState = "active"
+	// LeaseExpired: held past WithMaxLease; the pool no longer refreshes
+	// its activity, and the provider's auto-stop stops it once it is idle.
+	LeaseExpired LeaseState = "expired"
+	// LeaseReleased: released, or revoked by Shutdown.
+	LeaseReleased LeaseState = "released"
+)
+
+// State reports whether l is active, expired (held past WithMaxLease) or
+// released.
+func (l *Lease) State() LeaseState {
+	if l == nil || l.p == nil {
+		return LeaseReleased
+	}
+	l.p.mu.Lock()
+	done := l.done
+	l.p.mu.Unlock()
+	switch {
+	case done:
+		return LeaseReleased
+	case l.p.leaseExpired(l):
+		return LeaseExpired
+	}
+	return LeaseActive
+}
+
+func (p *Pool) leaseExpired(l *Lease) bool {
+	return p.cfg.maxLease > 0 && p.clk.Since(l.claimed) >= p.cfg.maxLease
 }
 
 // heartbeat refreshes the activity of a sandbox in use, so that the
-// provider's auto-stop does not end a long quiet turn.
+// provider's auto-stop does not end a long quiet turn, until the lease is
+// past WithMaxLease: then it stops, and the sandbox auto-stops once idle.
+// The pool never refreshes a sandbox nobody holds: nothing of the host
+// keeps a parked sandbox alive.
 func (p *Pool) heartbeat(l *Lease) context.CancelFunc {
 	if p.cfg.heartbeat <= 0 {
 		return func() {}
@@ -642,6 +634,11 @@ func (p *Pool) heartbeat(l *Lease) context.CancelFunc {
 			case <-ctx.Done():
 				return
 			case <-t.C():
+			}
+			if p.leaseExpired(l) {
+				p.log.Warn("pool: a lease outlived its bound; its activity is no longer refreshed and the provider's auto-stop will stop its sandbox",
+					"pool", p.cfg.name, "key", l.Key, "sandbox", l.Sandbox.ID, "max_lease", p.cfg.maxLease)
+				return
 			}
 			rctx, rcancel := p.opCtx(p.cfg.stopTimeout)
 			err := p.prov.RefreshActivity(rctx, l.Sandbox.ID)

@@ -220,9 +220,9 @@ func simulateDay(b *testing.B, conversations int) []dayResult {
 	sim, provs := simOn(b, clk, drv, "no-pool", "park-to-stopped", "park-to-running")
 	ctx := context.Background()
 	mkPool := func(p provider.Provider, name string, keepWarm time.Duration) *pool.Pool {
-		// Caps that never bind: the policies, not the cap, are compared.
+		// A warm cap that never binds: the policies, not the cap, are compared.
 		pl, err := pool.New(ctx, p, pool.WithClock(clk), pool.WithName(name), pool.WithKeepWarm(keepWarm),
-			pool.WithMaxRunning(10*conversations), pool.WithMaxWarm(10*conversations))
+			pool.WithWarmCap(10*conversations))
 		require.NoError(b, err)
 		return pl
 	}

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,110 +18,123 @@ type acquired struct {
 	err error
 }
 
-func (h *harness) acquireAsync(ctx context.Context, key string, opts ...AcquireOption) <-chan acquired {
+func (h *harness) acquireAsync(ctx context.Context, key string) <-chan acquired {
 	ch := make(chan acquired, 1)
 	go func() {
-		l, err := h.p.Acquire(ctx, key, testSpec, opts...)
+		l, err := h.p.Acquire(ctx, key, testSpec)
 		ch <- acquired{l, err}
 	}()
 	return ch
 }
 
-// waitAdmitting waits until n acquires wait for a running slot: each has
-// its deadline timer armed on the fake clock.
-func (h *harness) waitAdmitting(base, n int) {
-	h.t.Helper()
-	require.NoError(h.t, h.clk.BlockUntilWaiters(waitCtx(h.t), base+n))
-}
-
-// The cap holds fresh misses back: with every slot in use, an acquire that
-// chose to be refused is refused at once, one that waits gets the slot a
-// release frees.
-func TestAdmissionGateCapsRunning(t *testing.T) {
-	h := newHarness(t, WithMaxRunning(2), WithMaxWarm(0))
-	a, b := h.acquire("a"), h.acquire("b")
-
-	_, err := h.p.Acquire(h.ctx, "c", testSpec, Reject())
-	assert.Equal(t, provider.ResourceExhausted, provider.Code(err), "%v", err)
-	assert.Equal(t, 1, h.obs.get(func() int { return h.obs.rejected }))
-
-	base := h.clk.Waiters()
-	waiting := h.acquireAsync(h.ctx, "c", WaitUpTo(time.Minute))
-	h.waitAdmitting(base, 1)
-	select {
-	case r := <-waiting:
-		t.Fatalf("admitted over the cap: %+v", r)
-	default:
+// Active turns are never blocked: with the warm cap at its default, six
+// concurrent turns of six keys (more than the four the first draft's
+// admission gate let run) all acquire at once. Their creates are held
+// open by the provider, so all six are in flight together: none waited
+// for another.
+func TestSixConcurrentTurnsAcquireAtOnce(t *testing.T) {
+	h := newHarness(t)
+	require.Equal(t, DefaultWarmCap, h.p.cfg.warmCap)
+	hang := h.f.Hang(pooltest.OpCreate, false)
+	var turns []<-chan acquired
+	for i := range 6 {
+		turns = append(turns, h.acquireAsync(h.ctx, fmt.Sprintf("conv-%d", i)))
 	}
-	h.release(a, OutcomeOK) // no warm slot: parked stopped, its slot freed
-	r := <-waiting
-	require.NoError(t, r.err)
-	assert.Equal(t, PathCreated, r.l.Path)
-	assert.Contains(t, stageNames(r.l), StageAdmit)
-	assert.Equal(t, 2, h.f.MaxRunning(), "never more than the cap at once")
-
-	// A waiter whose wait runs out is refused.
-	base = h.clk.Waiters()
-	late := h.acquireAsync(h.ctx, "d", WaitUpTo(time.Minute))
-	h.waitAdmitting(base, 1)
-	h.clk.Advance(time.Minute)
-	r2 := <-late
-	assert.Equal(t, provider.ResourceExhausted, provider.Code(r2.err), "%v", r2.err)
-
-	// So is one whose context ends.
-	ctx, cancel := context.WithCancel(h.ctx)
-	base = h.clk.Waiters()
-	gone := h.acquireAsync(ctx, "e")
-	h.waitAdmitting(base, 1)
-	cancel()
-	assert.Equal(t, provider.Unavailable, provider.Code((<-gone).err))
-	h.release(b, OutcomeOK)
-	h.release(r.l, OutcomeOK)
-	h.settle()
-	assert.LessOrEqual(t, h.f.MaxRunning(), 2)
+	require.NoError(t, hang.WaitBlocked(waitCtx(t), 6), "all six creates in flight at once")
+	hang.Release()
+	var leases []*Lease
+	for _, ch := range turns {
+		r := <-ch
+		require.NoError(t, r.err)
+		assert.Equal(t, PathCreated, r.l.Path)
+		assert.NotContains(t, stageNames(r.l), StageWaitKey)
+		leases = append(leases, r.l)
+	}
+	assert.Equal(t, 6, h.f.MaxRunning())
+	assert.Equal(t, 6, h.p.Stats().InUse)
+	for _, l := range leases {
+		h.release(l, OutcomeOK)
+	}
+	assert.Equal(t, 6, h.p.Stats().Warm, "under the warm cap, every one parks running")
 }
 
-// When every running slot is taken and some are warm, a fresh miss evicts
-// the least recently parked one: stopped, never deleted, and resumable.
-func TestEvictionStopsTheOldestWarm(t *testing.T) {
-	h := newHarness(t, WithMaxRunning(2), WithMaxWarm(2))
-	a := h.acquire("a")
+// The warm cap bounds idle warm sandboxes only: more turns than the cap run
+// at once, and when they end the cap keeps the most recently parked warm,
+// the others stopped by eviction (never deleted).
+func TestWarmCapBoundsIdleOnly(t *testing.T) {
+	h := newHarness(t, WithWarmCap(3))
+	var leases []*Lease
+	for i := range 5 {
+		leases = append(leases, h.acquire(fmt.Sprintf("conv-%d", i)))
+	}
+	assert.Equal(t, 5, h.f.MaxRunning(), "turns in flight are never capped")
+	for _, l := range leases {
+		h.release(l, OutcomeOK)
+		h.advance(time.Second)
+	}
+	assert.Equal(t, 3, h.p.Stats().Warm)
+	assert.Equal(t, 3, h.f.Running())
+	assert.Equal(t, 2, h.teardowns(ReasonEvicted))
+	for i, l := range leases {
+		want := provider.StateStarted
+		if i < 2 {
+			want = provider.StateStopped
+		}
+		assert.Equal(t, want, h.state(l.Sandbox.ID), "conv-%d", i)
+	}
+	assert.Len(t, h.f.Sandboxes(), 5, "eviction never deletes")
+}
+
+// When every warm slot is taken, a finishing turn evicts the least recently
+// parked warm sandbox: stopped, parked stopped, never deleted, and resumable.
+func TestWarmCapEvictsTheLeastRecentlyParked(t *testing.T) {
+	h := newHarness(t, WithWarmCap(2))
+	a, b, c := h.acquire("a"), h.acquire("b"), h.acquire("c")
 	h.release(a, OutcomeOK)
 	h.advance(time.Second)
-	b := h.acquire("b")
 	h.release(b, OutcomeOK)
+	h.advance(time.Second)
 	require.Equal(t, 2, h.p.Stats().Warm)
 
-	c := h.acquire("c")
-	assert.Equal(t, PathCreated, c.Path)
-	assert.Equal(t, provider.StateStopped, h.state(a.Sandbox.ID), "the oldest warm one is evicted")
-	assert.Equal(t, []string{"pool: evicted"}, h.stopReasons(a.Sandbox.ID))
-	assert.Equal(t, provider.StateStarted, h.state(b.Sandbox.ID))
-	assert.Equal(t, 1, h.teardowns(ReasonEvicted))
-	assert.Equal(t, 2, h.f.MaxRunning())
-
 	h.release(c, OutcomeOK)
+	assert.Equal(t, provider.StateStopped, h.state(a.Sandbox.ID), "the least recently parked is evicted")
+	assert.Equal(t, []string{"pool: evicted"}, h.stopReasons(a.Sandbox.ID))
+	rec, _ := h.record("a")
+	assert.Equal(t, StateParkedStopped, rec.State)
+	assert.Equal(t, provider.StateStarted, h.state(b.Sandbox.ID))
+	assert.Equal(t, provider.StateStarted, h.state(c.Sandbox.ID), "the finishing turn parks running")
+	assert.Equal(t, 1, h.teardowns(ReasonEvicted))
+	assert.Equal(t, 1, h.obs.get(func() int { return h.obs.evicted }))
+	assert.Equal(t, 2, h.p.Stats().Warm)
+	assert.Empty(t, h.f.Calls(pooltest.OpDelete), "eviction stops, never deletes")
+
 	again := h.acquire("a")
-	assert.Equal(t, PathResumed, again.Path, "eviction stops, never deletes")
+	assert.Equal(t, PathResumed, again.Path)
 	assert.Equal(t, a.Sandbox.ID, again.Sandbox.ID)
 	h.release(again, OutcomeOK)
-	assert.LessOrEqual(t, h.f.MaxRunning(), 2)
+	assert.Equal(t, provider.StateStopped, h.state(b.Sandbox.ID), "now b is the least recently parked")
+	assert.Equal(t, 2, h.teardowns(ReasonEvicted))
 }
 
-// When every warm slot is taken, a finishing turn parks stopped.
+// When no warm slot can be had, a finishing turn parks stopped: the
+// stop-and-restart path, which is parking, not a teardown.
 func TestWarmCapParksStopped(t *testing.T) {
-	h := newHarness(t, WithMaxRunning(4), WithMaxWarm(1))
+	h := newHarness(t, WithWarmCap(0))
 	a, b := h.acquire("a"), h.acquire("b")
 	h.release(a, OutcomeOK)
 	h.release(b, OutcomeOK)
-	assert.Equal(t, provider.StateStarted, h.state(a.Sandbox.ID))
-	assert.Equal(t, provider.StateStopped, h.state(b.Sandbox.ID))
-	assert.Equal(t, []string{stopReasonParked}, h.stopReasons(b.Sandbox.ID), "parking is not a teardown")
+	for _, l := range []*Lease{a, b} {
+		assert.Equal(t, provider.StateStopped, h.state(l.Sandbox.ID))
+		assert.Equal(t, []string{stopReasonParked}, h.stopReasons(l.Sandbox.ID), "parking is not a teardown")
+		rec, _ := h.record(l.Key)
+		assert.Equal(t, StateParkedStopped, rec.State)
+	}
 	for _, r := range Reasons {
 		assert.Zero(t, h.teardowns(r), r)
 	}
-	rec, _ := h.record("b")
-	assert.Equal(t, StateParkedStopped, rec.State)
+	next := h.acquire("a")
+	assert.Equal(t, PathResumed, next.Path)
+	h.release(next, OutcomeOK)
 }
 
 // KeepWarm 0 turns park-to-running off.
@@ -135,53 +149,58 @@ func TestKeepWarmOff(t *testing.T) {
 }
 
 // A provider that hangs on the eviction's stop: the pool waits StopTimeout,
-// polling the real state, and then keeps the victim's slot taken until the
-// provider confirms, so the cap holds. The acquire that needed the slot
-// waits for it.
-func TestHungStopDuringEvictionKeepsTheCap(t *testing.T) {
-	h := newHarness(t, WithMaxRunning(1), WithMaxWarm(1), WithStopTimeout(10*time.Second), WithPollInterval(time.Second))
-	a := h.acquire("a")
+// polling the real state, and the victim counts as warm until the provider
+// confirms, so the warm cap holds: the finishing turn that wanted its slot
+// parks stopped instead.
+func TestHungStopDuringEvictionKeepsTheWarmCap(t *testing.T) {
+	h := newHarness(t, WithWarmCap(1), WithStopTimeout(10*time.Second), WithPollInterval(time.Second))
+	a, b := h.acquire("a"), h.acquire("b")
 	h.release(a, OutcomeOK)
 	hang := h.f.Hang(pooltest.OpStop, true)
 	defer hang.Release()
 
-	waiting := h.acquireAsync(h.ctx, "b", WaitUpTo(10*time.Minute))
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		_ = h.p.Release(h.ctx, b, OutcomeOK)
+	}()
 	require.NoError(t, hang.WaitBlocked(waitCtx(t), 1))
-	for i := 0; i < 12; i++ { // past StopTimeout, one poll at a time
+	h.eventually(func() bool {
 		h.clk.Advance(time.Second)
 		// Lets the stop's poll run between steps; what is asserted after
 		// is waited on as a condition, so a slower poll changes nothing.
-		time.Sleep(time.Millisecond) // room for the poll; the outcome is waited on below
-	}
-	h.eventually(func() bool { return h.obs.get(func() int { return h.obs.hungStops }) == 1 }, "the stop is taken for hung")
-	select {
-	case r := <-waiting:
-		t.Fatalf("admitted while the victim may still run: %+v", r)
-	default:
-	}
-	assert.Equal(t, 1, h.p.Stats().Running, "the victim's slot stays taken")
-	assert.Equal(t, 1, h.f.Running())
+		time.Sleep(time.Millisecond)
+		return h.obs.get(func() int { return h.obs.hungStops }) >= 1
+	}, "the eviction's stop is taken for hung")
+	// b parks stopped: its own stop is the second blocked call.
+	require.NoError(t, hang.WaitBlocked(waitCtx(t), 2), "the finishing turn parks stopped")
+	assert.Equal(t, 1, h.parkedWarm(), "the victim counts as warm until its stop is confirmed, and b is not parked running")
+	rec, _ := h.record("b")
+	assert.NotEqual(t, StateParkedRunning, rec.State, "never over the warm cap")
 
-	// The provider stops it at last (say its own auto-stop); the next poll
-	// sees it and the slot goes to the waiter.
-	h.f.SetState(a.Sandbox.ID, provider.StateStopped, provider.ErrorReasonAutoStopped)
-	var r acquired
+	hang.Release()
 	h.eventually(func() bool {
 		h.clk.Advance(time.Second)
 		select {
-		case r = <-waiting:
+		case <-released:
 			return true
 		default:
 			return false
 		}
-	}, "the waiter is admitted once the stop is confirmed")
-	require.NoError(t, r.err)
-	assert.Equal(t, PathCreated, r.l.Path)
-	assert.Equal(t, 1, h.f.MaxRunning(), "never two at once")
-	hang.Release()
-	h.release(r.l, OutcomeOK)
-	rec, _ := h.record("a")
-	assert.Equal(t, StateParkedStopped, rec.State, "the evicted one is parked stopped")
+	}, "the release ends once the stops land")
+	h.settle()
+	for _, l := range []*Lease{a, b} {
+		assert.Equal(t, provider.StateStopped, h.state(l.Sandbox.ID))
+		rec, _ := h.record(l.Key)
+		assert.Equal(t, StateParkedStopped, rec.State, l.Key)
+	}
+	for _, r := range h.stopReasons(a.Sandbox.ID) { // sent again while unconfirmed
+		assert.Equal(t, "pool: evicted", r)
+	}
+	for _, r := range h.stopReasons(b.Sandbox.ID) {
+		assert.Equal(t, stopReasonParked, r)
+	}
+	assert.Zero(t, h.p.Stats().Warm)
 }
 
 // An acquire of the key whose stop is unconfirmed waits for the
@@ -226,21 +245,19 @@ func TestClaimWaitsForAnUnconfirmedStop(t *testing.T) {
 	h.release(r.l, OutcomeOK)
 }
 
-// An acquire of a parked key refused a running slot leaves the sandbox
-// parked with its TTL running, on the resume path and on the warm one (a
-// sandbox started underneath the pool).
-func TestRefusedAcquireKeepsTheParkedTTL(t *testing.T) {
+// Other keys' turns coming and going leave a parked key's TTL alone: a
+// sandbox parked stopped (or started underneath the pool meanwhile) is
+// deleted once its TTL runs out.
+func TestOtherTurnsKeepTheParkedTTL(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		startedUnder bool
-		refused      bool
 	}{
-		{"no refused acquire", false, false},
-		{"refused on the resume path", false, true},
-		{"refused on the warm path", true, true},
+		{"parked stopped", false},
+		{"started underneath the pool", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, WithMaxRunning(1), WithKeepWarm(0), WithStoppedTTL(time.Hour))
+			h := newHarness(t, WithKeepWarm(0), WithStoppedTTL(time.Hour))
 			a := h.acquire("a")
 			h.release(a, OutcomeOK) // keep-warm off: parked stopped for an hour
 			rec, _ := h.record("a")
@@ -248,13 +265,10 @@ func TestRefusedAcquireKeepsTheParkedTTL(t *testing.T) {
 			if tc.startedUnder {
 				h.f.SetState(a.Sandbox.ID, provider.StateStarted, "")
 			}
-			b := h.acquire("b") // the only slot
-			if tc.refused {
-				_, err := h.p.Acquire(h.ctx, "a", testSpec, Reject())
-				require.Equal(t, provider.ResourceExhausted, provider.Code(err), "%v", err)
-				h.settle()
-			}
+			b := h.acquire("b")
+			c := h.acquire("c") // never waits for b
 			h.release(b, OutcomeOK)
+			h.release(c, OutcomeOK)
 			for range 3 {
 				h.advance(time.Hour)
 			}

@@ -10,17 +10,26 @@
 // auto-delete timer where it has one (provider.AutoDeleter, Daytona) and
 // done by the pool after a parked-stopped TTL where it has not (local).
 // Auto-stop and auto-delete are set on every sandbox the pool creates, so a
-// host that crashes leaks nothing for long.
+// host that crashes leaks nothing for long; auto-archive never is. Every
+// timer and the warm cap can be overridden from the environment (EnvKeepWarm
+// and the others; an option in code wins).
+//
+// Leak safety is a property of the design: the self-reaping timers are set
+// at create; the pool refreshes the activity of a sandbox only while a turn
+// holds it, and only up to WithMaxLease (then the lease is LeaseExpired and
+// the provider's auto-stop takes over), so it never keeps a parked sandbox
+// alive by polling it; and VerifyEmpty lists what of a pool is still live,
+// the check the pool's tests run after every Shutdown.
 //
 // Three invariants hold whatever the provider does:
 //
-//   - No more than MaxRunning sandboxes run at once. A running slot is
-//     taken before every create or start (the admission gate) and given back
-//     only once the provider shows the sandbox stopped or gone: a stop that
-//     hangs keeps its slot taken until a poll of the real state confirms it.
-//     When every slot is taken, the least recently parked warm sandbox is
-//     evicted (stopped, never deleted); otherwise the caller waits up to its
-//     deadline or is refused at once, as it chose.
+//   - Active turns are never blocked: Acquire never waits for nor refuses a
+//     sandbox because other turns are active. The warm cap (WithWarmCap,
+//     default 20) bounds only idle sandboxes parked running: a turn that
+//     ends when every warm slot is taken evicts the least recently parked
+//     warm sandbox (stopped, never deleted) to take its slot, and parks
+//     stopped when none can be evicted. A stop that hangs keeps its sandbox
+//     counted until a poll of the real state confirms it.
 //   - A parked sandbox is handed out again only when its spec fingerprint
 //     (snapshot, runtime, env, labels, resources: a keyed hash, since env
 //     values are secrets) matches the request and the caller's Check passes.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/provider"
@@ -41,7 +42,6 @@ type counter struct {
 	mu        sync.Mutex
 	acquires  map[Path]int
 	teardowns map[Reason]int
-	rejected  int
 	evicted   int
 	hungStops int
 }
@@ -60,7 +60,6 @@ func (c *counter) Attach(*Pool) error               { return nil }
 func (c *counter) Acquired(p Path, _ time.Duration) { c.count(func() { c.acquires[p]++ }) }
 func (c *counter) AcquireFailed(provider.ErrorCode) {}
 func (c *counter) TornDown(r Reason)                { c.count(func() { c.teardowns[r]++ }) }
-func (c *counter) Rejected()                        { c.count(func() { c.rejected++ }) }
 func (c *counter) Evicted()                         { c.count(func() { c.evicted++ }) }
 func (c *counter) StopUnconfirmed()                 { c.count(func() { c.hungStops++ }) }
 
@@ -93,6 +92,7 @@ func (s *syncBuffer) String() string {
 func baseOptions(clk *clocktest.Fake, logs *syncBuffer) []Option {
 	return []Option{
 		WithClock(clk),
+		WithEnv(nil), // hermetic: the env tests pass their own
 		WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 		WithHeartbeat(0),
 		WithKeepWarm(time.Minute),
@@ -122,14 +122,16 @@ func newHarnessOn(t *testing.T, clk *clocktest.Fake, f *pooltest.Fake, prov prov
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = p.Shutdown(ctx)
+		// Leak safety: nothing of the pool is live after Shutdown.
+		assert.NoError(t, VerifyEmpty(ctx, f, p.Name()))
 		require.NotContains(t, logs.String(), secretValue, "an env value reached the log")
 	})
 	return h
 }
 
-func (h *harness) acquire(key string, opts ...AcquireOption) *Lease {
+func (h *harness) acquire(key string) *Lease {
 	h.t.Helper()
-	l, err := h.p.Acquire(h.ctx, key, testSpec, opts...)
+	l, err := h.p.Acquire(h.ctx, key, testSpec)
 	require.NoError(h.t, err)
 	require.NotNil(h.t, l.Sandbox)
 	return l
@@ -219,6 +221,27 @@ func (h *harness) stopReasons(id string) []string {
 	return out
 }
 
+// parkedWarm counts the sandboxes parked running: recorded so and holding
+// a running slot. A finishing turn on its way to parked stopped, or one
+// being made room for, is not counted.
+func (h *harness) parkedWarm() int {
+	h.p.mu.Lock()
+	var keys []string
+	for _, ks := range h.p.keys {
+		if ks.lease == nil && ks.hold != nil && !ks.parking {
+			keys = append(keys, ks.key)
+		}
+	}
+	h.p.mu.Unlock()
+	n := 0
+	for _, k := range keys {
+		if rec, ok, _ := h.p.store.Load(context.Background(), k); ok && rec.State == StateParkedRunning {
+			n++
+		}
+	}
+	return n
+}
+
 func stageNames(l *Lease) []string {
 	var out []string
 	for _, s := range l.Stages {
@@ -231,4 +254,11 @@ func waitCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// bgIdle reports whether no background work of the pool runs.
+func (h *harness) bgIdle() bool {
+	h.p.mu.Lock()
+	defer h.p.mu.Unlock()
+	return h.p.bg == 0
 }

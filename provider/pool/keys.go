@@ -23,6 +23,7 @@ type keyState struct {
 	timer    clock.Timer
 	timerGen uint64
 	lastUsed time.Time     // when it was last parked running, for eviction order
+	parking  bool          // a finishing turn is making room for it under the warm cap: counted, never a victim
 	stopping chan struct{} // closed once a stop the provider did not confirm in time is confirmed
 }
 

@@ -25,13 +25,12 @@ type Observer interface {
 	AcquireFailed(code provider.ErrorCode)
 	// TornDown: the pool stopped or deleted a sandbox for reason.
 	TornDown(reason Reason)
-	// Rejected: an Acquire was refused, or gave up waiting, because every
-	// running slot was taken.
-	Rejected()
-	// Evicted: a warm sandbox is being stopped to free its running slot.
+	// Evicted: a warm sandbox is being stopped to make room under the warm
+	// cap for a turn that ended later.
 	Evicted()
 	// StopUnconfirmed: a stop or delete was not confirmed within
-	// StopTimeout; its slot stays taken until the provider confirms it.
+	// StopTimeout; the sandbox counts as running until the provider
+	// confirms it.
 	StopUnconfirmed()
 }
 
@@ -43,6 +42,5 @@ func (nopObserver) Attach(*Pool) error               { return nil }
 func (nopObserver) Acquired(Path, time.Duration)     {}
 func (nopObserver) AcquireFailed(provider.ErrorCode) {}
 func (nopObserver) TornDown(Reason)                  {}
-func (nopObserver) Rejected()                        {}
 func (nopObserver) Evicted()                         {}
 func (nopObserver) StopUnconfirmed()                 {}

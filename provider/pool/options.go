@@ -10,12 +10,11 @@ import (
 
 // Defaults of the options.
 const (
-	DefaultKeepWarm          = 60 * time.Second
-	DefaultMaxRunning        = 4
+	DefaultKeepWarm          = 2 * time.Minute
+	DefaultWarmCap           = 20
 	DefaultAutoStopMinutes   = 15
-	DefaultAutoDeleteMinutes = 24 * 60
+	DefaultAutoDeleteMinutes = 30
 	DefaultBusyWait          = 10 * time.Second
-	DefaultAdmitWait         = 30 * time.Second
 	DefaultStopTimeout       = 30 * time.Second
 	DefaultOpTimeout         = 2 * time.Minute
 	DefaultPollInterval      = 500 * time.Millisecond
@@ -32,19 +31,19 @@ type config struct {
 	obs          Observer
 	name         string
 	keepWarm     time.Duration
-	maxRunning   int
-	maxWarm      int // <0: default
+	warmCap      int
 	autoStop     int
 	autoDelete   int
 	minute       time.Duration
 	stoppedTTL   time.Duration // <0: default
 	busyWait     time.Duration
-	admitWait    time.Duration
-	reject       bool
 	stopTimeout  time.Duration
 	opTimeout    time.Duration
 	pollInterval time.Duration
 	heartbeat    time.Duration // <0: default
+	maxLease     time.Duration // <0: default
+	lookup       func(string) (string, bool)
+	envSet       bool
 }
 
 func defaults() config {
@@ -53,18 +52,17 @@ func defaults() config {
 		log:          slog.New(slog.DiscardHandler),
 		name:         "default",
 		keepWarm:     DefaultKeepWarm,
-		maxRunning:   DefaultMaxRunning,
-		maxWarm:      -1,
+		warmCap:      DefaultWarmCap,
 		autoStop:     DefaultAutoStopMinutes,
 		autoDelete:   DefaultAutoDeleteMinutes,
 		minute:       time.Minute,
 		stoppedTTL:   -1,
 		busyWait:     DefaultBusyWait,
-		admitWait:    DefaultAdmitWait,
 		stopTimeout:  DefaultStopTimeout,
 		opTimeout:    DefaultOpTimeout,
 		pollInterval: DefaultPollInterval,
 		heartbeat:    -1,
+		maxLease:     -1,
 	}
 }
 
@@ -88,18 +86,20 @@ func WithObserver(obs Observer) Option { return func(o *config) { o.obs = obs } 
 // hosts that run several. Default "default".
 func WithName(name string) Option { return func(o *config) { o.name = name } }
 
-// WithKeepWarm parks a released sandbox running for d before stopping it;
-// 0 turns park-to-running off (every release stops). Default 60 s.
+// WithKeepWarm parks a released sandbox running for d before stopping it:
+// the off switch of park-to-running, 0 turns it off (every release stops).
+// invalid_argument from New when negative. Default 2 min.
 func WithKeepWarm(d time.Duration) Option { return func(o *config) { o.keepWarm = d } }
 
-// WithMaxRunning caps the sandboxes of the pool that run at once, in use,
-// warm or on their way. Default 4.
-func WithMaxRunning(n int) Option { return func(o *config) { o.maxRunning = n } }
-
-// WithMaxWarm caps the sandboxes parked running; a turn that ends when they
-// are all taken parks its sandbox stopped. Default: half of MaxRunning,
-// rounded up, so that a fresh key rarely waits for an eviction.
-func WithMaxWarm(n int) Option { return func(o *config) { o.maxWarm = n } }
+// WithWarmCap caps the sandboxes parked running, idle between turns; it
+// bounds nothing else: turns in flight are never counted, and Acquire never
+// waits for or refuses a sandbox because other turns are active. A turn that
+// ends when every warm slot is taken evicts the least recently parked warm
+// sandbox of another key (stopped, never deleted: ReasonEvicted) and takes
+// its slot; when none can be evicted (0, or the warm ones are already being
+// stopped) it parks stopped. 0 means nothing parks running.
+// invalid_argument from New when negative. Default 20.
+func WithWarmCap(n int) Option { return func(o *config) { o.warmCap = n } }
 
 // WithAutoStop sets the provider's auto-stop on every sandbox the pool
 // creates, in the provider's interval minutes: what stops a sandbox whose
@@ -128,17 +128,10 @@ func WithStoppedTTL(d time.Duration) Option { return func(o *config) { o.stopped
 // Default 10 s.
 func WithBusyWait(d time.Duration) Option { return func(o *config) { o.busyWait = d } }
 
-// WithAdmission sets what Acquire does when every running slot is taken and
-// no warm sandbox can be evicted: wait up to wait (reject false), or fail at
-// once (reject true); either way resource_exhausted in the end. Acquire
-// options override it per call. Default: wait 30 s.
-func WithAdmission(reject bool, wait time.Duration) Option {
-	return func(o *config) { o.reject, o.admitWait = reject, wait }
-}
-
 // WithStopTimeout bounds how long a stop or delete is awaited before the
-// pool treats the provider as hung: the running slot stays taken and a poll
-// of the real state goes on in the background. Default 30 s.
+// pool treats the provider as hung: the sandbox counts as running (and, if
+// it was warm, against the warm cap) and a poll of the real state goes on in
+// the background. Default 30 s.
 func WithStopTimeout(d time.Duration) Option { return func(o *config) { o.stopTimeout = d } }
 
 // WithOpTimeout bounds a create or a start. Default 2 min.
@@ -151,25 +144,35 @@ func WithPollInterval(d time.Duration) Option { return func(o *config) { o.pollI
 // WithHeartbeat refreshes the activity of a sandbox in use every d, so that
 // the provider's auto-stop never ends a long turn whose sandbox is quiet
 // (an agent waiting on a model). 0 disables. Default: a third of the
-// auto-stop interval.
+// auto-stop interval. The refresh of one lease stops at WithMaxLease.
 func WithHeartbeat(d time.Duration) Option { return func(o *config) { o.heartbeat = d } }
+
+// WithMaxLease bounds how long a lease's activity is refreshed: past d from
+// its claim the heartbeat stops, Lease.State and Inspect report it
+// LeaseExpired, and its sandbox is left to the provider's auto-stop, as on
+// Daytona, however long the host holds the lease. Release still works.
+// invalid_argument from New unless positive. Default the auto-stop interval
+// times 4 (an hour); with auto-stop off, no bound, since nothing refreshes.
+func WithMaxLease(d time.Duration) Option { return func(o *config) { o.maxLease = d } }
 
 func (c *config) finish(p provider.Provider) error {
 	switch {
 	case c.clk == nil:
 		return provider.Errorf(provider.InvalidArgument, "pool: nil clock")
-	case c.maxRunning < 1:
-		return provider.Errorf(provider.InvalidArgument, "pool: MaxRunning must be at least 1 (got %d)", c.maxRunning)
+	case c.warmCap < 0:
+		return provider.Errorf(provider.InvalidArgument, "pool: WarmCap must not be negative (0: nothing parks running)")
 	case c.keepWarm < 0:
 		return provider.Errorf(provider.InvalidArgument, "pool: KeepWarm must not be negative (0 turns park-to-running off)")
 	case c.autoStop < 0:
 		return provider.Errorf(provider.InvalidArgument, "pool: AutoStop must not be negative (0 disables)")
-	case c.autoDelete < 1 || c.autoDelete > maxAutoDeleteMinutes:
-		return provider.Errorf(provider.InvalidArgument, "pool: AutoDelete must be 1 to %d minutes (got %d): longer would let Daytona archive the sandbox first", maxAutoDeleteMinutes, c.autoDelete)
+	case c.autoDelete < 0 || c.autoDelete > maxAutoDeleteMinutes:
+		return provider.Errorf(provider.InvalidArgument, "pool: AutoDelete must be 0 to %d minutes (got %d): longer would let Daytona archive the sandbox first", maxAutoDeleteMinutes, c.autoDelete)
 	case c.minute <= 0 || c.stopTimeout <= 0 || c.opTimeout <= 0 || c.pollInterval <= 0:
 		return provider.Errorf(provider.InvalidArgument, "pool: Minute, StopTimeout, OpTimeout and PollInterval must be positive")
-	case c.busyWait < 0 || c.admitWait < 0:
-		return provider.Errorf(provider.InvalidArgument, "pool: BusyWait and the admission wait must not be negative")
+	case c.busyWait < 0:
+		return provider.Errorf(provider.InvalidArgument, "pool: BusyWait must not be negative")
+	case c.maxLease == 0:
+		return provider.Errorf(provider.InvalidArgument, "pool: MaxLease must be positive")
 	case c.name == "" || len(c.name) > 63:
 		return provider.Errorf(provider.InvalidArgument, "pool: the name must be 1 to 63 characters")
 	}
@@ -182,9 +185,6 @@ func (c *config) finish(p provider.Provider) error {
 	if c.obs == nil {
 		c.obs = nopObserver{}
 	}
-	if c.maxWarm < 0 {
-		c.maxWarm = (c.maxRunning + 1) / 2
-	}
 	if c.stoppedTTL < 0 {
 		c.stoppedTTL = time.Duration(c.autoDelete) * c.minute
 		if _, ok := p.(provider.AutoDeleter); ok {
@@ -192,6 +192,9 @@ func (c *config) finish(p provider.Provider) error {
 			// first go; the pool only cleans up after it.
 			c.stoppedTTL += c.minute
 		}
+	}
+	if c.maxLease < 0 {
+		c.maxLease = 4 * time.Duration(c.autoStop) * c.minute // 0 with auto-stop off: no bound
 	}
 	if c.heartbeat < 0 {
 		c.heartbeat = 0

@@ -28,7 +28,7 @@ type Pool struct {
 	keys    map[string]*keyState
 	holds   map[*hold]struct{}
 	leases  map[*Lease]struct{}
-	changed chan struct{} // closed and replaced on every change an admission or a waiter may care about
+	changed chan struct{} // closed and replaced on every change a waiter may care about
 	closing bool
 	closed  chan struct{} // closed when Shutdown begins
 	bg      int           // background goroutines
@@ -42,7 +42,18 @@ func New(ctx context.Context, prov provider.Provider, opts ...Option) (*Pool, er
 	if prov == nil {
 		return nil, provider.Errorf(provider.InvalidArgument, "pool: nil provider")
 	}
+	// Defaults, then the environment, then the host's options: the options
+	// are applied once first only to learn WithEnv.
 	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	env := defaults()
+	env.lookup, env.envSet = cfg.lookup, cfg.envSet
+	if err := env.applyEnv(); err != nil {
+		return nil, err
+	}
+	cfg = env
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -78,8 +89,8 @@ func (p *Pool) Name() string { return p.cfg.name }
 
 // Stats is a snapshot of the pool.
 type Stats struct {
-	// Running is the running slots taken: sandboxes in use, warm, starting,
-	// or stopping without the provider's confirmation yet.
+	// Running is the sandboxes that may run: in use, warm, starting, or
+	// stopping without the provider's confirmation yet. Nothing caps it.
 	Running int
 	// Warm is the sandboxes parked running.
 	Warm int
@@ -227,6 +238,9 @@ type Status struct {
 	State     RecordState
 	SandboxID string
 	Since     time.Time
+	// Lease is the state of the turn holding it (State in_use): active, or
+	// expired past WithMaxLease; "" when no turn of this pool holds it.
+	Lease LeaseState
 }
 
 // Inspect reports the key's sandbox as the provider sees it now. A sandbox
@@ -249,6 +263,12 @@ func (p *Pool) Inspect(ctx context.Context, key string) (Status, error) {
 	}
 	st := Status{Key: key, State: rec.State, SandboxID: rec.SandboxID, Since: rec.Since}
 	if rec.State == StateInUse {
+		p.mu.Lock()
+		l := ks.lease
+		p.mu.Unlock()
+		if l != nil {
+			st.Lease = l.State()
+		}
 		return st, nil
 	}
 	gctx, cancel := p.opCtx(p.cfg.stopTimeout)

@@ -22,7 +22,7 @@ func TestAcquireTakesEachPath(t *testing.T) {
 	h := newHarness(t)
 	first := h.acquire("conv")
 	assert.Equal(t, PathCreated, first.Path)
-	assert.Equal(t, []string{StageLookup, StageAdmit, StageCreate, StageClaim}, stageNames(first))
+	assert.Equal(t, []string{StageLookup, StageCreate, StageClaim}, stageNames(first))
 	id := first.Sandbox.ID
 	h.release(first, OutcomeOK)
 	assert.Equal(t, provider.StateStarted, h.state(id), "parked running")
@@ -46,7 +46,7 @@ func TestAcquireTakesEachPath(t *testing.T) {
 	resumed := h.acquire("conv")
 	assert.Equal(t, PathResumed, resumed.Path)
 	assert.Equal(t, id, resumed.Sandbox.ID)
-	assert.Equal(t, []string{StageLookup, StageAdmit, StageStart, StageClaim}, stageNames(resumed))
+	assert.Equal(t, []string{StageLookup, StageStart, StageClaim}, stageNames(resumed))
 	assert.Equal(t, 1, h.f.Created(), "one sandbox served every turn")
 	h.release(resumed, OutcomeOK)
 	for _, path := range []Path{PathCreated, PathWarm, PathResumed} {
@@ -257,10 +257,10 @@ func TestStoppedTTLDefaults(t *testing.T) {
 func TestOptionsAreValidated(t *testing.T) {
 	f := pooltest.New(pooltest.WithClock(clocktest.NewFake(time.Time{})))
 	for name, o := range map[string]Option{
-		"no running slot":      WithMaxRunning(0),
+		"negative warm cap":    WithWarmCap(-1),
 		"negative keep-warm":   WithKeepWarm(-time.Second),
 		"negative auto-stop":   WithAutoStop(-1),
-		"auto-delete of 0":     WithAutoDelete(0),
+		"negative auto-delete": WithAutoDelete(-1),
 		"auto-delete too long": WithAutoDelete(7 * 24 * 60),
 		"zero poll":            WithPollInterval(0),
 		"nil clock":            WithClock(nil),
@@ -317,7 +317,7 @@ func TestResourcesAreApplied(t *testing.T) {
 // A create that fails gives its slot back, and a sandbox it may have made
 // anyway is deleted by name.
 func TestFailedCreateLeavesNothing(t *testing.T) {
-	h := newHarness(t, WithMaxRunning(1))
+	h := newHarness(t)
 	h.f.FailNext(pooltest.OpCreate, provider.Errorf(provider.Unavailable, "connection reset"))
 	_, err := h.p.Acquire(h.ctx, "conv", testSpec)
 	assert.Equal(t, provider.Unavailable, provider.Code(err))

@@ -86,31 +86,30 @@ func TestNewerTurnSupersedesAStuckOne(t *testing.T) {
 	h.release(next, OutcomeOK)
 }
 
-// A newer turn that superseded a stuck one and waits for a running slot
-// holds the key while it waits; the older turn's release must still free
-// the slot it holds (its sandbox is deleted), or neither ever goes on.
-func TestSupersedingTurnGetsTheSlotOfTheTurnItSuperseded(t *testing.T) {
-	h := newHarness(t, WithMaxRunning(1), WithBusyWait(30*time.Second))
+// A newer turn that superseded a stuck one never waits for the slot the
+// older turn holds: it gets its own sandbox while the older one still runs,
+// and the older turn's release deletes its sandbox, nobody's now.
+func TestSupersedingTurnNeverWaitsForTheTurnItSuperseded(t *testing.T) {
+	h := newHarness(t, WithBusyWait(30*time.Second))
 	old := h.acquire("conv")
 	base := h.clk.Waiters()
-	newer := h.acquireAsync(h.ctx, "conv", WaitUpTo(time.Hour))
+	newer := h.acquireAsync(h.ctx, "conv")
 	require.NoError(t, h.clk.BlockUntilWaiters(waitCtx(t), base+1))
-	h.clk.Advance(30 * time.Second) // BusyWait ran out: it supersedes, and waits for the slot
-	h.waitAdmitting(base, 1)
+	h.clk.Advance(30 * time.Second) // BusyWait ran out: it supersedes
 
-	require.NoError(t, h.p.Release(waitCtx(t), old, OutcomeOK))
 	var r acquired
 	select {
 	case r = <-newer:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the superseding turn never got the slot its superseded turn gave back")
+		t.Fatal("the superseding turn waited for the turn it superseded")
 	}
 	require.NoError(t, r.err)
 	assert.Equal(t, PathCreated, r.l.Path)
+	assert.Equal(t, 2, h.f.Running(), "both run: the older turn is not over")
+	require.NoError(t, h.p.Release(waitCtx(t), old, OutcomeOK))
 	h.settle()
 	assert.Empty(t, h.state(old.Sandbox.ID), "the older turn's sandbox is nobody's: deleted")
 	assert.Equal(t, 1, h.teardowns(ReasonSuperseded))
-	assert.Equal(t, 1, h.f.MaxRunning(), "the cap held")
 	rec, _ := h.record("conv")
 	assert.Equal(t, r.l.Sandbox.ID, rec.SandboxID)
 	h.release(r.l, OutcomeOK)
@@ -214,46 +213,36 @@ func TestCancelledTurnReleasesWhileItsResendWaits(t *testing.T) {
 	}
 }
 
-// An eviction and a claim of the same warm sandbox race; whichever wins,
-// the cap holds, both turns get a sandbox, and nothing is left behind.
+// An eviction (a finishing turn making room under the warm cap) and a
+// claim of the same warm sandbox race; whichever wins, the warm cap holds,
+// the claim gets the key's sandbox, and nothing is left behind.
 func TestEvictionRacesAClaim(t *testing.T) {
 	for i := 0; i < 30; i++ {
-		h := newHarness(t, WithMaxRunning(1), WithMaxWarm(1))
-		a := h.acquire("a")
+		h := newHarness(t, WithWarmCap(1))
+		a, b := h.acquire("a"), h.acquire("b")
 		h.release(a, OutcomeOK)
 
-		claim := h.acquireAsync(h.ctx, "a", WaitUpTo(time.Hour))
-		fresh := h.acquireAsync(h.ctx, "b", WaitUpTo(time.Hour))
-		var first, second acquired
-		select {
-		case first = <-claim:
-			require.NoError(t, first.err)
-			assert.Equal(t, PathWarm, first.l.Path, "claimed before the eviction; an evicted slot goes to the evictor")
-			require.NoError(t, h.p.Release(h.ctx, first.l, OutcomeOK))
-			second = <-fresh
-		case first = <-fresh:
-			require.NoError(t, first.err)
-			assert.Equal(t, PathCreated, first.l.Path)
-			require.NoError(t, h.p.Release(h.ctx, first.l, OutcomeOK))
-			second = <-claim
-			if second.err == nil {
-				assert.Contains(t, []Path{PathWarm, PathResumed}, second.l.Path)
-				assert.Equal(t, a.Sandbox.ID, second.l.Sandbox.ID)
-			}
-		}
-		require.NoError(t, second.err)
-		h.release(second.l, OutcomeOK)
-		assert.Equal(t, 1, h.f.MaxRunning(), "never two running at once")
-		assert.LessOrEqual(t, h.f.Created(), 2)
+		claim := h.acquireAsync(h.ctx, "a")
+		require.NoError(t, h.p.Release(h.ctx, b, OutcomeOK)) // evicts a, unless the claim has it
+		r := <-claim
+		require.NoError(t, r.err)
+		assert.Contains(t, []Path{PathWarm, PathResumed}, r.l.Path)
+		assert.Equal(t, a.Sandbox.ID, r.l.Sandbox.ID)
+		h.settle()
+		assert.LessOrEqual(t, h.p.Stats().Warm, 1, "the warm cap held")
+		h.release(r.l, OutcomeOK)
+		assert.LessOrEqual(t, h.p.Stats().Warm, 1, "the warm cap held")
+		assert.Equal(t, 2, h.f.Created())
 		require.NoError(t, h.p.Shutdown(waitCtx(t)))
 		assert.Zero(t, h.f.Running())
 	}
 }
 
-// Many keys, a small cap and turns that come and go at random: the cap
-// holds throughout and every sandbox is accounted for at the end.
-func TestChurnKeepsTheCap(t *testing.T) {
-	h := newHarness(t, WithMaxRunning(3), WithMaxWarm(2), WithKeepWarm(time.Minute))
+// Many keys, a small warm cap and turns that come and go at random: no
+// acquire waits for a slot, the warm cap holds throughout, and every
+// sandbox is accounted for at the end.
+func TestChurnKeepsTheWarmCap(t *testing.T) {
+	h := newHarness(t, WithWarmCap(2), WithKeepWarm(time.Minute))
 	keys := []string{"a", "b", "c", "d", "e", "f"}
 	var wg sync.WaitGroup
 	for w := 0; w < 6; w++ {
@@ -262,7 +251,7 @@ func TestChurnKeepsTheCap(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 15; i++ {
 				key := keys[(w+i)%len(keys)]
-				l, err := h.p.Acquire(h.ctx, key, testSpec, WaitUpTo(24*365*time.Hour))
+				l, err := h.p.Acquire(h.ctx, key, testSpec)
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -283,6 +272,9 @@ func TestChurnKeepsTheCap(t *testing.T) {
 			case <-stop:
 				return
 			default:
+				if n := h.parkedWarm(); n > 2 {
+					t.Errorf("%d sandboxes parked running over a warm cap of 2", n)
+				}
 				h.clk.Advance(time.Second)
 				// The pace of the fake clock against the acquires: any
 				// interleaving is one the pool must survive.
@@ -294,7 +286,7 @@ func TestChurnKeepsTheCap(t *testing.T) {
 	close(stop)
 	<-ticker
 	h.settle()
-	assert.LessOrEqual(t, h.f.MaxRunning(), 3, "the cap held")
+	assert.LessOrEqual(t, h.parkedWarm(), 2, "the warm cap held")
 	require.NoError(t, h.p.Shutdown(waitCtx(t)))
 	assert.Zero(t, h.f.Running(), "nothing runs after shutdown")
 	recs, err := h.p.store.List(h.ctx)

@@ -159,7 +159,7 @@ func TestMidTransitionIsWaitedOut(t *testing.T) {
 // A sandbox the provider stopped underneath the pool (its auto-stop) is
 // resumed, and its slot given back meanwhile.
 func TestStoppedUnderneathIsResumed(t *testing.T) {
-	h := newHarness(t, WithMaxRunning(1))
+	h := newHarness(t)
 	l := h.acquire("conv")
 	h.release(l, OutcomeOK)
 	h.f.SetState(l.Sandbox.ID, provider.StateStopped, provider.ErrorReasonAutoStopped)

@@ -5,8 +5,9 @@ import (
 )
 
 // Release ends the turn of l. With OutcomeOK the sandbox is parked running
-// for the keep-warm TTL (or stopped at once when keep-warm is off or every
-// warm slot is taken); OutcomeFailed and OutcomeDiscard delete it
+// for the keep-warm TTL, evicting the least recently parked warm sandbox of
+// another key when every warm slot is taken (or stopped at once when
+// keep-warm or the warm cap is 0, or no warm sandbox can be evicted); OutcomeFailed and OutcomeDiscard delete it
 // (ReasonTurnFailed, ReasonExplicit). A lease whose key was taken by a newer
 // turn has its sandbox deleted (ReasonSuperseded): an older turn never
 // overwrites the pointer of a newer one. Releasing twice, or after Shutdown
@@ -131,14 +132,18 @@ func (p *Pool) finishLocked(ctx context.Context, l *Lease, outcome Outcome) {
 	}
 }
 
-// park parks the key's sandbox after a turn: running while a warm slot is
-// free and keep-warm is on, stopped otherwise.
+// park parks the key's sandbox after a turn: running while keep-warm is on
+// and a warm slot is free or can be freed by evicting the least recently
+// parked warm sandbox of another key, stopped otherwise.
 func (p *Pool) park(ctx context.Context, ks *keyState, rec Record, h *hold) {
 	p.mu.Lock()
-	ks.hold = h
-	warmFree := !p.closing && p.cfg.keepWarm > 0 && p.warmLocked() <= p.cfg.maxWarm // this key is counted already
+	ks.hold, ks.parking = h, true
 	p.mu.Unlock()
-	if !warmFree {
+	room := p.makeWarmRoom(ctx, ks)
+	p.mu.Lock()
+	ks.parking = false
+	p.mu.Unlock()
+	if !room {
 		p.stopParked(ctx, ks, rec, stopWhy{})
 		return
 	}
@@ -154,6 +159,34 @@ func (p *Pool) park(ctx context.Context, ks *keyState, rec Record, h *hold) {
 	ks.lastUsed = got.Since
 	p.mu.Unlock()
 	p.armKeepWarm(ks, got)
+}
+
+// makeWarmRoom reports whether ks's sandbox, running with ks.hold set, may
+// park running: keep-warm is on and, once the least recently parked warm
+// sandboxes of other keys are evicted as needed, it is within the warm cap.
+// The caller holds ks's lock; an eviction only tries the victim's.
+func (p *Pool) makeWarmRoom(ctx context.Context, ks *keyState) bool {
+	for tries := 0; ; tries++ {
+		p.mu.Lock()
+		if p.closing || p.cfg.keepWarm <= 0 || p.cfg.warmCap <= 0 {
+			p.mu.Unlock()
+			return false
+		}
+		if p.warmLocked() <= p.cfg.warmCap { // this key is counted already
+			p.mu.Unlock()
+			return true
+		}
+		var victim *keyState
+		if tries < 3 {
+			victim = p.victimLocked(ks.key)
+		}
+		p.mu.Unlock()
+		if victim == nil {
+			return false // nothing to evict: every warm one is being stopped
+		}
+		p.evict(ctx, victim)
+		p.leave(victim)
+	}
 }
 
 // endLease ends l's turn and returns its running slot, or nil when it has

@@ -37,7 +37,7 @@ func TestShutdown(t *testing.T) {
 			if tt.plain {
 				prov = f.Plain()
 			}
-			opts := []Option{WithMaxWarm(2)}
+			opts := []Option{WithWarmCap(2)}
 			if tt.durable {
 				st, err := OpenFileStore(filepath.Join(t.TempDir(), "pool.json"))
 				require.NoError(t, err)
@@ -115,7 +115,7 @@ func TestFileStoreSurvivesARestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state", "pool.json")
 	st, err := OpenFileStore(path)
 	require.NoError(t, err)
-	h := newHarnessOn(t, clk, f, f.Plain(), WithStore(st), WithMaxWarm(2))
+	h := newHarnessOn(t, clk, f, f.Plain(), WithStore(st), WithWarmCap(2))
 	stopped := h.acquire("stopped")
 	h.release(stopped, OutcomeOK)
 	h.advance(time.Minute)
@@ -134,7 +134,7 @@ func TestFileStoreSurvivesARestart(t *testing.T) {
 	st2, err := OpenFileStore(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { st2.Close() })
-	h2 := newHarnessOn(t, clk, f, f.Plain(), WithStore(st2), WithMaxWarm(2))
+	h2 := newHarnessOn(t, clk, f, f.Plain(), WithStore(st2), WithWarmCap(2))
 	assert.Empty(t, h2.state(inFlight.Sandbox.ID), "the turn in flight is over: deleted")
 	assert.Equal(t, 1, h2.teardowns(ReasonShutdownInFlight))
 	assert.Empty(t, h2.state(errored.Sandbox.ID), "an errored one is never parked")

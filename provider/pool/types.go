@@ -28,7 +28,8 @@ const (
 	// ReasonTTLExpired: the keep-warm TTL ran out (the sandbox is stopped),
 	// or the parked-stopped TTL did (it is deleted).
 	ReasonTTLExpired Reason = "ttl_expired"
-	// ReasonEvicted: stopped to free a running slot for another key.
+	// ReasonEvicted: stopped (never deleted) to make room under the warm cap
+	// for a turn of another key that ended later.
 	ReasonEvicted Reason = "evicted"
 	// ReasonTurnFailed: its turn was released with OutcomeFailed; deleted,
 	// since what a failed turn left behind is not worth reusing.
@@ -122,29 +123,9 @@ type Stage struct {
 const (
 	StageWaitKey = "wait_key" // another turn of the key was in flight
 	StageLookup  = "lookup"   // the store and the provider's view of the parked sandbox
-	StageAdmit   = "admit"    // waiting for a running slot, evictions included
 	StageStart   = "start"
 	StageCreate  = "create"
 	StageCheck   = "check"
 	StageRefresh = "refresh" // resetting the idle clock of a warm sandbox
 	StageClaim   = "claim"   // the compare-and-set of the key's pointer
 )
-
-// AcquireOption changes how one Acquire behaves.
-type AcquireOption func(*acquireOptions)
-
-type acquireOptions struct {
-	reject    bool
-	admitWait time.Duration
-}
-
-// Reject makes Acquire fail at once with resource_exhausted when every
-// running slot is taken and no warm sandbox can be evicted, instead of
-// waiting for one.
-func Reject() AcquireOption { return func(o *acquireOptions) { o.reject = true } }
-
-// WaitUpTo makes Acquire wait up to d for a running slot (and no longer
-// than its context allows); resource_exhausted afterwards.
-func WaitUpTo(d time.Duration) AcquireOption {
-	return func(o *acquireOptions) { o.reject, o.admitWait = false, d }
-}

@@ -1,6 +1,6 @@
 // Package poolmetrics counts what a pool.Pool does for Prometheus: acquires
 // by path and their latency, failed acquires by code, teardowns by reason,
-// admission rejections, evictions and unconfirmed stops, and gauges of the
+// evictions and unconfirmed stops, and gauges of the
 // running slots, warm sandboxes and turns in flight. Every series is
 // labelled with the pool's name.
 //

@@ -21,9 +21,8 @@ type Metrics struct {
 	acquireErrors  *prometheus.CounterVec   // code
 	acquireSeconds *prometheus.HistogramVec // path
 	teardowns      *prometheus.CounterVec   // reason
-	rejections     prometheus.Counter
-	evictions      prometheus.Counter // stops of a warm sandbox to free a slot, confirmed or not
-	hungStops      prometheus.Counter // stops not confirmed within StopTimeout
+	evictions      prometheus.Counter       // stops of a warm sandbox to free a slot, confirmed or not
+	hungStops      prometheus.Counter       // stops not confirmed within StopTimeout
 	running        prometheus.GaugeFunc
 	warm           prometheus.GaugeFunc
 	inUse          prometheus.GaugeFunc
@@ -81,13 +80,11 @@ func (m *Metrics) build(p *pool.Pool) {
 	}, []string{"path"})
 	m.teardowns = prometheus.NewCounterVec(prometheus.CounterOpts(opts("teardowns_total",
 		"Sandboxes the pool stopped or deleted, by reason.")), []string{"reason"})
-	m.rejections = prometheus.NewCounter(prometheus.CounterOpts(opts("admission_rejections_total",
-		"Acquires refused or timed out because every running slot was taken.")))
 	m.evictions = prometheus.NewCounter(prometheus.CounterOpts(opts("evictions_total",
-		"Warm sandboxes stopped to free a running slot.")))
+		"Warm sandboxes stopped (never deleted) to make room under the warm cap.")))
 	m.hungStops = prometheus.NewCounter(prometheus.CounterOpts(opts("unconfirmed_stops_total",
-		"Stops and deletes the provider did not confirm within the stop timeout; their slots stay taken until it does.")))
-	m.running = gauge("running", "Running slots taken: sandboxes in use, warm, starting, or stopping unconfirmed.", func() float64 {
+		"Stops and deletes the provider did not confirm within the stop timeout; they count as running until it does.")))
+	m.running = gauge("running", "Sandboxes that may run: in use, warm, starting, or stopping unconfirmed.", func() float64 {
 		return float64(p.Stats().Running)
 	})
 	m.warm = gauge("warm", "Sandboxes parked running.", func() float64 { return float64(p.Stats().Warm) })
@@ -107,7 +104,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 		return nil
 	}
 	return []prometheus.Collector{m.acquires, m.acquireErrors, m.acquireSeconds, m.teardowns,
-		m.rejections, m.evictions, m.hungStops, m.running, m.warm, m.inUse}
+		m.evictions, m.hungStops, m.running, m.warm, m.inUse}
 }
 
 func (m *Metrics) Acquired(path pool.Path, took time.Duration) {
@@ -120,6 +117,5 @@ func (m *Metrics) AcquireFailed(code provider.ErrorCode) {
 }
 
 func (m *Metrics) TornDown(reason pool.Reason) { m.teardowns.WithLabelValues(string(reason)).Inc() }
-func (m *Metrics) Rejected()                   { m.rejections.Inc() }
 func (m *Metrics) Evicted()                    { m.evictions.Inc() }
 func (m *Metrics) StopUnconfirmed()            { m.hungStops.Inc() }

@@ -50,6 +50,7 @@ type Fake struct {
 	hangs      map[Op]*Hang
 	maxRunning int
 	created    int
+	requests   []provider.CreateRequest
 }
 
 var (
@@ -278,6 +279,13 @@ func (f *Fake) Created() int {
 	return f.created
 }
 
+// CreateRequests returns every create request the Fake received, in order.
+func (f *Fake) CreateRequests() []provider.CreateRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]provider.CreateRequest(nil), f.requests...)
+}
+
 // Calls returns the calls so far, optionally only those of ops.
 func (f *Fake) Calls(ops ...Op) []Call {
 	f.mu.Lock()
@@ -358,6 +366,7 @@ func (f *Fake) Create(ctx context.Context, req provider.CreateRequest) (*provide
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.requests = append(f.requests, req)
 	if req.Name != "" && f.lookupLocked(req.Name) != nil {
 		return nil, provider.Errorf(provider.AlreadyExists, "sandbox name %s is taken", req.Name)
 	}
