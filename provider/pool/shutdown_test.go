@@ -323,8 +323,7 @@ func TestShutdownEndsASupersededTurnOfAnEmptyKey(t *testing.T) {
 func TestShutdownReturnsWhenItsCtxEnds(t *testing.T) {
 	h := newHarness(t)
 	hang := h.f.Hang(pooltest.OpCreate, true)
-	defer hang.Release()
-	_ = h.acquireAsync(h.ctx, "conv")
+	acq := h.acquireAsync(h.ctx, "conv")
 	require.NoError(t, hang.WaitBlocked(waitCtx(t), 1))
 	ctx, cancel := context.WithCancel(h.ctx)
 	cancel()
@@ -335,5 +334,19 @@ func TestShutdownReturnsWhenItsCtxEnds(t *testing.T) {
 		assert.ErrorIs(t, err, context.Canceled)
 	case <-waitCtx(t).Done():
 		t.Fatal("Shutdown waited past its ctx for a create that ignores its own")
+	}
+
+	// Shutdown gave up on that create, as told: what it makes anyway is no
+	// longer the pool's to delete. It carries the timers every pool create
+	// sets, which reap it on the provider; the fake has none, so the test
+	// deletes it as they would.
+	hang.Release()
+	got := <-acq
+	assert.Error(t, got.err, "a pool that shut down hands out no sandbox")
+	live, err := h.f.List(h.ctx, provider.ListOptions{})
+	require.NoError(t, err)
+	for _, sb := range live {
+		assert.Equal(t, DefaultAutoStopMinutes, sb.AutoStopInterval, "a sandbox the pool let go of reaps itself")
+		require.NoError(t, h.f.Delete(h.ctx, sb.ID))
 	}
 }
