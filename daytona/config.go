@@ -144,8 +144,8 @@ func New(opts ...Option) (*Provider, error) {
 		cfg.Clock = clock.Real()
 	}
 	p.clk = cfg.Clock
-	p.creds = provider.NewAuthTracker(p.clk)
-	p.creds.Settings(provider.Fingerprint(cfg.APIKey), true, "an API key is set for "+cfg.APIURL)
+	p.creds, p.keyID = provider.NewAuthTracker(p.clk), provider.Fingerprint(cfg.APIKey)
+	p.creds.Settings(p.keyID, true, "an API key is set for "+cfg.APIURL)
 	p.previewTTL = min(max(p.previewTTL, time.Second), 24*time.Hour)
 
 	hc := http.Client{}

@@ -44,11 +44,7 @@ var errTimedOut = errors.New("timed out")
 // is also evidence about the API key. nil stays nil.
 func (p *Provider) classify(ctx context.Context, op op, resp *http.Response, err error) error {
 	out := p.classifyErr(ctx, op, resp, err)
-	why := "Daytona at " + p.cfg.APIURL + " answered"
-	if provider.EvidenceOf(out) == provider.EvidenceRefused {
-		why = provider.Message(out)
-	}
-	p.creds.Result(provider.Fingerprint(p.cfg.APIKey), out, why)
+	p.creds.Result(p.keyID, out, "Daytona at "+p.cfg.APIURL+" answered")
 	return out
 }
 

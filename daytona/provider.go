@@ -30,8 +30,10 @@ type Provider struct {
 	retries     int
 	previewTTL  time.Duration
 	minute      time.Duration
-	// auth is what Daytona's answers said about the API key.
+	// creds is what Daytona's answers said about the API key, whose
+	// Fingerprint is keyID.
 	creds *provider.AuthTracker
+	keyID string
 }
 
 var _ provider.Provider = (*Provider)(nil)

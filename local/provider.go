@@ -52,8 +52,10 @@ type Provider struct {
 	stream *http.Client
 	clk    clock.Clock
 	log    *slog.Logger
-	// auth is what the daemon's answers said about the token.
-	auth *provider.AuthTracker
+	// auth is what the daemon's answers said about the token, whose
+	// Fingerprint is tokenID.
+	auth    *provider.AuthTracker
+	tokenID string
 
 	versionOnce sync.Once
 }
@@ -98,8 +100,8 @@ func New(baseURL string, opts ...Option) (*Provider, error) {
 	if p.token == "" {
 		p.token = os.Getenv(EnvToken)
 	}
-	p.auth = provider.NewAuthTracker(p.clk)
-	p.auth.Settings(provider.Fingerprint(p.token), true, p.settingsWhy())
+	p.auth, p.tokenID = provider.NewAuthTracker(p.clk), provider.Fingerprint(p.token)
+	p.auth.Settings(p.tokenID, true, p.settingsWhy())
 	p.client, err = client.NewClientWithResponses(p.base+"/v1",
 		client.WithHTTPClient(p.stream),
 		client.WithRequestEditorFn(func(ctx context.Context, req *http.Request) error {
@@ -350,11 +352,7 @@ func (p *Provider) classify(err error) error { return p.observe(p.transportError
 
 // observe feeds a call's outcome to the auth evidence and returns it.
 func (p *Provider) observe(err error) error {
-	why := "the daemon at " + p.base + " answered"
-	if provider.EvidenceOf(err) == provider.EvidenceRefused {
-		why = provider.Message(err)
-	}
-	p.auth.Result(provider.Fingerprint(p.token), err, why)
+	p.auth.Result(p.tokenID, err, "the daemon at "+p.base+" answered")
 	return err
 }
 

@@ -163,14 +163,15 @@ func (t *AuthTracker) Settings(credential string, present bool, why string) {
 	t.add(Evidence{Kind: EvidenceSettings, Credential: credential, Present: present, Why: why})
 }
 
-// Result records the outcome of a call made with credential; why is what
-// the answer means for a refusal or a success (err's message is used when
-// empty).
-func (t *AuthTracker) Result(credential string, err error, why string) {
-	if why == "" && err != nil {
+// Result records the outcome of a call made with credential. answered
+// says who answered, for a call the backend answered; a refusal or a
+// failure is said by err's message.
+func (t *AuthTracker) Result(credential string, err error, answered string) {
+	kind, why := EvidenceOf(err), answered
+	if kind != EvidenceAnswered {
 		why = Message(err)
 	}
-	t.add(Evidence{Kind: EvidenceOf(err), Credential: credential, Why: why})
+	t.add(Evidence{Kind: kind, Credential: credential, Why: why})
 }
 
 func (t *AuthTracker) add(ev Evidence) {

@@ -167,9 +167,7 @@ func TestHungStopDuringEvictionKeepsTheWarmCap(t *testing.T) {
 	require.NoError(t, hang.WaitBlocked(waitCtx(t), 1))
 	h.eventually(func() bool {
 		h.clk.Advance(time.Second)
-		// Lets the stop's poll run between steps; what is asserted after
-		// is waited on as a condition, so a slower poll changes nothing.
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // a pace for the stop's poll inside a condition wait: a slower poll changes nothing
 		return h.obs.get(func() int { return h.obs.hungStops }) >= 1
 	}, "the eviction's stop is taken for hung")
 	// b parks stopped: its own stop is the second blocked call.

@@ -46,52 +46,49 @@ func (c *config) applyEnv() error {
 	if lookup == nil {
 		return nil
 	}
-	minutes := func(name string, dst *int) error {
-		v, ok := lookup(name)
-		if !ok || v == "" {
-			return nil
+	for _, v := range []struct {
+		name string
+		set  func(string) bool
+		want string
+	}{
+		{EnvAutoStop, setInt(&c.autoStop), "a whole number of minutes, 0 or more"},
+		{EnvAutoDelete, setInt(&c.autoDelete), "a whole number of minutes, 0 or more"},
+		{EnvKeepWarm, setDuration(&c.keepWarm, 0), "a Go duration (2m, 90s), 0 or more"},
+		{EnvWarmCap, setInt(&c.warmCap), "a count, 0 or more"},
+		{EnvMaxLease, setDuration(&c.maxLease, 1), "a positive Go duration (1h, 90m)"},
+	} {
+		s, ok := lookup(v.name)
+		if !ok || s == "" {
+			continue
 		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return provider.Errorf(provider.InvalidArgument, "pool: %s=%q: want a whole number of minutes, 0 or more", name, v)
+		if !v.set(s) {
+			return provider.Errorf(provider.InvalidArgument, "pool: %s=%q: want %s", v.name, s, v.want)
 		}
-		*dst = n
-		return nil
-	}
-	duration := func(name string, dst *time.Duration) error {
-		v, ok := lookup(name)
-		if !ok || v == "" {
-			return nil
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return provider.Errorf(provider.InvalidArgument, "pool: %s=%q: want a Go duration (2m, 90s), 0 or more", name, v)
-		}
-		*dst = d
-		return nil
-	}
-	if err := minutes(EnvAutoStop, &c.autoStop); err != nil {
-		return err
-	}
-	if err := minutes(EnvAutoDelete, &c.autoDelete); err != nil {
-		return err
-	}
-	if err := duration(EnvKeepWarm, &c.keepWarm); err != nil {
-		return err
-	}
-	if v, ok := lookup(EnvWarmCap); ok && v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return provider.Errorf(provider.InvalidArgument, "pool: %s=%q: want a count, 0 or more", EnvWarmCap, v)
-		}
-		c.warmCap = n
-	}
-	if v, ok := lookup(EnvMaxLease); ok && v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return provider.Errorf(provider.InvalidArgument, "pool: %s=%q: want a positive Go duration (1h, 90m)", EnvMaxLease, v)
-		}
-		c.maxLease = d
 	}
 	return nil
+}
+
+// setInt parses a count of 0 or more into dst, reporting whether it did.
+func setInt(dst *int) func(string) bool {
+	return func(s string) bool {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return false
+		}
+		*dst = n
+		return true
+	}
+}
+
+// setDuration parses a Go duration of at least least into dst, reporting
+// whether it did.
+func setDuration(dst *time.Duration, least time.Duration) func(string) bool {
+	return func(s string) bool {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < least {
+			return false
+		}
+		*dst = d
+		return true
+	}
 }
