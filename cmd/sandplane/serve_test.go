@@ -32,15 +32,16 @@ import (
 // operation on one of them is refused at once, and the stops and deletes
 // finish in the background.
 func TestRestartAnswersWhileStopsFinish(t *testing.T) {
-	// The grace is long enough that every stop is still waiting it out
-	// when the last one begins, on a machine too loaded to send eight
-	// requests at once: all eight are seen stopping at the same time.
+	// The server answers (and the create returns) only once the shell has
+	// set SIGTERM ignored, which exec keeps: a stop sent sooner would end
+	// it at once. The grace is long enough that every stop is still
+	// waiting it out when the last one begins, on a machine too loaded to
+	// send eight requests at once: all eight are seen stopping at once.
 	d := testdaemon.Start(t, testdaemon.Options{Config: `
 stopGrace: 20s
 snapshots:
   stubborn:
-    command: [sh, -c, "trap '' TERM; while :; do sleep 1; done"]
-    ready: none
+    command: [sh, -c, "trap '' TERM; exec python3 -m http.server --bind 127.0.0.1 \"$PORT\""]
 `})
 	ctx := context.Background()
 	ids := make([]string, 8)
@@ -49,16 +50,41 @@ snapshots:
 		require.NoError(t, err)
 		ids[i] = s.ID
 	}
+	// An answer before the kill is an error: each stop waits out its grace.
+	answered := make(chan error, len(ids))
+	var seen []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last seen: %v", seen)
+		}
+	}()
 	for i, id := range ids {
 		go func() {
 			if i%2 == 0 {
-				_, _ = d.P.Stop(ctx, id)
+				_, err := d.P.Stop(ctx, id)
+				answered <- fmt.Errorf("stop %s answered early: %v", id, err)
 			} else {
-				_ = d.P.Delete(ctx, id)
+				answered <- fmt.Errorf("delete %s answered early: %v", id, d.P.Delete(ctx, id))
 			}
 		}()
 	}
-	waitFor(t, 15*time.Second, "every sandbox stopping", func() bool { return countIn(t, d.P, provider.StateStopping) == len(ids) })
+	waitFor(t, 15*time.Second, "every sandbox stopping", func() bool {
+		select {
+		case err := <-answered:
+			t.Fatal(err)
+		default:
+		}
+		list, err := d.P.List(ctx, provider.ListOptions{})
+		require.NoError(t, err)
+		seen, stopping := seen[:0], 0
+		for _, s := range list {
+			seen = append(seen, s.ID+" "+string(s.State))
+			if s.State == provider.StateStopping {
+				stopping++
+			}
+		}
+		return stopping == len(ids)
+	})
 	d.Kill9()
 
 	d = d.Restart(t) // returns at the first answer to GET /v1/info

@@ -332,3 +332,30 @@ func TestIsolationPreflight(t *testing.T) {
 		})
 	}
 }
+
+// A start that bubblewrap refuses says why in its error, from the stderr
+// log, so that the reader need not go and find that log.
+func TestIsolatedStartFailureQuotesStderr(t *testing.T) {
+	r := isolatedRuntime(t)
+	spec := isolatedSpec(t, "", "echo never")
+	spec.Binds = []driver.Bind{{Source: filepath.Join(t.TempDir(), "gone"), Target: "/mnt/gone"}}
+	_, err := r.Start(testCtx(t), spec)
+	assert.Equal(t, provider.CreateFailed, provider.Code(err), "%v", err)
+	assert.Contains(t, provider.Message(err), "its stderr: \"bwrap: Can't find source path")
+	assert.Empty(t, marked(spec.SandboxID), "a failed start left its init behind")
+}
+
+func TestMountRaced(t *testing.T) {
+	tests := []struct {
+		stderr string
+		want   bool
+	}{
+		{`bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/run/docker/netns/1": No such file or directory`, true},
+		{`bwrap: Can't find source path /gone: No such file or directory`, false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		err := provider.Errorf(provider.CreateFailed, "start the workload: ended; its stderr: %q", tt.stderr)
+		assert.Equal(t, tt.want, mountRaced(err), tt.stderr)
+	}
+}

@@ -87,6 +87,34 @@ func (r *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Handle, er
 		}
 		defer logs[i].Close()
 	}
+	for attempt := 1; ; attempt++ {
+		from, _ := logs[1].Seek(0, io.SeekEnd)
+		h, err := r.startLogging(ctx, spec, path, dir, env, logs)
+		if provider.Code(err) != provider.CreateFailed {
+			return h, err
+		}
+		err = withStderr(err, logs[1].Name(), from)
+		if attempt == mountRaceAttempts || !mountRaced(err) || ctx.Err() != nil {
+			return h, err
+		}
+	}
+}
+
+// mountRaced reports whether a start failed because bubblewrap met the host's
+// mount table changing under its recursive read-only bind of / (a submount
+// gone between its listing and its remount: bubblewrap issue #650), which
+// happens whenever Docker adds or removes a container's mounts at that
+// moment. Nothing of the workload ran, so the start is tried again.
+func mountRaced(err error) bool {
+	return strings.Contains(provider.Message(err), "Unable to apply mount flags: remount")
+}
+
+// mountRaceAttempts bounds the starts a changing mount table may cost.
+const mountRaceAttempts = 3
+
+// startLogging is Start once the logs are open: on a parked init if one
+// takes the request, else on a new one.
+func (r *Driver) startLogging(ctx context.Context, spec driver.Spec, path, dir string, env []string, logs [2]*os.File) (driver.Handle, error) {
 	if p := r.unpark(spec); p != nil {
 		h, err := r.dispatch(ctx, p, spec, path, dir, env, logs[0], logs[1])
 		if !errors.Is(err, errUndelivered) {
@@ -102,6 +130,31 @@ func (r *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Handle, er
 	l.cmd.Stdout, l.cmd.Stderr = logs[0], logs[1]
 	return r.spawn(ctx, l, spec.Command[0])
 }
+
+// withStderr adds to a failed start what the workload's stderr log got
+// from offset from on (its last maxStartStderr bytes): the reason an init
+// or bwrap gives for ending before the command ran is written there, and
+// the one who reads the error should not have to go and look.
+func withStderr(err error, log string, from int64) error {
+	f, oerr := os.Open(log)
+	if oerr != nil {
+		return err
+	}
+	defer f.Close()
+	if end, serr := f.Seek(0, io.SeekEnd); serr == nil && end-from > maxStartStderr {
+		from = end - maxStartStderr
+	}
+	b, rerr := io.ReadAll(io.NewSectionReader(f, from, maxStartStderr))
+	text := strings.TrimSpace(string(b))
+	if rerr != nil || text == "" {
+		return err
+	}
+	return &provider.Error{Code: provider.CreateFailed, Err: err,
+		Message: fmt.Sprintf("%s; its stderr: %q", provider.Message(err), text)}
+}
+
+// maxStartStderr bounds the stderr a failed start quotes.
+const maxStartStderr = 512
 
 // prepare builds the command that runs the workload in the runtime's
 // containment and spec's isolation.
