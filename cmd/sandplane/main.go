@@ -56,7 +56,7 @@ func newRootCmd() *cobra.Command {
 	})
 	root.AddCommand(newServeCmd(), toolboxcmd.New(versionString()), newSimCmd(),
 		newRunCmd(), newExecCmd(), newLsCmd(), newCreateCmd(), newStopCmd(), newStartCmd(), newRmCmd(),
-		newLogsCmd(), newWatchCmd(), newInfoCmd(), newStatusCmd(), newRelayCmd(), newImageCmd(), newVersionCmd())
+		newLogsCmd(), newWatchCmd(), newInfoCmd(), newStatusCmd(), newRelayCmd(), newImageCmd(), newPoolCmd(), newVersionCmd())
 	usageArgs(root)
 	return root
 }
