@@ -1,4 +1,5 @@
-// Package simulator is a stateful simulator of the Daytona API (v0.190.0).
+// Package simulator is a stateful simulator of the Daytona API (v0.205.1,
+// with the operations of v0.190.0 that later releases dropped).
 //
 // Point DAYTONA_API_URL at <base>/api and the official SDKs work unchanged:
 // sandboxes move through Daytona's raw states on an injected clock, responses

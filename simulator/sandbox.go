@@ -272,7 +272,8 @@ type sandboxDTO struct {
 }
 
 // sandboxListItemDTO is the SandboxListItem schema: the Sandbox minus env,
-// network settings, volumes, buildInfo and backupCreatedAt. A list item is
+// volumes, buildInfo and backupCreatedAt (v0.205.1 added the network
+// settings). A list item is
 // always read back, so its nullable columns are null or a value, never
 // absent: plain pointers say that, and encode without a marshaler per
 // field, which a page of 200 items feels.
@@ -290,6 +291,9 @@ type sandboxListItemDTO struct {
 	ErrorReason         *string           `json:"errorReason"`
 	Recoverable         bool              `json:"recoverable"`
 	Public              bool              `json:"public"`
+	NetworkBlockAll     bool              `json:"networkBlockAll"`
+	NetworkAllowList    *string           `json:"networkAllowList"`
+	DomainAllowList     *string           `json:"domainAllowList"`
 	CPU                 int               `json:"cpu"`
 	GPU                 int               `json:"gpu"`
 	GPUType             *string           `json:"gpuType,omitempty"`
@@ -384,6 +388,9 @@ func (sb *sandbox) listItem(toolboxProxyURL string) sandboxListItemDTO {
 		ErrorReason:         copyPtr(sb.ErrorReason),
 		Recoverable:         sb.Recoverable,
 		Public:              sb.Public,
+		NetworkBlockAll:     sb.NetworkBlockAll,
+		NetworkAllowList:    copyPtr(sb.NetworkAllowList),
+		DomainAllowList:     copyPtr(sb.DomainAllowList),
 		CPU:                 sb.CPU,
 		GPU:                 sb.GPU,
 		GPUType:             copyPtr(sb.GPUType),
