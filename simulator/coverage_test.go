@@ -63,7 +63,6 @@ var notYetOps = map[string]string{
 	"updateSandboxSecrets":  "mounting secrets in a sandbox (v0.205.1): planned with the secret store",
 	"resolveSandboxSecrets": "a sandbox's resolved secrets (v0.205.1): planned with the secret store",
 	"setAutoPauseInterval":  "auto-pause (v0.205.1): planned with pause support in the backends",
-	"setTtl":                "a sandbox's TTL (v0.205.1): the commit after the spec pin",
 }
 
 // outOfScopeOps are single operations outside the areas above.
@@ -95,7 +94,7 @@ var sdkOps = []string{
 	"getAllSnapshots", "createSnapshot", "getSnapshot", "removeSnapshot", "activateSnapshot", "deactivateSnapshot",
 	"getSnapshotBuildLogsUrl", "getSnapshotBuildLogs", "listVolumes", "createVolume", "getVolume",
 	"getVolumeByName", "deleteVolume", "getPushAccess", "HealthController_live", "HealthController_check",
-	"ConfigController_getConfig", "getSandboxSigningKey", "rotateSigningKey",
+	"ConfigController_getConfig", "getSandboxSigningKey", "rotateSigningKey", "setTtl",
 }
 
 type opStatus struct {

@@ -6,7 +6,9 @@
 // carry Daytona's derived display state, status codes and error bodies
 // (including the places where the real server and its OpenAPI file
 // disagree), and the auto-stop, auto-archive and auto-delete jobs run every
-// ten seconds off lastActivityAt, exactly as Daytona's do.
+// ten seconds off lastActivityAt, exactly as Daytona's do, beside the TTL
+// (ttlMinutes, setTtl), which destroys a sandbox at its autoDestroyAt
+// whatever its state or activity.
 //
 // Routes served by Handler:
 //

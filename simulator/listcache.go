@@ -42,6 +42,7 @@ type listFields struct {
 	autoDelete                 int
 	createdAt, updatedAt       time.Time
 	lastActivity               time.Time
+	autoDestroyAt              time.Time // zero for none
 }
 
 // optString is a nullable string by value.
@@ -81,6 +82,7 @@ func (sb *sandbox) listFields() listFields {
 		cpu: sb.CPU, gpu: sb.GPU, memory: sb.Memory, disk: sb.Disk,
 		autoStop: sb.AutoStop, autoArchive: sb.AutoArchive, autoDelete: sb.AutoDelete,
 		createdAt: sb.CreatedAt, updatedAt: sb.UpdatedAt, lastActivity: sb.LastActivity,
+		autoDestroyAt: sb.autoDestroyAt(),
 	}
 }
 

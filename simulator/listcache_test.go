@@ -153,6 +153,7 @@ func TestListItemCacheSeesEveryShownValue(t *testing.T) {
 		{"createdAt", func(sb *sandbox) { sb.CreatedAt = sb.CreatedAt.Add(time.Millisecond) }},
 		{"updatedAt", func(sb *sandbox) { sb.UpdatedAt = sb.UpdatedAt.Add(time.Second) }},
 		{"lastActivity", func(sb *sandbox) { sb.LastActivity = sb.LastActivity.Add(time.Hour) }},
+		{"autoDestroyAt", func(sb *sandbox) { sb.AutoDestroyAt = &at }},
 		{"", func(sb *sandbox) { sb.Labels["a"] = "2" }},
 		{"", func(sb *sandbox) { sb.Labels["b"] = "1" }},
 		{"", func(sb *sandbox) { delete(sb.Labels, "a") }},

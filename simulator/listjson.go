@@ -109,6 +109,10 @@ func appendListItemHead(b []byte, f *listFields, labels map[string]string) []byt
 	b = appendISO(b, f.lastActivity)
 	b = append(b, `,"daemonVersion":`...)
 	b = f.daemonVersion.appendJSON(b)
+	if !f.autoDestroyAt.IsZero() {
+		b = append(b, `,"autoDestroyAt":`...)
+		b = appendISO(b, f.autoDestroyAt)
+	}
 	return append(b, `,"toolboxProxyUrl":`...)
 }
 

@@ -67,28 +67,30 @@ type sandbox struct {
 	NetworkBlockAll  bool
 	NetworkAllowList *string
 	DomainAllowList  *string
-	Target           string
-	CPU, GPU         int
-	Memory, Disk     int
-	GPUType          *string
-	State, Desired   string
-	Pending          bool
-	ErrorReason      *string
-	Recoverable      bool
-	BackupState      string
-	BackupCreatedAt  *time.Time
-	AutoStop         int
-	AutoArchive      int
-	AutoDelete       int
-	Volumes          []volume
-	BuildInfo        *buildInfo
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
-	LastActivity     time.Time
-	RunnerID         *string
-	DaemonVersion    *string
-	AuthToken        string
-	LinkedSandboxID  *string
+	// AutoDestroyAt is the TTL deadline (ttl.go); nil for none.
+	AutoDestroyAt   *time.Time
+	Target          string
+	CPU, GPU        int
+	Memory, Disk    int
+	GPUType         *string
+	State, Desired  string
+	Pending         bool
+	ErrorReason     *string
+	Recoverable     bool
+	BackupState     string
+	BackupCreatedAt *time.Time
+	AutoStop        int
+	AutoArchive     int
+	AutoDelete      int
+	Volumes         []volume
+	BuildInfo       *buildInfo
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	LastActivity    time.Time
+	RunnerID        *string
+	DaemonVersion   *string
+	AuthToken       string
+	LinkedSandboxID *string
 
 	// signingKey signs the sandbox's pre-signed file URLs (signingkey.go):
 	// made at the first getSandboxSigningKey, replaced by rotateSigningKey,
@@ -269,6 +271,7 @@ type sandboxDTO struct {
 	RunnerID            nullable[string]    `json:"runnerId,omitzero"`
 	LinkedSandboxID     nullable[string]    `json:"linkedSandboxId,omitzero"`
 	ToolboxProxyURL     string              `json:"toolboxProxyUrl"`
+	AutoDestroyAt       nullable[string]    `json:"autoDestroyAt,omitzero"`
 }
 
 // sandboxListItemDTO is the SandboxListItem schema: the Sandbox minus env,
@@ -308,6 +311,7 @@ type sandboxListItemDTO struct {
 	UpdatedAt           string            `json:"updatedAt"`
 	LastActivityAt      string            `json:"lastActivityAt"`
 	DaemonVersion       *string           `json:"daemonVersion"`
+	AutoDestroyAt       *string           `json:"autoDestroyAt,omitempty"`
 	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
 }
 
@@ -370,6 +374,9 @@ func (sb *sandbox) dto(toolboxProxyURL string, fresh bool) sandboxDTO {
 	if sb.LinkedSandboxID != nil {
 		d.LinkedSandboxID = present(*sb.LinkedSandboxID)
 	}
+	if sb.AutoDestroyAt != nil {
+		d.AutoDestroyAt = present(iso(*sb.AutoDestroyAt))
+	}
 	return d
 }
 
@@ -405,8 +412,18 @@ func (sb *sandbox) listItem(toolboxProxyURL string) sandboxListItemDTO {
 		UpdatedAt:           iso(sb.UpdatedAt),
 		LastActivityAt:      iso(sb.LastActivity),
 		DaemonVersion:       copyPtr(sb.DaemonVersion),
+		AutoDestroyAt:       isoPtr(sb.AutoDestroyAt),
 		ToolboxProxyURL:     toolboxProxyURL,
 	}
+}
+
+// isoPtr is iso(*t), or nil.
+func isoPtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	v := iso(*t)
+	return &v
 }
 
 // copyPtr copies *p, so that the DTO may be encoded after the lock is
