@@ -35,6 +35,8 @@ type createRequest struct {
 		ContextHashes     []string `json:"contextHashes"`
 	} `json:"buildInfo"`
 	LinkedSandbox *string `json:"linkedSandbox"`
+	// TTLMinutes is the TTL (v0.205.1), counted from the create.
+	TTLMinutes *float64 `json:"ttlMinutes"`
 }
 
 // unsafeName is what IsSafeDisplayString rejects: HTML tags, URLs and
@@ -71,7 +73,7 @@ func (s creation) create(c *call) (reply, *apiError) {
 		return reply{}, aerr
 	}
 	sb := s.sandboxForCreateLocked(c, p)
-	p.applyTo(sb, s.clk.Now())
+	p.applyTo(sb, s.clk.Now(), s.cfg.Minute)
 	s.announceCreateLocked(c, sb)
 	tbx := s.toolboxProxyURL(c.r)
 	if p.build {
@@ -93,6 +95,7 @@ type createPlan struct {
 	build                             bool
 	target                            string
 	autoStop, autoArchive, autoDelete int
+	ttl                               int
 	// Resolved by admitCreateLocked.
 	snap    Snapshot
 	snapRef string
@@ -133,6 +136,11 @@ func (s creation) planCreate(req createRequest) (createPlan, *apiError) {
 	var err *apiError
 	if p.autoStop, p.autoArchive, p.autoDelete, err = createIntervals(req); err != nil {
 		return createPlan{}, err
+	}
+	if req.TTLMinutes != nil {
+		if p.ttl, err = parseTTL(strconv.FormatFloat(*req.TTLMinutes, 'f', -1, 64)); err != nil {
+			return createPlan{}, err
+		}
 	}
 	return p, nil
 }
@@ -239,9 +247,9 @@ func (s creation) handOverLocked(c *call, sb *sandbox, name string) {
 	sb.proxyBase = s.toolboxProxyURL(c.r)
 }
 
-// applyTo sets what the create asks on sb; a build starts in
-// pending_build with the requested resources.
-func (p createPlan) applyTo(sb *sandbox, now time.Time) {
+// applyTo sets what the create asks on sb, at now with minutes of minute;
+// a build starts in pending_build with the requested resources.
+func (p createPlan) applyTo(sb *sandbox, now time.Time, minute time.Duration) {
 	req := p.req
 	if req.User != nil && *req.User != "" {
 		sb.User = *req.User
@@ -260,6 +268,7 @@ func (p createPlan) applyTo(sb *sandbox, now time.Time) {
 	}
 	sb.NetworkAllowList, sb.DomainAllowList = req.NetworkAllowList, req.DomainAllowList
 	sb.AutoStop, sb.AutoArchive, sb.AutoDelete = p.autoStop, p.autoArchive, p.autoDelete
+	sb.AutoDestroyAt = ttlDeadline(now, p.ttl, minute)
 	if req.Volumes != nil {
 		sb.Volumes = append([]volume{}, req.Volumes...)
 	}

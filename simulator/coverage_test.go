@@ -10,11 +10,14 @@ import (
 	"testing"
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// Coverage of the embedded Daytona API document, operation by operation.
+// Coverage of the embedded Daytona API documents, operation by operation:
+// the primary one (v0.205.1) and the legacy one (v0.190.0), whose
+// operations the primary lacks are the deprecated toolbox routes.
 const (
 	// covered: the simulator serves it.
 	covered = "implemented"
@@ -27,23 +30,39 @@ const (
 	unavailable = "answered as unavailable"
 	// outOfScope: not served (404); the reason says why.
 	outOfScope = "out of scope"
+	// notYet: not served (404) yet; planned, the reason says what for.
+	notYet = "not yet"
 )
 
 // outOfScopeTags are whole areas of the API that concern operating
 // Daytona, not using sandboxes.
 var outOfScopeTags = map[string]string{
-	"organizations":   "organizations, members, roles, invitations, quotas and regions are account management: each API key is its own organization",
-	"users":           "user accounts are the dashboard's",
+	"organizations":   "organizations, members, roles, invitations, quotas, regions and identity providers are account management: each API key is its own organization",
+	"users":           "user accounts (and their SSO links) are the dashboard's",
 	"api-keys":        "API keys are accepted as configured (--api-key), not managed through the API",
 	"runners":         "runners are Daytona's infrastructure: the simulator is its own runner",
 	"admin":           "administration of a Daytona deployment",
 	"jobs":            "the runner job queue is internal to Daytona",
 	"docker-registry": "registries are the engine's business: the docker backend uses the images the engine has",
-	"webhooks":        "webhook delivery (Svix) is not simulated; the same events go to the socket.io gateway",
 	"audit":           "audit logs are an organization feature",
-	"preview":         "these are the proxy's calls to the API; the simulator is its own proxy",
 	"regions":         "regions are account management: the simulator has its configured targets",
 	"config":          "dashboard configuration (OIDC, analytics, links)",
+}
+
+// notYetTags are areas of the newest API the simulator is to serve but
+// does not yet: a request to them is the catch-all 404.
+var notYetTags = map[string]string{
+	"warm-pools": "warm pools (v0.205.1): planned, on the simulator's own pool of started sandboxes",
+	"secret":     "organization secrets (v0.205.1): planned, with simulator/internal/secrets",
+	"preview":    "the proxy's calls to the API (signing key, preview warning): planned; the simulator is its own proxy meanwhile",
+	"webhooks":   "webhook delivery (Svix): planned; the same events go to the socket.io gateway meanwhile",
+}
+
+// notYetOps are single operations of the newest API not yet served.
+var notYetOps = map[string]string{
+	"updateSandboxSecrets":  "mounting secrets in a sandbox (v0.205.1): planned with the secret store",
+	"resolveSandboxSecrets": "a sandbox's resolved secrets (v0.205.1): planned with the secret store",
+	"setAutoPauseInterval":  "auto-pause (v0.205.1): planned with pause support in the backends",
 }
 
 // outOfScopeOps are single operations outside the areas above.
@@ -60,9 +79,10 @@ var unavailableOps = map[string]bool{
 	"getPushAccess": true,
 }
 
-// sdkOps are the operations of the document that the official SDKs call:
-// @daytonaio/sdk 0.190.1 and 0.218.0, daytona (Python) and the Go SDK of
-// v0.190.0 (the deprecated toolbox routes aside, which older SDKs call).
+// sdkOps are the operations of the primary document that the official
+// SDKs call: @daytonaio/sdk 0.190.1 and 0.218.0, daytona (Python) and the
+// Go SDK of v0.190.0 (the deprecated toolbox routes aside, which older SDKs
+// call), but those notYetOps and notYetTags list.
 var sdkOps = []string{
 	"listSandboxes", "createSandbox", "getSandbox", "deleteSandbox", "startSandbox", "stopSandbox", "pauseSandbox",
 	"archiveSandbox", "recoverSandbox", "resizeSandbox", "replaceLabels", "setAutostopInterval",
@@ -74,17 +94,7 @@ var sdkOps = []string{
 	"getAllSnapshots", "createSnapshot", "getSnapshot", "removeSnapshot", "activateSnapshot", "deactivateSnapshot",
 	"getSnapshotBuildLogsUrl", "getSnapshotBuildLogs", "listVolumes", "createVolume", "getVolume",
 	"getVolumeByName", "deleteVolume", "getPushAccess", "HealthController_live", "HealthController_check",
-	"ConfigController_getConfig",
-}
-
-// newerOps are the operations the simulator serves beyond the embedded
-// document, which releases of the SDKs after v0.190.0 call, each with what
-// calls it. No document the simulator has describes them, so their
-// requests and responses are not validated; a test fails when the embedded
-// document gains one, which is then validated like every other.
-var newerOps = map[string]string{
-	"getSandboxSigningKey": "@daytonaio/sdk 0.218.0: sandbox.downloadUrl and uploadUrl sign with it",
-	"rotateSigningKey":     "@daytonaio/sdk 0.218.0: sandbox.rotateSigningKey",
+	"ConfigController_getConfig", "getSandboxSigningKey", "rotateSigningKey", "setTtl",
 }
 
 type opStatus struct {
@@ -92,11 +102,18 @@ type opStatus struct {
 	Deprecated                       bool
 }
 
-// classify puts every operation of the embedded document in one status.
-func classify(t *testing.T) []opStatus {
+// docs are the embedded documents, primary first.
+func docs(t *testing.T) map[string]*openapi3.T {
 	t.Helper()
-	doc, err := parseSpec("")
+	primary, err := parseSpec("")
 	require.NoError(t, err)
+	legacy, err := parseLegacySpec()
+	require.NoError(t, err)
+	return map[string]*openapi3.T{SpecVersion(): primary, LegacySpecVersion(): legacy}
+}
+
+// classify puts every operation of doc in one status.
+func classify(doc *openapi3.T) []opStatus {
 	served := map[string]bool{"HealthController_live": true}
 	for _, rt := range apiRoutes() {
 		served[rt.op] = true
@@ -105,22 +122,7 @@ func classify(t *testing.T) []opStatus {
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			st := opStatus{ID: op.OperationID, Method: method, Path: path, Deprecated: op.Deprecated}
-			tag := ""
-			if len(op.Tags) > 0 {
-				tag = op.Tags[0]
-			}
-			switch {
-			case unavailableOps[op.OperationID] && served[op.OperationID]:
-				st.Status = unavailable
-			case served[op.OperationID]:
-				st.Status = covered
-			case strings.HasPrefix(path, "/toolbox/{sandboxId}/toolbox/"):
-				st.Status = proxied
-			case outOfScopeOps[op.OperationID] != "":
-				st.Status, st.Reason = outOfScope, outOfScopeOps[op.OperationID]
-			case outOfScopeTags[tag] != "":
-				st.Status, st.Reason = outOfScope, outOfScopeTags[tag]
-			}
+			st.Status, st.Reason = statusOf(op, path, served)
 			out = append(out, st)
 		}
 	}
@@ -128,36 +130,73 @@ func classify(t *testing.T) []opStatus {
 	return out
 }
 
+func statusOf(op *openapi3.Operation, path string, served map[string]bool) (status, reason string) {
+	tag := ""
+	if len(op.Tags) > 0 {
+		tag = op.Tags[0]
+	}
+	id := op.OperationID
+	switch {
+	case unavailableOps[id] && served[id]:
+		return unavailable, ""
+	case served[id]:
+		return covered, ""
+	case strings.HasPrefix(path, "/toolbox/{sandboxId}/toolbox/"):
+		return proxied, ""
+	case notYetOps[id] != "":
+		return notYet, notYetOps[id]
+	case outOfScopeOps[id] != "":
+		return outOfScope, outOfScopeOps[id]
+	case notYetTags[tag] != "":
+		return notYet, notYetTags[tag]
+	case outOfScopeTags[tag] != "":
+		return outOfScope, outOfScopeTags[tag]
+	}
+	return "", ""
+}
+
+// Every operation of each embedded document is served or listed with a
+// reason, and every operation the SDKs call is served.
 func TestEveryOperationHasAStatus(t *testing.T) {
-	ops := classify(t)
+	all := docs(t)
+	for _, version := range []string{SpecVersion(), LegacySpecVersion()} {
+		t.Run(version, func(t *testing.T) {
+			ops := classify(all[version])
+			byID := map[string]opStatus{}
+			for _, op := range ops {
+				byID[op.ID] = op
+				assert.NotEmpty(t, op.Status, "%s %s (%s) is neither served nor listed with a reason", op.Method, op.Path, op.ID)
+			}
+			if version == SpecVersion() {
+				for _, id := range sdkOps {
+					op, ok := byID[id]
+					if assert.True(t, ok, "%s is not in the document", id) {
+						assert.Contains(t, []string{covered, unavailable}, op.Status, "the SDKs call %s", id)
+					}
+				}
+			}
+			summary := coverageSummary(version, ops)
+			t.Log(summary)
+			fmt.Println(summary)
+		})
+	}
+}
+
+func coverageSummary(version string, ops []opStatus) string {
 	counts := map[string]int{}
-	live := 0
-	byID := map[string]opStatus{}
+	live, notDeprecated := 0, 0
 	for _, op := range ops {
-		byID[op.ID] = op
-		assert.NotEmpty(t, op.Status, "%s %s (%s) is neither served nor out of scope with a reason", op.Method, op.Path, op.ID)
 		counts[op.Status]++
-		if !op.Deprecated && (op.Status == covered || op.Status == proxied || op.Status == unavailable) {
-			live++
-		}
-	}
-	for _, id := range sdkOps {
-		op, ok := byID[id]
-		if assert.True(t, ok, "%s is not in the document", id) {
-			assert.Contains(t, []string{covered, unavailable}, op.Status, "the SDKs call %s", id)
-		}
-	}
-	notDeprecated := 0
-	for _, op := range ops {
 		if !op.Deprecated {
 			notDeprecated++
+			if op.Status == covered || op.Status == proxied || op.Status == unavailable {
+				live++
+			}
 		}
 	}
-	summary := fmt.Sprintf("simulator: %d of %d operations answered (%d implemented, %d through the toolbox proxy, %d as unavailable), %d of the %d not deprecated; %d out of scope; all %d the SDKs call; %d beyond the document that newer SDKs call",
-		counts[covered]+counts[proxied]+counts[unavailable], len(ops), counts[covered], counts[proxied], counts[unavailable],
-		live, notDeprecated, counts[outOfScope], len(sdkOps), len(newerOps))
-	t.Log(summary)
-	fmt.Println(summary)
+	return fmt.Sprintf("simulator, Daytona %s: %d of %d operations answered (%d implemented, %d through the toolbox proxy, %d as unavailable), %d of the %d not deprecated; %d not yet; %d out of scope",
+		version, counts[covered]+counts[proxied]+counts[unavailable], len(ops), counts[covered], counts[proxied], counts[unavailable],
+		live, notDeprecated, counts[notYet], counts[outOfScope])
 }
 
 // Every served operation is routed: a request to its path reaches a
@@ -166,7 +205,7 @@ func TestEveryServedOperationIsRouted(t *testing.T) {
 	h := newHarness(t)
 	sb := h.create(apiclient.CreateSandbox{})
 	param := regexp.MustCompile(`\{[^}]+\}`)
-	for _, op := range classify(t) {
+	for _, op := range classify(docs(t)[SpecVersion()]) {
 		if op.Status != covered && op.Status != unavailable {
 			continue
 		}
@@ -192,26 +231,36 @@ func TestEveryServedOperationIsRouted(t *testing.T) {
 	}
 }
 
-// Every route the simulator serves is an operation of the embedded
-// document or one of newerOps, and newerOps are not in the document.
-func TestNewerOperationsAreServedBeyondTheDocument(t *testing.T) {
-	doc, err := parseSpec("")
-	require.NoError(t, err)
-	inDoc := map[string]bool{}
-	for _, item := range doc.Paths.Map() {
-		for _, op := range item.Operations() {
-			inDoc[op.OperationID] = true
+// Every route the simulator serves is an operation of an embedded document,
+// at the method and path the document gives it: of the primary one when
+// that has it. And the lists name only operations of the primary document
+// that are not served, so that serving one drops it from them.
+func TestEveryRouteIsADocumentedOperation(t *testing.T) {
+	all := docs(t)
+	where := map[string]string{}
+	for _, version := range []string{LegacySpecVersion(), SpecVersion()} {
+		for path, item := range all[version].Paths.Map() {
+			for method, op := range item.Operations() {
+				where[op.OperationID] = method + " /api" + path
+			}
 		}
 	}
 	served := map[string]bool{}
 	for _, rt := range apiRoutes() {
 		served[rt.op] = true
-		if !inDoc[rt.op] {
-			assert.Contains(t, newerOps, rt.op, "%s %s is neither in the document nor listed in newerOps", rt.method, rt.pattern)
+		if assert.Contains(t, where, rt.op, "%s %s is in no embedded document", rt.method, rt.pattern) {
+			assert.Equal(t, where[rt.op], rt.method+" "+rt.pattern, "the route of %s", rt.op)
 		}
 	}
-	for op := range newerOps {
-		assert.True(t, served[op], "%s is listed but not served", op)
-		assert.False(t, inDoc[op], "the document now has %s: drop it from newerOps, and it is validated", op)
+	primary := map[string]bool{}
+	for _, op := range classify(all[SpecVersion()]) {
+		primary[op.ID] = true
+	}
+	for id := range notYetOps {
+		assert.True(t, primary[id], "notYetOps lists %s, which the document does not have", id)
+		assert.False(t, served[id], "%s is served: drop it from notYetOps", id)
+	}
+	for id := range outOfScopeOps {
+		assert.False(t, served[id], "%s is served: drop it from outOfScopeOps", id)
 	}
 }

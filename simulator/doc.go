@@ -1,11 +1,14 @@
-// Package simulator is a stateful simulator of the Daytona API (v0.190.0).
+// Package simulator is a stateful simulator of the Daytona API (v0.205.1,
+// with the operations of v0.190.0 that later releases dropped).
 //
 // Point DAYTONA_API_URL at <base>/api and the official SDKs work unchanged:
 // sandboxes move through Daytona's raw states on an injected clock, responses
 // carry Daytona's derived display state, status codes and error bodies
 // (including the places where the real server and its OpenAPI file
 // disagree), and the auto-stop, auto-archive and auto-delete jobs run every
-// ten seconds off lastActivityAt, exactly as Daytona's do.
+// ten seconds off lastActivityAt, exactly as Daytona's do, beside the TTL
+// (ttlMinutes, setTtl), which destroys a sandbox at its autoDestroyAt
+// whatever its state or activity.
 //
 // Routes served by Handler:
 //

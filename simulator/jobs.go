@@ -6,7 +6,8 @@ import (
 	"github.com/sandplane/sandplane/simulator/internal/engine"
 )
 
-// startJobs runs Daytona's three crons every engine.JobPeriod (scaled
+// startJobs runs Daytona's crons (auto-stop, auto-archive, auto-delete and
+// the TTL) every engine.JobPeriod (scaled
 // with the minute) until Close.
 func (s reconciler) startJobs() {
 	s.mu.Lock()
@@ -64,6 +65,7 @@ func (s reconciler) jobFor(sb *sandbox, now time.Time) engine.Job {
 		Pool:         sb.OrgID == warmPoolOrg,
 		LastActivity: sb.LastActivity,
 		AutoStop:     sb.AutoStop, AutoArchive: sb.AutoArchive, AutoDelete: sb.AutoDelete,
+		AutoDestroyAt: sb.autoDestroyAt(),
 	}, now, s.cfg.Minute)
 }
 
@@ -82,6 +84,10 @@ func (s reconciler) runJobLocked(sb *sandbox, now time.Time) bool {
 		}
 	case engine.DeleteJob:
 		s.softDeleteLocked(sb)
+	case engine.ExpireJob:
+		// As a delete: the sandbox goes, and what links to it with it.
+		s.softDeleteLocked(sb)
+		s.cascadeDeleteLocked(sb)
 	case engine.ArchiveJob:
 		// Daytona's auto-archive sets only the desired state, so the
 		// sandbox shows as archiving until the archive runs.

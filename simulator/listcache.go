@@ -31,6 +31,9 @@ type listFields struct {
 	runnerID, snapshot         optString
 	errorReason, daemonVersion optString
 	gpuType                    optString
+	networkAllowList           optString
+	domainAllowList            optString
+	networkBlockAll            bool
 	state, desired, user       string
 	backupState                string
 	recoverable, public        bool
@@ -39,6 +42,7 @@ type listFields struct {
 	autoDelete                 int
 	createdAt, updatedAt       time.Time
 	lastActivity               time.Time
+	autoDestroyAt              time.Time // zero for none
 }
 
 // optString is a nullable string by value.
@@ -69,13 +73,16 @@ func (sb *sandbox) listFields() listFields {
 		id: sb.ID, orgID: sb.OrgID, name: sb.Name, target: sb.Target,
 		runnerID: optOf(sb.RunnerID), snapshot: optOf(sb.Snapshot),
 		errorReason: optOf(sb.ErrorReason), daemonVersion: optOf(sb.DaemonVersion),
-		gpuType: optOf(sb.GPUType),
-		state:   sb.displayState(true), desired: sb.Desired, user: sb.User,
+		gpuType:          optOf(sb.GPUType),
+		networkAllowList: optOf(sb.NetworkAllowList), domainAllowList: optOf(sb.DomainAllowList),
+		networkBlockAll: sb.NetworkBlockAll,
+		state:           sb.displayState(true), desired: sb.Desired, user: sb.User,
 		backupState: sb.BackupState,
 		recoverable: sb.Recoverable, public: sb.Public,
 		cpu: sb.CPU, gpu: sb.GPU, memory: sb.Memory, disk: sb.Disk,
 		autoStop: sb.AutoStop, autoArchive: sb.AutoArchive, autoDelete: sb.AutoDelete,
 		createdAt: sb.CreatedAt, updatedAt: sb.UpdatedAt, lastActivity: sb.LastActivity,
+		autoDestroyAt: sb.autoDestroyAt(),
 	}
 }
 

@@ -73,6 +73,12 @@ func appendListItemHead(b []byte, f *listFields, labels map[string]string) []byt
 	b = strconv.AppendBool(b, f.recoverable)
 	b = append(b, `,"public":`...)
 	b = strconv.AppendBool(b, f.public)
+	b = append(b, `,"networkBlockAll":`...)
+	b = strconv.AppendBool(b, f.networkBlockAll)
+	b = append(b, `,"networkAllowList":`...)
+	b = f.networkAllowList.appendJSON(b)
+	b = append(b, `,"domainAllowList":`...)
+	b = f.domainAllowList.appendJSON(b)
 	b = append(b, `,"cpu":`...)
 	b = strconv.AppendInt(b, int64(f.cpu), 10)
 	b = append(b, `,"gpu":`...)
@@ -103,6 +109,10 @@ func appendListItemHead(b []byte, f *listFields, labels map[string]string) []byt
 	b = appendISO(b, f.lastActivity)
 	b = append(b, `,"daemonVersion":`...)
 	b = f.daemonVersion.appendJSON(b)
+	if !f.autoDestroyAt.IsZero() {
+		b = append(b, `,"autoDestroyAt":`...)
+		b = appendISO(b, f.autoDestroyAt)
+	}
 	return append(b, `,"toolboxProxyUrl":`...)
 }
 

@@ -67,6 +67,7 @@ func apiRoutes() []route {
 		{"POST", "/api/sandbox/{sandboxIdOrName}/autostop/{interval}", "setAutostopInterval", part(sandboxesOf, sandboxAPI.setAutostop)},
 		{"POST", "/api/sandbox/{sandboxIdOrName}/autoarchive/{interval}", "setAutoArchiveInterval", part(sandboxesOf, sandboxAPI.setAutoArchive)},
 		{"POST", "/api/sandbox/{sandboxIdOrName}/autodelete/{interval}", "setAutoDeleteInterval", part(sandboxesOf, sandboxAPI.setAutoDelete)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/ttl/{ttlMinutes}", "setTtl", part(sandboxesOf, sandboxAPI.setTTL)},
 		{"POST", "/api/sandbox/{sandboxIdOrName}/public/{isPublic}", "updatePublicStatus", part(sandboxesOf, sandboxAPI.setPublic)},
 		{"POST", "/api/sandbox/{sandboxId}/last-activity", "updateLastActivity", part(sandboxesOf, sandboxAPI.lastActivity)},
 		{"GET", "/api/sandbox/{sandboxIdOrName}/ports/{port}/preview-url", "getPortPreviewUrl", part(sandboxesOf, sandboxAPI.previewURL)},

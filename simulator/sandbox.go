@@ -67,28 +67,30 @@ type sandbox struct {
 	NetworkBlockAll  bool
 	NetworkAllowList *string
 	DomainAllowList  *string
-	Target           string
-	CPU, GPU         int
-	Memory, Disk     int
-	GPUType          *string
-	State, Desired   string
-	Pending          bool
-	ErrorReason      *string
-	Recoverable      bool
-	BackupState      string
-	BackupCreatedAt  *time.Time
-	AutoStop         int
-	AutoArchive      int
-	AutoDelete       int
-	Volumes          []volume
-	BuildInfo        *buildInfo
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
-	LastActivity     time.Time
-	RunnerID         *string
-	DaemonVersion    *string
-	AuthToken        string
-	LinkedSandboxID  *string
+	// AutoDestroyAt is the TTL deadline (ttl.go); nil for none.
+	AutoDestroyAt   *time.Time
+	Target          string
+	CPU, GPU        int
+	Memory, Disk    int
+	GPUType         *string
+	State, Desired  string
+	Pending         bool
+	ErrorReason     *string
+	Recoverable     bool
+	BackupState     string
+	BackupCreatedAt *time.Time
+	AutoStop        int
+	AutoArchive     int
+	AutoDelete      int
+	Volumes         []volume
+	BuildInfo       *buildInfo
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	LastActivity    time.Time
+	RunnerID        *string
+	DaemonVersion   *string
+	AuthToken       string
+	LinkedSandboxID *string
 
 	// signingKey signs the sandbox's pre-signed file URLs (signingkey.go):
 	// made at the first getSandboxSigningKey, replaced by rotateSigningKey,
@@ -269,10 +271,12 @@ type sandboxDTO struct {
 	RunnerID            nullable[string]    `json:"runnerId,omitzero"`
 	LinkedSandboxID     nullable[string]    `json:"linkedSandboxId,omitzero"`
 	ToolboxProxyURL     string              `json:"toolboxProxyUrl"`
+	AutoDestroyAt       nullable[string]    `json:"autoDestroyAt,omitzero"`
 }
 
 // sandboxListItemDTO is the SandboxListItem schema: the Sandbox minus env,
-// network settings, volumes, buildInfo and backupCreatedAt. A list item is
+// volumes, buildInfo and backupCreatedAt (v0.205.1 added the network
+// settings). A list item is
 // always read back, so its nullable columns are null or a value, never
 // absent: plain pointers say that, and encode without a marshaler per
 // field, which a page of 200 items feels.
@@ -290,6 +294,9 @@ type sandboxListItemDTO struct {
 	ErrorReason         *string           `json:"errorReason"`
 	Recoverable         bool              `json:"recoverable"`
 	Public              bool              `json:"public"`
+	NetworkBlockAll     bool              `json:"networkBlockAll"`
+	NetworkAllowList    *string           `json:"networkAllowList"`
+	DomainAllowList     *string           `json:"domainAllowList"`
 	CPU                 int               `json:"cpu"`
 	GPU                 int               `json:"gpu"`
 	GPUType             *string           `json:"gpuType,omitempty"`
@@ -304,6 +311,7 @@ type sandboxListItemDTO struct {
 	UpdatedAt           string            `json:"updatedAt"`
 	LastActivityAt      string            `json:"lastActivityAt"`
 	DaemonVersion       *string           `json:"daemonVersion"`
+	AutoDestroyAt       *string           `json:"autoDestroyAt,omitempty"`
 	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
 }
 
@@ -366,6 +374,9 @@ func (sb *sandbox) dto(toolboxProxyURL string, fresh bool) sandboxDTO {
 	if sb.LinkedSandboxID != nil {
 		d.LinkedSandboxID = present(*sb.LinkedSandboxID)
 	}
+	if sb.AutoDestroyAt != nil {
+		d.AutoDestroyAt = present(iso(*sb.AutoDestroyAt))
+	}
 	return d
 }
 
@@ -384,6 +395,9 @@ func (sb *sandbox) listItem(toolboxProxyURL string) sandboxListItemDTO {
 		ErrorReason:         copyPtr(sb.ErrorReason),
 		Recoverable:         sb.Recoverable,
 		Public:              sb.Public,
+		NetworkBlockAll:     sb.NetworkBlockAll,
+		NetworkAllowList:    copyPtr(sb.NetworkAllowList),
+		DomainAllowList:     copyPtr(sb.DomainAllowList),
 		CPU:                 sb.CPU,
 		GPU:                 sb.GPU,
 		GPUType:             copyPtr(sb.GPUType),
@@ -398,8 +412,18 @@ func (sb *sandbox) listItem(toolboxProxyURL string) sandboxListItemDTO {
 		UpdatedAt:           iso(sb.UpdatedAt),
 		LastActivityAt:      iso(sb.LastActivity),
 		DaemonVersion:       copyPtr(sb.DaemonVersion),
+		AutoDestroyAt:       isoPtr(sb.AutoDestroyAt),
 		ToolboxProxyURL:     toolboxProxyURL,
 	}
+}
+
+// isoPtr is iso(*t), or nil.
+func isoPtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	v := iso(*t)
+	return &v
 }
 
 // copyPtr copies *p, so that the DTO may be encoded after the lock is

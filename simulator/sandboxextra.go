@@ -57,8 +57,8 @@ func extraRoutes() []route {
 		{"DELETE", "/api/volumes/{volumeId}", "deleteVolume", part(volumesOf, volumeAPI.deleteVolume)},
 		{"GET", "/api/volumes/by-name/{name}", "getVolumeByName", part(volumesOf, volumeAPI.getVolumeByName)},
 		{"GET", "/api/object-storage/push-access", "getPushAccess", part(extrasOf, extraAPI.pushAccess)},
-		// Beyond the document (newerOps in coverage_test.go): the signing key of pre-signed
-		// file URLs, which @daytonaio/sdk 0.218.0 calls.
+		// The signing key of pre-signed file URLs (v0.205.1), which
+		// @daytonaio/sdk 0.218.0 calls.
 		{"GET", "/api/sandbox/{sandboxId}/signing-key", "getSandboxSigningKey", part(extrasOf, extraAPI.getSigningKey)},
 		{"POST", "/api/sandbox/{sandboxId}/signing-key/rotate", "rotateSigningKey", part(extrasOf, extraAPI.rotateSigningKey)},
 	}

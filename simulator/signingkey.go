@@ -9,9 +9,8 @@ import (
 
 // The signing key of a sandbox's pre-signed file URLs (fileurls.go), which
 // releases of the SDKs after v0.190.0 read with getSandboxSigningKey and
-// replace with rotateSigningKey. Neither operation is in the v0.190.0
-// document; both answer for the caller's organization only, as every
-// sandbox route does.
+// replace with rotateSigningKey (both in the v0.205.1 document). Both
+// answer for the caller's organization only, as every sandbox route does.
 
 // newSigningKey is a sandbox's signing key: 32 bytes from the system's
 // random source (never the seeded one that ids come from: the key opens

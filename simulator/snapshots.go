@@ -45,6 +45,9 @@ type snapshotRec struct {
 	UpdatedAt       time.Time
 	LastUsedAt      *time.Time
 	BuildInfo       *buildInfo
+	// SourceSandboxID is the sandbox a sandbox snapshot was taken of; nil
+	// for a snapshot made from an image.
+	SourceSandboxID *string
 	// ref is what the ImageBackend runs for it; "" runs the default
 	// workload.
 	ref string
@@ -77,6 +80,8 @@ type snapshotDTO struct {
 	RegionIDs      []string            `json:"regionIds"`
 	Ref            string              `json:"ref,omitempty"`
 	SandboxClass   string              `json:"sandboxClass"`
+	// SourceSandboxID is required (and nullable) since v0.205.1.
+	SourceSandboxID *string `json:"sourceSandboxId"`
 }
 
 func (s snapshotAPI) snapshotDTO(sn *snapshotRec) snapshotDTO {
@@ -85,6 +90,7 @@ func (s snapshotAPI) snapshotDTO(sn *snapshotRec) snapshotDTO {
 		State: sn.State, Size: sn.Size, Entrypoint: sn.Entrypoint, CPU: sn.CPU, GPU: sn.GPU, Mem: sn.Mem, Disk: sn.Disk,
 		ErrorReason: sn.ErrorReason, CreatedAt: iso(sn.CreatedAt), UpdatedAt: iso(sn.UpdatedAt),
 		RegionIDs: append([]string{}, s.cfg.Regions...), Ref: sn.ref, SandboxClass: "container",
+		SourceSandboxID: copyPtr(sn.SourceSandboxID),
 	}
 	if sn.LastUsedAt != nil {
 		t := iso(*sn.LastUsedAt)
@@ -579,7 +585,7 @@ type sandboxSnapshot struct {
 func startSandboxSnapshotLocked(s snapshotAPI, org string, sb *sandbox, name string) *sandboxSnapshot {
 	now := s.clk.Now()
 	sn := &snapshotRec{ID: s.newID(), OrgID: org, Name: name, CPU: sb.CPU, GPU: sb.GPU, Mem: sb.Memory, Disk: sb.Disk,
-		State: snapPending, CreatedAt: now, UpdatedAt: now}
+		State: snapPending, CreatedAt: now, UpdatedAt: now, SourceSandboxID: copyPtr(&sb.ID)}
 	if sb.Snapshot != nil {
 		sn.ImageName = *sb.Snapshot
 	}

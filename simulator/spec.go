@@ -23,9 +23,15 @@ import (
 // when Config.SpecPath is empty.
 const specEnv = "SANDPLANE_DAYTONA_SPEC"
 
-// SpecVersion is the Daytona release whose OpenAPI documents are embedded
-// in the simulator.
-func SpecVersion() string { return specs.Version() }
+// SpecVersion is the Daytona release whose API document is the
+// simulator's primary one: every operation it has is validated against it.
+func SpecVersion() string { return specs.LatestVersion() }
+
+// LegacySpecVersion is the older Daytona release whose API document the
+// simulator keeps for the operations the primary one no longer has (the
+// deprecated toolbox routes older SDKs call); it is the release of the Go
+// api-client in go.mod.
+func LegacySpecVersion() string { return specs.Version() }
 
 // SpecException is a place where the real server and its OpenAPI document
 // disagree. The simulator follows the server, and validates against the
@@ -116,6 +122,14 @@ func SpecExceptions() []SpecException {
 			apply:     stringParam(op, "interval"),
 		})
 	}
+	for _, op := range []string{"getSandboxSigningKey", "rotateSigningKey"} {
+		out = append(out, SpecException{
+			Operation: op,
+			What:      "the key is a text/plain body, not a JSON string",
+			Why:       "NestJS sends a string a handler returns as text, unquoted; every SDK reads the body as the key",
+			apply:     textBody(op),
+		})
+	}
 	for _, schema := range []string{"Sandbox", "SandboxListItem"} {
 		out = append(out, SpecException{
 			Schema: schema,
@@ -142,6 +156,24 @@ func SpecExceptions() []SpecException {
 	return out
 }
 
+// textBody makes the 200 of op a text/plain string.
+func textBody(op string) func(*openapi3.T, map[string]*opInfo) error {
+	return func(doc *openapi3.T, ops map[string]*opInfo) error {
+		info := ops[op]
+		if info == nil {
+			return fmt.Errorf("operation %s not in the document", op)
+		}
+		r := info.op.Responses.Value("200")
+		if r == nil || r.Value == nil || r.Value.Content.Get("application/json") == nil {
+			return fmt.Errorf("%s has no JSON 200 response", op)
+		}
+		cp := *r.Value
+		cp.Content = openapi3.NewContentWithSchema(openapi3.NewStringSchema(), []string{"text/plain"})
+		info.op.Responses.Set("200", &openapi3.ResponseRef{Value: &cp})
+		return nil
+	}
+}
+
 func stringParam(op, name string) func(*openapi3.T, map[string]*opInfo) error {
 	return func(doc *openapi3.T, ops map[string]*opInfo) error {
 		info := ops[op]
@@ -161,14 +193,17 @@ func stringParam(op, name string) func(*openapi3.T, map[string]*opInfo) error {
 }
 
 type opInfo struct {
+	// doc is the document the operation is from.
+	doc    *openapi3.T
 	path   string
 	method string
 	item   *openapi3.PathItem
 	op     *openapi3.Operation
 }
 
-// spec is the patched upstream document, ready to validate against. It is
-// shared and read-only once built.
+// spec is the patched upstream documents, ready to validate against: each
+// operation from the primary document, or from the legacy one when the
+// primary lacks it. It is shared and read-only once built.
 type spec struct {
 	doc *openapi3.T
 	ops map[string]*opInfo
@@ -182,46 +217,75 @@ var (
 	specCache = map[string]*openapi3.T{}
 )
 
-// loadSpec parses the document at path (empty: $SANDPLANE_DAYTONA_SPEC,
-// else the embedded one) once and applies the exceptions.
+// legacyKey is the cache key of the legacy document; no path is empty
+// twice, and a file cannot be named with a NUL.
+const legacyKey = "\x00legacy"
+
+// loadSpec parses the primary document at path (empty: $SANDPLANE_DAYTONA_SPEC,
+// else the embedded one) and the embedded legacy one, once, and applies
+// the exceptions to the primary.
 func loadSpec(path string) (*spec, error) {
 	if path == "" {
 		path = os.Getenv(specEnv)
 	}
 	specMu.Lock()
 	defer specMu.Unlock()
-	doc := specCache[path]
-	var ops map[string]*opInfo
-	if doc == nil {
-		var err error
-		doc, err = parseSpec(path)
-		if err != nil {
-			return nil, err
-		}
-		ops = indexOps(doc)
-		for _, ex := range SpecExceptions() {
-			if err := ex.apply(doc, ops); err != nil {
-				return nil, fmt.Errorf("spec exception %s%s (%s): %w", ex.Operation, ex.Schema, ex.What, err)
-			}
-		}
-		// The simulator authenticates requests itself, with Daytona's 401;
-		// the validator need not look at credentials again.
-		for _, info := range ops {
-			info.op.Security = &openapi3.SecurityRequirements{}
-		}
-		specCache[path] = doc
-	} else {
-		ops = indexOps(doc)
+	legacy, err := cachedDoc(legacyKey, parseLegacySpec, nil)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := cachedDoc(path, func() (*openapi3.T, error) { return parseSpec(path) }, patchSpec)
+	if err != nil {
+		return nil, err
+	}
+	ops := indexOps(legacy)
+	for id, info := range indexOps(doc) {
+		ops[id] = info
 	}
 	return &spec{doc: doc, ops: ops}, nil
 }
 
-// parseSpec reads the document at path, or the embedded one for "".
+// cachedDoc returns the document cached under key, else parses it, patches
+// it and caches it. specMu is held.
+func cachedDoc(key string, parse func() (*openapi3.T, error), patch func(*openapi3.T) error) (*openapi3.T, error) {
+	if doc := specCache[key]; doc != nil {
+		return doc, nil
+	}
+	doc, err := parse()
+	if err != nil {
+		return nil, err
+	}
+	if patch != nil {
+		if err := patch(doc); err != nil {
+			return nil, err
+		}
+	}
+	// The simulator authenticates requests itself, with Daytona's 401;
+	// the validator need not look at credentials again.
+	for _, info := range indexOps(doc) {
+		info.op.Security = &openapi3.SecurityRequirements{}
+	}
+	specCache[key] = doc
+	return doc, nil
+}
+
+// patchSpec applies every SpecException to doc.
+func patchSpec(doc *openapi3.T) error {
+	ops := indexOps(doc)
+	for _, ex := range SpecExceptions() {
+		if err := ex.apply(doc, ops); err != nil {
+			return fmt.Errorf("spec exception %s%s (%s): %w", ex.Operation, ex.Schema, ex.What, err)
+		}
+	}
+	return nil
+}
+
+// parseSpec reads the document at path, or the embedded primary one for "".
 func parseSpec(path string) (*openapi3.T, error) {
 	if path == "" {
 		doc, err := openapi3.NewLoader().LoadFromData(specs.API)
 		if err != nil {
-			return nil, fmt.Errorf("load the embedded Daytona OpenAPI document: %w", err)
+			return nil, fmt.Errorf("load the embedded Daytona %s OpenAPI document: %w", SpecVersion(), err)
 		}
 		return doc, nil
 	}
@@ -232,12 +296,21 @@ func parseSpec(path string) (*openapi3.T, error) {
 	return doc, nil
 }
 
+// parseLegacySpec reads the embedded legacy document.
+func parseLegacySpec() (*openapi3.T, error) {
+	doc, err := openapi3.NewLoader().LoadFromData(specs.LegacyAPI)
+	if err != nil {
+		return nil, fmt.Errorf("load the embedded Daytona %s OpenAPI document: %w", LegacySpecVersion(), err)
+	}
+	return doc, nil
+}
+
 func indexOps(doc *openapi3.T) map[string]*opInfo {
 	ops := map[string]*opInfo{}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			if op.OperationID != "" {
-				ops[op.OperationID] = &opInfo{path: path, method: method, item: item, op: op}
+				ops[op.OperationID] = &opInfo{doc: doc, path: path, method: method, item: item, op: op}
 			}
 		}
 	}
@@ -252,7 +325,7 @@ func (sp *spec) input(r *http.Request, op string, params map[string]string) (*op
 	return &openapi3filter.RequestValidationInput{
 		Request:    r,
 		PathParams: params,
-		Route:      &routers.Route{Spec: sp.doc, Path: info.path, PathItem: info.item, Method: info.method, Operation: info.op},
+		Route:      &routers.Route{Spec: info.doc, Path: info.path, PathItem: info.item, Method: info.method, Operation: info.op},
 		Options: &openapi3filter.Options{
 			MultiError:         true,
 			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,

@@ -222,6 +222,41 @@ func TestOfficialTypeScriptSDKResources(t *testing.T) {
 	assert.Empty(t, sim.SpecViolations())
 }
 
+// The newest SDK creates with a TTL, reads it back on get and list,
+// clears and sets it with setTtl, and deletes, on the v0.205.1 shapes.
+func TestOfficialTypeScriptSDKTTL(t *testing.T) {
+	sdk := tsSDKs[1]
+	tsSDKDir(t, sdk.pkg)
+	sim, url := tsHarness(t)
+	out := runSDK(t, sdk.pkg, "ttl", url)
+	var res struct {
+		OK   bool `json:"ok"`
+		Seen struct {
+			Created                       string
+			CreatedTTL, GotTTL, ListedTTL bool
+			ClearedTTL, ResetTTL          bool
+			Listed                        int
+			Refused                       string
+		} `json:"seen"`
+	}
+	require.NoError(t, json.Unmarshal(out, &res), string(out))
+	assert.True(t, res.OK)
+	assert.Equal(t, "started", res.Seen.Created)
+	assert.Equal(t, 1, res.Seen.Listed)
+	for what, ok := range map[string]bool{"created": res.Seen.CreatedTTL, "got": res.Seen.GotTTL, "listed": res.Seen.ListedTTL,
+		"cleared by setTtl(0)": res.Seen.ClearedTTL, "set again": res.Seen.ResetTTL} {
+		assert.True(t, ok, "autoDestroyAt %s", what)
+	}
+	assert.Contains(t, res.Seen.Refused, "non-negative", "the SDK refuses a negative TTL itself")
+	counts := sim.calls.counts(everyOrg)
+	for _, op := range []string{"createSandbox", "getSandbox", "listSandboxes", "setTtl", "deleteSandbox"} {
+		assert.NotZero(t, counts[op], "the SDK run made no %s call", op)
+	}
+	assert.EqualValues(t, 2, counts["setTtl"], "the SDK checks a negative TTL before calling")
+	assertCallsSucceeded(t, sim)
+	assert.Empty(t, sim.SpecViolations())
+}
+
 // The newest SDK's pre-signed file URLs, used with plain fetch and no API
 // key against a simulator whose sandboxes run the real toolbox: uploads
 // (multipart and raw) and downloads go through, a rotated key ends the URLs

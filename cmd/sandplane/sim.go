@@ -33,7 +33,7 @@ func newSimCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Run a stateful Daytona API simulator on 127.0.0.1:4026",
-		Long: `Run a stateful simulator of the Daytona API (v0.190.0). Point the official
+		Long: `Run a stateful simulator of the Daytona API (v0.205.1). Point the official
 SDKs at it with DAYTONA_API_URL=http://127.0.0.1:4026/api and any
 DAYTONA_API_KEY (or one of --api-key). On an address that is not loopback
 --api-key is required, and only those keys are accepted.

@@ -25,6 +25,9 @@ const (
 	// ArchiveJob archives a stopped sandbox idle past its auto-archive
 	// interval.
 	ArchiveJob
+	// ExpireJob destroys a sandbox past its TTL deadline, whatever its
+	// state or activity.
+	ExpireJob
 )
 
 // Row is what the crons read of one sandbox.
@@ -38,14 +41,24 @@ type Row struct {
 	// The intervals in minutes, as the API stores them: AutoStop 0 never
 	// stops, AutoDelete below 0 never deletes.
 	AutoStop, AutoArchive, AutoDelete int
+	// AutoDestroyAt is the TTL deadline; zero for none.
+	AutoDestroyAt time.Time
 }
 
 // Due is the job the crons owe r at now, when a minute lasts minute. Each
 // cron compares lastActivityAt with now minus its interval, and only
 // considers rows that are settled: state equals desired and nothing is
-// pending. Auto-delete goes before auto-archive.
+// pending. Auto-delete goes before auto-archive. The TTL goes first of
+// all, and only asks that nothing be pending: a stopped sandbox the
+// auto-archive set to archive expires too.
 func Due(r Row, now time.Time, minute time.Duration) Job {
-	if r.Pool || !r.Settled || r.State != r.Desired {
+	if r.Pool || !r.Settled {
+		return NoJob
+	}
+	if !r.AutoDestroyAt.IsZero() && !now.Before(r.AutoDestroyAt) && r.Desired != WantDestroyed {
+		return ExpireJob
+	}
+	if r.State != r.Desired {
 		return NoJob
 	}
 	idle := func(interval int) bool {

@@ -35,6 +35,18 @@ func TestDue(t *testing.T) {
 		{"warm pool left alone", func() Row { r := row(Started, 1, 1, 1); r.Pool = true; return r }(), NoJob},
 		{"not settled", func() Row { r := row(Started, 1, 1, 1); r.Settled = false; return r }(), NoJob},
 		{"on its way elsewhere", func() Row { r := row(Started, 1, 1, 1); r.Desired = WantStopped; return r }(), NoJob},
+		{"past its TTL, busy or not", func() Row { r := row(Started, 0, 10080, -1); r.LastActivity = now; r.AutoDestroyAt = now; return r }(), ExpireJob},
+		{"TTL before auto-stop", func() Row { r := row(Started, 1, 1, 1); r.AutoDestroyAt = ago; return r }(), ExpireJob},
+		{"past its TTL on its way to archive", func() Row { r := row(Stopped, 15, 1, -1); r.Desired = WantArchived; r.AutoDestroyAt = ago; return r }(), ExpireJob},
+		{"within its TTL", func() Row { r := row(Started, 0, 10080, -1); r.AutoDestroyAt = now.Add(time.Nanosecond); return r }(), NoJob},
+		{"past its TTL, already going", func() Row {
+			r := row(Started, 0, 10080, -1)
+			r.Desired = WantDestroyed
+			r.AutoDestroyAt = ago
+			return r
+		}(), NoJob},
+		{"past its TTL, not settled", func() Row { r := row(Started, 0, 10080, -1); r.Settled = false; r.AutoDestroyAt = ago; return r }(), NoJob},
+		{"past its TTL in the warm pool", func() Row { r := row(Started, 0, 10080, -1); r.Pool = true; r.AutoDestroyAt = ago; return r }(), NoJob},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

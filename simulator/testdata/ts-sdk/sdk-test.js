@@ -4,7 +4,8 @@
 // SDK_SCENARIO picks what to drive: "lifecycle" (default), "resources"
 // (snapshots, volumes, links, the calls a container answers with an error,
 // SSH, metrics, resize, network settings), "file-urls" (pre-signed file
-// URLs, newest SDK only) or "docker-network" (the network
+// URLs, newest SDK only), "ttl" (create with ttlMinutes, get, list,
+// setTtl, delete; newest SDK only) or "docker-network" (the network
 // block, with OUTSIDE_URL a server beyond the sandbox's network). Prints one
 // JSON line of observations after its last call, and never calls
 // process.exit on success: the process must end by itself.
@@ -333,6 +334,32 @@ async function nativeBuild(daytona) {
   check(/--backend docker/.test(snapErr), 'the snapshot too')
 }
 
+// ttl drives the TTL of the newest SDK: ttlMinutes on create, the
+// autoDestroyAt it shows on get and list, setTtl and its 0, then delete.
+async function ttl(daytona) {
+  const sandbox = await daytona.create({ labels: { suite: 'ts-ttl' }, ttlMinutes: 60 }, { timeout: 60 })
+  seen.id = sandbox.id
+  seen.created = sandbox.state
+  seen.createdTTL = Boolean(sandbox.autoDestroyAt)
+  const got = await daytona.get(sandbox.id)
+  seen.gotTTL = got.autoDestroyAt === sandbox.autoDestroyAt
+  const listed = []
+  for await (const s of daytona.list({ labels: { suite: 'ts-ttl' } })) {
+    listed.push(s)
+  }
+  seen.listed = listed.length
+  seen.listedTTL = listed.length === 1 && listed[0].autoDestroyAt === sandbox.autoDestroyAt
+  await sandbox.setTtl(0)
+  await sandbox.refreshData()
+  seen.clearedTTL = !sandbox.autoDestroyAt
+  await sandbox.setTtl(30)
+  await sandbox.refreshData()
+  seen.resetTTL = Boolean(sandbox.autoDestroyAt)
+  seen.refused = await failsWith(() => sandbox.setTtl(-1), 'a negative TTL')
+  await sandbox.delete()
+  await gone(daytona, sandbox.id)
+}
+
 async function main() {
   const daytona = new Daytona({
     apiKey: process.env.DAYTONA_API_KEY,
@@ -343,6 +370,7 @@ async function main() {
     lifecycle,
     resources,
     'file-urls': fileURLs,
+    ttl,
     'docker-network': dockerNetwork,
     'docker-build': dockerBuild,
     'native-build': nativeBuild,
