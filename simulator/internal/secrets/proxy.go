@@ -173,8 +173,10 @@ func (p *Proxy) Start(addr string) (net.Addr, error) {
 	p.mitm = &http.Server{
 		Handler:           http.HandlerFunc(p.serveIntercepted),
 		ReadHeaderTimeout: time.Minute,
-		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, interceptedKey{}, c) },
-		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, interceptedKey{}, c)
+		},
+		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
 	go func() { _ = p.server.Serve(l) }()
 	go func() { _ = p.mitm.Serve(p.mitmL) }()

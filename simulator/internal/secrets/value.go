@@ -10,23 +10,21 @@ const redacted = "[REDACTED]"
 
 // Value is a secret's plaintext. Its only reader is the proxy's
 // substitution path; everything that prints, logs or encodes one sees
-// redacted. The plaintext sits behind a pointer so that a Value nested
-// in an unexported field of another struct, which fmt prints by
-// reflection without calling Value's methods, shows an address and not
-// the string.
-type Value struct{ b *box }
-
-type box struct{ s string }
+// redacted. The plaintext is held by a closure, not a field: a Value
+// nested in an unexported field of another struct is printed by fmt's
+// reflection without Value's methods, and even through a pointer, but
+// reflection shows a func as its address only.
+type Value struct{ get func() string }
 
 // NewValue wraps a plaintext the API received.
-func NewValue(s string) Value { return Value{&box{s}} }
+func NewValue(s string) Value { return Value{func() string { return s }} }
 
 // reveal is the one way back to the plaintext, for substitution only.
 func (v Value) reveal() string {
-	if v.b == nil {
+	if v.get == nil {
 		return ""
 	}
-	return v.b.s
+	return v.get()
 }
 
 // Len is the plaintext's length in bytes, for validation.
