@@ -75,7 +75,10 @@ func TestPauseAndResumeOnTheNoneBackend(t *testing.T) {
 		{"stop", func(id string) error { _, _, err := api.StopSandbox(h.ctx, id).Execute(); return err },
 			func(id string) bool { return h.get(id).GetState() == apiclient.SANDBOXSTATE_STOPPED }},
 		{"delete", func(id string) error { _, _, err := api.DeleteSandbox(h.ctx, id).Execute(); return err },
-			func(id string) bool { code, _, _ := h.raw("GET", "/api/sandbox/"+id, nil); return code == http.StatusNotFound }},
+			func(id string) bool {
+				code, _, _ := h.raw("GET", "/api/sandbox/"+id, nil)
+				return code == http.StatusNotFound
+			}},
 	} {
 		t.Run(end.name+" of a paused sandbox", func(t *testing.T) {
 			x := h.createOnFakeClock()
