@@ -426,14 +426,18 @@ func (s sandboxAPI) startSandbox(c *call) (reply, *apiError) {
 		if x.inFlight() {
 			return reply{}, errorf(http.StatusConflict, msgInProgress)
 		}
-		if x.State != stStopped && x.State != stArchived {
+		if x.State != stStopped && x.State != stArchived && x.State != stPaused {
 			return reply{}, errorf(http.StatusBadRequest, msgNotValidState)
 		}
+		resume := x.State == stPaused
 		x.Desired = dsStarted
 		x.Pending = true
 		x.UpdatedAt = s.clk.Now()
-		// The preview token rotates on every start from stopped or archived.
-		x.AuthToken = s.token(32, authTokenAlphabet)
+		if !resume {
+			// The preview token rotates on every start from stopped or
+			// archived; a resumed sandbox is the same running one.
+			x.AuthToken = s.token(32, authTokenAlphabet)
+		}
 		if c.fault.FailStart != "" {
 			x.failNext = &failure{Reason: c.fault.FailStart, Recoverable: c.fault.Recoverable}
 		}
@@ -474,7 +478,7 @@ func (s sandboxAPI) stopSandbox(c *call) (reply, *apiError) {
 		if sb.inFlight() {
 			return reply{}, errorf(http.StatusConflict, msgInProgress)
 		}
-		if sb.State != stStarted {
+		if sb.State != stStarted && sb.State != stPaused {
 			return reply{}, errorf(http.StatusBadRequest, msgNotStoppable)
 		}
 		if sb.ephemeral() {
@@ -492,12 +496,29 @@ func (s sandboxAPI) stopSandbox(c *call) (reply, *apiError) {
 	})
 }
 
+// pauseSandbox freezes a started sandbox: started → pausing → paused, its
+// processes stopped where they are with their memory kept, on a backend that
+// can (PauseBackend); elsewhere a change of state only, which the warning
+// header says. Start resumes it, as Daytona's start does.
 func (s sandboxAPI) pauseSandbox(c *call) (reply, *apiError) {
+	tbx := s.toolboxProxyURL(c.r)
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		if sb.State != stStarted {
-			return reply{}, errorf(http.StatusBadRequest, "Sandbox must be in started state to pause")
+			return reply{}, errorf(http.StatusBadRequest, msgNotPausable)
 		}
-		return reply{}, errorf(http.StatusUnprocessableEntity, "Pausing is not supported for this sandbox")
+		if sb.inFlight() {
+			return reply{}, errorf(http.StatusConflict, msgInProgress)
+		}
+		if _, ok := s.backend.(PauseBackend); !ok {
+			c.w.Header().Add(warningHeader, "the "+s.backend.Name()+" backend cannot freeze a workload: the pause is a change of state only")
+		}
+		sb.Desired = dsPaused
+		sb.Pending = true
+		sb.UpdatedAt = s.clk.Now()
+		sb.notify()
+		d := sb.dto(tbx, false)
+		s.eng.kick(sb)
+		return reply{http.StatusOK, d}, nil
 	})
 }
 

@@ -22,6 +22,8 @@ type (
 	NetworkBackend = backend.NetworkBackend
 	// ResizeBackend changes a running workload's CPU and memory.
 	ResizeBackend = backend.ResizeBackend
+	// PauseBackend freezes a running workload in place and lets it run on.
+	PauseBackend = backend.PauseBackend
 	// NetworkPolicy is a sandbox's network settings.
 	NetworkPolicy = backend.NetworkPolicy
 	// VolumeMount is one volume in a Workload.

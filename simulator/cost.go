@@ -27,7 +27,9 @@ type CostReport = cost.Report
 // object storage, which the simulator does not charge.
 func billingOf(state string) cost.Billing {
 	switch state {
-	case stCreating, stStarting, stStarted, stStopping, stRestoring, stDestroying:
+	// A paused sandbox keeps its memory, so its compute stays allocated.
+	case stCreating, stStarting, stStarted, stStopping, stRestoring, stDestroying,
+		stPausing, stPaused, stResuming:
 		return cost.Running
 	case stStopped, stArchiving, stError:
 		return cost.Stopped

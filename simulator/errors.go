@@ -29,6 +29,7 @@ const (
 	msgInProgress         = "Sandbox state change in progress"
 	msgErrored            = "Sandbox is in an errored state"
 	msgNotStoppable       = "Sandbox is not in a stoppable state"
+	msgNotPausable        = "Sandbox must be in started state to pause"
 	msgNotValidState      = "Sandbox is not in valid state"
 	msgNotStopped         = "Sandbox is not stopped"
 	msgEphemeralArchive   = "Ephemeral sandboxes cannot be archived"

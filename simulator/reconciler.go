@@ -51,8 +51,23 @@ func (s reconciler) plan(sb *sandbox) (step, bool) {
 	case engine.Stop:
 		force := sb.forceStop
 		st.work = func(ctx context.Context) (string, error) { return "", s.backend.Stop(ctx, id, force) }
+	case engine.Pause, engine.Resume:
+		st.work = s.freezeWork(id, next.Work == engine.Pause)
 	}
 	return st, true
+}
+
+// freezeWork pauses or resumes the sandbox's workload where the backend
+// can; elsewhere (the none backend) a pause is a change of state only.
+func (s reconciler) freezeWork(id string, pause bool) func(ctx context.Context) (string, error) {
+	pb, ok := s.backend.(PauseBackend)
+	if !ok {
+		return nil
+	}
+	if pause {
+		return func(ctx context.Context) (string, error) { return "", pb.Pause(ctx, id) }
+	}
+	return func(ctx context.Context) (string, error) { return "", pb.Resume(ctx, id) }
 }
 
 // kick moves sb towards its desired state as far as it can go right now.
@@ -139,6 +154,10 @@ func (s reconciler) finish(sb *sandbox, st step, gen uint64, url string, err err
 		}
 	case stStarted:
 		sb.ErrorReason = nil
+		if st.Work == engine.Resume {
+			// The same workload runs on, at the same toolbox.
+			break
+		}
 		sb.toolboxURL = url
 		if sb.policy() != st.network {
 			// Changed while the workload started, which applied the

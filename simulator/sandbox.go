@@ -29,12 +29,15 @@ const (
 	stUnknown          = engine.Unknown
 	stArchived         = engine.Archived
 	stArchiving        = engine.Archiving
+	stPausing          = engine.Pausing
 	stPaused           = engine.Paused
+	stResuming         = engine.Resuming
 
 	dsDestroyed = engine.WantDestroyed
 	dsStarted   = engine.WantStarted
 	dsStopped   = engine.WantStopped
 	dsArchived  = engine.WantArchived
+	dsPaused    = engine.WantPaused
 )
 
 // isoMillis is JavaScript's Date.toISOString.
@@ -156,6 +159,14 @@ func (sb *sandbox) displayState(listItem bool) string {
 	case sb.State == stStarted && sb.Desired == dsStopped:
 		return stStopping
 	case sb.State == stStarted && sb.Desired == dsDestroyed:
+		return stDestroying
+	case sb.State == stStarted && sb.Desired == dsPaused:
+		return stPausing
+	case sb.State == stPaused && sb.Desired == dsStarted:
+		return stResuming
+	case sb.State == stPaused && sb.Desired == dsStopped:
+		return stStopping
+	case sb.State == stPaused && sb.Desired == dsDestroyed:
 		return stDestroying
 	case sb.State == stStopped && sb.Desired == dsStarted:
 		return stStarting

@@ -97,7 +97,6 @@ func TestRequestsAreValidatedAgainstTheSpec(t *testing.T) {
 		{"negative autostop", "POST", "/api/sandbox/" + sb.Id + "/autostop/-1", nil, 400, "Auto-stop interval must be non-negative"},
 		{"public takes any string", "POST", "/api/sandbox/" + sb.Id + "/public/nope", nil, 201, ""},
 		{"name conflict", "POST", "/api/sandbox", map[string]any{"name": sb.Name}, 409, "Sandbox with name " + sb.Name + " already exists"},
-		{"pause a container", "POST", "/api/sandbox/" + sb.Id + "/pause", nil, 422, "Pausing is not supported for this sandbox"},
 		{"resize, its feature flag on", "POST", "/api/sandbox/" + sb.Id + "/resize", map[string]any{"cpu": 2}, 200, ""},
 		{"resize to nothing", "POST", "/api/sandbox/" + sb.Id + "/resize", map[string]any{}, 400, "At least one of cpu, memory or disk must be given"},
 		{"shrink the disk", "POST", "/api/sandbox/" + sb.Id + "/resize", map[string]any{"disk": 1}, 400, "Disk size cannot be decreased"},

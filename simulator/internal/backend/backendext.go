@@ -101,3 +101,20 @@ func NetworkNote(be Backend) string {
 	}
 	return "network settings are recorded but not enforced on the " + be.Name() + " backend: the workload keeps the host's network"
 }
+
+// PauseBackend is implemented by backends that freeze a running workload
+// in place, as Daytona's pause does: its processes stop where they are and
+// keep their memory, and Resume lets the same processes run on. Without it
+// a pause is a state change only.
+type PauseBackend interface {
+	// Pause freezes the workload of sandboxID and returns once nothing of
+	// it runs. Pausing a paused workload is not an error; a sandbox with
+	// no running workload is. While paused, Toolbox and Port still route,
+	// but nothing answers there.
+	Pause(ctx context.Context, sandboxID string) error
+	// Resume lets a paused workload run on. Resuming a workload that is
+	// not paused is not an error; a sandbox with no running workload is.
+	// Stop and Remove resume a paused workload themselves, so that its
+	// processes see the SIGTERM of a graceful stop.
+	Resume(ctx context.Context, sandboxID string) error
+}

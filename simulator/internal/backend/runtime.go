@@ -96,9 +96,11 @@ type workload struct {
 	id      string
 	handle  driver.Handle
 	running bool
-	port    int
-	dir     string
-	token   string
+	// paused is set while a PauseBackend has the workload frozen.
+	paused bool
+	port   int
+	dir    string
+	token  string
 	// transport pools the connections to this workload only, so that a
 	// connection to one sandbox is never reused for another's request.
 	transport *http.Transport
@@ -370,6 +372,7 @@ func (b *runtimeBackend) environ(w Workload, home string, port int, token string
 }
 
 func (b *runtimeBackend) Stop(ctx context.Context, sandboxID string, force bool) error {
+	b.thawForStop(ctx, sandboxID)
 	b.mu.Lock()
 	wl := b.workloads[sandboxID]
 	if wl == nil || !wl.running {
@@ -386,7 +389,7 @@ func (b *runtimeBackend) Stop(ctx context.Context, sandboxID string, force bool)
 		return err
 	}
 	b.mu.Lock()
-	wl.running = false
+	wl.running, wl.paused = false, false
 	t := wl.transport
 	wl.transport = nil
 	b.mu.Unlock()
@@ -403,6 +406,7 @@ func (b *runtimeBackend) Remove(ctx context.Context, sandboxID string) error {
 	if wl == nil {
 		return nil
 	}
+	b.thawForStop(ctx, sandboxID)
 	if wl.handle != (driver.Handle{}) {
 		if err := b.cfg.Runtime.Stop(ctx, wl.handle, 0); err != nil {
 			return err

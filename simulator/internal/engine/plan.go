@@ -14,6 +14,10 @@ const (
 	Stop
 	// Remove deletes the workload and everything it had.
 	Remove
+	// Pause freezes the running workload, which keeps its memory.
+	Pause
+	// Resume lets a paused workload run on.
+	Resume
 )
 
 // Step is one move towards the desired state: the raw state shows Via
@@ -38,8 +42,14 @@ func Plan(state, desired string, p Profile) (Step, bool) {
 		return planDestroy(state, p)
 	case WantStarted:
 		return planStart(state, p)
+	case WantPaused:
+		if state == Started || state == Pausing {
+			return Step{Via: Pausing, To: Paused, Delay: p.Pause, Work: Pause}, true
+		}
 	case WantStopped:
-		if state == Started || state == Stopping {
+		// A paused sandbox stops as a started one does: the backend thaws
+		// it first.
+		if state == Started || state == Stopping || state == Paused {
 			return Step{Via: Stopping, To: Stopped, Delay: p.Stop, Work: Stop}, true
 		}
 	case WantArchived:
@@ -55,7 +65,7 @@ func Plan(state, desired string, p Profile) (Step, bool) {
 // pending_build) go straight to destroyed.
 func planDestroy(state string, p Profile) (Step, bool) {
 	switch state {
-	case Started, Stopped, Destroying:
+	case Started, Stopped, Paused, Destroying:
 		return Step{Via: Destroying, To: Destroyed, Delay: p.Destroy, Work: Remove}, true
 	case Destroyed:
 		return Step{}, false
@@ -76,6 +86,8 @@ func planStart(state string, p Profile) (Step, bool) {
 		return Step{Via: Starting, To: Started, Delay: p.Start, Work: Start}, true
 	case Archived, Restoring:
 		return Step{Via: Restoring, To: Started, Delay: p.Restore, Work: Start}, true
+	case Paused, Resuming:
+		return Step{Via: Resuming, To: Started, Delay: p.Resume, Work: Resume}, true
 	}
 	return Step{}, false
 }

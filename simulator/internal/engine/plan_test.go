@@ -35,8 +35,19 @@ func TestPlan(t *testing.T) {
 		{Error, WantStarted, none},
 		{BuildFailed, WantStarted, none},
 
-		// Towards stopped: only from started.
+		// Resuming a paused sandbox is a start.
+		{Paused, WantStarted, Step{Resuming, Started, p.Resume, Resume}},
+		{Resuming, WantStarted, Step{Resuming, Started, p.Resume, Resume}},
+
+		// Towards paused: only from started.
+		{Started, WantPaused, Step{Pausing, Paused, p.Pause, Pause}},
+		{Pausing, WantPaused, Step{Pausing, Paused, p.Pause, Pause}},
+		{Paused, WantPaused, none},
+		{Stopped, WantPaused, none},
+
+		// Towards stopped: from started, or paused.
 		{Started, WantStopped, Step{Stopping, Stopped, p.Stop, Stop}},
+		{Paused, WantStopped, Step{Stopping, Stopped, p.Stop, Stop}},
 		{Stopping, WantStopped, Step{Stopping, Stopped, p.Stop, Stop}},
 		{Archived, WantStopped, none},
 		{Error, WantStopped, none},
@@ -50,6 +61,7 @@ func TestPlan(t *testing.T) {
 		// straight there from the others, errored ones included.
 		{Started, WantDestroyed, Step{Destroying, Destroyed, p.Destroy, Remove}},
 		{Stopped, WantDestroyed, Step{Destroying, Destroyed, p.Destroy, Remove}},
+		{Paused, WantDestroyed, Step{Destroying, Destroyed, p.Destroy, Remove}},
 		{Destroying, WantDestroyed, Step{Destroying, Destroyed, p.Destroy, Remove}},
 		{Error, WantDestroyed, Step{"", Destroyed, p.Destroy, Remove}},
 		{BuildFailed, WantDestroyed, Step{"", Destroyed, p.Destroy, Remove}},
@@ -74,10 +86,11 @@ func TestPlanReachesEveryDesiredState(t *testing.T) {
 		desired string
 		from    []string
 	}{
-		{WantStarted, []string{Unknown, Creating, Stopped, Starting, Archived, Restoring, PendingBuild}},
-		{WantStopped, []string{Started, Stopping}},
+		{WantStarted, []string{Unknown, Creating, Stopped, Starting, Archived, Restoring, PendingBuild, Paused, Resuming}},
+		{WantStopped, []string{Started, Stopping, Paused}},
+		{WantPaused, []string{Started, Pausing}},
 		{WantArchived, []string{Stopped, Archiving}},
-		{WantDestroyed, []string{Unknown, Started, Stopped, Archived, Error, BuildFailed, PendingBuild, Destroying}},
+		{WantDestroyed, []string{Unknown, Started, Stopped, Paused, Archived, Error, BuildFailed, PendingBuild, Destroying}},
 	}
 	for _, tc := range tests {
 		for _, from := range tc.from {

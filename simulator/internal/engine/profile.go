@@ -33,6 +33,10 @@ type Profile struct {
 	Archive Range
 	// Restore is archived→restoring→started.
 	Restore Range
+	// Pause is started→pausing→paused.
+	Pause Range
+	// Resume is paused→resuming→started.
+	Resume Range
 	// Build is pending_build→building_snapshot→unknown for buildInfo creates.
 	Build Range
 	// Backup is how long createBackup takes to complete.
@@ -52,6 +56,8 @@ func DaytonaProfile() Profile {
 		Create:  Range{1200 * time.Millisecond, 1700 * time.Millisecond},
 		Start:   Range{700 * time.Millisecond, 800 * time.Millisecond},
 		Restore: Range{33 * time.Second, 66 * time.Second},
+		Pause:   Range{300 * time.Millisecond, 600 * time.Millisecond},
+		Resume:  Range{300 * time.Millisecond, 600 * time.Millisecond},
 		Stop:    Range{400 * time.Millisecond, 900 * time.Millisecond},
 		Destroy: Range{300 * time.Millisecond, 600 * time.Millisecond},
 		Archive: Range{10 * time.Second, 20 * time.Second},

@@ -17,7 +17,9 @@ const (
 	BuildFailed      = "build_failed"
 	PendingBuild     = "pending_build"
 	BuildingSnapshot = "building_snapshot"
+	Pausing          = "pausing"
 	Paused           = "paused"
+	Resuming         = "resuming"
 )
 
 // Desired states (Daytona's SandboxDesiredState). They share their spelling
@@ -28,6 +30,7 @@ const (
 	WantStarted   = Started
 	WantStopped   = Stopped
 	WantArchived  = Archived
+	WantPaused    = Paused
 )
 
 // Errored reports whether state is one a sandbox stays in until it is
