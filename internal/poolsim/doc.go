@@ -19,7 +19,8 @@
 // prints.
 //
 // The driver jumps the clock from event to event whenever the process is
-// quiet, so a day takes seconds and the same seed gives the same figures.
+// quiet, so a day takes seconds, and on an idle machine the same seed gives
+// the same figures (on a loaded one a late goroutine can shift a few).
 // It reads the whole process's scheduler: run one simulation at a time, in
 // a process that does nothing else meanwhile (a test binary, the CLI).
 package poolsim

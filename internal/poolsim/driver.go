@@ -19,7 +19,7 @@ import (
 // (on the fake clock, a channel, a lock held by another waiter) and no HTTP
 // message is on its way between client and server, it jumps the clock to
 // the next timer. A day of traffic then takes seconds, and every duration in
-// it is exact: the same seed gives the same figures.
+// it is exact on an idle machine: the same seed gives the same figures.
 //
 // Quiet is judged from the scheduler (no goroutine running but the driver,
 // none runnable, none in a system call) and from the messages in transit: a
