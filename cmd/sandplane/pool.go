@@ -47,6 +47,7 @@ pool's timers are its defaults (auto-stop 15 min, auto-delete 30 min).`,
 			if err := loadModel(&o, stages, traffic); err != nil {
 				return err
 			}
+			o = o.WithDefaults()
 			results, err := poolsim.Run(cmd.Context(), o)
 			if cmd.Context().Err() != nil {
 				return provider.Errorf(provider.Canceled, "interrupted: the simulated day did not end, so there is no table")
@@ -55,10 +56,7 @@ pool's timers are its defaults (auto-stop 15 min, auto-delete 30 min).`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if o.Stages == (poolsim.Stages{}) {
-				o.Stages = poolsim.DefaultStages()
-			}
-			fmt.Fprintf(out, "a simulated day of %d turns in %d conversations\n", results[0].Turns, conversationsOf(o))
+			fmt.Fprintf(out, "a simulated day of %d turns in %d conversations\n", results[0].Turns, len(o.Traffic))
 			if err := poolsim.WriteStages(out, o.Stages); err != nil {
 				return err
 			}
@@ -96,13 +94,6 @@ func loadModel(o *poolsim.Options, stages, traffic string) error {
 		}
 	}
 	return nil
-}
-
-func conversationsOf(o poolsim.Options) int {
-	if o.Traffic != nil {
-		return len(o.Traffic)
-	}
-	return o.Conversations
 }
 
 func newPoolVerifyCmd() *cobra.Command {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
 )
 
@@ -39,12 +40,15 @@ type driver struct {
 	// idleSyscalls is how many goroutines were in a system call before
 	// the run began.
 	idleSyscalls uint64
+	// wall paces the driver's own yields: the one clock here that is not
+	// simulated.
+	wall clock.Clock
 }
 
 const driverHeader = "X-Driver-Request"
 
 func newDriver(clk *clocktest.Fake, base http.RoundTripper) *driver {
-	d := &driver{clk: clk, base: base, transit: map[string]bool{}, buf: make([]byte, 1<<20), sched: []metrics.Sample{
+	d := &driver{clk: clk, wall: clock.Real(), base: base, transit: map[string]bool{}, buf: make([]byte, 1<<20), sched: []metrics.Sample{
 		{Name: "/sched/goroutines/running:goroutines"},
 		{Name: "/sched/goroutines/runnable:goroutines"},
 		{Name: "/sched/goroutines/not-in-go:goroutines"},
@@ -146,18 +150,18 @@ func (d *driver) settle() {
 		}
 		// Yield to goroutines in a syscall, which Gosched does not wait
 		// for; settle loops until quiet however long that takes.
-		time.Sleep(10 * time.Microsecond) // a yield; the loop runs until quiet
+		_ = clock.Sleep(context.Background(), d.wall, 10*time.Microsecond)
 	}
 }
 
 // runUntil jumps from event to event up to end, or until ctx ends.
 func (d *driver) runUntil(ctx context.Context, end time.Time) {
 	steps := 0
-	began := time.Now()
+	began := d.wall.Now()
 	for ctx.Err() == nil {
 		steps++
 		if os.Getenv("DRIVER_DEBUG") != "" && steps%500 == 0 {
-			fmt.Fprintf(os.Stderr, "driver: %d steps, sim %s, wall %s\n", steps, d.clk.Now().Format("15:04:05"), time.Since(began))
+			fmt.Fprintf(os.Stderr, "driver: %d steps, sim %s, wall %s\n", steps, d.clk.Now().Format("15:04:05"), d.wall.Since(began))
 		}
 		d.settle()
 		next, ok := d.clk.Next()

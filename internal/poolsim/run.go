@@ -40,7 +40,9 @@ type Options struct {
 	RunningUSDPerHour, StoppedUSDPerHour float64
 }
 
-func (o Options) withDefaults() Options {
+// WithDefaults is o with every zero field at its default: the options Run
+// uses.
+func (o Options) WithDefaults() Options {
 	if o.Stages == (Stages{}) {
 		o.Stages = DefaultStages()
 	}
@@ -88,7 +90,7 @@ type sample struct {
 // once on one simulator and one fake clock, and returns a Result per
 // policy in that order.
 func Run(ctx context.Context, o Options) ([]Result, error) {
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	midnight := time.Date(2025, 3, 3, 0, 0, 0, 0, time.UTC)
 	clk := clocktest.NewFake(midnight)
 	drv := newDriver(clk, &http.Transport{MaxIdleConnsPerHost: 256})
