@@ -131,15 +131,32 @@ func (p *Provider) Info(ctx context.Context) (*provider.Info, error) {
 	if err != nil {
 		return nil, p.classify(err)
 	}
-	// GET /v1/info answers without the token: its answer says nothing of
-	// the token, but a refusal does.
+	// GET /v1/info answers without the token, so its status says nothing
+	// of the token; its auth (from daemons that send one) and a refusal do.
 	if err := p.answer(resp.StatusCode(), resp.Body, resp.JSON200 != nil); err != nil {
 		if provider.EvidenceOf(err) == provider.EvidenceRefused {
 			p.observe(err)
 		}
 		return nil, err
 	}
+	if said, err := infoAuthErr(resp.JSON200.Auth); said {
+		p.observe(err)
+	}
 	return resp.JSON200, nil
+}
+
+// infoAuthErr is the evidence GET /v1/info's auth gives about the token the
+// call carried: nil for accepted, unauthenticated with the daemon's why
+// for refused; said is false when the daemon said nothing (one from
+// before info carried auth).
+func infoAuthErr(auth provider.Auth) (said bool, err error) {
+	switch auth.State {
+	case provider.AuthAuthenticated:
+		return true, nil
+	case provider.AuthRequired:
+		return true, provider.Errorf(provider.Unauthenticated, "%s", auth.Why)
+	}
+	return false, nil
 }
 
 // checkVersion warns once when the daemon speaks another contract version.

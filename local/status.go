@@ -14,8 +14,10 @@ var _ provider.StatusReporter = (*Provider)(nil)
 // and answers not_found once the token is accepted.
 const statusProbe = "-status-probe"
 
-// Status asks the daemon who it is, then makes a call that needs the token:
-// GET /v1/info answers without one, so it alone cannot tell a refused token.
+// Status asks the daemon who it is and whether it takes the token: GET
+// /v1/info answers without one and says in its auth what the token is
+// worth (a daemon whose info does not say is asked with a call that needs
+// the token).
 // A daemon address is always configured (AGENT_CONTROL_PLANE_URL or the
 // default), so what can fail is the answer: nobody listening, a token the
 // daemon refuses, or something else on the port.
@@ -26,9 +28,7 @@ func (p *Provider) Status(ctx context.Context) provider.Status {
 		err = provider.Errorf(provider.Unavailable, "%s answers but is not a sandplane daemon (it says %q): set %s to the daemon's address", p.base, info.Name, EnvURL)
 	}
 	if err == nil {
-		if _, err = p.Get(ctx, statusProbe); provider.IsNotFound(err) {
-			err = nil
-		}
+		err = p.tokenAccepted(ctx, info)
 	}
 	st.Auth = p.auth.Auth()
 	if err != nil {
@@ -40,4 +40,17 @@ func (p *Provider) Status(ctx context.Context) provider.Status {
 	}
 	st.Authenticated = true
 	return st
+}
+
+// tokenAccepted is nil when the daemon takes the token: its info says so,
+// or, from a daemon whose info does not, a call that needs the token is
+// answered.
+func (p *Provider) tokenAccepted(ctx context.Context, info *provider.Info) error {
+	if said, err := infoAuthErr(info.Auth); said {
+		return err
+	}
+	if _, err := p.Get(ctx, statusProbe); err != nil && !provider.IsNotFound(err) {
+		return err
+	}
+	return nil
 }

@@ -7,24 +7,25 @@ import (
 	"time"
 
 	"github.com/sandplane/sandplane/provider/clock"
+	"github.com/sandplane/sandplane/provider/wire"
 )
 
 // AuthState is what the evidence so far says about a provider's
 // credentials: what a host's health page shows, and what tells it whether a
 // person must act.
-type AuthState string
+type AuthState = wire.AuthState
 
 const (
 	// AuthUnconfigured: the settings the provider needs are missing.
-	AuthUnconfigured AuthState = "unconfigured"
+	AuthUnconfigured = wire.AuthUnconfigured
 	// AuthConfigured: the settings are present and nothing remote has said
 	// more (yet, or for RemoteEvidenceTTL).
-	AuthConfigured AuthState = "configured"
+	AuthConfigured = wire.AuthConfigured
 	// AuthAuthenticated: a request with these settings was answered.
-	AuthAuthenticated AuthState = "authenticated"
+	AuthAuthenticated = wire.AuthAuthenticated
 	// AuthRequired: the backend refused these credentials; a person must
 	// log in or fix the key.
-	AuthRequired AuthState = "required"
+	AuthRequired = wire.AuthRequired
 )
 
 // RemoteEvidenceTTL is how long what the backend said stands: past it, the
@@ -91,12 +92,9 @@ func Fingerprint(secret string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// Auth is the settled answer: the state, since when, and why.
-type Auth struct {
-	State AuthState `json:"state"`
-	Since time.Time `json:"since,omitzero"`
-	Why   string    `json:"why,omitempty"`
-}
+// Auth is the settled answer: the state, since when, and why. The daemon's
+// GET /v1/info carries one about the caller's own token.
+type Auth = wire.Auth
 
 // AuthEvidence is what is known about one credential: the last word of
 // the local settings and of the backend. Its methods are pure, so that its

@@ -50,6 +50,9 @@ dashboard's address. Exit code 4 means no daemon answers.`,
 		fmt.Fprintf(tw, "provider:\t%s\n", p.Traits().Name)
 		fmt.Fprintf(tw, "name:\t%s\n", info.Name)
 		fmt.Fprintf(tw, "version:\t%s (API %s)\n", info.Version, info.APIVersion)
+		if info.Auth.State != "" {
+			fmt.Fprintf(tw, "credentials:\t%s\n", info.Auth.State)
+		}
 		if isLocal {
 			fmt.Fprintf(tw, "url:\t%s\n", lp.URL())
 			fmt.Fprintf(tw, "dashboard:\t%s\n", dashboardURL(p))

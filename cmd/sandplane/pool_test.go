@@ -69,3 +69,28 @@ func TestPoolSimulateRefusesBadInput(t *testing.T) {
 		})
 	}
 }
+
+// pool verify is the zero-leak check a host runs after its pool shut down:
+// a live sandbox with the pool's label fails it, naming the sandbox; a
+// stopped one, another pool's, or none at all passes.
+func TestPoolVerifyNamesWhatALivePoolLeft(t *testing.T) {
+	d := startCLIDaemon(t)
+	require.Equal(t, 0, d.cli(t, "create", "--auto-stop", "0", "--name", "leak", "--label", "sandplane.pool=agents").code)
+	require.Equal(t, 0, d.cli(t, "create", "--auto-stop", "0", "--name", "parked", "--label", "sandplane.pool=agents").code)
+	require.Equal(t, 0, d.cli(t, "stop", "parked").code)
+	require.Equal(t, 0, d.cli(t, "create", "--auto-stop", "0", "--name", "theirs", "--label", "sandplane.pool=other").code)
+
+	r := d.cli(t, "pool", "verify", "--name", "agents")
+	assert.Equal(t, 2, r.code, "a live sandbox is a leak: %s", r.stderr)
+	assert.Contains(t, r.stderr, `pool "agents": 1 live sandboxes remain: leak (started)`)
+	assert.NotContains(t, r.stderr, "parked", "a stopped sandbox reaps itself")
+	assert.NotContains(t, r.stderr, "theirs", "another pool's sandbox is not this pool's leak")
+
+	require.Equal(t, 0, d.cli(t, "rm", "leak").code)
+	r = d.cli(t, "pool", "verify", "--name", "agents")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "pool agents: no live sandbox\n", r.stdout)
+
+	r = d.cli(t, "pool", "verify", "--name", "nobody")
+	assert.Equal(t, 0, r.code, r.stderr)
+}

@@ -32,7 +32,9 @@ func withRequest(f api.StrictHandlerFunc, _ string) api.StrictHandlerFunc {
 }
 
 func (a strictAPI) GetInfo(ctx context.Context, _ api.GetInfoRequestObject) (api.GetInfoResponseObject, error) {
-	return api.GetInfo200JSONResponse(a.s.info(a.s.authenticated(ctx))), nil
+	info := a.s.info(a.s.authenticated(ctx))
+	info.Auth = a.s.callerAuth(ctx)
+	return api.GetInfo200JSONResponse(info), nil
 }
 
 // info describes the daemon. Without the token it says only what a probe

@@ -354,6 +354,29 @@ func (s *Server) authenticated(ctx context.Context) bool {
 	return s.opts.Token == "" || ctx.Value(authenticatedKey{}) != nil
 }
 
+// refusedTokenKey marks an open request that carried a token other than the
+// daemon's, so that GET /v1/info can tell the caller its token is wrong
+// rather than missing.
+type refusedTokenKey struct{}
+
+// callerAuth is what the request's credentials are worth, as GET /v1/info
+// tells its caller: the daemon holds no remote credential, so the evidence
+// it has is the caller's own token, taken now.
+func (s *Server) callerAuth(ctx context.Context) provider.Auth {
+	auth := provider.Auth{State: provider.AuthRequired, Since: s.opts.Clock.Now()}
+	switch {
+	case s.opts.Token == "":
+		auth.State, auth.Why = provider.AuthAuthenticated, "the daemon was started without a token: it takes every local caller"
+	case s.authenticated(ctx):
+		auth.State, auth.Why = provider.AuthAuthenticated, "this request carried the daemon's token"
+	case ctx.Value(refusedTokenKey{}) != nil:
+		auth.Why = "this request's bearer token is not the daemon's: send the token it was started with (its --token-file, or SANDPLANE_TOKEN)"
+	default:
+		auth.Why = "this request carried no token: send Authorization: Bearer <token> with the token the daemon was started with (its --token-file, or SANDPLANE_TOKEN)"
+	}
+	return auth
+}
+
 // bearer returns the token of an Authorization header. The scheme is
 // case-insensitive (RFC 9110, section 11.1).
 func bearer(header string) string {
@@ -389,6 +412,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		// from a squatter, and to the dashboard's pages, which without the
 		// token are an empty shell that asks for it.
 		if openPath(r) || dashboardShell(r) {
+			if got != "" {
+				r = r.WithContext(context.WithValue(r.Context(), refusedTokenKey{}, true))
+			}
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -360,11 +360,13 @@ func TestInfoWithoutTheTokenTellsOnlyWhatAProbeNeeds(t *testing.T) {
 		name    string
 		headers []string
 		full    bool
+		auth    wire.AuthState
+		why     string
 	}{
-		{"no credentials", nil, false},
-		{"wrong token", []string{"Authorization", "Bearer wrong"}, false},
-		{"token", []string{"Authorization", "Bearer s3cret-token"}, true},
-		{"an older daemon's cookie", []string{"Cookie", legacyTokenCookie + "=s3cret-token"}, false},
+		{"no credentials", nil, false, wire.AuthRequired, "this request carried no token: send Authorization: Bearer <token>"},
+		{"wrong token", []string{"Authorization", "Bearer wrong"}, false, wire.AuthRequired, "this request's bearer token is not the daemon's"},
+		{"token", []string{"Authorization", "Bearer s3cret-token"}, true, wire.AuthAuthenticated, "this request carried the daemon's token"},
+		{"an older daemon's cookie", []string{"Cookie", legacyTokenCookie + "=s3cret-token"}, false, wire.AuthRequired, "carried no token"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -375,8 +377,14 @@ func TestInfoWithoutTheTokenTellsOnlyWhatAProbeNeeds(t *testing.T) {
 			assert.Equal(t, "sandplane", raw["name"])
 			assert.Equal(t, "test", raw["version"])
 			assert.Equal(t, apiVersion, raw["apiVersion"])
+			var info wire.Info
+			require.NoError(t, json.Unmarshal([]byte(a.body), &info))
+			assert.Equal(t, tt.auth, info.Auth.State, "the caller learns what its token is worth")
+			assert.Contains(t, info.Auth.Why, tt.why)
+			assert.False(t, info.Auth.Since.IsZero(), "the evidence says when it was taken")
+			assert.NotContains(t, a.body, "wrong", "the token sent is never echoed")
 			if !tt.full {
-				assert.ElementsMatch(t, []string{"name", "version", "apiVersion"}, keys(raw), a.body)
+				assert.ElementsMatch(t, []string{"name", "version", "apiVersion", "auth"}, keys(raw), a.body)
 				assert.NotContains(t, a.body, m.Root())
 				return
 			}
@@ -408,6 +416,7 @@ func TestInfoAndDashboard(t *testing.T) {
 	assert.Equal(t, apiVersion, info.APIVersion)
 	assert.Equal(t, []string{manager.DefaultSnapshot}, info.Snapshots)
 	assert.Equal(t, wire.PIDNamespace, info.Containment)
+	assert.Equal(t, wire.AuthAuthenticated, info.Auth.State, "a daemon without a token takes every local caller")
 	a = do(t, ts, "GET", "/", "")
 	assert.Equal(t, 200, a.status)
 	assert.Contains(t, a.body, "shown")

@@ -7,6 +7,30 @@ import (
 	"time"
 )
 
+// Defines values for AuthState.
+const (
+	AuthAuthenticated AuthState = "authenticated"
+	AuthConfigured    AuthState = "configured"
+	AuthRequired      AuthState = "required"
+	AuthUnconfigured  AuthState = "unconfigured"
+)
+
+// Valid indicates whether the value is a known member of the AuthState enum.
+func (e AuthState) Valid() bool {
+	switch e {
+	case AuthAuthenticated:
+		return true
+	case AuthConfigured:
+		return true
+	case AuthRequired:
+		return true
+	case AuthUnconfigured:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorCode.
 const (
 	AlreadyExists      ErrorCode = "already_exists"
@@ -178,6 +202,21 @@ func (e SandboxState) Valid() bool {
 	}
 }
 
+// Auth The settled answer about a caller's credentials, from the evidence so far, as a host's health page shows it.
+type Auth struct {
+	// Since When the evidence behind the answer was taken.
+	Since time.Time `json:"since,omitempty,omitzero"`
+
+	// State unconfigured: the settings are missing. configured: they are there and nothing remote has said more. authenticated: a request with them was answered. required: they were refused, and a person must log in or fix the key.
+	State AuthState `json:"state"`
+
+	// Why What was learnt, in the words of the person who runs the host.
+	Why string `json:"why,omitempty"`
+}
+
+// AuthState unconfigured: the settings are missing. configured: they are there and nothing remote has said more. authenticated: a request with them was answered. required: they were refused, and a person must log in or fix the key.
+type AuthState string
+
 // AutoStopRequest defines model for AutoStopRequest.
 type AutoStopRequest struct {
 	// Interval Minutes; 0 disables auto-stop.
@@ -300,6 +339,9 @@ type Info struct {
 
 	// APIVersion The major version of this contract ("v1").
 	APIVersion string `json:"apiVersion"`
+
+	// Auth The settled answer about a caller's credentials, from the evidence so far, as a host's health page shows it.
+	Auth Auth `json:"auth,omitempty,omitzero"`
 
 	// Containment How native sandboxes are contained. pid-namespace: each runs under an init in its own PID namespace, and the kernel ends every process of it when it stops. process-group: the fallback where namespaces are unavailable; a process that calls setsid outlives its sandbox.
 	Containment InfoContainment `json:"containment,omitempty"`

@@ -445,6 +445,7 @@ describe("a daemon with a token", { timeout: 60_000 }, () => {
       const probe = await anon.info();
       assert.equal(probe.name, "sandplane");
       assert.equal(probe.pid, undefined, "info without the token holds only name and versions");
+      assert.equal(probe.auth?.state, "required", "and says the caller needs the token");
       await assert.rejects(
         (async () => {
           for await (const _ of anon.events()) {
@@ -455,9 +456,12 @@ describe("a daemon with a token", { timeout: 60_000 }, () => {
       );
       const wrong = new ControlPlaneClient({ baseUrl: d.url, token: "wrong", checkVersion: false });
       assert.equal((await failure(() => wrong.list())).code, "unauthenticated");
+      assert.match((await wrong.info()).auth?.why ?? "", /not the daemon's/);
 
       const client = new ControlPlaneClient({ baseUrl: d.url, token: "ts-test-token" });
-      assert.equal((await client.info()).pid, d.pid);
+      const info = await client.info();
+      assert.equal(info.pid, d.pid);
+      assert.equal(info.auth?.state, "authenticated");
       await withSandboxes(client, async (made) => {
         const sb = await client.create({ labels: { suite: "token" } });
         made.push(sb.id);

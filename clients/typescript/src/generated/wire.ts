@@ -49,6 +49,23 @@ export interface components {
              * @enum {string}
              */
             containment?: "pid-namespace" | "process-group";
+            /** @description What this request's credentials are worth: authenticated when it carried the daemon's token (or the daemon takes every local caller), required when it carried none or another, with why and what to do. Every call but GET /v1/info and the probes needs the token. */
+            auth?: components["schemas"]["Auth"];
+        };
+        /** @description The settled answer about a caller's credentials, from the evidence so far, as a host's health page shows it. */
+        Auth: {
+            /**
+             * @description unconfigured: the settings are missing. configured: they are there and nothing remote has said more. authenticated: a request with them was answered. required: they were refused, and a person must log in or fix the key.
+             * @enum {string}
+             */
+            state: "unconfigured" | "configured" | "authenticated" | "required";
+            /**
+             * Format: date-time
+             * @description When the evidence behind the answer was taken.
+             */
+            since?: string;
+            /** @description What was learnt, in the words of the person who runs the host. */
+            why?: string;
         };
         /** @enum {string} */
         Runtime: "native" | "docker";

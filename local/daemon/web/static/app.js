@@ -522,8 +522,11 @@
       }
       try {
         const info = await api("GET", "/v1/info");
-        // /v1/info answers a wrong token too, with name and versions only.
-        if (!info.rootDir) throw new Unauthorized("the token is not this daemon's");
+        // /v1/info answers a wrong token too, with name and versions only
+        // and an auth that says why (a daemon before auth: no rootDir).
+        if (info.auth?.state === "required" || !info.rootDir) {
+          throw new Unauthorized(info.auth?.why || "the token is not this daemon's");
+        }
         fillInfo(info);
       } catch (err) {
         if (err instanceof Unauthorized) askToken(`The daemon refused the token: ${err.message}`);
