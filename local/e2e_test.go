@@ -341,11 +341,13 @@ func TestServeRefusesATakenPort(t *testing.T) {
 	require.NoError(t, err)
 	defer squatter.Close()
 	go http.Serve(squatter, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") }))
-	out, err := exec.Command(testdaemon.Binary(t), "serve", "--listen", squatter.Addr().String(), "--root", t.TempDir()).CombinedOutput()
+	root := filepath.Join(t.TempDir(), "root")
+	out, err := exec.Command(testdaemon.Binary(t), "serve", "--listen", squatter.Addr().String(), "--root", root).CombinedOutput()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, 4, ee.ExitCode(), "unavailable, as for the simulator")
 	assert.Contains(t, string(out), "not a sandplane daemon")
+	assert.NoDirExists(t, root, "a serve that cannot have its port makes no root")
 
 	d := startDaemon(t, "")
 	out, err = exec.Command(testdaemon.Binary(t), "serve", "--listen", d.Addr, "--root", t.TempDir()).CombinedOutput()

@@ -47,8 +47,8 @@ type Config struct {
 
 // Run is the daemon, as `sandplane serve` runs it: it takes the root, starts
 // the drivers (native always, docker when an engine answers), the manager
-// and its event hub, binds the loopback listener once every request can be
-// answered, and serves until ctx ends. Sandboxes outlive it unless
+// and its event hub on the loopback listener it bound first, and serves
+// until ctx ends. Sandboxes outlive it unless
 // Settings.ReapOnExit; the next Run on the same root adopts them.
 //
 // Run removes the token variable from the process's environment, so that
@@ -62,6 +62,15 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	set, log, clk := cfg.Settings, cfg.Logger, clock.Real()
 	_ = os.Unsetenv(config.EnvToken)
+	// Bound first, so that a serve that cannot have its port fails before
+	// it makes --root. Until it serves, a client waits in the listen
+	// backlog: the manager reads its registry and leaves what a restart
+	// left to the background, so that wait is short.
+	ln, err := Listen(ctx, set.Listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	unlock, err := lockRoot(set.Root)
 	if err != nil {
 		return err
@@ -84,14 +93,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer srv.Close()
-	// Bound only now that every request can be answered at once: the
-	// manager has read its registry, and what a restart left runs in the
-	// background. A client never waits in the listen backlog.
-	ln, err := Listen(ctx, set.Listen)
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
 	previewAddr.Set(ln.Addr().String())
 	// Requests' contexts end first at shutdown, so that event streams end
 	// instead of holding it for the whole grace period. Lifecycle

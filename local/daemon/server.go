@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,6 +144,10 @@ func (s *Server) v1Handler() (http.Handler, error) {
 			MultiError:         false,
 		},
 		ErrorHandlerWithOpts: func(ctx context.Context, err error, w http.ResponseWriter, r *http.Request, _ middleware.ErrorHandlerOpts) {
+			if errors.Is(err, routers.ErrMethodNotAllowed) {
+				writeMethodNotAllowed(w, r, allowedMethods(spec, strings.TrimPrefix(r.URL.Path, "/v1")))
+				return
+			}
 			writeError(w, classifyValidation(r, err))
 		},
 	})
@@ -221,14 +226,52 @@ func writeTooLarge(w http.ResponseWriter) {
 		provider.Errorf(provider.InvalidArgument, "request body is larger than %d bytes: send less (env values and labels are the usual culprits)", maxBody))
 }
 
+// writeMethodNotAllowed answers a method the path does not take as HTTP
+// says (RFC 9110, section 15.5.6): 405 with the methods it takes in Allow.
+// invalid_argument: the request must change.
+func writeMethodNotAllowed(w http.ResponseWriter, r *http.Request, allow []string) {
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeErrorStatus(w, http.StatusMethodNotAllowed, provider.Errorf(provider.InvalidArgument,
+		"method %s is not allowed on %s: it takes %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+}
+
+// allowedMethods lists, sorted, the methods the contract gives the path
+// that matches path ({param} templates match one segment).
+func allowedMethods(spec *openapi3.T, path string) []string {
+	var allow []string
+	for tmpl, item := range spec.Paths.Map() {
+		if !matchTemplate(tmpl, path) {
+			continue
+		}
+		for method := range item.Operations() {
+			allow = append(allow, method)
+		}
+	}
+	slices.Sort(allow)
+	return slices.Compact(allow)
+}
+
+// matchTemplate reports whether path fits the contract's path template.
+func matchTemplate(tmpl, path string) bool {
+	want, got := strings.Split(tmpl, "/"), strings.Split(path, "/")
+	if len(want) != len(got) {
+		return false
+	}
+	for i, seg := range want {
+		param := strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}")
+		if (param && got[i] == "") || (!param && seg != got[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // classifyValidation turns a kin-openapi failure into a coded error whose
 // message points at the field at fault.
 func classifyValidation(r *http.Request, err error) error {
 	switch {
 	case errors.Is(err, routers.ErrPathNotFound):
 		return provider.Errorf(provider.NotFound, "no route %s %s: see openapi/controlplane.yaml for the API", r.Method, r.URL.Path)
-	case errors.Is(err, routers.ErrMethodNotAllowed):
-		return provider.Errorf(provider.InvalidArgument, "method %s is not allowed on %s", r.Method, r.URL.Path)
 	}
 	var re *openapi3filter.RequestError
 	if errors.As(err, &re) {

@@ -113,7 +113,8 @@ func TestErrorsAreCodedAndMapped(t *testing.T) {
 		{"port type", "GET", "/v1/sandboxes/taken/preview-url?port=abc", ``, 400, provider.InvalidArgument},
 		{"bad filter", "GET", "/v1/sandboxes?labels.a=b", ``, 400, provider.InvalidArgument},
 		{"unknown route", "GET", "/v1/nothing", ``, 404, provider.NotFound},
-		{"wrong method", "PUT", "/v1/sandboxes", ``, 400, provider.InvalidArgument},
+		{"wrong method", "PUT", "/v1/sandboxes", ``, 405, provider.InvalidArgument},
+		{"wrong method on a sandbox", "PUT", "/v1/sandboxes/taken", `{}`, 405, provider.InvalidArgument},
 		{"unknown page", "GET", "/nothing", ``, 404, provider.NotFound},
 		{"body too large", "POST", "/v1/sandboxes", `{"labels":{"a":"` + strings.Repeat("x", maxBody) + `"}}`, 413, provider.InvalidArgument},
 		{"a second JSON value", "POST", "/v1/sandboxes", `{"name":"first"} {"name":"second"}`, 400, provider.InvalidArgument},
@@ -128,6 +129,26 @@ func TestErrorsAreCodedAndMapped(t *testing.T) {
 			a := do(t, ts, tt.method, tt.path, tt.body)
 			assert.Equal(t, tt.status, a.status, a.body)
 			assert.Equal(t, tt.code, errorCode(t, a))
+		})
+	}
+}
+
+// A method a path does not take is 405 with the methods it takes, as HTTP
+// says, for each shape of path.
+func TestWrongMethodSaysWhatThePathTakes(t *testing.T) {
+	ts, _ := newTestServer(t, "")
+	tests := []struct{ method, path, allow string }{
+		{"PUT", "/v1/sandboxes", "GET, POST"},
+		{"PUT", "/v1/sandboxes/any", "DELETE, GET"},
+		{"GET", "/v1/sandboxes/any/stop", "POST"},
+		{"DELETE", "/v1/info", "GET"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			a := do(t, ts, tt.method, tt.path, "")
+			require.Equal(t, http.StatusMethodNotAllowed, a.status, a.body)
+			assert.Equal(t, tt.allow, a.header.Get("Allow"))
+			assert.Contains(t, a.body, "it takes "+tt.allow)
 		})
 	}
 }

@@ -287,7 +287,8 @@ type EntrypointLogs struct {
 
 // ErrorBody defines model for ErrorBody.
 type ErrorBody struct {
-	// Code not_found 404, already_exists 409, invalid_argument 400,
+	// Code not_found 404, already_exists 409, invalid_argument 400 (405, with
+	// Allow, for a method the path does not take; 413 for a body too large),
 	// failed_precondition 409, preflight_failed 422, create_failed 500,
 	// unsupported 501, unavailable 503, unauthenticated 401,
 	// permission_denied 403, resource_exhausted 429, internal 500,
@@ -299,7 +300,8 @@ type ErrorBody struct {
 	Message string `json:"message"`
 }
 
-// ErrorCode not_found 404, already_exists 409, invalid_argument 400,
+// ErrorCode not_found 404, already_exists 409, invalid_argument 400 (405, with
+// Allow, for a method the path does not take; 413 for a body too large),
 // failed_precondition 409, preflight_failed 422, create_failed 500,
 // unsupported 501, unavailable 503, unauthenticated 401,
 // permission_denied 403, resource_exhausted 429, internal 500,

@@ -8,7 +8,8 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /**
-         * @description not_found 404, already_exists 409, invalid_argument 400,
+         * @description not_found 404, already_exists 409, invalid_argument 400 (405, with
+         *     Allow, for a method the path does not take; 413 for a body too large),
          *     failed_precondition 409, preflight_failed 422, create_failed 500,
          *     unsupported 501, unavailable 503, unauthenticated 401,
          *     permission_denied 403, resource_exhausted 429, internal 500,
