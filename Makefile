@@ -79,6 +79,7 @@ bench:
 	{ $(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./local/... && \
 	  $(GO) test -run '^$$' -bench . -benchtime 1s -timeout 30m ./simulator/... && \
 	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./provider/relay/... && \
+	  $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 10m ./toolbox/client/ && \
 	  $(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./provider/pool/ ; } | tee /dev/stderr | $(GO) run ./internal/benchreport
 
 ## generate: regenerate code from openapi/controlplane.yaml (the TypeScript client's types too, which needs npm)

@@ -29,7 +29,7 @@ import (
 
 // newToolbox serves the real toolbox on loopback and counts the requests
 // each path pattern gets.
-func newToolbox(t *testing.T) (url, workDir string, hits *counter) {
+func newToolbox(t testing.TB) (url, workDir string, hits *counter) {
 	t.Helper()
 	workDir = t.TempDir()
 	h := toolbox.NewHandler(toolbox.Options{WorkDir: workDir, HomeDir: workDir})

@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 
 	"github.com/sandplane/sandplane/provider"
@@ -17,8 +19,10 @@ const (
 	inputChunk = 32 << 10
 	// inputLine bounds the bytes one line of encoded input carries.
 	inputLine = 4 << 10
-	// inputBatch bounds the encoded input one request sends.
-	inputBatch = 256 << 10
+	// inputBatch bounds the input one request sends, before its encoding
+	// (at most four times as long, well under the toolbox's 16 MiB JSON
+	// body).
+	inputBatch = 1 << 20
 )
 
 // Streams are the standard streams of a command that Exec runs.
@@ -50,10 +54,15 @@ type Streams struct {
 //
 // The toolbox API can send input to a command but cannot end it: a
 // command's stdin stays open until the command ends. So Exec runs command
-// behind a reader in the sandbox's sh (see withInput) that writes to it
+// behind a reader in the sandbox's sh (see inputCodec) that writes to it
 // what Exec sends, encoded as text, and closes the command's stdin where
 // s.Stdin ends.
 func (c *Client) Exec(ctx context.Context, command string, s Streams) (int, error) {
+	return c.exec(ctx, command, s, nil)
+}
+
+// exec is Exec with the input's codec; nil: the fastest the sandbox has.
+func (c *Client) exec(ctx context.Context, command string, s Streams, codec *inputCodec) (int, error) {
 	sid := "sandplane-run-" + randomHex(8)
 	defer func() {
 		// The command must not outlive Exec, even when ctx is what ended
@@ -68,7 +77,10 @@ func (c *Client) Exec(ctx context.Context, command string, s Streams) (int, erro
 	}
 	line := withoutInput(command)
 	if s.Stdin != nil {
-		line = withInput(command)
+		if codec == nil {
+			codec = c.inputCodecOf(ctx, sid)
+		}
+		line = codec.withInput(command)
 	}
 	cmdID, err := c.execAsync(ctx, sid, line, true)
 	if err != nil {
@@ -76,7 +88,7 @@ func (c *Client) Exec(ctx context.Context, command string, s Streams) (int, erro
 	}
 	if s.Stdin != nil {
 		// Stopped before the session is deleted.
-		defer c.sendStdin(ctx, sid, cmdID, s.Stdin)()
+		defer c.sendStdin(ctx, sid, cmdID, s.Stdin, codec)()
 	}
 	return c.copyOutput(ctx, sid, cmdID, s.Stdout, s.Stderr)
 }
@@ -160,21 +172,76 @@ func (c *Client) exitCode(ctx context.Context, sessionID, cmdID string) (int, er
 	}
 }
 
-// inputReader is the sandbox's end of Exec's input, in sh with nothing but
-// its builtins, as every sandbox has: it prints its pid for the command's
-// side, then turns each line the toolbox writes to the command's stdin back
-// into the bytes it encodes (a printf format, see encodeInput), until an
-// empty line: the end of input, where it exits and so closes the pipe the
-// command reads.
-const inputReader = `sh -c 'echo $$; while IFS= read -r l && [ -n "$l" ]; do printf "$l"; done'`
+// inputCodec is how Exec's input travels: the toolbox API sends input as
+// text and cannot end it, so a reader in the sandbox's sh turns what Exec
+// sends back into the bytes it encodes and ends the command's stdin at an
+// end mark.
+type inputCodec struct {
+	// reader is the sandbox's end: it prints its pid for the command's
+	// side, then writes the decoded input to its stdout until the end
+	// mark, where it exits and so closes the pipe the command reads.
+	reader string
+	// encode appends p to dst, encoded as reader reads it.
+	encode func(dst, p []byte) []byte
+	// end is the end of input.
+	end string
+}
 
-// withInput is the line that runs command with inputReader's output as its
+var (
+	// base64Input sends frames: a line with the length of the base64 that
+	// follows it, which head reads exactly and base64 decodes, at the
+	// speed of a pipe; a frame of length 0 ends the input. It needs head
+	// and base64 (coreutils or busybox), which nearly every image has.
+	base64Input = inputCodec{
+		reader: `sh -c 'echo $$; while IFS= read -r n && [ "$n" -gt 0 ]; do head -c "$n" | base64 -d || exit; done'`,
+		encode: encodeBase64Frame,
+		end:    "0\n",
+	}
+	// textInput needs nothing but sh's builtins, as every sandbox has, and
+	// moves about a megabyte a second at best: sh reads a pipe a byte at a
+	// time. Each line is a printf format (see encodeInput); an empty line
+	// ends the input.
+	textInput = inputCodec{
+		reader: `sh -c 'echo $$; while IFS= read -r l && [ -n "$l" ]; do printf "$l"; done'`,
+		encode: encodeInput,
+		end:    "\n",
+	}
+)
+
+// hasBase64Tools is true (exit code 0) in a sandbox with what base64Input
+// needs.
+const hasBase64Tools = "command -v head >/dev/null 2>&1 && command -v base64 >/dev/null 2>&1"
+
+// inputCodecOf is the fastest codec the session's sandbox can read: a
+// failed probe costs only speed.
+func (c *Client) inputCodecOf(ctx context.Context, sessionID string) *inputCodec {
+	var out wire.SessionExecuteResponse
+	req := wire.SessionExecuteRequest{Command: hasBase64Tools}
+	err := c.do(ctx, http.MethodPost, "/process/session/"+url.PathEscape(sessionID)+"/exec", req, &out)
+	if err == nil && out.ExitCode != nil && *out.ExitCode == 0 {
+		return &base64Input
+	}
+	return &textInput
+}
+
+// withInput is the line that runs command with the reader's output as its
 // stdin. The reader is stopped when command ends, in whatever way, so that
 // input nobody reads any more keeps nothing waiting: SIGPIPE, which is
 // what a writer whose reader went away gets anyway, and which no shell
 // reports. The subshell's exit code is command's.
-func withInput(command string) string {
-	return inputReader + ` | (IFS= read -r p; trap 'kill -s PIPE "$p" 2>/dev/null' EXIT` + "\n" + command + "\n)"
+func (ic *inputCodec) withInput(command string) string {
+	return ic.reader + ` | (IFS= read -r p; trap 'kill -s PIPE "$p" 2>/dev/null' EXIT` + "\n" + command + "\n)"
+}
+
+// encodeBase64Frame appends p to dst as one frame of base64Input.
+func encodeBase64Frame(dst, p []byte) []byte {
+	if len(p) == 0 {
+		return dst
+	}
+	n := base64.StdEncoding.EncodedLen(len(p))
+	dst = strconv.AppendInt(dst, int64(n), 10)
+	dst = append(dst, '\n')
+	return base64.StdEncoding.AppendEncode(dst, p)
 }
 
 // withoutInput is the line that runs command with an empty stdin.
@@ -182,7 +249,7 @@ func withoutInput(command string) string {
 	return "{ " + command + "\n} </dev/null"
 }
 
-// encodeInput appends p to dst as lines of inputReader: bytes of plain
+// encodeInput appends p to dst as lines of textInput's reader: bytes of plain
 // ASCII text as they are, every other byte (and the backslash, the percent
 // sign that printf would read as a conversion, and the dash that it might
 // read as an option) as a three-digit octal escape, each line ending in a
@@ -207,9 +274,10 @@ func encodeInput(dst, p []byte) []byte {
 // input where in ends (or fails), until the command stops taking input.
 // The returned stop ends the sending and returns once no request is on its
 // way; a Read of in may still be blocked.
-func (c *Client) sendStdin(ctx context.Context, sessionID, cmdID string, in io.Reader) (stop func()) {
+func (c *Client) sendStdin(ctx context.Context, sessionID, cmdID string, in io.Reader, codec *inputCodec) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	chunks := make(chan []byte)
+	// Buffered, so that the reading runs a batch ahead of the sending.
+	chunks := make(chan []byte, inputBatch/inputChunk)
 	go func() {
 		defer close(chunks)
 		for {
@@ -229,7 +297,7 @@ func (c *Client) sendStdin(ctx context.Context, sessionID, cmdID string, in io.R
 	}()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		var batch []byte
+		var raw, batch []byte
 		for {
 			var p []byte
 			more := true
@@ -238,19 +306,21 @@ func (c *Client) sendStdin(ctx context.Context, sessionID, cmdID string, in io.R
 			case <-ctx.Done():
 				return
 			}
-			batch = encodeInput(batch[:0], p)
-			// What is already read goes in the same request.
-			for more && len(batch) < inputBatch {
+			raw = append(raw[:0], p...)
+			// What is already read goes in the same request, as one
+			// frame: each frame costs the sandbox's reader a process.
+			for more && len(raw) < inputBatch {
 				select {
 				case p, more = <-chunks:
-					batch = encodeInput(batch, p)
+					raw = append(raw, p...)
 					continue
 				default:
 				}
 				break
 			}
+			batch = codec.encode(batch[:0], raw)
 			if !more {
-				batch = append(batch, '\n') // the end of input
+				batch = append(batch, codec.end...)
 			}
 			// An error means the command has ended or takes no input: it
 			// will not read the rest either.

@@ -32,7 +32,7 @@ func TestExecStdinEndsWhereTheCallersEnds(t *testing.T) {
 	tests := []struct {
 		name           string
 		command        string
-		stdin          io.Reader
+		stdin          io.ReadSeeker
 		code           int
 		stdout, stderr string
 	}{
@@ -47,20 +47,34 @@ func TestExecStdinEndsWhereTheCallersEnds(t *testing.T) {
 		{"the command's exit code", "cat >/dev/null; exit 3", strings.NewReader("x"), 3, "", ""},
 		{"input to a missing program", "no-such-program-here", strings.NewReader("x"), 127, "", "not found"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			url, _, _ := newToolbox(t)
-			c := client.New(url, nil, client.WithPollInterval(10*time.Millisecond))
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			var stdout, stderr bytes.Buffer
-			code, err := c.Exec(ctx, tt.command, client.Streams{Stdin: tt.stdin, Stdout: &stdout, Stderr: &stderr})
-			require.NoError(t, err)
-			assert.Equal(t, tt.code, code, "stderr: %s", stderr.String())
-			assert.Equal(t, tt.stdout, stdout.String(), "byte for byte, without the toolbox's echo")
-			assert.Contains(t, stderr.String(), tt.stderr)
-			assert.Empty(t, sessions(t, url), "Exec deletes its session")
-		})
+	// The input travels as base64 frames where the sandbox has head and
+	// base64, and as printf lines through sh's builtins where it has not.
+	codecs := map[string]func(*client.Client) func(context.Context, string, client.Streams) (int, error){
+		"base64": func(c *client.Client) func(context.Context, string, client.Streams) (int, error) { return c.Exec },
+		"sh builtins": func(c *client.Client) func(context.Context, string, client.Streams) (int, error) {
+			return c.ExecWithBuiltins
+		},
+	}
+	for codec, execOf := range codecs {
+		for _, tt := range tests {
+			t.Run(codec+"/"+tt.name, func(t *testing.T) {
+				if tt.stdin != nil {
+					_, err := tt.stdin.Seek(0, io.SeekStart)
+					require.NoError(t, err)
+				}
+				url, _, _ := newToolbox(t)
+				c := client.New(url, nil, client.WithPollInterval(10*time.Millisecond))
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				var stdout, stderr bytes.Buffer
+				code, err := execOf(c)(ctx, tt.command, client.Streams{Stdin: tt.stdin, Stdout: &stdout, Stderr: &stderr})
+				require.NoError(t, err)
+				assert.Equal(t, tt.code, code, "stderr: %s", stderr.String())
+				assert.Equal(t, tt.stdout, stdout.String(), "byte for byte, without the toolbox's echo")
+				assert.Contains(t, stderr.String(), tt.stderr)
+				assert.Empty(t, sessions(t, url), "Exec deletes its session")
+			})
+		}
 	}
 }
 
