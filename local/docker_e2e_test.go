@@ -188,6 +188,22 @@ func testDockerResourceLimits(t *testing.T, env *dockerEnv) {
 	c := env.sandboxContainer(t, s.ID)
 	assert.Equal(t, int64(1e9), c.HostConfig.NanoCPUs)
 	assert.Equal(t, int64(1<<30), c.HostConfig.Memory)
+
+	// The toolbox inside reports the container's figures, not the host's.
+	checkToolbox(t, d.P, s)
+	resp := toolboxDo(t, d.P, s, http.MethodGet, "/system/metrics", "")
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "sandbox", resp.Header.Get("X-Sandplane-Metrics-Scope"))
+	var m struct {
+		CPUCount int    `json:"cpuCount"`
+		MemTotal uint64 `json:"memTotal"`
+		MemUsed  uint64 `json:"memUsed"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+	assert.Equal(t, 1, m.CPUCount, "its CPU quota")
+	assert.Equal(t, uint64(1<<30), m.MemTotal, "its memory limit")
+	assert.Less(t, m.MemUsed, uint64(1<<30))
 	require.NoError(t, d.P.Delete(context.Background(), s.ID))
 }
 

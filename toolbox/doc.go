@@ -13,8 +13,10 @@
 // shallow clones, pushes and pulls that name branch and remote, git init,
 // remotes, config, reset and restore; and from the newest SDKs POST /env
 // (the environment of every process started afterwards, kept in the
-// toolbox, never in its own environment), GET /system/metrics (CPU,
-// memory of the sandbox's cgroup or the machine, disk of the home) and
+// toolbox, never in its own environment), GET /system/metrics (CPU and
+// memory of the sandbox's cgroup, v2 or v1, where it bounds the sandbox,
+// else of the whole machine, said in its X-Sandplane-Metrics-Scope header:
+// sandbox or machine; disk of the home) and
 // POST /git/credentials (git's credential store, .git-credentials 0600 in
 // the working directory, the helper named to every git started afterwards
 // through GIT_CONFIG_COUNT, so no git configuration file changes) and POST

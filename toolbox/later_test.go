@@ -67,6 +67,7 @@ func TestSystemMetrics(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.status, string(resp.body))
 	var m wire.SystemMetrics
 	resp.json(t, &m)
+	assert.Contains(t, []string{scopeSandbox, scopeMachine}, resp.header.Get(scopeHeader), "the figures say whose they are")
 	assert.GreaterOrEqual(t, m.CPUCount, 1)
 	assert.LessOrEqual(t, m.CPUCount, runtime.NumCPU())
 	assert.GreaterOrEqual(t, m.CPUUsedPct, 0.0)

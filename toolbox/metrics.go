@@ -2,57 +2,66 @@ package toolbox
 
 import (
 	"net/http"
-	"runtime"
 	"sync"
 	"time"
 
 	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
-// cpuMeter turns the kernel's cumulative CPU times into a use since the
-// previous sample (the first against the toolbox's start), so that one
-// request needs no wait between two readings.
-type cpuMeter struct {
-	mu         sync.Mutex
-	busy, all  uint64
-	haveSample bool
+// Scopes of the figures GET /system/metrics answers, in its
+// X-Sandplane-Metrics-Scope header: the sandbox's own (its cgroup bounds
+// it), or the whole machine's (a native sandbox without a cgroup of its
+// own, whose figures include every process of the host).
+const (
+	scopeSandbox = "sandbox"
+	scopeMachine = "machine"
+	scopeHeader  = "X-Sandplane-Metrics-Scope"
+)
+
+// sample is one reading of the figures metrics reports.
+type sample struct {
+	scope                       string
+	cpus                        int
+	memTotal, memUsed, memCache uint64
+	// cpuBusy and cpuAll are cumulative CPU time busy and available, in
+	// any one unit: their changes between two samples give the use.
+	cpuBusy, cpuAll float64
 }
 
-// usedPct is the share of CPU time spent busy since the last call, in
-// percent of every CPU of the machine.
-func (m *cpuMeter) usedPct() float64 {
-	busy, all, ok := readCPUTimes()
-	if !ok {
-		return 0
-	}
+// cpuMeter turns cumulative CPU times into a use since the previous sample
+// (the first against the toolbox's start), so that one request needs no
+// wait between two readings.
+type cpuMeter struct {
+	mu   sync.Mutex
+	last sample
+}
+
+// usedPct is the share of the CPU time s's scope had that was spent busy
+// since the last sample, in percent.
+func (m *cpuMeter) usedPct(s sample) float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var pct float64
-	if m.haveSample && all > m.all {
-		pct = 100 * float64(busy-min(busy, m.busy)) / float64(all-m.all)
+	if m.last.scope == s.scope && s.cpuAll > m.last.cpuAll && s.cpuBusy >= m.last.cpuBusy {
+		pct = min(100, 100*(s.cpuBusy-m.last.cpuBusy)/(s.cpuAll-m.last.cpuAll))
 	}
-	m.busy, m.all, m.haveSample = busy, all, true
+	m.last = s
 	return pct
 }
 
 func (s *server) handleSystemMetrics(w http.ResponseWriter, r *http.Request) {
 	now := s.opts.Clock.Now().UTC()
+	sm := readSample(now)
 	m := wire.SystemMetrics{
-		CPUCount:      cpuCount(),
-		CPUUsedPct:    s.cpu.usedPct(),
+		CPUCount:      sm.cpus,
+		CPUUsedPct:    s.cpu.usedPct(sm),
+		MemTotal:      sm.memTotal,
+		MemUsed:       sm.memUsed,
+		MemCache:      sm.memCache,
 		Timestamp:     now.Format(time.RFC3339Nano),
 		TimestampUnix: now.Unix(),
 	}
-	m.MemTotal, m.MemUsed, m.MemCache = readMemory()
 	m.DiskTotal, m.DiskFree, m.DiskUsed = diskUsage(s.opts.HomeDir)
+	w.Header().Set(scopeHeader, sm.scope)
 	writeJSON(w, http.StatusOK, m)
-}
-
-// cpuCount is the CPUs this sandbox may use: its cgroup's quota, rounded
-// up, where one is set, else every CPU the process may run on.
-func cpuCount() int {
-	if n := cgroupCPUs(); n > 0 && n < runtime.NumCPU() {
-		return n
-	}
-	return runtime.NumCPU()
 }

@@ -4,80 +4,80 @@ package toolbox
 
 import (
 	"bufio"
+	"math"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// readCPUTimes sums the first line of /proc/stat: busy and all jiffies.
-func readCPUTimes() (busy, all uint64, ok bool) {
+// readSample reads the sandbox's figures at now: its cgroup's where the
+// cgroup bounds it (a container, or a native sandbox in a cgroup of its
+// own), else the machine's, and says which.
+func readSample(now time.Time) sample {
+	m := machineSample()
+	cg := readCgroup(cgroupRoot)
+	if !cg.bounded(m.memTotal, m.cpus) {
+		return m
+	}
+	s := sample{scope: scopeSandbox, cpus: m.cpus, memTotal: m.memTotal, memUsed: m.memUsed, memCache: m.memCache}
+	if cg.memLimit > 0 && cg.memLimit < m.memTotal {
+		s.memTotal, s.memUsed, s.memCache = cg.memLimit, cg.memCurrent-min(cg.memCurrent, cg.memFile), cg.memFile
+	}
+	share := float64(m.cpus)
+	if cg.cpuQuota > 0 && cg.cpuQuota < share {
+		share = cg.cpuQuota
+		s.cpus = int(math.Ceil(share))
+	}
+	// Busy CPU time against the time the sandbox's share of CPUs had.
+	s.cpuBusy, s.cpuAll = cg.cpuUsage.Seconds(), share*float64(now.UnixNano())/1e9
+	return s
+}
+
+// machineSample is the whole machine: /proc/stat's first line (busy and
+// all jiffies) and /proc/meminfo (used without reclaimable page cache).
+func machineSample() sample {
+	s := sample{scope: scopeMachine, cpus: runtime.NumCPU()}
+	s.cpuBusy, s.cpuAll = procStatTimes()
+	info := keyedFile("/proc/meminfo", 1024)
+	s.memTotal, s.memCache = info["MemTotal"], info["Cached"]
+	if avail, ok := info["MemAvailable"]; ok && avail <= s.memTotal {
+		s.memUsed = s.memTotal - avail
+	}
+	return s
+}
+
+// procStatTimes sums the first line of /proc/stat: busy and all jiffies;
+// zeros when it cannot be read.
+func procStatTimes() (busy, all float64) {
 	f, err := os.Open("/proc/stat")
 	if err != nil {
-		return 0, 0, false
+		return 0, 0
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	if !sc.Scan() {
-		return 0, 0, false
+		return 0, 0
 	}
 	fields := strings.Fields(sc.Text())
 	if len(fields) < 5 || fields[0] != "cpu" {
-		return 0, 0, false
+		return 0, 0
 	}
 	for i, v := range fields[1:] {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return 0, 0, false
+			return 0, 0
 		}
-		all += n
+		all += float64(n)
 		// idle (3) and iowait (4) are not busy.
 		if i != 3 && i != 4 {
-			busy += n
+			busy += float64(n)
 		}
 	}
-	return busy, all, true
-}
-
-// cgroupCPUs is the CPU quota of this process's cgroup (v2), rounded up;
-// 0 when none is set.
-func cgroupCPUs() int {
-	b, err := os.ReadFile("/sys/fs/cgroup/cpu.max")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 || f[0] == "max" {
-		return 0
-	}
-	quota, err1 := strconv.ParseUint(f[0], 10, 64)
-	period, err2 := strconv.ParseUint(f[1], 10, 64)
-	if err1 != nil || err2 != nil || period == 0 {
-		return 0
-	}
-	return int((quota + period - 1) / period)
-}
-
-// readMemory reads the memory of the sandbox's cgroup (v2) when it has a
-// limit, else the machine's: total, used (without reclaimable page cache)
-// and page cache, in bytes.
-func readMemory() (total, used, cache uint64) {
-	info := keyedFile("/proc/meminfo", 1024)
-	total, cache = info["MemTotal"], info["Cached"]
-	if avail, ok := info["MemAvailable"]; ok && avail <= total {
-		used = total - avail
-	}
-	limit, err := readUint("/sys/fs/cgroup/memory.max")
-	if err != nil || limit == 0 || limit >= total {
-		return total, used, cache
-	}
-	current, err := readUint("/sys/fs/cgroup/memory.current")
-	if err != nil {
-		return total, used, cache
-	}
-	file := keyedFile("/sys/fs/cgroup/memory.stat", 1)["file"]
-	return limit, current - min(current, file), file
+	return busy, all
 }
 
 // keyedFile parses "Name: value [kB]" or "name value" lines, values times

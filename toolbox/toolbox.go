@@ -215,7 +215,7 @@ func newServer(opts Options) (*server, error) {
 	}
 	fsys.homeAlias, fsys.home = opts.HomeAlias, opts.HomeDir
 	s := &server{opts: opts, fs: fsys, mux: http.NewServeMux()}
-	s.cpu.usedPct() // the first request measures from here
+	s.cpu.usedPct(readSample(s.opts.Clock.Now())) // the first request measures from here
 	s.sessions = newSessions(s)
 	s.lsp = newLSPServers(s)
 	s.interp = newInterpreters(s)
