@@ -174,6 +174,7 @@ func TestDocker(t *testing.T) {
 	t.Run("lifecycle", func(t *testing.T) { testDockerLifecycle(t, env) })
 	t.Run("files survive a new port", func(t *testing.T) { testDockerNewPortKeepsFiles(t, env) })
 	t.Run("killed from outside", func(t *testing.T) { testDockerKilledFromOutside(t, env) })
+	t.Run("removed from outside", func(t *testing.T) { testDockerRemovedFromOutside(t, env) })
 	t.Run("daemon restart keeps live containers", func(t *testing.T) { testDockerDaemonRestart(t, env) })
 	t.Run("orphans removed at daemon start", func(t *testing.T) { testDockerOrphans(t, env) })
 	t.Run("create failures", func(t *testing.T) { testDockerCreateFailures(t, env) })
@@ -311,6 +312,42 @@ func testDockerKilledFromOutside(t *testing.T, env *dockerEnv) {
 	require.NoError(t, err)
 	assert.Equal(t, provider.StateStarted, restarted.State)
 	checkToolbox(t, d.P, restarted)
+}
+
+// A container removed behind the daemon's back (docker rm -f, docker system
+// prune) took the sandbox's files with it: the sandbox shows stopped with
+// reason container_removed, and start refuses, saying so, rather than start
+// a fresh container without them. Removed while running or while stopped.
+func testDockerRemovedFromOutside(t *testing.T, env *dockerEnv) {
+	needShell(t)
+	d := startDockerDaemon(t, env, "")
+	ctx := context.Background()
+	remove := func(id string) {
+		require.NoError(t, env.cli.ContainerRemove(ctx, docker.ContainerName(id), container.RemoveOptions{Force: true}))
+	}
+	running := dockerCreate(t, d, provider.CreateRequest{Name: "removed-running"})
+	require.Zero(t, execute(t, d.P, running, "echo mine > work.txt").ExitCode)
+	remove(running.ID)
+	got := eventuallyState(t, d.P, running.ID, provider.StateStopped)
+	assert.Equal(t, "container_removed", got.ErrorReason)
+
+	parked := dockerCreate(t, d, provider.CreateRequest{Name: "removed-stopped"})
+	_, err := d.P.Stop(ctx, parked.ID)
+	require.NoError(t, err)
+	remove(parked.ID)
+
+	for _, id := range []string{running.ID, parked.ID} {
+		_, err := d.P.Start(ctx, id)
+		assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "%v", err)
+		assert.Contains(t, provider.Message(err), "was removed outside sandplane")
+		assert.Contains(t, provider.Message(err), "delete the sandbox and create a new one")
+		got, err := d.P.Get(ctx, id)
+		require.NoError(t, err, "the record is kept")
+		assert.Equal(t, provider.StateStopped, got.State)
+		assert.Equal(t, "container_removed", got.ErrorReason)
+		assert.Empty(t, env.containersOf(t, d.Root), "no fresh container was made")
+		require.NoError(t, d.P.Delete(ctx, id), "and it can be deleted")
+	}
 }
 
 func testDockerDaemonRestart(t *testing.T, env *dockerEnv) {

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"time"
 
@@ -62,7 +63,21 @@ type Spec struct {
 	// system (runtimes whose Binder says so; others refuse them). WorkDir
 	// may name a path inside a bind's Target. Docker ignores them.
 	Binds []Bind
+	// Ran says the sandbox ran before: this is a start after a stop. A
+	// runtime whose workload holds the sandbox's files (docker's container)
+	// fails that start with ErrWorkloadRemoved when the workload is gone,
+	// rather than start afresh without them.
+	Ran bool
 }
+
+// ReasonWorkloadRemoved is the exit reason of a workload that was removed
+// behind the daemon's back (docker rm, docker system prune), and with it
+// the sandbox's files.
+const ReasonWorkloadRemoved = "container_removed"
+
+// ErrWorkloadRemoved is (wrapped in a failed_precondition) Start's error
+// for a sandbox that ran before whose workload, and its files, are gone.
+var ErrWorkloadRemoved = errors.New(ReasonWorkloadRemoved)
 
 // Bind shows the host directory Source at Target inside a workload.
 type Bind struct {

@@ -160,7 +160,7 @@ func (l *Launcher) Launch(ctx context.Context, req Request) (Workload, error) {
 	if err := l.waitReady(ctx, h, spec.Port, req.Ready); err != nil {
 		// The output first: removing a container takes its logs with it.
 		out := l.output(ctx, h, spec.Dir, req.Redact)
-		l.Discard(h)
+		l.abandon(spec, h)
 		return fail(notReady(err, out))
 	}
 	return Workload{Handle: h, Port: spec.Port, Ports: ports}, nil
@@ -275,7 +275,7 @@ func (l *Launcher) start(ctx context.Context, spec driver.Spec, record func(driv
 	}
 	h, err := l.cfg.Driver.Start(ctx, spec)
 	if err != nil {
-		if c := provider.Code(err); c != provider.PreflightFailed && c != provider.Unavailable {
+		if c := provider.Code(err); c != provider.PreflightFailed && c != provider.Unavailable && c != provider.FailedPrecondition {
 			err = provider.Errorf(provider.CreateFailed, "start workload: %s", provider.Message(err))
 		}
 		return driver.Handle{}, err
@@ -300,6 +300,19 @@ func (l *Launcher) End(ctx context.Context, h driver.Handle) error {
 		l.cfg.Logger.Error("remove ended workload", "container", h.ContainerID, "err", err)
 	}
 	return nil
+}
+
+// abandon ends the workload of a launch that failed. One of a sandbox that
+// ran before is only stopped: its container holds the sandbox's files,
+// which the next start takes up again.
+func (l *Launcher) abandon(spec driver.Spec, h driver.Handle) {
+	if !spec.Ran {
+		l.Discard(h)
+		return
+	}
+	if err := l.cfg.Driver.Stop(context.Background(), h, l.cfg.StopGrace); err != nil {
+		l.cfg.Logger.Error("stop failed workload", "pid", h.PID, "container", h.ContainerID, "err", err)
+	}
 }
 
 // Discard ends a workload that is no one's, logging what fails.

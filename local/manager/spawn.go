@@ -71,6 +71,7 @@ func (j *spawnJob) request() launcher.Request {
 			Network:   j.snap.Network,
 			CPU:       j.rec.CPU,
 			MemoryGiB: j.rec.Memory,
+			Ran:       j.rec.Handle != nil,
 		},
 		PreferPort:   j.rec.LastPort,
 		SandboxPorts: j.declared,

@@ -2,7 +2,9 @@ package manager
 
 import (
 	"context"
+	"errors"
 
+	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -125,6 +127,9 @@ func (m *Manager) markStartFailed(e *entry, cause error) {
 		r.State = provider.StateStopped
 		r.Port, r.ExtraPorts = 0, nil
 		r.ErrorReason = "start failed: " + provider.Message(cause)
+		if errors.Is(cause, driver.ErrWorkloadRemoved) {
+			r.ErrorReason = driver.ReasonWorkloadRemoved
+		}
 	}, emission{provider.EventStopped, ""}); err != nil {
 		m.log.Error("persist failed start", "sandbox", e.rec.ID, "err", err)
 	}

@@ -48,7 +48,7 @@ const (
 
 // Exit reasons beyond "exited: code N" and "killed: signal S".
 const (
-	ReasonGone       = "container gone"
+	ReasonGone       = driver.ReasonWorkloadRemoved
 	ReasonNotStarted = "container created but never started"
 )
 
@@ -212,7 +212,8 @@ func (r *Driver) Ping(ctx context.Context) error {
 // Preflight checks that spec names an image present on the engine, running
 // the image's source (SetImageSource) first when it is missing, and that no
 // container of another owner holds the sandbox's container name.
-// preflight_failed, unavailable.
+// preflight_failed, unavailable; failed_precondition (driver.ErrWorkloadRemoved)
+// when a sandbox that ran before has lost its container.
 func (r *Driver) Preflight(ctx context.Context, spec driver.Spec) error {
 	if err := validate(spec); err != nil {
 		return err
@@ -223,6 +224,8 @@ func (r *Driver) Preflight(ctx context.Context, spec driver.Spec) error {
 	name := ContainerName(spec.SandboxID)
 	c, err := r.api(ctx).ContainerInspect(ctx, name)
 	switch {
+	case cerrdefs.IsNotFound(err) && spec.Ran:
+		return removed(spec)
 	case cerrdefs.IsNotFound(err):
 		r.absent.note(name)
 		return nil
@@ -355,8 +358,19 @@ func (r *Driver) start(ctx context.Context, spec driver.Spec) (driver.Handle, er
 		return r.replace(ctx, c, want, spec)
 	case !cerrdefs.IsNotFound(err):
 		return driver.Handle{}, as(provider.CreateFailed, r.classify("inspect container "+name, err))
+	case spec.Ran:
+		return driver.Handle{}, removed(spec)
 	}
 	return r.create(ctx, want, spec)
+}
+
+// removed is the error of a start of a sandbox that ran before whose
+// container is gone: starting afresh would silently drop its files.
+// failed_precondition, wrapping driver.ErrWorkloadRemoved.
+func removed(spec driver.Spec) error {
+	return provider.Errorf(provider.FailedPrecondition,
+		"sandbox %s: its container %s was removed outside sandplane (docker rm, docker system prune), and the sandbox's files with it (%w): delete the sandbox and create a new one",
+		spec.SandboxID, ContainerName(spec.SandboxID), driver.ErrWorkloadRemoved)
 }
 
 // errNameTaken is create's error when a container has the sandbox's name.
@@ -502,7 +516,7 @@ func handle(id string) driver.Handle {
 }
 
 // Status inspects the container. A container that no longer exists is not
-// running, with reason "container gone". unavailable.
+// running, with reason driver.ReasonWorkloadRemoved. unavailable.
 func (r *Driver) Status(ctx context.Context, h driver.Handle) (driver.Status, error) {
 	if h.ContainerID == "" {
 		return driver.Status{Exit: driver.Exit{Reason: ReasonGone}}, nil
@@ -525,8 +539,13 @@ func (r *Driver) Status(ctx context.Context, h driver.Handle) (driver.Status, er
 
 // exitOf says how a container that does not run ended.
 func exitOf(s *container.State) driver.Exit {
-	if s.Status == container.StateCreated {
+	switch s.Status {
+	case container.StateCreated:
 		return driver.Exit{Reason: ReasonNotStarted}
+	case container.StateRemoving:
+		// docker rm -f kills a running container once its removal has
+		// begun: the kill is the removal's, and the files go with it.
+		return driver.Exit{Reason: ReasonGone}
 	}
 	if s.OOMKilled {
 		return killedBy(syscall.SIGKILL)

@@ -209,8 +209,26 @@ func (w *parkedWorkload) handOff(r Request) error {
 	return err
 }
 
-// end kills w, which the init's reaper then collects.
+// end kills w and returns once it has ended (the init's reaper then
+// collects it), so that the command started in its place never runs beside
+// it: SIGKILL takes effect when the kernel next schedules it, not when
+// kill returns.
 func (w *parkedWorkload) end() {
 	w.conn.Close()
-	_ = unix.Kill(w.pid, unix.SIGKILL)
+	fd, err := unix.PidfdOpen(w.pid, 0)
+	if err != nil {
+		_ = unix.Kill(w.pid, unix.SIGKILL) // already ended, or a kernel before pidfds
+		return
+	}
+	defer unix.Close(fd)
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
+		return
+	}
+	// A pidfd reads ready once the whole process has exited.
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+			return
+		}
+	}
 }
