@@ -402,7 +402,7 @@ type SandboxInfo struct {
 	AutoStopInterval int       `json:"autoStopInterval"`
 	CreatedAt        time.Time `json:"createdAt"`
 
-	// ErrorReason Why the sandbox last stopped or failed, for example "auto_stopped" or "exited: code 1".
+	// ErrorReason Why the sandbox last stopped or failed, for example "auto_stopped", "exited: code 1", or "container_removed" (its docker container, and its files, were removed outside sandplane: start refuses).
 	ErrorReason    string            `json:"errorReason,omitempty"`
 	ID             string            `json:"id"`
 	Labels         map[string]string `json:"labels"`

@@ -373,7 +373,7 @@ export interface components {
             autoDeleteInterval: number;
             /** @description Whether the previews answer without the token. */
             public: boolean;
-            /** @description Why the sandbox last stopped or failed, for example "auto_stopped" or "exited: code 1". */
+            /** @description Why the sandbox last stopped or failed, for example "auto_stopped", "exited: code 1", or "container_removed" (its docker container, and its files, were removed outside sandplane: start refuses). */
             errorReason?: string;
         };
         SandboxList: {
