@@ -43,6 +43,10 @@ type Options struct {
 	// Token, when set, is required by the daemon (given in a 0600
 	// --token-file) and sent by Daemon.P.
 	Token string
+	// Wrap, when set, is the command the daemon runs under (its argv
+	// follows), such as nsenter into another mount namespace. It must exec
+	// the daemon, so that signals to it reach the daemon.
+	Wrap []string
 }
 
 const (
@@ -127,7 +131,8 @@ func launch(t testing.TB, o Options, portLo, portHi int, retry bool) *Daemon {
 		args = append(args, "--token-file", tokenFile)
 		popts = append(popts, local.WithToken(o.Token))
 	}
-	d.cmd = exec.Command(Binary(t), args...)
+	argv := append(append(append([]string(nil), o.Wrap...), Binary(t)), args...)
+	d.cmd = exec.Command(argv[0], argv[1:]...)
 	d.cmd.Env = append(os.Environ(), o.Env...)
 	d.cmd.Stderr = d.Stderr
 	require.NoError(t, d.cmd.Start())

@@ -306,7 +306,7 @@ func (m *Manager) insert(e *entry) error {
 func (m *Manager) makeDir(rec *record, env map[string]string) (<-chan error, error) {
 	staged, err := m.stage(rec.ID)
 	if err != nil {
-		return nil, provider.Errorf(provider.Internal, "create sandbox directory: %w", err)
+		return nil, storageErr(err, "create sandbox directory")
 	}
 	rest, err := fillStaged(staged, rec, env)
 	if err == nil {
@@ -337,12 +337,12 @@ func (m *Manager) syncPublished(files []*os.File) <-chan error {
 				defer wg.Done()
 				defer f.Close()
 				if err := f.Sync(); err != nil {
-					errs[i] = provider.Errorf(provider.Internal, "sync %s of the new sandbox: %v", filepath.Base(f.Name()), err)
+					errs[i] = storageErr(err, "sync %s of the new sandbox", filepath.Base(f.Name()))
 				}
 			}()
 		}
 		if err := syncDir(m.opts.Root); err != nil {
-			errs[len(files)] = provider.Errorf(provider.Internal, "sync the daemon root %s: %v", m.opts.Root, err)
+			errs[len(files)] = storageErr(err, "sync the daemon root %s", m.opts.Root)
 		}
 		wg.Wait()
 		for _, err := range errs {
@@ -387,23 +387,23 @@ func fillStaged(dir string, rec *record, env map[string]string) (rest []*os.File
 	}{{envFile, envData}, {tokenFile, []byte(newToken() + "\n")}} {
 		fh, err := writeNew(filepath.Join(dir, f.name), f.data, 0o600)
 		if err != nil {
-			return rest, provider.Errorf(provider.Internal, "write %s: %w", f.name, err)
+			return rest, storageErr(err, "write %s", f.name)
 		}
 		rest = append(rest, fh)
 	}
 	fh, err := writeNew(filepath.Join(dir, recordFile), recData, 0o644)
 	if err != nil {
-		return rest, provider.Errorf(provider.Internal, "write %s: %w", recordFile, err)
+		return rest, storageErr(err, "write %s", recordFile)
 	}
 	defer fh.Close()
 	synced := make(chan error, 1)
 	go func() { synced <- fh.Sync() }()
 	if err := syncDir(dir); err != nil {
 		<-synced
-		return rest, provider.Errorf(provider.Internal, "sync the new sandbox directory: %w", err)
+		return rest, storageErr(err, "sync the new sandbox directory")
 	}
 	if err := <-synced; err != nil {
-		return rest, provider.Errorf(provider.Internal, "sync %s: %w", recordFile, err)
+		return rest, storageErr(err, "sync %s", recordFile)
 	}
 	return rest, nil
 }

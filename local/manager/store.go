@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -193,13 +194,13 @@ func (p *prepared) install(durable bool) error {
 		err = os.Rename(next, cur)
 	}
 	if err != nil {
-		return provider.Errorf(provider.Internal, "persist sandbox %s: %w", p.next.ID, err)
+		return storageErr(err, "persist sandbox %s", p.next.ID)
 	}
 	if !durable {
 		return nil
 	}
 	if err := syncDir(p.dir); err != nil {
-		return provider.Errorf(provider.Internal, "persist sandbox %s: %w", p.next.ID, err)
+		return storageErr(err, "persist sandbox %s", p.next.ID)
 	}
 	return nil
 }
@@ -250,14 +251,14 @@ func (m *Manager) dir(id string) string { return filepath.Join(m.opts.Root, id) 
 func (m *Manager) persist(r *record) error { return persistIn(m.dir(r.ID), r, true) }
 
 // persistIn writes r as dir's sandbox.json, durably or not (see
-// writeFileAtomic). internal.
+// writeFileAtomic). resource_exhausted (a full disk), internal.
 func persistIn(dir string, r *record, durable bool) error {
 	data, err := encodeRecord(r)
 	if err != nil {
 		return err
 	}
 	if err := writeFileAtomic(filepath.Join(dir, recordFile), data, 0o644, durable); err != nil {
-		return provider.Errorf(provider.Internal, "persist sandbox %s: %w", r.ID, err)
+		return storageErr(err, "persist sandbox %s", r.ID)
 	}
 	return nil
 }
@@ -481,4 +482,18 @@ func clonePtr[T any](p *T) *T {
 	}
 	v := *p
 	return &v
+}
+
+// storageErr is the error of a write to the daemon's root that failed with
+// err, what naming the write: resource_exhausted, saying what to free, when
+// the disk or the quota is full (the write left nothing half-done: every
+// record is written beside the old one and renamed over it), internal
+// otherwise.
+func storageErr(err error, what string, args ...any) error {
+	what = fmt.Sprintf(what, args...)
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return provider.Errorf(provider.ResourceExhausted,
+			"%s: %v: the disk that holds the daemon's root is full; free space there (delete sandboxes you no longer need, or what they wrote), then retry", what, err)
+	}
+	return provider.Errorf(provider.Internal, "%s: %w", what, err)
 }
