@@ -422,6 +422,7 @@ func (s proxyAPI) forwardToolbox(w http.ResponseWriter, r *http.Request, sb *san
 			return
 		}
 	}
+	s.resumeForToolbox(r.Context(), sb)
 	s.mu.Lock()
 	state, target, gone := sb.State, sb.toolboxURL, sb.gone
 	s.mu.Unlock()
