@@ -13,7 +13,9 @@ import (
 // resumes a paused sandbox and holds the request until it runs again, as a
 // start holds its answer, so that a caller's next command finds it awake.
 //
-// Daytona's server after v0.190 is not public. What the v0.205.1 document
+// Daytona v0.190 has pause (start resumes a paused sandbox) but no
+// auto-pause, and its proxy does nothing for a paused sandbox; its server
+// after that is not public. What the v0.205.1 document
 // and SDK 0.218 say is followed: 0 disables it; it is refused for an
 // ephemeral sandbox; at most one of auto-stop and auto-pause is non-zero,
 // so a create that gives only autoPauseInterval gets auto-stop 0, and a
@@ -24,7 +26,9 @@ import (
 // defaults: the document's 60 minutes is for classes that pause, and a
 // sandbox here is of class container, whose defaults (auto-stop 15,
 // auto-pause 0) stay what every SDK and older script expects. Resuming on
-// toolbox traffic is the brief's reading of Daytona's behaviour; preview
+// toolbox traffic is newer Daytona's behaviour as this project reads it
+// (no public code shows it), so that an auto-pause stays as invisible to
+// a caller as the SDK's docs imply; preview
 // traffic does not resume (the SDK says previews are not activity), and
 // is refused as for a stopped sandbox.
 
