@@ -29,6 +29,7 @@ type createRequest struct {
 	AutoStopInterval    *float64          `json:"autoStopInterval"`
 	AutoArchiveInterval *float64          `json:"autoArchiveInterval"`
 	AutoDeleteInterval  *float64          `json:"autoDeleteInterval"`
+	AutoPauseInterval   *float64          `json:"autoPauseInterval"`
 	Volumes             []volume          `json:"volumes"`
 	BuildInfo           *struct {
 		DockerfileContent string   `json:"dockerfileContent"`
@@ -95,6 +96,7 @@ type createPlan struct {
 	build                             bool
 	target                            string
 	autoStop, autoArchive, autoDelete int
+	autoPause                         int
 	ttl                               int
 	// Resolved by admitCreateLocked.
 	snap    Snapshot
@@ -135,6 +137,9 @@ func (s creation) planCreate(req createRequest) (createPlan, *apiError) {
 	}
 	var err *apiError
 	if p.autoStop, p.autoArchive, p.autoDelete, err = createIntervals(req); err != nil {
+		return createPlan{}, err
+	}
+	if p.autoPause, p.autoStop, err = createAutoPause(req, p.autoStop, p.autoDelete); err != nil {
 		return createPlan{}, err
 	}
 	if req.TTLMinutes != nil {
@@ -267,7 +272,7 @@ func (p createPlan) applyTo(sb *sandbox, now time.Time, minute time.Duration) {
 		sb.NetworkBlockAll = *req.NetworkBlockAll
 	}
 	sb.NetworkAllowList, sb.DomainAllowList = req.NetworkAllowList, req.DomainAllowList
-	sb.AutoStop, sb.AutoArchive, sb.AutoDelete = p.autoStop, p.autoArchive, p.autoDelete
+	sb.AutoStop, sb.AutoArchive, sb.AutoDelete, sb.AutoPause = p.autoStop, p.autoArchive, p.autoDelete, p.autoPause
 	sb.AutoDestroyAt = ttlDeadline(now, p.ttl, minute)
 	if req.Volumes != nil {
 		sb.Volumes = append([]volume{}, req.Volumes...)
@@ -512,10 +517,7 @@ func (s sandboxAPI) pauseSandbox(c *call) (reply, *apiError) {
 		if _, ok := s.backend.(PauseBackend); !ok {
 			c.w.Header().Add(warningHeader, "the "+s.backend.Name()+" backend cannot freeze a workload: the pause is a change of state only")
 		}
-		sb.Desired = dsPaused
-		sb.Pending = true
-		sb.UpdatedAt = s.clk.Now()
-		sb.notify()
+		s.eng.pauseLocked(sb)
 		d := sb.dto(tbx, false)
 		s.eng.kick(sb)
 		return reply{http.StatusOK, d}, nil
@@ -662,6 +664,9 @@ func (s sandboxAPI) setAutostop(c *call) (reply, *apiError) {
 		if n < 0 {
 			return errorf(http.StatusBadRequest, "Auto-stop interval must be non-negative")
 		}
+		if n != 0 && sb.AutoPause != 0 {
+			return errorf(http.StatusBadRequest, msgAutoPauseExclusive)
+		}
 		sb.AutoStop = n
 		return nil
 	})
@@ -681,6 +686,9 @@ func (s sandboxAPI) setAutoDelete(c *call) (reply, *apiError) {
 	return s.setInterval(c, func(sb *sandbox, n int) *apiError {
 		if sb.GPU > 0 && n != 0 {
 			return errorf(http.StatusBadRequest, "GPU sandboxes must remain ephemeral")
+		}
+		if n == 0 && sb.AutoPause != 0 {
+			return errorf(http.StatusBadRequest, msgAutoPauseEphemeral)
 		}
 		sb.AutoDelete = n
 		return nil

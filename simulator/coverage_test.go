@@ -62,7 +62,6 @@ var notYetTags = map[string]string{
 var notYetOps = map[string]string{
 	"updateSandboxSecrets":  "mounting secrets in a sandbox (v0.205.1): planned with the secret store",
 	"resolveSandboxSecrets": "a sandbox's resolved secrets (v0.205.1): planned with the secret store",
-	"setAutoPauseInterval":  "auto-pause (v0.205.1): planned with pause support in the backends",
 }
 
 // outOfScopeOps are single operations outside the areas above.

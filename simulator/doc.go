@@ -5,10 +5,13 @@
 // sandboxes move through Daytona's raw states on an injected clock, responses
 // carry Daytona's derived display state, status codes and error bodies
 // (including the places where the real server and its OpenAPI file
-// disagree), and the auto-stop, auto-archive and auto-delete jobs run every
-// ten seconds off lastActivityAt, exactly as Daytona's do, beside the TTL
-// (ttlMinutes, setTtl), which destroys a sandbox at its autoDestroyAt
-// whatever its state or activity.
+// disagree), and the auto-stop, auto-pause, auto-archive and auto-delete
+// jobs run every ten seconds off lastActivityAt, exactly as Daytona's do,
+// beside the TTL (ttlMinutes, setTtl), which destroys a sandbox at its
+// autoDestroyAt whatever its state or activity. Auto-pause (autopause.go)
+// freezes an idle sandbox in place; start or toolbox traffic resumes it.
+// Error bodies carry the code and source SDK 0.218 picks its error classes
+// by (errors.go, toolbox/wire).
 //
 // Routes served by Handler:
 //

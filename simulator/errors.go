@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/sandplane/sandplane/toolbox/wire"
 )
@@ -13,6 +15,8 @@ import (
 type apiError struct {
 	Status  int
 	Message string
+	// Code is the body's machine-readable code; empty, apiCode(Status).
+	Code string
 	// Header is added to the response (Retry-After and friends).
 	Header http.Header
 }
@@ -44,13 +48,48 @@ func notFound(idOrName string) *apiError {
 	return errorf(http.StatusNotFound, "Sandbox with ID or name %s not found", idOrName)
 }
 
-// nestBody is the body of Daytona's AllExceptionsFilter.
+// nestBody is the body of Daytona's AllExceptionsFilter, with the code
+// and source that SDK 0.218 reads beside the fields older SDKs read
+// (statusCode, error, message). The SDK picks its class from (source,
+// code) when it knows the pair and from the status otherwise; it knows no
+// DAYTONA_API pair, so for the API the status decides (400
+// DaytonaValidationError, 404 DaytonaNotFoundError, 409
+// DaytonaConflictError, 429 DaytonaRateLimitError, ...) and the code is
+// there for callers that read err.code.
 type nestBody struct {
 	Path       string `json:"path"`
 	Timestamp  string `json:"timestamp"`
 	StatusCode int    `json:"statusCode"`
 	Error      string `json:"error"`
 	Message    string `json:"message"`
+	Code       string `json:"code"`
+	Source     string `json:"source"`
+}
+
+// apiCode is the API's code for status: the upper-case name of the status,
+// as the daemon's codes spell theirs (Daytona's server after v0.190 is not
+// public; the SDKs read the field, and this spelling is the one its
+// toolbox document gives for the same statuses).
+func apiCode(status int) string {
+	if status == http.StatusServiceUnavailable {
+		return "SERVICE_UNAVAILABLE"
+	}
+	if status >= 500 && status != http.StatusBadGateway && status != http.StatusGatewayTimeout {
+		return "INTERNAL_SERVER_ERROR"
+	}
+	text := http.StatusText(status)
+	if text == "" {
+		return "INTERNAL_SERVER_ERROR"
+	}
+	return strings.ToUpper(strings.NewReplacer(" ", "_", "-", "_", "'", "").Replace(text))
+}
+
+// code is e's body code.
+func (e *apiError) code() string {
+	if e.Code != "" {
+		return e.Code
+	}
+	return apiCode(e.Status)
 }
 
 func (s *Simulator) writeAPIError(w http.ResponseWriter, r *http.Request, e *apiError) {
@@ -69,6 +108,8 @@ func (s *Simulator) writeAPIError(w http.ResponseWriter, r *http.Request, e *api
 		StatusCode: e.Status,
 		Error:      http.StatusText(e.Status),
 		Message:    msg,
+		Code:       e.code(),
+		Source:     wire.SourceAPI,
 	})
 }
 
@@ -80,7 +121,18 @@ func (s *Simulator) writeGinError(w http.ResponseWriter, r *http.Request, e *api
 			w.Header().Add(k, v)
 		}
 	}
-	writeJSON(w, e.Status, wire.NewErrorResponse(r, s.clk.Now(), e.Status, wire.ErrorCode(e.Status), e.Message))
+	writeJSON(w, e.Status, ginBody(r.URL.Path, r.Method, s.clk.Now(), e))
+}
+
+// ginBody is the proxy's own error body for e: the daemon's shape and
+// codes, with source DAYTONA_PROXY, since no toolbox answered.
+func ginBody(path, method string, now time.Time, e *apiError) wire.ErrorResponse {
+	code := wire.ErrorCode(e.Status)
+	if e.Code != "" {
+		code = e.Code
+	}
+	return wire.ErrorResponse{StatusCode: e.Status, Message: e.Message, Code: code, Source: wire.SourceProxy,
+		Timestamp: now.UTC(), Path: path, Method: method}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -95,7 +147,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b = []byte(`{"statusCode":500,"error":"Internal Server Error","message":"An unexpected error occurred."}`)
+		b = []byte(`{"statusCode":500,"error":"Internal Server Error","message":"An unexpected error occurred.","code":"INTERNAL_SERVER_ERROR","source":"DAYTONA_API"}`)
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)

@@ -6,8 +6,8 @@ import (
 	"github.com/sandplane/sandplane/simulator/internal/engine"
 )
 
-// startJobs runs Daytona's crons (auto-stop, auto-archive, auto-delete and
-// the TTL) every engine.JobPeriod (scaled
+// startJobs runs Daytona's crons (auto-stop, auto-pause, auto-archive,
+// auto-delete and the TTL) every engine.JobPeriod (scaled
 // with the minute) until Close.
 func (s reconciler) startJobs() {
 	s.mu.Lock()
@@ -64,7 +64,7 @@ func (s reconciler) jobFor(sb *sandbox, now time.Time) engine.Job {
 		Settled:      !sb.Pending && !sb.busy,
 		Pool:         sb.OrgID == warmPoolOrg,
 		LastActivity: sb.LastActivity,
-		AutoStop:     sb.AutoStop, AutoArchive: sb.AutoArchive, AutoDelete: sb.AutoDelete,
+		AutoStop:     sb.AutoStop, AutoArchive: sb.AutoArchive, AutoDelete: sb.AutoDelete, AutoPause: sb.AutoPause,
 		AutoDestroyAt: sb.autoDestroyAt(),
 	}, now, s.cfg.Minute)
 }
@@ -82,6 +82,8 @@ func (s reconciler) runJobLocked(sb *sandbox, now time.Time) bool {
 			sb.forceStop = false
 			sb.notify()
 		}
+	case engine.PauseJob:
+		s.pauseLocked(sb)
 	case engine.DeleteJob:
 		s.softDeleteLocked(sb)
 	case engine.ExpireJob:

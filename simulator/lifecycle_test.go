@@ -9,6 +9,8 @@ import (
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandplane/sandplane/simulator/internal/engine"
 )
 
 func TestLifecycleInstantProfile(t *testing.T) {
@@ -265,4 +267,50 @@ func TestListFilters(t *testing.T) {
 
 	h.clk.Advance(time.Second)
 	assert.Len(t, names(api.ListSandboxes(h.ctx).IncludeErroredDeleted(true)), 1, "destroyed rows are never listed")
+}
+
+// The auto-pause lifecycle as a conformance scenario would run it, through
+// the API only and on the fake clock: an idle sandbox with a one-minute
+// auto-pause is paused within the interval and one cron period, reads do
+// not postpone it, the pause keeps it (not stopped, not archived), and a
+// start resumes it, its interval kept.
+func TestScenarioIdleAutoPauses(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Profile = InstantProfile() })
+	sb := h.createRaw(map[string]any{"name": "idle-pause", "autoPauseInterval": 1})
+	require.Equal(t, "started", sb.State)
+	for range 6 { // reads every 10 s for a minute: none is activity
+		assert.Equal(t, "started", h.intervalsOf(sb.ID).State)
+		code, _, _ := h.raw("GET", "/api/sandbox", nil)
+		require.Equal(t, http.StatusOK, code)
+		h.clk.Advance(10 * time.Second)
+	}
+	h.clk.Advance(10 * time.Second) // the cron period after the interval
+	got := h.get(sb.ID)
+	assert.Equal(t, apiclient.SANDBOXSTATE_PAUSED, got.GetState(), "auto-paused within its interval and a cron period")
+	assert.Equal(t, apiclient.SANDBOXDESIREDSTATE_PAUSED, got.GetDesiredState())
+	advanceBy(h, 24*time.Hour)
+	assert.Equal(t, "paused", h.intervalsOf(sb.ID).State, "a paused sandbox is neither auto-stopped nor archived")
+
+	started, _, err := h.api.SandboxAPI.StartSandbox(h.ctx, sb.ID).Execute()
+	require.NoError(t, err)
+	assert.Equal(t, apiclient.SANDBOXSTATE_STARTED, started.GetState())
+	assert.Equal(t, 1, h.intervalsOf(sb.ID).AutoPauseInterval, "the resume keeps the interval")
+	advanceBy(h, time.Minute+engine.JobPeriod+time.Second)
+	assert.Equal(t, "paused", h.intervalsOf(sb.ID).State, "and it pauses again once idle")
+}
+
+// The TTL lifecycle as a conformance scenario would run it: a sandbox with
+// a two-minute TTL and a one-minute auto-stop auto-stops first, and the
+// TTL still destroys it, stopped, at its deadline: gone from get and list.
+func TestScenarioTTLOutlivesAutoStop(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Profile = InstantProfile() })
+	sb := h.createRaw(map[string]any{"name": "ttl-stop", "ttlMinutes": 2, "autoStopInterval": 1})
+	advanceBy(h, time.Minute+engine.JobPeriod+time.Second)
+	assert.Equal(t, "stopped", h.intervalsOf(sb.ID).State, "auto-stopped before its TTL")
+	advanceBy(h, time.Minute+engine.JobPeriod)
+	code, body, _ := h.raw("GET", "/api/sandbox/"+sb.ID, nil)
+	assert.Equal(t, http.StatusNotFound, code, "destroyed at its TTL though stopped: %s", body)
+	code, body, _ = h.raw("GET", "/api/sandbox", nil)
+	require.Equal(t, http.StatusOK, code)
+	assert.NotContains(t, string(body), sb.ID, "the list no longer shows it")
 }

@@ -40,6 +40,7 @@ type listFields struct {
 	cpu, gpu, memory, disk     int
 	autoStop, autoArchive      int
 	autoDelete                 int
+	autoPause                  int
 	createdAt, updatedAt       time.Time
 	lastActivity               time.Time
 	autoDestroyAt              time.Time // zero for none
@@ -81,6 +82,7 @@ func (sb *sandbox) listFields() listFields {
 		recoverable: sb.Recoverable, public: sb.Public,
 		cpu: sb.CPU, gpu: sb.GPU, memory: sb.Memory, disk: sb.Disk,
 		autoStop: sb.AutoStop, autoArchive: sb.AutoArchive, autoDelete: sb.AutoDelete,
+		autoPause: sb.AutoPause,
 		createdAt: sb.CreatedAt, updatedAt: sb.UpdatedAt, lastActivity: sb.LastActivity,
 		autoDestroyAt: sb.autoDestroyAt(),
 	}

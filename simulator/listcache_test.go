@@ -150,6 +150,7 @@ func TestListItemCacheSeesEveryShownValue(t *testing.T) {
 		{"autoStop", func(sb *sandbox) { sb.AutoStop = 0 }},
 		{"autoArchive", func(sb *sandbox) { sb.AutoArchive = 60 }},
 		{"autoDelete", func(sb *sandbox) { sb.AutoDelete = 0 }},
+		{"autoPause", func(sb *sandbox) { sb.AutoPause = 30 }},
 		{"createdAt", func(sb *sandbox) { sb.CreatedAt = sb.CreatedAt.Add(time.Millisecond) }},
 		{"updatedAt", func(sb *sandbox) { sb.UpdatedAt = sb.UpdatedAt.Add(time.Second) }},
 		{"lastActivity", func(sb *sandbox) { sb.LastActivity = sb.LastActivity.Add(time.Hour) }},

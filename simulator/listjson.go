@@ -101,6 +101,8 @@ func appendListItemHead(b []byte, f *listFields, labels map[string]string) []byt
 	b = strconv.AppendInt(b, int64(f.autoArchive), 10)
 	b = append(b, `,"autoDeleteInterval":`...)
 	b = strconv.AppendInt(b, int64(f.autoDelete), 10)
+	b = append(b, `,"autoPauseInterval":`...)
+	b = strconv.AppendInt(b, int64(f.autoPause), 10)
 	b = append(b, `,"createdAt":`...)
 	b = appendISO(b, f.createdAt)
 	b = append(b, `,"updatedAt":`...)

@@ -52,11 +52,24 @@ func TestPauseAndResumeOnTheNoneBackend(t *testing.T) {
 	require.Equal(t, apiclient.SANDBOXSTATE_PAUSED, h.get(sb.Id).GetState())
 	assert.Equal(t, apiclient.SANDBOXDESIREDSTATE_PAUSED, h.get(sb.Id).GetDesiredState())
 
-	code, body, _ = h.raw("POST", "/toolbox/"+sb.Id+"/process/execute", map[string]any{"command": "true"})
-	assert.Equal(t, http.StatusBadRequest, code, "a paused sandbox's toolbox is refused as a stopped one's: %s", body)
+	// Toolbox traffic resumes it, and the request waits for the resume.
+	answered := make(chan int, 1)
+	waiters := h.clk.Waiters()
+	go func() {
+		code, _, _ := h.raw("POST", "/toolbox/"+sb.Id+"/process/execute", map[string]any{"command": "true"})
+		answered <- code
+	}()
+	require.NoError(t, h.clk.BlockUntilWaiters(t.Context(), waiters+2), "the request waits on the resume's step")
+	assert.Equal(t, apiclient.SANDBOXSTATE_RESUMING, h.get(sb.Id).GetState())
+	h.clk.Advance(h.sim.cfg.Profile.Resume.Max)
+	assert.Equal(t, http.StatusServiceUnavailable, <-answered, "resumed, the request reaches the none backend's missing workload")
+	require.Equal(t, apiclient.SANDBOXSTATE_STARTED, h.get(sb.Id).GetState())
+	assert.Equal(t, apiclient.SANDBOXSTATE_PAUSING, h.pause(sb.Id))
+	h.clk.Advance(h.sim.cfg.Profile.Pause.Max)
+	require.Equal(t, apiclient.SANDBOXSTATE_PAUSED, h.get(sb.Id).GetState())
 
 	resumed := make(chan *apiclient.Sandbox, 1)
-	waiters := h.clk.Waiters()
+	waiters = h.clk.Waiters()
 	go func() {
 		sb, _, err := api.StartSandbox(h.ctx, sb.Id).Execute()
 		assert.NoError(t, err)
@@ -184,8 +197,8 @@ func TestNativePauseFreezesTheWorkload(t *testing.T) {
 	h.waitGone(sb.Id)
 }
 
-// On docker (the backend with the engine's client) a pause is the engine's: the container shows Paused, its
-// toolbox is refused, and start unpauses the same processes.
+// On docker (the backend with the engine's client) a pause is the engine's: the container shows Paused,
+// toolbox traffic unpauses it, and so does start, the same processes each time.
 func TestDockerPauseFreezesTheContainer(t *testing.T) {
 	h, cli, _ := dockerExtHarness(t)
 	sb := h.create(apiclient.CreateSandbox{})
@@ -205,7 +218,11 @@ func TestDockerPauseFreezesTheContainer(t *testing.T) {
 	h.waitState(sb.Id, apiclient.SANDBOXSTATE_PAUSED)
 	assert.True(t, containerOf(t, cli, h, sb.Id).State.Paused, "the container is paused")
 	code, _, body = h.proxyExecute(sb.Id, "true")
-	assert.Equal(t, http.StatusBadRequest, code, string(body))
+	assert.Equal(t, http.StatusOK, code, "toolbox traffic resumes a paused sandbox: %s", body)
+	assert.False(t, containerOf(t, cli, h, sb.Id).State.Paused, "the toolbox's request unpaused the container")
+	h.pause(sb.Id)
+	h.waitState(sb.Id, apiclient.SANDBOXSTATE_PAUSED)
+	assert.True(t, containerOf(t, cli, h, sb.Id).State.Paused, "the container is paused again")
 
 	started, _, err := h.api.SandboxAPI.StartSandbox(h.ctx, sb.Id).Execute()
 	require.NoError(t, err)

@@ -21,7 +21,6 @@ import (
 	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/provider/relay"
 	"github.com/sandplane/sandplane/provider/relay/relaymetrics"
-	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // proxyAPI serves the toolbox and preview traffic of the proxies: it finds
@@ -298,14 +297,7 @@ func virtualTarget(u *url.URL, kind string) (id string, port int, ok bool) {
 // the caller's request.
 func (t *proxyTransport) answer(req *http.Request, e *apiError) *http.Response {
 	log := callOf(req.Context())
-	body, _ := json.Marshal(wire.ErrorResponse{
-		StatusCode: e.Status,
-		Message:    e.Message,
-		Code:       wire.ErrorCode(e.Status),
-		Timestamp:  t.s.clk.Now().UTC(),
-		Path:       log.Path,
-		Method:     log.Method,
-	})
+	body, _ := json.Marshal(ginBody(log.Path, log.Method, t.s.clk.Now(), e))
 	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}}
 	for k, vs := range e.Header {
 		h[k] = append(h[k], vs...)
@@ -430,6 +422,7 @@ func (s proxyAPI) forwardToolbox(w http.ResponseWriter, r *http.Request, sb *san
 			return
 		}
 	}
+	s.resumeForToolbox(r.Context(), sb)
 	s.mu.Lock()
 	state, target, gone := sb.State, sb.toolboxURL, sb.gone
 	s.mu.Unlock()

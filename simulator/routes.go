@@ -65,6 +65,7 @@ func apiRoutes() []route {
 		{"POST", "/api/sandbox/{sandboxIdOrName}/backup", "createBackup", part(sandboxesOf, sandboxAPI.createBackup)},
 		{"PUT", "/api/sandbox/{sandboxIdOrName}/labels", "replaceLabels", part(sandboxesOf, sandboxAPI.replaceLabels)},
 		{"POST", "/api/sandbox/{sandboxIdOrName}/autostop/{interval}", "setAutostopInterval", part(sandboxesOf, sandboxAPI.setAutostop)},
+		{"POST", "/api/sandbox/{sandboxIdOrName}/autopause/{interval}", "setAutoPauseInterval", part(sandboxesOf, sandboxAPI.setAutoPause)},
 		{"POST", "/api/sandbox/{sandboxIdOrName}/autoarchive/{interval}", "setAutoArchiveInterval", part(sandboxesOf, sandboxAPI.setAutoArchive)},
 		{"POST", "/api/sandbox/{sandboxIdOrName}/autodelete/{interval}", "setAutoDeleteInterval", part(sandboxesOf, sandboxAPI.setAutoDelete)},
 		{"POST", "/api/sandbox/{sandboxIdOrName}/ttl/{ttlMinutes}", "setTtl", part(sandboxesOf, sandboxAPI.setTTL)},

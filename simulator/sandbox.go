@@ -85,6 +85,8 @@ type sandbox struct {
 	AutoStop        int
 	AutoArchive     int
 	AutoDelete      int
+	// AutoPause is the auto-pause interval (autopause.go); 0 for none.
+	AutoPause       int
 	Volumes         []volume
 	BuildInfo       *buildInfo
 	CreatedAt       time.Time
@@ -272,6 +274,7 @@ type sandboxDTO struct {
 	AutoStopInterval    int                 `json:"autoStopInterval"`
 	AutoArchiveInterval int                 `json:"autoArchiveInterval"`
 	AutoDeleteInterval  int                 `json:"autoDeleteInterval"`
+	AutoPauseInterval   int                 `json:"autoPauseInterval"`
 	Volumes             []volume            `json:"volumes"`
 	BuildInfo           nullable[buildInfo] `json:"buildInfo,omitzero"`
 	CreatedAt           string              `json:"createdAt"`
@@ -318,6 +321,7 @@ type sandboxListItemDTO struct {
 	AutoStopInterval    int               `json:"autoStopInterval"`
 	AutoArchiveInterval int               `json:"autoArchiveInterval"`
 	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
+	AutoPauseInterval   int               `json:"autoPauseInterval"`
 	CreatedAt           string            `json:"createdAt"`
 	UpdatedAt           string            `json:"updatedAt"`
 	LastActivityAt      string            `json:"lastActivityAt"`
@@ -364,6 +368,7 @@ func (sb *sandbox) dto(toolboxProxyURL string, fresh bool) sandboxDTO {
 		AutoStopInterval:    sb.AutoStop,
 		AutoArchiveInterval: sb.AutoArchive,
 		AutoDeleteInterval:  sb.AutoDelete,
+		AutoPauseInterval:   sb.AutoPause,
 		Volumes:             append([]volume{}, sb.Volumes...),
 		CreatedAt:           iso(sb.CreatedAt),
 		UpdatedAt:           iso(sb.UpdatedAt),
@@ -419,6 +424,7 @@ func (sb *sandbox) listItem(toolboxProxyURL string) sandboxListItemDTO {
 		AutoStopInterval:    sb.AutoStop,
 		AutoArchiveInterval: sb.AutoArchive,
 		AutoDeleteInterval:  sb.AutoDelete,
+		AutoPauseInterval:   sb.AutoPause,
 		CreatedAt:           iso(sb.CreatedAt),
 		UpdatedAt:           iso(sb.UpdatedAt),
 		LastActivityAt:      iso(sb.LastActivity),

@@ -46,6 +46,8 @@ type SpecException struct {
 
 var statusTwoOhOneOps = []string{
 	"setAutostopInterval", "setAutoArchiveInterval", "setAutoDeleteInterval",
+	// Inferred: Daytona's setter beside the other three (autopause.go).
+	"setAutoPauseInterval",
 	"updatePublicStatus", "createBackup", "expireSignedPortPreviewUrl",
 }
 

@@ -119,8 +119,8 @@ func runScript(t *testing.T, script, pkg, scenario, url string, env ...string) [
 }
 
 // tsHarness is a simulator whose sandboxes run the real toolbox natively,
-// on a loopback server.
-func tsHarness(t *testing.T) (*Simulator, string) {
+// on a loopback server, configured further by configure.
+func tsHarness(t *testing.T, configure ...func(*Config)) (*Simulator, string) {
 	t.Helper()
 	be, err := NewRuntimeBackend(RuntimeBackendConfig{
 		Runtime: native.New(),
@@ -128,7 +128,11 @@ func tsHarness(t *testing.T) (*Simulator, string) {
 		Command: []string{toolboxBinary(t)},
 	})
 	require.NoError(t, err)
-	sim, err := New(Config{Backend: be, ValidateResponses: true, APIKeys: []string{"ts-sdk-key"}, AdminKey: "ts-sdk-admin-key"})
+	cfg := Config{Backend: be, ValidateResponses: true, APIKeys: []string{"ts-sdk-key"}, AdminKey: "ts-sdk-admin-key"}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	sim, err := New(cfg)
 	require.NoError(t, err)
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(func() {
@@ -254,6 +258,90 @@ func TestOfficialTypeScriptSDKTTL(t *testing.T) {
 	}
 	assert.EqualValues(t, 2, counts["setTtl"], "the SDK checks a negative TTL before calling")
 	assertCallsSucceeded(t, sim)
+	assert.Empty(t, sim.SpecViolations())
+}
+
+// The newest SDK's auto-pause, against a simulator whose minute is half a
+// second: create with autoPauseInterval, setAutoPauseInterval, the
+// server's refusal of auto-stop beside it, an idle pause seen through
+// reads, and executeCommand resuming the paused sandbox.
+func TestOfficialTypeScriptSDKAutoPause(t *testing.T) {
+	sdk := tsSDKs[1]
+	tsSDKDir(t, sdk.pkg)
+	sim, url := tsHarness(t, func(c *Config) { c.Minute = 500 * time.Millisecond })
+	out := runSDK(t, sdk.pkg, "autopause", url)
+	var res struct {
+		OK   bool `json:"ok"`
+		Seen struct {
+			Created               struct{ AutoPauseInterval, AutoStopInterval int }
+			Cleared, Set          int
+			RefusedLocally        string
+			RefusedBesideAutoStop string
+			Paused, ResumedBy     string
+		} `json:"seen"`
+	}
+	require.NoError(t, json.Unmarshal(out, &res), string(out))
+	assert.True(t, res.OK)
+	assert.Equal(t, 1, res.Seen.Created.AutoPauseInterval)
+	assert.Equal(t, 0, res.Seen.Created.AutoStopInterval, "auto-pause alone turns the default auto-stop off")
+	assert.Equal(t, 0, res.Seen.Cleared)
+	assert.Equal(t, 1, res.Seen.Set)
+	assert.Contains(t, res.Seen.RefusedLocally, "non-negative", "the SDK refuses a negative interval itself")
+	assert.Equal(t, msgAutoPauseExclusive, res.Seen.RefusedBesideAutoStop)
+	assert.Equal(t, "paused", res.Seen.Paused)
+	assert.Equal(t, "awake", res.Seen.ResumedBy, "the command ran in the resumed sandbox")
+	counts := sim.calls.counts(everyOrg)
+	assert.EqualValues(t, 2, counts["setAutoPauseInterval"], "the SDK checks a negative interval before calling")
+	assertCallsSucceeded(t, sim, "setAutostopInterval")
+	assert.Empty(t, sim.SpecViolations())
+}
+
+// The newest SDK's error classes, by instanceof, from the API's bodies
+// (not found, conflict, validation, a rate-limit fault) and the toolbox's
+// (command timeout, missing file, repository and session), with the
+// status, code and source the SDK read.
+func TestOfficialTypeScriptSDKErrors(t *testing.T) {
+	sdk := tsSDKs[1]
+	tsSDKDir(t, sdk.pkg)
+	sim, url := tsHarness(t)
+	out := runSDK(t, sdk.pkg, "errors", url)
+	type class struct {
+		OK         bool     `json:"ok"`
+		Failed     []string `json:"failed"`
+		Name       string   `json:"name"`
+		StatusCode int      `json:"statusCode"`
+		Code       string   `json:"code"`
+		Source     string   `json:"source"`
+	}
+	var res struct {
+		OK   bool `json:"ok"`
+		Seen struct {
+			Classes      map[string]class `json:"classes"`
+			LocalRefusal bool             `json:"localRefusal"`
+		} `json:"seen"`
+	}
+	require.NoError(t, json.Unmarshal(out, &res), string(out))
+	assert.True(t, res.OK)
+	want := map[string]class{
+		"notFound":        {Name: "DaytonaNotFoundError", StatusCode: 404, Code: "NOT_FOUND", Source: "DAYTONA_API"},
+		"conflict":        {Name: "DaytonaConflictError", StatusCode: 409, Code: "CONFLICT", Source: "DAYTONA_API"},
+		"validation":      {Name: "DaytonaValidationError", StatusCode: 400, Code: "BAD_REQUEST", Source: "DAYTONA_API"},
+		"rateLimit":       {Name: "DaytonaRateLimitError", StatusCode: 429, Code: "TOO_MANY_REQUESTS", Source: "DAYTONA_API"},
+		"timeout":         {Name: "DaytonaProcessExecutionTimeoutError", StatusCode: 408, Code: "PROCESS_EXECUTION_TIMEOUT", Source: "DAYTONA_DAEMON"},
+		"fileNotFound":    {Name: "DaytonaFileNotFoundError", StatusCode: 404, Code: "FILE_NOT_FOUND", Source: "DAYTONA_DAEMON"},
+		"gitRepoNotFound": {Name: "DaytonaGitRepoNotFoundError", StatusCode: 404, Code: "GIT_REPO_NOT_FOUND", Source: "DAYTONA_DAEMON"},
+		"processNotFound": {Name: "DaytonaProcessNotFoundError", StatusCode: 404, Code: "PROCESS_NOT_FOUND", Source: "DAYTONA_DAEMON"},
+	}
+	for name, w := range want {
+		t.Run(name, func(t *testing.T) {
+			got, ok := res.Seen.Classes[name]
+			require.True(t, ok, "the script provoked no %s", name)
+			assert.True(t, got.OK, "not an instance of %v", got.Failed)
+			w.OK, w.Failed = true, got.Failed
+			assert.Equal(t, w, got)
+		})
+	}
+	assert.True(t, res.Seen.LocalRefusal, "a negative interval is the SDK's own DaytonaInvalidArgumentError")
 	assert.Empty(t, sim.SpecViolations())
 }
 

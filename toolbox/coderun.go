@@ -104,7 +104,7 @@ func (s *server) handleCodeRun(w http.ResponseWriter, r *http.Request) {
 	case res.canceled:
 		return
 	case res.timedOut:
-		s.fail(w, r, errorf(http.StatusRequestTimeout, "command execution timeout"))
+		s.fail(w, r, codedf(http.StatusRequestTimeout, wire.CodeProcessExecutionTimeout, "command execution timeout"))
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.CodeRunResponse{ExitCode: res.exitCode, Result: string(res.output)})

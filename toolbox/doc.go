@@ -27,8 +27,13 @@
 // so status codes and bodies follow Daytona v0.190.0, errors included: every
 // failure is the daemon's JSON error body
 //
-//	{"statusCode":400,"message":"...","code":"BAD_REQUEST",
+//	{"statusCode":400,"message":"...","code":"BAD_REQUEST","source":"DAYTONA_DAEMON",
 //	 "timestamp":"...","path":"/process/execute","method":"POST"}
+//
+// with the daemon's domain code where it has one (PROCESS_EXECUTION_TIMEOUT,
+// FILE_NOT_FOUND, GIT_AUTH_FAILED, ...; git's failures are classified from
+// git's own words, gitFailures), which SDK 0.218 turns into an error class
+// of its own.
 //
 // The request and answer bodies, that error body included, are declared in
 // package toolbox/wire, which imports only the standard library, so that

@@ -3,6 +3,8 @@ package toolbox
 import (
 	"fmt"
 	"net/http"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // entrypointSessionID names the session that runs the sandbox's entrypoint,
@@ -36,13 +38,13 @@ func (ss *sessions) startEntrypoint(command string) error {
 func (ss *sessions) entrypoint() (*session, *sessionCommand, error) {
 	sess, err := ss.reg.get(entrypointSessionID)
 	if err != nil {
-		return nil, nil, errorf(http.StatusNotFound, "session not found: this sandbox has no entrypoint session")
+		return nil, nil, codedf(http.StatusNotFound, wire.CodeProcessNotFound, "session not found: this sandbox has no entrypoint session")
 	}
 	sess.mu.Lock()
 	c := sess.entry
 	sess.mu.Unlock()
 	if c == nil {
-		return nil, nil, errorf(http.StatusNotFound, "session not found: this sandbox has no entrypoint session")
+		return nil, nil, codedf(http.StatusNotFound, wire.CodeProcessNotFound, "session not found: this sandbox has no entrypoint session")
 	}
 	return sess, c, nil
 }

@@ -25,6 +25,12 @@ func errorf(status int, format string, args ...any) *apiError {
 	return &apiError{status: status, code: wire.ErrorCode(status), msg: fmt.Sprintf(format, args...)}
 }
 
+// codedf makes an apiError with one of the daemon's domain codes
+// (wire.Code...), which SDK 0.218 maps to a class of its own.
+func codedf(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
 func asAPIError(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
@@ -66,7 +72,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		// A value JSON cannot hold (a NaN, say) is the toolbox's fault: the
 		// caller still gets Daytona's error shape, as JSON.
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(wire.ErrorResponse{StatusCode: status, Code: wire.ErrorCode(status),
+		b, _ = json.Marshal(wire.ErrorResponse{StatusCode: status, Code: wire.ErrorCode(status), Source: wire.SourceDaemon,
 			Message: "the toolbox could not encode its answer: " + err.Error()})
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")

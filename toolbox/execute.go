@@ -97,7 +97,7 @@ func (s *server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		// The client is gone; nobody reads an answer.
 		return
 	case res.timedOut:
-		s.fail(w, r, errorf(http.StatusRequestTimeout, "command execution timeout"))
+		s.fail(w, r, codedf(http.StatusRequestTimeout, wire.CodeProcessExecutionTimeout, "command execution timeout"))
 		return
 	}
 	// Streamed, as ExecuteResponse: the output is at most MaxOutputBytes and

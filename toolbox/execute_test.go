@@ -120,7 +120,7 @@ func TestExecuteTimeoutKillsProcessGroup(t *testing.T) {
 	resp := <-done
 	require.Equal(t, http.StatusRequestTimeout, resp.status, "body: %s", resp.body)
 	e := resp.apiErr(t)
-	assert.Equal(t, "REQUEST_TIMEOUT", e.Code)
+	assert.Equal(t, wire.CodeProcessExecutionTimeout, e.Code, "SDK 0.218 reads it as DaytonaProcessExecutionTimeoutError")
 	assert.Equal(t, "command execution timeout", e.Message)
 	waitFor(t, "background child to die", func() bool { return !processAlive(child) })
 }

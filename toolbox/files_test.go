@@ -148,7 +148,7 @@ func TestDownloadErrors(t *testing.T) {
 		code       string
 	}{
 		{"missing path", "", 400, "BAD_REQUEST"},
-		{"not found", "nope.txt", 404, "NOT_FOUND"},
+		{"not found", "nope.txt", 404, "FILE_NOT_FOUND"},
 		{"directory", "dir", 400, "BAD_REQUEST"},
 		{"named pipe", "fifo", 400, "BAD_REQUEST"},
 	}

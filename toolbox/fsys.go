@@ -197,9 +197,9 @@ func (f *fsys) fsError(t target, err error) *apiError {
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return errorf(http.StatusNotFound, "%v", err)
+		return codedf(http.StatusNotFound, wire.CodeFileNotFound, "%v", err)
 	case errors.Is(err, fs.ErrPermission):
-		return errorf(http.StatusForbidden, "%v", err)
+		return codedf(http.StatusForbidden, wire.CodeFileAccessDenied, "%v", err)
 	}
 	return errorf(http.StatusBadRequest, "%v", err)
 }

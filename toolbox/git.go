@@ -155,7 +155,49 @@ func gitError(args []string, err error, stderr []byte) error {
 	if len(args) > 0 {
 		op = "git " + args[0]
 	}
-	return errorf(http.StatusBadRequest, "%s failed: %s", op, msg)
+	status, code := gitFailure(msg)
+	return codedf(status, code, "%s failed: %s", op, msg)
+}
+
+// gitFailures classifies what git printed on a failure into the daemon's
+// git codes, first match wins: a remote's refusal before a plain
+// rejection, a merge conflict before a dirty worktree. Git's messages are
+// stable across releases (scripts parse them); LC_ALL=C keeps them English.
+var gitFailures = []struct {
+	status int
+	code   string
+	says   []string
+}{
+	{http.StatusUnauthorized, wire.CodeGitAuthFailed, []string{"authentication failed", "could not read username",
+		"could not read password", "terminal prompts disabled", "permission denied (publickey", "invalid username or password"}},
+	{http.StatusNotFound, wire.CodeGitRepoNotFound, []string{"repository not found", "does not appear to be a git repository",
+		"not a git repository"}},
+	{http.StatusUnprocessableEntity, wire.CodeGitRemoteRejected, []string{"[remote rejected]", "pre-receive hook declined",
+		"protected branch", "exceeds limit", "quota"}},
+	{http.StatusConflict, wire.CodeGitPushRejected, []string{"[rejected]", "non-fast-forward", "failed to push some refs"}},
+	{http.StatusConflict, wire.CodeGitMergeConflict, []string{"conflict (", "automatic merge failed", "unmerged files",
+		"you have not concluded your merge", "fix conflicts"}},
+	{http.StatusConflict, wire.CodeGitDirtyWorktree, []string{"would be overwritten", "please commit your changes or stash them",
+		"untracked working tree files"}},
+	{http.StatusConflict, wire.CodeGitBranchExists, []string{"a branch named"}},
+	{http.StatusNotFound, wire.CodeGitBranchNotFound, []string{"did not match any file(s) known to git", "invalid reference",
+		"not a valid branch name", "remote branch", "couldn't find remote ref", "unknown revision", "error: branch '"}},
+	{http.StatusBadGateway, wire.CodeGitTransportFailed, []string{"could not resolve host", "unable to access", "connection refused",
+		"connection timed out", "operation timed out", "ssl certificate", "ssl connect", "gnutls", "tls handshake", "could not read from remote repository", "network is unreachable"}},
+}
+
+// gitFailure is the status and code of a git failure that printed msg; a
+// failure it cannot name is a 400 BAD_REQUEST, as before.
+func gitFailure(msg string) (int, string) {
+	low := strings.ToLower(msg)
+	for _, f := range gitFailures {
+		for _, say := range f.says {
+			if strings.Contains(low, say) {
+				return f.status, f.code
+			}
+		}
+	}
+	return http.StatusBadRequest, wire.ErrorCode(http.StatusBadRequest)
 }
 
 // gitPath resolves a path a git operation names as the file API does, so

@@ -239,20 +239,21 @@ func TestGitWorkflow(t *testing.T) {
 			name, method, path string
 			body               any
 			status             int
+			code               string
 		}{
-			{"clone into a non-empty dir", http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: bare, Path: "repo"}, 400},
-			{"clone a missing repo", http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "file:///no/such/repo.git", Path: "x"}, 400},
-			{"clone without url", http.MethodPost, "/git/clone", wire.GitCloneRequest{Path: "x"}, 400},
-			{"option as url", http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "--upload-pack=touch /tmp/x", Path: "x"}, 400},
-			{"status of a plain dir", http.MethodGet, "/git/status?path=" + q(filepath.Join(ts.workDir, "plain")), nil, 400},
-			{"status of a missing dir", http.MethodGet, "/git/status?path=nope", nil, 404},
-			{"history without path", http.MethodGet, "/git/history", nil, 400},
-			{"nothing to commit", http.MethodPost, "/git/commit", wire.GitCommitRequest{Path: "dev-clone", Message: "m", Author: "a", Email: "e@x"}, 400},
-			{"commit without author", http.MethodPost, "/git/commit", wire.GitCommitRequest{Path: "repo", Message: "m"}, 400},
-			{"checkout unknown", http.MethodPost, "/git/checkout", wire.GitCheckoutRequest{Path: "repo", Branch: "nope"}, 400},
-			{"branch named like an option", http.MethodPost, "/git/branches", wire.GitBranchRequest{Path: "repo", Name: "-D"}, 400},
-			{"add nothing", http.MethodPost, "/git/add", wire.GitAddRequest{Path: "repo"}, 400},
-			{"pull without a remote", http.MethodPost, "/git/pull", wire.GitRepoRequest{Path: "plain"}, 400},
+			{"clone into a non-empty dir", http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: bare, Path: "repo"}, 400, "BAD_REQUEST"},
+			{"clone a missing repo", http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "file:///no/such/repo.git", Path: "x"}, 404, "GIT_REPO_NOT_FOUND"},
+			{"clone without url", http.MethodPost, "/git/clone", wire.GitCloneRequest{Path: "x"}, 400, "BAD_REQUEST"},
+			{"option as url", http.MethodPost, "/git/clone", wire.GitCloneRequest{URL: "--upload-pack=touch /tmp/x", Path: "x"}, 400, "BAD_REQUEST"},
+			{"status of a plain dir", http.MethodGet, "/git/status?path=" + q(filepath.Join(ts.workDir, "plain")), nil, 404, "GIT_REPO_NOT_FOUND"},
+			{"status of a missing dir", http.MethodGet, "/git/status?path=nope", nil, 404, "NOT_FOUND"},
+			{"history without path", http.MethodGet, "/git/history", nil, 400, "BAD_REQUEST"},
+			{"nothing to commit", http.MethodPost, "/git/commit", wire.GitCommitRequest{Path: "dev-clone", Message: "m", Author: "a", Email: "e@x"}, 400, "BAD_REQUEST"},
+			{"commit without author", http.MethodPost, "/git/commit", wire.GitCommitRequest{Path: "repo", Message: "m"}, 400, "BAD_REQUEST"},
+			{"checkout unknown", http.MethodPost, "/git/checkout", wire.GitCheckoutRequest{Path: "repo", Branch: "nope"}, 404, "GIT_BRANCH_NOT_FOUND"},
+			{"branch named like an option", http.MethodPost, "/git/branches", wire.GitBranchRequest{Path: "repo", Name: "-D"}, 400, "BAD_REQUEST"},
+			{"add nothing", http.MethodPost, "/git/add", wire.GitAddRequest{Path: "repo"}, 400, "BAD_REQUEST"},
+			{"pull without a remote", http.MethodPost, "/git/pull", wire.GitRepoRequest{Path: "plain"}, 404, "GIT_REPO_NOT_FOUND"},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				var resp response
@@ -262,7 +263,7 @@ func TestGitWorkflow(t *testing.T) {
 					resp = ts.do(t, tt.method, tt.path, jsonReader(t, tt.body), "application/json")
 				}
 				require.Equal(t, tt.status, resp.status, "body: %s", resp.body)
-				resp.apiErr(t)
+				assert.Equal(t, tt.code, resp.apiErr(t).Code, "SDK 0.218 picks its error class by this code")
 			})
 		}
 	})
@@ -350,8 +351,9 @@ func TestGitCredentials(t *testing.T) {
 	}{{"no credentials", "", ""}, {"wrong password", "alice", "wrong-password"}} {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := ts.postJSON(t, "/git/clone", wire.GitCloneRequest{URL: url, Path: "denied", Username: tt.user, Password: tt.pass})
-			require.Equal(t, http.StatusBadRequest, resp.status, "body: %s", resp.body)
+			require.Equal(t, http.StatusUnauthorized, resp.status, "body: %s", resp.body)
 			e := resp.apiErr(t)
+			assert.Equal(t, wire.CodeGitAuthFailed, e.Code)
 			assert.NotContains(t, e.Message, "wrong-password")
 		})
 	}
@@ -366,7 +368,8 @@ func TestGitCredentials(t *testing.T) {
 	gitOK(t, ts, http.MethodPost, "/git/add", wire.GitAddRequest{Path: "private", Files: []string{"."}}, 200)
 	gitOK(t, ts, http.MethodPost, "/git/commit", wire.GitCommitRequest{Path: "private", Message: "p", Author: "a", Email: "a@x"}, 200)
 	resp := ts.postJSON(t, "/git/push", wire.GitRepoRequest{Path: "private"})
-	require.Equal(t, http.StatusBadRequest, resp.status, "a push without credentials is refused: %s", resp.body)
+	require.Equal(t, http.StatusUnauthorized, resp.status, "a push without credentials is refused: %s", resp.body)
+	assert.Equal(t, wire.CodeGitAuthFailed, resp.apiErr(t).Code)
 	gitOK(t, ts, http.MethodPost, "/git/push", wire.GitRepoRequest{Path: "private", Username: "alice", Password: "s3cret-token"}, 200)
 	gitOK(t, ts, http.MethodPost, "/git/pull", wire.GitRepoRequest{Path: "private", Username: "alice", Password: "s3cret-token"}, 200)
 	assert.Equal(t, gitRun(t, dir, "rev-parse", "HEAD"), gitRun(t, filepath.Join(root, "private.git"), "rev-parse", "main"))

@@ -90,7 +90,7 @@ func (ls *lspServers) get(req wire.LspServerRequest) (*lspClient, error) {
 	}
 	c, err := ls.reg.get(key)
 	if err != nil || c.isDead() {
-		return nil, errorf(http.StatusBadRequest, "no %s language server is running for %s: start it first", req.LanguageID, dir)
+		return nil, codedf(http.StatusBadRequest, wire.CodeLspServerNotInitialized, "no %s language server is running for %s: start it first", req.LanguageID, dir)
 	}
 	return c, nil
 }
@@ -102,7 +102,7 @@ func (ls *lspServers) stop(req wire.LspServerRequest) error {
 	}
 	c, ok := ls.reg.remove(key)
 	if !ok {
-		return errorf(http.StatusBadRequest, "no %s language server is running for %s", req.LanguageID, dir)
+		return codedf(http.StatusBadRequest, wire.CodeLspServerNotInitialized, "no %s language server is running for %s", req.LanguageID, dir)
 	}
 	c.stop()
 	return nil

@@ -174,7 +174,7 @@ func ptyDim(name string, v *int, def int) (int, error) {
 func (pm *ptyManager) get(id string) (*ptySession, error) {
 	sess, err := pm.reg.get(id)
 	if err != nil {
-		return nil, errorf(http.StatusNotFound, "PTY session %s not found", id)
+		return nil, codedf(http.StatusNotFound, wire.CodeProcessNotFound, "PTY session %s not found", id)
 	}
 	return sess, nil
 }
@@ -182,7 +182,7 @@ func (pm *ptyManager) get(id string) (*ptySession, error) {
 func (pm *ptyManager) remove(id string) error {
 	sess, ok := pm.reg.remove(id)
 	if !ok {
-		return errorf(http.StatusNotFound, "PTY session %s not found", id)
+		return codedf(http.StatusNotFound, wire.CodeProcessNotFound, "PTY session %s not found", id)
 	}
 	sess.kill()
 	return nil

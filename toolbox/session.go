@@ -159,7 +159,7 @@ func (ss *sessions) start(id string, entrypoint bool) (*session, error) {
 func (ss *sessions) get(id string) (*session, error) {
 	sess, err := ss.reg.get(id)
 	if err != nil {
-		return nil, errorf(http.StatusNotFound, "session not found")
+		return nil, codedf(http.StatusNotFound, wire.CodeProcessNotFound, "session not found")
 	}
 	return sess, nil
 }
@@ -167,7 +167,7 @@ func (ss *sessions) get(id string) (*session, error) {
 func (ss *sessions) remove(id string) error {
 	sess, ok := ss.reg.remove(id)
 	if !ok {
-		return errorf(http.StatusNotFound, "session not found")
+		return codedf(http.StatusNotFound, wire.CodeProcessNotFound, "session not found")
 	}
 	sess.kill()
 	return nil
@@ -336,7 +336,7 @@ func (s *session) exec(text string, opts execOptions) (*sessionCommand, error) {
 	s.mu.Lock()
 	if s.exited {
 		s.mu.Unlock()
-		return nil, errorf(http.StatusGone, "session shell has exited with code %d", s.exitCode)
+		return nil, codedf(http.StatusGone, wire.CodeSessionEnded, "session shell has exited with code %d", s.exitCode)
 	}
 	stdin := os.DevNull
 	if opts.async {
@@ -365,7 +365,7 @@ func (s *session) exec(text string, opts execOptions) (*sessionCommand, error) {
 			}
 		}
 		s.mu.Unlock()
-		return nil, errorf(http.StatusGone, "session shell is gone: %v", err)
+		return nil, codedf(http.StatusGone, wire.CodeSessionEnded, "session shell is gone: %v", err)
 	}
 	return c, nil
 }
@@ -390,7 +390,7 @@ func (s *session) command(id string) (*sessionCommand, error) {
 	defer s.mu.Unlock()
 	c, ok := s.byID[id]
 	if !ok {
-		return nil, errorf(http.StatusNotFound, "command not found")
+		return nil, codedf(http.StatusNotFound, wire.CodeProcessNotFound, "command not found")
 	}
 	return c, nil
 }

@@ -151,7 +151,7 @@ func TestSessionExitAndDelete(t *testing.T) {
 
 		resp, _ = ts.sessionExec(t, "gone", wire.SessionExecuteRequest{Command: "echo again"})
 		require.Equal(t, http.StatusGone, resp.status, "body: %s", resp.body)
-		assert.Equal(t, "GONE", resp.apiErr(t).Code)
+		assert.Equal(t, wire.CodeSessionEnded, resp.apiErr(t).Code)
 	})
 
 	t.Run("delete kills what runs in the session", func(t *testing.T) {

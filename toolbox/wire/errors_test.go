@@ -48,5 +48,5 @@ func TestNewErrorResponseJSON(t *testing.T) {
 	// The daemon's field order and spelling; the time in UTC; the path
 	// without its query.
 	assert.JSONEq(t, `{"statusCode":400,"message":"command cannot be empty","code":"BAD_REQUEST",
-		"timestamp":"2026-01-02T02:04:05.000000006Z","path":"/process/execute","method":"POST"}`, string(b))
+		"source":"DAYTONA_DAEMON","timestamp":"2026-01-02T02:04:05.000000006Z","path":"/process/execute","method":"POST"}`, string(b))
 }

@@ -28,6 +28,8 @@ const (
 	// ExpireJob destroys a sandbox past its TTL deadline, whatever its
 	// state or activity.
 	ExpireJob
+	// PauseJob pauses a started sandbox idle past its auto-pause interval.
+	PauseJob
 )
 
 // Row is what the crons read of one sandbox.
@@ -38,9 +40,9 @@ type Row struct {
 	// Pool marks the warm pool's sandboxes, which the crons leave alone.
 	Pool         bool
 	LastActivity time.Time
-	// The intervals in minutes, as the API stores them: AutoStop 0 never
-	// stops, AutoDelete below 0 never deletes.
-	AutoStop, AutoArchive, AutoDelete int
+	// The intervals in minutes, as the API stores them: AutoStop and
+	// AutoPause 0 never stop or pause, AutoDelete below 0 never deletes.
+	AutoStop, AutoArchive, AutoDelete, AutoPause int
 	// AutoDestroyAt is the TTL deadline; zero for none.
 	AutoDestroyAt time.Time
 }
@@ -48,7 +50,9 @@ type Row struct {
 // Due is the job the crons owe r at now, when a minute lasts minute. Each
 // cron compares lastActivityAt with now minus its interval, and only
 // considers rows that are settled: state equals desired and nothing is
-// pending. Auto-delete goes before auto-archive. The TTL goes first of
+// pending. Auto-delete goes before auto-archive; the API keeps auto-stop
+// and auto-pause from both being set, and should a row have both, the
+// stop goes first. A paused sandbox is owed nothing but its TTL. The TTL goes first of
 // all, and only asks that nothing be pending: a stopped sandbox the
 // auto-archive set to archive expires too.
 func Due(r Row, now time.Time, minute time.Duration) Job {
@@ -70,6 +74,8 @@ func Due(r Row, now time.Time, minute time.Duration) Job {
 	switch {
 	case r.State == Started && r.AutoStop != 0 && idle(r.AutoStop):
 		return StopJob
+	case r.State == Started && r.AutoPause != 0 && idle(r.AutoPause):
+		return PauseJob
 	case r.State == Stopped && r.AutoDelete >= 0 && idle(r.AutoDelete):
 		return DeleteJob
 	case r.State == Stopped && idle(r.AutoArchive):

@@ -5,7 +5,11 @@
 // (snapshots, volumes, links, the calls a container answers with an error,
 // SSH, metrics, resize, network settings), "file-urls" (pre-signed file
 // URLs, newest SDK only), "ttl" (create with ttlMinutes, get, list,
-// setTtl, delete; newest SDK only) or "docker-network" (the network
+// setTtl, delete; newest SDK only), "autopause" (autoPauseInterval on
+// create, setAutoPauseInterval, an idle pause and the resume by toolbox
+// traffic; newest SDK only, against a simulator with a short minute),
+// "errors" (each error class the newest SDK makes of the simulator's and
+// the toolbox's error bodies, by instanceof) or "docker-network" (the network
 // block, with OUTSIDE_URL a server beyond the sandbox's network). Prints one
 // JSON line of observations after its last call, and never calls
 // process.exit on success: the process must end by itself.
@@ -365,6 +369,108 @@ async function ttl(daytona) {
   await gone(daytona, sandbox.id)
 }
 
+// autopause drives the auto-pause of the newest SDK: autoPauseInterval on
+// create (auto-stop then 0), setAutoPauseInterval and its 0, the server's
+// refusal of auto-stop beside it, an idle pause seen through reads only,
+// and a command that resumes the paused sandbox.
+async function autopause(daytona) {
+  const sandbox = await daytona.create({ labels: { suite: 'ts-autopause' }, autoPauseInterval: 1 }, { timeout: 60 })
+  seen.id = sandbox.id
+  seen.created = { autoPauseInterval: sandbox.autoPauseInterval, autoStopInterval: sandbox.autoStopInterval }
+  await sandbox.setAutoPauseInterval(0)
+  await sandbox.refreshData()
+  seen.cleared = sandbox.autoPauseInterval
+  await sandbox.setAutoPauseInterval(1)
+  await sandbox.refreshData()
+  seen.set = sandbox.autoPauseInterval
+  seen.refusedLocally = await failsWith(() => sandbox.setAutoPauseInterval(-1), 'a negative auto-pause')
+  seen.refusedBesideAutoStop = await failsWith(() => sandbox.setAutostopInterval(15), 'auto-stop beside auto-pause')
+  seen.paused = await eventually(async () => {
+    await sandbox.refreshData()
+    return sandbox.state === 'paused' && sandbox.state
+  }, 'the idle sandbox auto-pauses')
+  const res = await sandbox.process.executeCommand('echo awake')
+  seen.resumedBy = res.result.trim()
+  await sandbox.delete()
+  await gone(daytona, sandbox.id)
+}
+
+// expectClass runs f, which must throw, and reports the error's class
+// checks: each name of want must hold by instanceof, and the fields the
+// SDK read from the body.
+async function expectClass(f, want, sdk) {
+  try {
+    await f()
+  } catch (e) {
+    const failed = want.filter((name) => !(e instanceof sdk[name]))
+    return { ok: failed.length === 0, failed, name: e && e.name, statusCode: e.statusCode, code: e.code, source: e.source }
+  }
+  return { ok: false, failed: want, name: 'no error' }
+}
+
+// simAdmin calls the simulator's admin API for the script's organization.
+async function simAdmin(method, path, body) {
+  const base = process.env.DAYTONA_API_URL.replace(/\/api$/, '')
+  const res = await fetch(base + path, {
+    method,
+    headers: {
+      Authorization: 'Bearer ' + process.env.SANDPLANE_SIM_ADMIN_KEY,
+      'X-Sim-Api-Key': process.env.DAYTONA_API_KEY,
+      'Content-Type': 'application/json',
+    },
+    body: body && JSON.stringify(body),
+  })
+  check(res.ok, method + ' ' + path + ' answered ' + res.status)
+}
+
+// errors provokes each class the newest SDK makes of an error body, from
+// the API (not found, conflict, validation, rate limit through an admin
+// fault) and from the toolbox (command timeout, missing file, missing
+// repository, missing session), and checks them by instanceof.
+async function errors(daytona) {
+  const sdk = require(process.env.SDK_PACKAGE)
+  const sandbox = await daytona.create({ name: 'ts-errors', labels: { suite: 'ts-errors' } }, { timeout: 60 })
+  seen.id = sandbox.id
+  const classes = {}
+  classes.notFound = await expectClass(() => daytona.get('no-such-sandbox'), ['DaytonaNotFoundError', 'DaytonaError'], sdk)
+  classes.conflict = await expectClass(
+    () => daytona.create({ name: 'ts-errors' }, { timeout: 60 }),
+    ['DaytonaConflictError', 'DaytonaError'],
+    sdk,
+  )
+  classes.validation = await expectClass(
+    () => sandbox.setAutoPauseInterval(5),
+    ['DaytonaValidationError', 'DaytonaBadRequestError'],
+    sdk,
+  )
+  await simAdmin('POST', '/_sim/faults', { op: 'getSandbox', sandbox: sandbox.id, status: 429, retryAfter: 1, times: 1 })
+  classes.rateLimit = await expectClass(() => daytona.get(sandbox.id), ['DaytonaRateLimitError'], sdk)
+  classes.timeout = await expectClass(
+    () => sandbox.process.executeCommand('sleep 5', undefined, undefined, 1),
+    ['DaytonaProcessExecutionTimeoutError', 'DaytonaTimeoutError'],
+    sdk,
+  )
+  classes.fileNotFound = await expectClass(
+    () => sandbox.fs.downloadFile('no-such-file.txt'),
+    ['DaytonaFileNotFoundError', 'DaytonaNotFoundError'],
+    sdk,
+  )
+  classes.gitRepoNotFound = await expectClass(
+    () => sandbox.git.clone('file:///no/such/repo.git', 'clone-here'),
+    ['DaytonaGitRepoNotFoundError', 'DaytonaNotFoundError'],
+    sdk,
+  )
+  classes.processNotFound = await expectClass(
+    () => sandbox.process.getSession('no-such-session'),
+    ['DaytonaProcessNotFoundError', 'DaytonaNotFoundError'],
+    sdk,
+  )
+  seen.classes = classes
+  seen.localRefusal = (await expectClass(() => sandbox.setAutoPauseInterval(-1), ['DaytonaInvalidArgumentError'], sdk)).ok
+  await sandbox.delete()
+  await gone(daytona, sandbox.id)
+}
+
 async function main() {
   const daytona = new Daytona({
     apiKey: process.env.DAYTONA_API_KEY,
@@ -376,6 +482,8 @@ async function main() {
     resources,
     'file-urls': fileURLs,
     ttl,
+    autopause,
+    errors,
     'docker-network': dockerNetwork,
     'docker-build': dockerBuild,
     'native-build': nativeBuild,
