@@ -426,7 +426,7 @@ func (s reconciler) cascadeDeleteLocked(owner *sandbox) {
 // workloadLocked is what the backend runs for sb. Called with s.mu held.
 func (s reconciler) workloadLocked(sb *sandbox) Workload {
 	w := Workload{SandboxID: sb.ID, User: sb.User, Env: copyMap(sb.Env), Labels: copyMap(sb.Labels),
-		Image: sb.imageRef, Network: sb.policy(), CPU: sb.CPU, Memory: sb.Memory}
+		Image: sb.imageRef, Network: sb.policy(), CPU: sb.CPU, Memory: sb.Memory, Egress: s.egressLocked(sb)}
 	if sb.Snapshot != nil {
 		w.Snapshot = *sb.Snapshot
 	}
