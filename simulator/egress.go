@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/sandplane/sandplane/provider/clock"
 	"github.com/sandplane/sandplane/simulator/internal/backend"
 	"github.com/sandplane/sandplane/simulator/internal/secrets"
 )
@@ -40,7 +41,9 @@ func (s *Simulator) startEgress() error {
 	if !ok || !eb.EgressProxy() {
 		return nil
 	}
-	p, err := secrets.NewProxy(secrets.Options{Store: s.secrets, Clock: s.clk, Logger: s.cfg.Logger,
+	// The CA's certificates are checked by the sandboxes' clients against
+	// the wall clock, whatever the simulator's own clock says.
+	p, err := secrets.NewProxy(secrets.Options{Store: s.secrets, Clock: clock.Real(), Logger: s.cfg.Logger,
 		RootCAs: s.cfg.egress.rootCAs, Dial: s.egressDial})
 	if err != nil {
 		return fmt.Errorf("secrets proxy: %w", err)

@@ -135,9 +135,10 @@ func (p *Proxy) Revoke(sandbox string) {
 }
 
 // ProxyURL is what sandbox's HTTP_PROXY and HTTPS_PROXY hold, for the
-// proxy listening at hostport.
+// proxy listening at hostport. The token is the password, under a fixed
+// user: Python's urllib sends proxy credentials only when a URL has both.
 func (p *Proxy) ProxyURL(sandbox, hostport string) string {
-	return "http://" + p.Credentials(sandbox) + "@" + hostport
+	return "http://sandbox:" + p.Credentials(sandbox) + "@" + hostport
 }
 
 func (p *Proxy) newClient(sandbox string) *client {
