@@ -282,8 +282,9 @@ func (s *Simulator) checkMounts(org string, mounts map[string]string) *apiError 
 
 func mountError(err error) *apiError {
 	if errors.Is(err, secrets.ErrNotFound) {
-		return errorf(http.StatusNotFound, "%s not found: create it (POST /secret) before mounting it in a sandbox",
-			strings.TrimPrefix(err.Error(), secrets.ErrNotFound.Error()+": "))
+		// The store words it `secret "name"`.
+		what := strings.TrimPrefix(err.Error(), secrets.ErrNotFound.Error()+": secret ")
+		return errorf(http.StatusNotFound, "Secret %s not found: create it (POST /secret) before mounting it in a sandbox", what)
 	}
 	return secretError(err, "")
 }

@@ -234,6 +234,18 @@ func TestSecretsReachOnlyAllowedHostsFromANativeSandbox(t *testing.T) {
 		})
 	}
 
+	// The detach reached the toolbox too: a process started now has no
+	// API_KEY; a new mount shows up the same way.
+	code, b = call("POST", "/api/secret", map[string]any{"name": "second", "value": testSecretValue})
+	require.Equal(t, http.StatusCreated, code, string(b))
+	code, b = call("PUT", "/api/sandbox/"+sb.ID+"/secrets", map[string]any{"secrets": []map[string]string{{"OTHER_KEY": "second"}}})
+	require.Equal(t, http.StatusOK, code, string(b))
+	require.Eventually(t, func() bool {
+		_, res, _ := h.execute(sb.ID, map[string]any{"command": "echo \"${API_KEY:-none} ${OTHER_KEY:-none}\""})
+		responses = append(responses, res.Result)
+		return strings.HasPrefix(res.Result, "none dtn_secret_")
+	}, 10*time.Second, 50*time.Millisecond, "new processes see the mounts as they are now")
+
 	code, b = call("GET", "/api/secret/paginated", nil)
 	require.Equal(t, http.StatusOK, code, string(b))
 	code, b = call("GET", "/api/sandbox/"+sb.ID+"/secrets", nil)
