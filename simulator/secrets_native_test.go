@@ -31,10 +31,10 @@ import (
 // The names the sandbox sends to; the proxy's resolver (a test hook)
 // takes both to the one loopback TLS server.
 const (
-	testAllowedHost = "api.allowed.test"
-	testOtherHost   = "other.test"
-	testSecretValue = "sk-live-never-in-a-response-5e1b"
-	testRotatedValue     = "sk-live-testRotatedValue-value-93ad"
+	testAllowedHost  = "api.allowed.test"
+	testOtherHost    = "other.test"
+	testSecretValue  = "sk-live-never-in-a-response-5e1b"
+	testRotatedValue = "sk-live-testRotatedValue-value-93ad"
 )
 
 // upstream is the TLS server a sandbox's requests reach: it keeps what
