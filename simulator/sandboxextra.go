@@ -157,6 +157,11 @@ func (s extraAPI) updateNetworkSettings(c *call) (reply, *apiError) {
 	if err != nil {
 		return rep, err
 	}
+	if s.egress != nil {
+		// The secrets proxy's pooled connections must not outlive the
+		// settings they were dialled under.
+		s.egress.Redial(id)
+	}
 	note, aerr := s.eng.enforceNetwork(c.ctx(), id)
 	if aerr != nil {
 		return reply{}, errorf(http.StatusInternalServerError, "apply the network settings: %v", aerr)

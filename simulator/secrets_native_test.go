@@ -310,3 +310,40 @@ func headerText(h http.Header) string {
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// Settings changed on a sandbox hold for the proxy from its next request,
+// connections it pooled for the sandbox included.
+func TestSecretsProxyKeepsToChangedNetworkSettings(t *testing.T) {
+	u := newUpstream(t)
+	var logs syncBuffer
+	h := secretsHarness(t, u, &logs)
+	code, b, _ := h.raw("POST", "/api/secret", map[string]any{"name": "k", "value": testSecretValue, "hosts": []string{testAllowedHost}})
+	require.Equal(t, http.StatusCreated, code, string(b))
+	code, b, _ = h.raw("POST", "/api/sandbox", map[string]any{"secrets": []map[string]string{{"API_KEY": "k"}}})
+	require.Equal(t, http.StatusOK, code, string(b))
+	var sb struct{ ID string }
+	require.NoError(t, json.Unmarshal(b, &sb))
+	send := func() executeResponse {
+		code, res, out := h.execute(sb.ID, map[string]any{"command": sendScript(u.caPEM, "https://"+testAllowedHost+":"+u.port()+"/", ""), "timeout": 30})
+		require.Equal(t, http.StatusOK, code, string(out))
+		return res
+	}
+	steps := []struct {
+		settings map[string]any
+		reaches  bool
+	}{
+		{nil, true},
+		{map[string]any{"networkBlockAll": true}, false},
+		{map[string]any{"networkBlockAll": false}, true},
+		{map[string]any{"networkAllowList": "10.9.8.0/24"}, false},
+	}
+	for i, st := range steps {
+		if st.settings != nil {
+			code, b, _ := h.raw("POST", "/api/sandbox/"+sb.ID+"/network-settings", st.settings)
+			require.Equal(t, http.StatusOK, code, string(b))
+		}
+		res := send()
+		assert.Equal(t, st.reaches, res.ExitCode == 0, "step %d: %s", i, res.Result)
+		assert.Len(t, u.take(), map[bool]int{true: 1, false: 0}[st.reaches], "step %d", i)
+	}
+}
