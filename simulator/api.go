@@ -69,7 +69,7 @@ func (s creation) create(c *call) (reply, *apiError) {
 		return reply{}, aerr
 	}
 	warnDomainAllowList(c, req.DomainAllowList)
-	if aerr := s.checkMounts(c.org, p.mounts); aerr != nil {
+	if aerr := egressOf(s.Simulator).checkMounts(c.org, p.mounts); aerr != nil {
 		return reply{}, aerr
 	}
 	s.mu.Lock()

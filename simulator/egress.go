@@ -25,6 +25,11 @@ import (
 // workloads can reach it: on loopback, beside a backend that says so
 // (backend.EgressBackend, the native one).
 
+// egressPart starts the proxy and dials for it, over the simulator.
+type egressPart struct{ *Simulator }
+
+func egressOf(s *Simulator) egressPart { return egressPart{s} }
+
 // egressHooks are what tests point the proxy's upstream at: a name an
 // allowed host goes by resolved to a loopback test server, and the roots
 // that server's certificate verifies with. Zero in every other use.
@@ -35,7 +40,7 @@ type egressHooks struct {
 
 // startEgress makes the store and, on a backend whose workloads reach it,
 // the proxy, listening on loopback.
-func (s *Simulator) startEgress() error {
+func (s egressPart) startEgress() error {
 	s.secrets = secrets.NewStore(s.clk)
 	eb, ok := s.backend.(backend.EgressBackend)
 	if !ok || !eb.EgressProxy() {
@@ -60,7 +65,7 @@ func (s *Simulator) startEgress() error {
 // backend whose workloads do not reach the proxy (docker's bridge does
 // not reach the host's loopback). The none backend runs no workload and
 // keeps the mounts as records.
-func (s *Simulator) egressUsable() *apiError {
+func (s egressPart) egressUsable() *apiError {
 	if s.egress != nil || s.syncWork {
 		return nil
 	}
@@ -78,7 +83,7 @@ var errEgressBlocked = errors.New("the sandbox's network settings do not allow t
 // networkBlockAll, only the networkAllowList's CIDRs when it has one. The
 // proxy dials from the simulator's host, so without this it would be a
 // way around them (the native backend does not enforce them itself).
-func (s *Simulator) egressDial(ctx context.Context, sandbox, network, addr string) (net.Conn, error) {
+func (s egressPart) egressDial(ctx context.Context, sandbox, network, addr string) (net.Conn, error) {
 	policy, ok := s.policyOf(sandbox)
 	if !ok || policy.BlockAll {
 		return nil, errEgressBlocked
@@ -108,7 +113,7 @@ func (s *Simulator) egressDial(ctx context.Context, sandbox, network, addr strin
 }
 
 // policyOf is the sandbox's network settings now, and whether it exists.
-func (s *Simulator) policyOf(sandbox string) (NetworkPolicy, bool) {
+func (s egressPart) policyOf(sandbox string) (NetworkPolicy, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	sb := s.rows.Get(sandbox)
@@ -118,7 +123,7 @@ func (s *Simulator) policyOf(sandbox string) (NetworkPolicy, bool) {
 	return sb.policy(), true
 }
 
-func (s *Simulator) egressResolve(ctx context.Context, host string) ([]netip.Addr, error) {
+func (s egressPart) egressResolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	if s.cfg.egress.resolve != nil {
 		return s.cfg.egress.resolve(ctx, host)
 	}

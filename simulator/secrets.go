@@ -267,7 +267,7 @@ func mountsOf(list []map[string]string) (map[string]string, *apiError) {
 // checkMounts is what a create or update with mounts is refused for: 400
 // on a backend whose workloads cannot reach the egress proxy, 400 for an
 // env var name, 404 for a secret the organization lacks.
-func (s *Simulator) checkMounts(org string, mounts map[string]string) *apiError {
+func (s egressPart) checkMounts(org string, mounts map[string]string) *apiError {
 	if len(mounts) == 0 {
 		return nil
 	}
@@ -306,7 +306,7 @@ func (s secretAPI) updateSandboxSecrets(c *call) (reply, *apiError) {
 	if aerr != nil {
 		return reply{}, aerr
 	}
-	if aerr := s.checkMounts(c.org, mounts); aerr != nil {
+	if aerr := egressOf(s.Simulator).checkMounts(c.org, mounts); aerr != nil {
 		return reply{}, aerr
 	}
 	tbx := s.toolboxProxyURL(c.r)

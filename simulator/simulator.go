@@ -103,7 +103,7 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	s.eng = reconciler{s}
 	_, s.syncWork = cfg.Backend.(backend.None)
-	if err := s.startEgress(); err != nil {
+	if err := egressOf(s).startEgress(); err != nil {
 		return nil, err
 	}
 	s.faults = faults.NewSet()
