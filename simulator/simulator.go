@@ -264,6 +264,7 @@ func (s *Simulator) vanishLocked(sb *sandbox) {
 	enterBilling(sb.ledger, s.clk.Now(), stDestroyed)
 	s.rows.Drop(sb)
 	sb.notify()
+	s.eng.forgetSecretsLocked(sb.ID)
 	if !s.syncWork {
 		id := sb.ID
 		s.goBackground(func(ctx context.Context) {
