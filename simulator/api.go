@@ -38,6 +38,8 @@ type createRequest struct {
 	LinkedSandbox *string `json:"linkedSandbox"`
 	// TTLMinutes is the TTL (v0.205.1), counted from the create.
 	TTLMinutes *float64 `json:"ttlMinutes"`
+	// Secrets are {ENV: secretName} objects to mount (v0.205.1).
+	Secrets []map[string]string `json:"secrets"`
 }
 
 // unsafeName is what IsSafeDisplayString rejects: HTML tags, URLs and
@@ -68,12 +70,20 @@ func (s creation) create(c *call) (reply, *apiError) {
 		return reply{}, aerr
 	}
 	warnDomainAllowList(c, req.DomainAllowList)
+	if aerr := egressOf(s.Simulator).checkMounts(c.org, p.mounts); aerr != nil {
+		return reply{}, aerr
+	}
 	s.mu.Lock()
 	if aerr := s.admitCreateLocked(c.org, &p); aerr != nil {
 		s.mu.Unlock()
 		return reply{}, aerr
 	}
 	sb := s.sandboxForCreateLocked(c, p)
+	if err := s.secrets.Mount(c.org, sb.ID, p.mounts); err != nil {
+		// A secret deleted since checkMounts, which nothing orders with
+		// the create: the sandbox is made, mounting none, and says so.
+		c.w.Header().Add(warningHeader, mountError(err).Message+"; the sandbox mounts no secrets: mount them with PUT /sandbox/"+sb.ID+"/secrets")
+	}
 	p.applyTo(sb, s.clk.Now(), s.cfg.Minute)
 	s.announceCreateLocked(c, sb)
 	tbx := s.toolboxProxyURL(c.r)
@@ -98,6 +108,8 @@ type createPlan struct {
 	autoStop, autoArchive, autoDelete int
 	autoPause                         int
 	ttl                               int
+	// mounts are the secrets to mount, env var → secret name.
+	mounts map[string]string
 	// Resolved by admitCreateLocked.
 	snap    Snapshot
 	snapRef string
@@ -136,6 +148,9 @@ func (s creation) planCreate(req createRequest) (createPlan, *apiError) {
 		}
 	}
 	var err *apiError
+	if p.mounts, err = mountsOf(req.Secrets); err != nil {
+		return createPlan{}, err
+	}
 	if p.autoStop, p.autoArchive, p.autoDelete, err = createIntervals(req); err != nil {
 		return createPlan{}, err
 	}
@@ -230,7 +245,7 @@ func (s creation) warmFitsLocked(c *call, p createPlan) bool {
 	req := p.req
 	return !p.build && req.GPU == nil && len(req.Volumes) == 0 && req.LinkedSandbox == nil && p.snapRef == "" &&
 		(req.NetworkBlockAll == nil || !*req.NetworkBlockAll) && (req.NetworkAllowList == nil || *req.NetworkAllowList == "") &&
-		p.snap.Name == s.cfg.DefaultSnapshot && len(req.Env) == 0 && p.target == s.cfg.Regions[0] &&
+		p.snap.Name == s.cfg.DefaultSnapshot && len(req.Env) == 0 && len(p.mounts) == 0 && p.target == s.cfg.Regions[0] &&
 		(req.User == nil || *req.User == "" || *req.User == "daytona") && c.fault.FailStart == ""
 }
 

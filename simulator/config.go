@@ -83,6 +83,10 @@ type Config struct {
 	ProxyIdleKeepAlive time.Duration
 	// Logger receives operational messages. Default: discard.
 	Logger *slog.Logger
+
+	// egress points the secrets proxy's upstream at test servers; tests
+	// only (egress.go).
+	egress egressHooks
 }
 
 // Snapshot is a named launch profile with its resources.

@@ -53,16 +53,12 @@ var outOfScopeTags = map[string]string{
 // does not yet: a request to them is the catch-all 404.
 var notYetTags = map[string]string{
 	"warm-pools": "warm pools (v0.205.1): planned, on the simulator's own pool of started sandboxes",
-	"secret":     "organization secrets (v0.205.1): planned, with simulator/internal/secrets",
 	"preview":    "the proxy's calls to the API (signing key, preview warning): planned; the simulator is its own proxy meanwhile",
 	"webhooks":   "webhook delivery (Svix): planned; the same events go to the socket.io gateway meanwhile",
 }
 
 // notYetOps are single operations of the newest API not yet served.
-var notYetOps = map[string]string{
-	"updateSandboxSecrets":  "mounting secrets in a sandbox (v0.205.1): planned with the secret store",
-	"resolveSandboxSecrets": "a sandbox's resolved secrets (v0.205.1): planned with the secret store",
-}
+var notYetOps = map[string]string{}
 
 // outOfScopeOps are single operations outside the areas above.
 var outOfScopeOps = map[string]string{

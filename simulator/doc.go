@@ -16,7 +16,8 @@
 // Routes served by Handler:
 //
 //	/api/...                   the Daytona REST API (API-key auth, NestJS error bodies):
-//	                           sandboxes, snapshots, volumes, SSH access, telemetry
+//	                           sandboxes, snapshots, volumes, SSH access, telemetry,
+//	                           organization secrets (secrets.go)
 //	/api/socket.io/            Daytona's event gateway (socket.io; organization rooms)
 //	/api/toolbox/{id}/toolbox/ the deprecated toolbox routes: the toolbox proxy
 //	/metrics                   Prometheus metrics
@@ -27,6 +28,12 @@
 //	/_preview/{port}-{token}/  the same for signed preview URLs
 //	/_sim/...                  the admin API (its own key, one organization
 //	                           per call): faults, call log, cost, vanish
+//
+// A sandbox that mounts secrets sees their placeholders only; on the native
+// backend its HTTP(S) goes through the secrets egress proxy (egress.go,
+// internal/secrets), which puts each value into requests to the hosts its
+// secret allows and nowhere else, dialling within the sandbox's network
+// settings. Other runtime backends refuse secrets.
 //
 // The proxies reach only ports of the sandbox a request names: a port its
 // processes listen on (native), or its container's address (docker). The

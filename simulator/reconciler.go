@@ -174,6 +174,7 @@ func (s reconciler) finish(sb *sandbox, st step, gen uint64, url string, err err
 	sb.setState(s.clk, st.To)
 	if st.To == stDestroyed {
 		sb.gone = true
+		s.forgetSecretsLocked(sb.ID)
 		s.rows.Drop(sb)
 		sb.notify()
 	}

@@ -76,7 +76,7 @@ func apiRoutes() []route {
 		{"POST", "/api/sandbox/{sandboxIdOrName}/ports/{port}/signed-preview-url/{token}/expire", "expireSignedPortPreviewUrl", part(sandboxesOf, sandboxAPI.expireSignedPreviewURL)},
 		{"GET", "/api/sandbox/{sandboxId}/toolbox-proxy-url", "getToolboxProxyUrl", part(sandboxesOf, sandboxAPI.toolboxProxyURLHandler)},
 		{"GET", "/api/sandbox/{sandboxIdOrName}/build-logs-url", "getBuildLogsUrl", part(sandboxesOf, sandboxAPI.buildLogsURL)},
-	}, extraRoutes()...)
+	}, append(extraRoutes(), secretRoutes()...)...)
 }
 
 // publicOps need no API key.

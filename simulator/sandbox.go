@@ -124,6 +124,8 @@ type sandbox struct {
 
 	// workload
 	toolboxURL string
+	// egress: the workload was started with the secrets proxy (egress.go).
+	egress bool
 
 	// the store's indexes (store.go): where sb sits in them, and the
 	// simulator that keeps them.

@@ -157,6 +157,11 @@ func (s extraAPI) updateNetworkSettings(c *call) (reply, *apiError) {
 	if err != nil {
 		return rep, err
 	}
+	if s.egress != nil {
+		// The secrets proxy's pooled connections must not outlive the
+		// settings they were dialled under.
+		s.egress.Redial(id)
+	}
 	note, aerr := s.eng.enforceNetwork(c.ctx(), id)
 	if aerr != nil {
 		return reply{}, errorf(http.StatusInternalServerError, "apply the network settings: %v", aerr)
@@ -426,7 +431,7 @@ func (s reconciler) cascadeDeleteLocked(owner *sandbox) {
 // workloadLocked is what the backend runs for sb. Called with s.mu held.
 func (s reconciler) workloadLocked(sb *sandbox) Workload {
 	w := Workload{SandboxID: sb.ID, User: sb.User, Env: copyMap(sb.Env), Labels: copyMap(sb.Labels),
-		Image: sb.imageRef, Network: sb.policy(), CPU: sb.CPU, Memory: sb.Memory}
+		Image: sb.imageRef, Network: sb.policy(), CPU: sb.CPU, Memory: sb.Memory, Egress: s.egressLocked(sb)}
 	if sb.Snapshot != nil {
 		w.Snapshot = *sb.Snapshot
 	}

@@ -17,25 +17,32 @@ import (
 	"github.com/sandplane/sandplane/simulator/internal/backend"
 	"github.com/sandplane/sandplane/simulator/internal/cost"
 	"github.com/sandplane/sandplane/simulator/internal/faults"
+	"github.com/sandplane/sandplane/simulator/internal/secrets"
 	"github.com/sandplane/sandplane/simulator/internal/store"
 )
 
 // Simulator is a stateful Daytona API. It is safe for concurrent use.
 type Simulator struct {
-	cfg       Config
-	clk       clock.Clock
-	backend   Backend
-	syncWork  bool // the backend's work is free, so zero-delay steps run inline
-	spec      *spec
-	faults    *faults.Set
-	calls     *callLog
-	orgNames  *orgNames
-	events    *eventBus
-	metrics   *simMetrics
-	proxies   *proxies   // the preview and toolbox proxies (proxy.go)
-	eng       reconciler // transitions, the warm pool and the jobs (reconciler.go)
-	snapshots map[string]Snapshot
-	anySnap   bool
+	cfg      Config
+	clk      clock.Clock
+	backend  Backend
+	syncWork bool // the backend's work is free, so zero-delay steps run inline
+	spec     *spec
+	faults   *faults.Set
+	calls    *callLog
+	orgNames *orgNames
+	events   *eventBus
+	metrics  *simMetrics
+	proxies  *proxies   // the preview and toolbox proxies (proxy.go)
+	eng      reconciler // transitions, the warm pool and the jobs (reconciler.go)
+	// secrets are the organizations' secrets and the sandboxes' mounts;
+	// egress is the proxy that substitutes them, listening at egressAddr,
+	// nil where the backend's workloads cannot reach it (egress.go).
+	secrets    *secrets.Store
+	egress     *secrets.Proxy
+	egressAddr string
+	snapshots  map[string]Snapshot
+	anySnap    bool
 
 	// bg is the context of background work; Close cancels it.
 	bg     context.Context
@@ -96,6 +103,9 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	s.eng = reconciler{s}
 	_, s.syncWork = cfg.Backend.(backend.None)
+	if err := egressOf(s).startEgress(); err != nil {
+		return nil, err
+	}
 	s.faults = faults.NewSet()
 	s.snapshots[cfg.DefaultSnapshot] = Snapshot{Name: cfg.DefaultSnapshot, CPU: 1, Memory: 1, Disk: 3}
 	for _, sn := range cfg.Snapshots {
@@ -150,6 +160,9 @@ func (s *Simulator) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.proxies.close()
+	if s.egress != nil {
+		_ = s.egress.Close()
+	}
 	s.wg.Wait()
 	s.events.close()
 	return s.backend.Close()
@@ -251,6 +264,7 @@ func (s *Simulator) vanishLocked(sb *sandbox) {
 	enterBilling(sb.ledger, s.clk.Now(), stDestroyed)
 	s.rows.Drop(sb)
 	sb.notify()
+	s.eng.forgetSecretsLocked(sb.ID)
 	if !s.syncWork {
 		id := sb.ID
 		s.goBackground(func(ctx context.Context) {

@@ -104,6 +104,33 @@ func TestDecodeFailsClosed(t *testing.T) {
 	}
 }
 
+// A secret's value, short or long, leaves no trace in a recording of the
+// secret routes, nor where the value shows again.
+func TestNormalizerScrubsSecretValues(t *testing.T) {
+	tests := []struct {
+		name, method, path, body, want string
+	}{
+		{"create", "POST", "/api/secret", `{"name":"k","value":"sk-long-value","hosts":["a.test"]}`, `{"hosts":["a.test"],"name":"k","value":"[SCRUBBED]"}`},
+		{"a short value", "POST", "/api/secret", `{"name":"k","value":"abc"}`, `{"name":"k","value":"[SCRUBBED]"}`},
+		{"update", "PATCH", "/api/secret/0f0e", `{"value":"sk-rotated-value"}`, `{"value":"[SCRUBBED]"}`},
+		{"paginated list", "GET", "/api/secret/paginated", ``, ``},
+		{"another route keeps its value", "PUT", "/api/sandbox/x/labels", `{"labels":{"value":"kept"}}`, `{"labels":{"value":"kept"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := NewNormalizer(true)
+			req := httptest.NewRequest(tt.method, "http://127.0.0.1:4026"+tt.path, strings.NewReader(tt.body))
+			got := n.Request(req, []byte(tt.body))
+			assert.Equal(t, tt.want, got.Body)
+		})
+	}
+	n := NewNormalizer(true)
+	body := `{"name":"k","value":"sk-long-value"}`
+	n.Request(httptest.NewRequest("POST", "http://127.0.0.1:4026/api/secret", strings.NewReader(body)), []byte(body))
+	out := n.Response(&http.Response{StatusCode: 400}, []byte(`{"message":"echo sk-long-value"}`))
+	assert.NotContains(t, out.Body, "sk-long-value", "a value learned from the create goes everywhere")
+}
+
 func TestNormalizerForRecording(t *testing.T) {
 	n := NewNormalizer(true)
 	n.Secret("the-api-key")

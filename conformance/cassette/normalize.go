@@ -132,6 +132,9 @@ func (n *Normalizer) Request(r *http.Request, body []byte) Request {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.learnLocked(body)
+	if secretRoute.MatchString(r.URL.Path) {
+		body = n.scrubSecretValueLocked(body)
+	}
 	n.learnHeadersLocked(r.Header, n.record)
 	if n.record {
 		n.learnTokensLocked(r.URL.String())
@@ -312,4 +315,29 @@ func (n *Normalizer) rebaseLocked(t time.Time) time.Time {
 		n.first = t
 	}
 	return epoch.Add(t.Sub(n.first)).UTC()
+}
+
+// secretRoute is the API's POST /secret and PATCH /secret/{id}, whose
+// body's "value" is an organization secret's plaintext.
+var secretRoute = regexp.MustCompile(`/api/secret(/[^/]+)?$`)
+
+// scrubSecretValueLocked replaces a secret route body's "value" by
+// Scrubbed, whatever its length (the env rule spares short values, a
+// secret's never), and learns it so that it goes wherever else it shows.
+func (n *Normalizer) scrubSecretValueLocked(body []byte) []byte {
+	var m map[string]any
+	if json.Unmarshal(body, &m) != nil {
+		return body
+	}
+	v, ok := m["value"].(string)
+	if !ok {
+		return body
+	}
+	n.addSecretLocked(v)
+	m["value"] = Scrubbed
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
 }

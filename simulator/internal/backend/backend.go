@@ -27,6 +27,9 @@ type Workload struct {
 	Link *Link
 	// CPU (cores) and Memory (GiB) limit the workload where the backend can.
 	CPU, Memory int
+	// Egress, when set, sends the workload's outbound HTTP(S) through the
+	// simulator's secrets proxy (EgressBackend); nil leaves it direct.
+	Egress *Egress
 }
 
 // Backend runs the workloads behind simulated sandboxes. Implementations are

@@ -251,12 +251,20 @@ func (b *runtimeBackend) launchRequest(w Workload, wl *workload, home, token str
 	secrets := make(map[string]string, len(w.Env)+1)
 	maps.Copy(secrets, w.Env)
 	secrets[TokenEnv] = token
+	if w.Egress != nil {
+		// The proxy URL carries the sandbox's proxy credentials.
+		maps.Copy(secrets, w.Egress.Placeholders)
+		secrets["HTTPS_PROXY"] = w.Egress.ProxyURL
+	}
 	return launcher.Request{
 		Spec:       spec,
 		PreferPort: lastPort,
 		Ready:      launcher.ReadyHTTP("/version"),
 		Prepare: func(ctx context.Context, spec *driver.Spec) error {
 			spec.Env = b.environ(w, home, spec.Port, token)
+			if err := b.addEgress(spec, wl.dir, w.Egress); err != nil {
+				return err
+			}
 			return b.prepare(ctx, spec, w, home)
 		},
 		Redact: launcher.Redactor(secrets),

@@ -134,10 +134,23 @@ func (p *Proxy) Revoke(sandbox string) {
 	delete(p.tokens, sandbox)
 }
 
+// Redial closes the idle upstream connections kept for sandbox, so that
+// its next request dials anew, through Options.Dial: the simulator calls
+// it when the sandbox's network settings change, which a pooled
+// connection would otherwise outlive. Tunnels already open stay open.
+func (p *Proxy) Redial(sandbox string) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if t, ok := p.tokens[sandbox]; ok {
+		p.clients[sha256.Sum256([]byte(t))].transport.CloseIdleConnections()
+	}
+}
+
 // ProxyURL is what sandbox's HTTP_PROXY and HTTPS_PROXY hold, for the
-// proxy listening at hostport.
+// proxy listening at hostport. The token is the password, under a fixed
+// user: Python's urllib sends proxy credentials only when a URL has both.
 func (p *Proxy) ProxyURL(sandbox, hostport string) string {
-	return "http://" + p.Credentials(sandbox) + "@" + hostport
+	return "http://sandbox:" + p.Credentials(sandbox) + "@" + hostport
 }
 
 func (p *Proxy) newClient(sandbox string) *client {

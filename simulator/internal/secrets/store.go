@@ -206,6 +206,24 @@ func (s *Store) Mount(org, sandbox string, envs map[string]string) error {
 	return nil
 }
 
+// Check reports what Mount(org, _, envs) would refuse, without mounting:
+// ErrInvalid for an env var name, ErrNotFound for a secret name.
+func (s *Store) Check(org string, envs map[string]string) error {
+	for env := range envs {
+		if !envVarPattern.MatchString(env) {
+			return fmt.Errorf("%w: env var name %q", ErrInvalid, env)
+		}
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, name := range envs {
+		if s.byName(org, name) == nil {
+			return fmt.Errorf("%w: secret %q", ErrNotFound, name)
+		}
+	}
+	return nil
+}
+
 // Forget drops what sandbox mounts, when it is deleted.
 func (s *Store) Forget(sandbox string) {
 	s.mu.Lock()
@@ -357,4 +375,25 @@ func newPlaceholder() (string, error) {
 		return "", fmt.Errorf("placeholder: %w", err)
 	}
 	return PlaceholderPrefix + hex.EncodeToString(b), nil
+}
+
+// Mounted is one env var of a sandbox and the secret behind it, as far
+// as anyone but the proxy may see it: no value.
+type Mounted struct {
+	Env         string
+	Name        string
+	Placeholder string
+	Hosts       []string
+}
+
+// Mounted lists what sandbox mounts, by env var name. A secret deleted
+// since is left out.
+func (s *Store) Mounted(sandbox string) []Mounted {
+	var out []Mounted
+	s.eachMounted(sandbox, func(env string, sec *stored) {
+		m := sec.meta.clone()
+		out = append(out, Mounted{Env: env, Name: m.Name, Placeholder: m.Placeholder, Hosts: m.Hosts})
+	})
+	slices.SortFunc(out, func(a, b Mounted) int { return cmp.Compare(a.Env, b.Env) })
+	return out
 }

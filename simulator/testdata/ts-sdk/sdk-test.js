@@ -9,7 +9,8 @@
 // create, setAutoPauseInterval, an idle pause and the resume by toolbox
 // traffic; newest SDK only, against a simulator with a short minute),
 // "errors" (each error class the newest SDK makes of the simulator's and
-// the toolbox's error bodies, by instanceof) or "docker-network" (the network
+// the toolbox's error bodies, by instanceof), "secrets" (organization
+// secrets and a sandbox that mounts one; newest SDK only) or "docker-network" (the network
 // block, with OUTSIDE_URL a server beyond the sandbox's network). Prints one
 // JSON line of observations after its last call, and never calls
 // process.exit on success: the process must end by itself.
@@ -471,6 +472,56 @@ async function errors(daytona) {
   await gone(daytona, sandbox.id)
 }
 
+// secrets drives the newest SDK's organization secrets: create, get,
+// list, update (a rotation), a conflict, then a sandbox created with
+// secrets whose env holds only the placeholder and whose SEND_SCRIPT
+// sends it to ALLOWED_HOST (the Go test checks what arrived), then
+// updateSecrets({}) and the deletes. The value is SECRET_VALUE, then
+// ROTATED_VALUE; no answer the SDK returns may hold either.
+async function secretsScenario(daytona) {
+  const values = [process.env.SECRET_VALUE, process.env.ROTATED_VALUE]
+  const noValue = (what, x) => {
+    const text = JSON.stringify(x)
+    check(!values.some((v) => text.includes(v)), what + ' holds no value')
+  }
+  const secret = await daytona.secret.create({
+    name: 'ts-api-key',
+    value: values[0],
+    description: 'for the ts scenario',
+    hosts: [process.env.ALLOWED_HOST],
+  })
+  noValue('create', secret)
+  seen.placeholder = secret.placeholder
+  seen.hosts = secret.hosts
+  const got = await daytona.secret.get(secret.id)
+  noValue('get', got)
+  seen.got = got.name
+  const page = await daytona.secret.list({ limit: 50, name: 'ts-' })
+  noValue('list', page)
+  seen.listed = page.items.length
+  seen.total = page.total
+  const updated = await daytona.secret.update(secret.id, { value: values[1], description: 'rotated' })
+  noValue('update', updated)
+  seen.updatedDescription = updated.description
+  seen.samePlaceholder = updated.placeholder === secret.placeholder
+  seen.conflict = await failsWith(() => daytona.secret.create({ name: 'ts-api-key', value: 'another' }), 'a taken name')
+
+  const sandbox = await daytona.create({ labels: { suite: 'ts-secrets' }, secrets: { API_KEY: 'ts-api-key' } }, { timeout: 60 })
+  seen.id = sandbox.id
+  seen.created = sandbox.state
+  noValue('the sandbox', await daytona.get(sandbox.id).then((s) => ({ env: s.env, labels: s.labels, id: s.id })))
+  const env = await sandbox.process.executeCommand('echo $API_KEY')
+  seen.env = env.result.trim()
+  const sent = await sandbox.process.executeCommand(process.env.SEND_SCRIPT, undefined, undefined, 30)
+  seen.sent = sent.result.trim()
+  await sandbox.updateSecrets({})
+  seen.missingMount = await failsWith(() => sandbox.updateSecrets({ API_KEY: 'no-such-secret' }), 'an unknown secret')
+  await sandbox.delete()
+  await gone(daytona, sandbox.id)
+  await daytona.secret.delete(secret.id)
+  seen.deleted = await failsWith(() => daytona.secret.get(secret.id), 'a deleted secret')
+}
+
 async function main() {
   const daytona = new Daytona({
     apiKey: process.env.DAYTONA_API_KEY,
@@ -487,6 +538,7 @@ async function main() {
     'docker-network': dockerNetwork,
     'docker-build': dockerBuild,
     'native-build': nativeBuild,
+    secrets: secretsScenario,
   }[scenario]
   check(run, 'a known scenario')
   await run(daytona)
