@@ -254,7 +254,8 @@ snapshots:
 	// /v1/info
 	var probe, full map[string]any
 	require.NoError(t, json.Unmarshal([]byte(getWithToken(t, d.url+"/v1/info", "").body), &probe))
-	assert.ElementsMatch(t, []string{"name", "version", "apiVersion"}, keysOf(probe))
+	assert.ElementsMatch(t, []string{"name", "version", "apiVersion", "auth"}, keysOf(probe), "identity, and that the caller needs the token")
+	assert.Equal(t, "required", probe["auth"].(map[string]any)["state"])
 	require.NoError(t, json.Unmarshal([]byte(getWithToken(t, d.url+"/v1/info", token).body), &full))
 	assert.EqualValues(t, d.cmd.Process.Pid, full["pid"])
 	assert.Equal(t, d.root, full["rootDir"])
