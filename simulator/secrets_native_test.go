@@ -1,7 +1,6 @@
 package simulator
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -23,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandplane/sandplane/internal/testdaemon"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -108,30 +109,13 @@ func selfSigned(t *testing.T, names ...string) (tls.Certificate, []byte) {
 
 // secretsHarness is a native harness whose proxy reaches u for the test
 // names, logging at debug level into logs.
-func secretsHarness(t *testing.T, u *upstream, logs *syncBuffer) *harness {
+func secretsHarness(t *testing.T, u *upstream, logs *testdaemon.Buffer) *harness {
 	return nativeHarness(t, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		c.egress = egressHooks{rootCAs: u.pool, resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		}}
 	})
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // sendScript is what the sandbox runs: python's urllib through the
@@ -164,7 +148,7 @@ func basic(tok string) string {
 
 func TestSecretsReachOnlyAllowedHostsFromANativeSandbox(t *testing.T) {
 	u := newUpstream(t)
-	var logs syncBuffer
+	var logs testdaemon.Buffer
 	h := secretsHarness(t, u, &logs)
 	var responses []string
 	call := func(method, path string, body any) (int, []byte) {
@@ -266,7 +250,7 @@ func TestSecretsReachOnlyAllowedHostsFromANativeSandbox(t *testing.T) {
 // the settings the simulator records.
 func TestSecretsProxyHonoursNetworkSettings(t *testing.T) {
 	u := newUpstream(t)
-	var logs syncBuffer
+	var logs testdaemon.Buffer
 	h := secretsHarness(t, u, &logs)
 	code, b, _ := h.raw("POST", "/api/secret", map[string]any{"name": "k", "value": testSecretValue, "hosts": []string{testAllowedHost}})
 	require.Equal(t, http.StatusCreated, code, string(b))
@@ -315,7 +299,7 @@ func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) 
 // connections it pooled for the sandbox included.
 func TestSecretsProxyKeepsToChangedNetworkSettings(t *testing.T) {
 	u := newUpstream(t)
-	var logs syncBuffer
+	var logs testdaemon.Buffer
 	h := secretsHarness(t, u, &logs)
 	code, b, _ := h.raw("POST", "/api/secret", map[string]any{"name": "k", "value": testSecretValue, "hosts": []string{testAllowedHost}})
 	require.Equal(t, http.StatusCreated, code, string(b))

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/sandplane/sandplane/internal/testdaemon"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -23,7 +25,7 @@ func TestOfficialTypeScriptSDKSecrets(t *testing.T) {
 	sdk := tsSDKs[1]
 	tsSDKDir(t, sdk.pkg)
 	u := newUpstream(t)
-	var logs syncBuffer
+	var logs testdaemon.Buffer
 	be, err := NewRuntimeBackend(RuntimeBackendConfig{Runtime: native.New(), Root: t.TempDir(), Command: []string{toolboxBinary(t)}})
 	require.NoError(t, err)
 	sim, err := New(Config{Backend: be, ValidateResponses: true, APIKeys: []string{"ts-sdk-key"}, AdminKey: "ts-sdk-admin-key",

@@ -1,7 +1,6 @@
 package secrets
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -14,9 +13,10 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandplane/sandplane/internal/testdaemon"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,7 +46,7 @@ type fixture struct {
 	store      *Store
 	proxy      *Proxy
 	addr       string
-	logs       *syncBuffer
+	logs       *testdaemon.Buffer
 	upstreamCA *x509.CertPool
 	upstream   *authority
 }
@@ -67,7 +67,7 @@ func newFixture(t *testing.T, maxBody int64) *fixture {
 		routes[h+":80"] = plain.Listener.Addr().String()
 		routes[h+":443"] = tlsSrv.Listener.Addr().String()
 	}
-	logs := &syncBuffer{}
+	logs := &testdaemon.Buffer{}
 	store := NewStore(clk)
 	proxy, err := NewProxy(Options{
 		Store: store, Clock: clk, MaxBody: maxBody,
@@ -348,23 +348,4 @@ func pool(pemBytes []byte) *x509.CertPool {
 	p := x509.NewCertPool()
 	p.AppendCertsFromPEM(pemBytes)
 	return p
-}
-
-// syncBuffer is a log sink the proxy's goroutines write while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
