@@ -456,7 +456,7 @@ func (s sandboxAPI) startSandbox(c *call) (reply, *apiError) {
 		if !resume {
 			// The preview token rotates on every start from stopped or
 			// archived; a resumed sandbox is the same running one.
-			x.AuthToken = s.token(32, authTokenAlphabet)
+			x.AuthToken = newToken(32, authTokenAlphabet)
 		}
 		if c.fault.FailStart != "" {
 			x.failNext = &failure{Reason: c.fault.FailStart, Recoverable: c.fault.Recoverable}
@@ -796,7 +796,7 @@ func (s sandboxAPI) signedPreviewURL(c *call) (reply, *apiError) {
 			}
 			expires = n
 		}
-		tok := s.token(16, signedAlphabet)
+		tok := newToken(16, signedAlphabet)
 		s.signed[tok] = &signedToken{sandboxID: sb.ID, port: port, expires: s.clk.Now().Add(time.Duration(expires) * time.Second)}
 		return reply{http.StatusOK, signedPreviewURLDTO{SandboxID: sb.ID, Port: port, Token: tok, URL: previewLink(base, port, tok)}}, nil
 	})

@@ -284,7 +284,7 @@ func (s reconciler) newSandboxLocked(org, name string, snap Snapshot) *sandbox {
 		UpdatedAt:   now,
 		// Daytona inserts the activity row with createdAt.
 		LastActivity: now,
-		AuthToken:    s.token(32, authTokenAlphabet),
+		AuthToken:    newToken(32, authTokenAlphabet),
 		changed:      make(chan struct{}),
 		events:       s.events,
 		sim:          s.Simulator,

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -38,6 +39,9 @@ const (
 	WorkloadsNone   = "none"
 )
 
+// SSHOff is the SSHListen that serves no SSH gateway.
+const SSHOff = "off"
+
 // shutdownTimeout bounds a graceful shutdown.
 const shutdownTimeout = 10 * time.Second
 
@@ -51,6 +55,11 @@ type RunConfig struct {
 	// Listen is the address to serve on: DefaultListen when empty. One that
 	// is not loopback needs APIKeys, and then only they are accepted.
 	Listen string
+	// SSHListen is the SSH gateway's address (ServeSSH): empty takes
+	// Listen's host and Daytona's gateway port, 22222, or any free port
+	// there when that one is taken; SSHOff serves no gateway. An address
+	// given must be free.
+	SSHListen string
 	// Workloads names what runs each sandbox when Config.Backend is nil:
 	// WorkloadsNative processes (the default), WorkloadsDocker containers,
 	// or WorkloadsNone, a pure state machine.
@@ -99,6 +108,13 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		return err
 	}
 	defer ln.Close()
+	sshLn, err := cfg.listenSSH(ln.Addr())
+	if err != nil {
+		return err
+	}
+	if sshLn != nil {
+		defer sshLn.Close()
+	}
 	if cfg.Backend == nil {
 		be, release, err := cfg.newBackend(ctx)
 		if err != nil {
@@ -114,7 +130,51 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		return err
 	}
 	defer sim.Close()
+	if sshLn != nil {
+		go cfg.serveSSH(sim, sshLn)
+	}
 	return cfg.serve(ctx, ln, sim, generated)
+}
+
+// listenSSH binds the SSH gateway's address (SSHListen), or returns nil
+// for SSHOff.
+func (cfg RunConfig) listenSSH(api net.Addr) (net.Listener, error) {
+	switch cfg.SSHListen {
+	case SSHOff:
+		return nil, nil
+	case "":
+		host, _, _ := net.SplitHostPort(api.String())
+		if l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(sshGatewayPort))); err == nil {
+			return l, nil
+		}
+		// Another simulator has Daytona's port: sshCommand names this one.
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, provider.Errorf(provider.Unavailable, "listen for the SSH gateway on %s: %v", host, err)
+		}
+		return l, nil
+	}
+	loopback, err := netguard.ListenLoopback(cfg.SSHListen)
+	switch {
+	case err != nil:
+		return nil, provider.Errorf(provider.InvalidArgument, "--ssh-listen %q: %v (or --ssh-listen off)", cfg.SSHListen, err)
+	case !loopback && len(cfg.APIKeys) == 0:
+		return nil, provider.Errorf(provider.InvalidArgument,
+			"--ssh-listen %s is not a loopback address: off loopback the simulator needs --api-key, as --listen does", cfg.SSHListen)
+	}
+	l, err := net.Listen("tcp", cfg.SSHListen)
+	if err != nil {
+		return nil, provider.Errorf(provider.Unavailable, "--ssh-listen %s: %v: pick another address, or --ssh-listen off", cfg.SSHListen, err)
+	}
+	return l, nil
+}
+
+// serveSSH serves the gateway until the simulator closes it.
+func (cfg RunConfig) serveSSH(sim *Simulator, ln net.Listener) {
+	cfg.Logger.Info("SSH gateway serving", "addr", ln.Addr().String())
+	if err := sim.ServeSSH(ln); err != nil {
+		cfg.Logger.Error("SSH gateway stopped", "error", err)
+	}
 }
 
 // check applies the rules that guard a simulator: any-key mode is for

@@ -257,9 +257,10 @@ type sshAccessDTO struct {
 // sshGatewayPort is the port of Daytona's SSH gateway, for sshCommand.
 const sshGatewayPort = 22222
 
-// createSSHAccess makes a token that validateSshAccess accepts until it
-// expires (default 60 minutes). There is no SSH gateway: the answer says so
-// in warningHeader.
+// createSSHAccess makes a token that validateSshAccess accepts, and the
+// SSH gateway opens, until it expires (default 60 minutes). sshCommand
+// names the gateway's port; a simulator that serves none (ServeSSH was not
+// called) says so in warningHeader.
 func (s extraAPI) createSSHAccess(c *call) (reply, *apiError) {
 	minutes := 60.0
 	if v := c.r.URL.Query().Get("expiresInMinutes"); v != "" {
@@ -275,13 +276,16 @@ func (s extraAPI) createSSHAccess(c *call) (reply, *apiError) {
 	}
 	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
 		now := s.clk.Now()
-		a := &sshAccess{ID: s.newID(), SandboxID: sb.ID, Token: s.token(32, signedAlphabet), CreatedAt: now,
+		a := &sshAccess{ID: s.newID(), SandboxID: sb.ID, Token: newToken(32, signedAlphabet), CreatedAt: now,
 			ExpiresAt: now.Add(time.Duration(minutes * float64(time.Minute)))}
 		s.ssh[a.Token] = a
-		c.w.Header().Add(warningHeader, "the simulator has no SSH gateway: the token validates, but nothing answers ssh")
+		port, served := s.sshCommandPort()
+		if !served {
+			c.w.Header().Add(warningHeader, "this simulator serves no SSH gateway: the token validates, but nothing answers ssh; run sandplane sim, whose gateway --ssh-listen places")
+		}
 		return reply{http.StatusOK, sshAccessDTO{ID: a.ID, SandboxID: sb.ID, Token: a.Token, ExpiresAt: iso(a.ExpiresAt),
 			CreatedAt: iso(now), UpdatedAt: iso(now),
-			SSHCommand: "ssh -p " + strconv.Itoa(sshGatewayPort) + " " + a.Token + "@" + host}}, nil
+			SSHCommand: "ssh -p " + strconv.Itoa(port) + " " + a.Token + "@" + host}}, nil
 	})
 }
 

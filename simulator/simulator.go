@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/sandplane/sandplane/simulator/internal/cost"
 	"github.com/sandplane/sandplane/simulator/internal/faults"
 	"github.com/sandplane/sandplane/simulator/internal/secrets"
+	"github.com/sandplane/sandplane/simulator/internal/sshgw"
 	"github.com/sandplane/sandplane/simulator/internal/store"
 )
 
@@ -73,6 +75,10 @@ type Simulator struct {
 	closed    bool
 	stopJobs  func() // the crons' (jobs.go)
 	handler   http.Handler
+	// gateway is the SSH gateway (sshgateway.go); sshPort is the port it
+	// serves, 0 until ServeSSH.
+	gateway *sshgw.Server
+	sshPort atomic.Int32
 }
 
 // New returns a running simulator. Close stops it.
@@ -133,6 +139,12 @@ func New(cfg Config) (*Simulator, error) {
 	s.calls.observe = func(c Call) { s.metrics.observe(s, c) }
 	s.events.onEmit = func(name string) { s.metrics.events.WithLabelValues(name).Inc() }
 	s.bg, s.cancel = context.WithCancel(context.Background())
+	gw, err := newSSHGateway(s)
+	if err != nil {
+		s.cancel()
+		return nil, err
+	}
+	s.gateway = gw
 	s.handler = s.routes()
 	s.eng.startJobs()
 	s.mu.Lock()
@@ -159,6 +171,7 @@ func (s *Simulator) Close() error {
 	}
 	s.mu.Unlock()
 	s.cancel()
+	_ = s.gateway.Close()
 	s.proxies.close()
 	if s.egress != nil {
 		_ = s.egress.Close()
@@ -177,11 +190,11 @@ func (s *Simulator) newID() string {
 	return id.String()
 }
 
-// token draws n characters of Daytona's lowercased nanoid alphabet from
+// newToken draws n characters of Daytona's lowercased nanoid alphabet from
 // crypto/rand, never from the seeded source: a token is a credential (a
 // sandbox's preview and toolbox secret, a signed preview, SSH access), and
 // a seed, which tests and --seed share, must not predict it.
-func (s *Simulator) token(n int, alphabet string) string {
+func newToken(n int, alphabet string) string {
 	b := make([]byte, n)
 	// Bytes at or past the last whole multiple of the alphabet's length
 	// are drawn again, so that every character is equally likely.

@@ -20,12 +20,12 @@ const envSimAdminKey = simulator.EnvAdminKey
 
 // simFlags are the flags of `sandplane sim`.
 type simFlags struct {
-	listen, profile, backend, root, baseURL, image, adminKey, specPath string
-	apiKeys, snapshots                                                 []string
-	minute, proxyIdleKeepAlive                                         time.Duration
-	seed                                                               uint64
-	warmPool                                                           int
-	noValidate, debug                                                  bool
+	listen, sshListen, profile, backend, root, baseURL, image, adminKey, specPath string
+	apiKeys, snapshots                                                            []string
+	minute, proxyIdleKeepAlive                                                    time.Duration
+	seed                                                                          uint64
+	warmPool                                                                      int
+	noValidate, debug                                                             bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -65,6 +65,7 @@ and the admin API (faults, call log, cost) under /_sim with its own key:
 func (s *simFlags) bind(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&s.listen, "listen", simulator.DefaultListen, "address to serve on; one that is not loopback needs --api-key")
+	f.StringVar(&s.sshListen, "ssh-listen", "", "address of the SSH gateway, where an SSH access token is the user name (default: --listen's host, port 22222, or a free one when taken; off: none)")
 	f.StringSliceVar(&s.apiKeys, "api-key", nil, "accepted API key, repeatable; on loopback any key is accepted when none is given")
 	f.StringVar(&s.adminKey, "admin-key", "", "bearer key of the /_sim admin API ($"+envSimAdminKey+"; default: generated and printed at start)")
 	f.StringVar(&s.profile, "profile", "instant", "transition delays: instant, or daytona (create 1.2-1.7 s, start 0.7-0.8 s, restore 33-66 s)")
@@ -122,6 +123,7 @@ func (s *simFlags) runConfig(getenv func(string) string) (simulator.RunConfig, e
 			ProxyIdleKeepAlive: s.proxyIdleKeepAlive,
 		},
 		Listen:        s.listen,
+		SSHListen:     s.sshListen,
 		Workloads:     s.backend,
 		Root:          s.root,
 		Toolbox:       toolbox,
