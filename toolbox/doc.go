@@ -87,9 +87,10 @@
 // servers answer only for open documents. GET /lsp/workspacesymbols asks
 // the server's workspace/symbol where it has one, after opening one of
 // the project's sources if none is open (typescript-language-server
-// answers "No Project" before the first; a project without tsconfig.json
-// or jsconfig.json is then that file and what it imports, as the server
-// sees it). pylsp has no workspace/symbol, so for it the toolbox searches
+// answers "No Project" before the first), or all of them, at most 200, in
+// a project without tsconfig.json or jsconfig.json (which, to the server,
+// is only its open files and what they import). pylsp has no
+// workspace/symbol, so for it the toolbox searches
 // the document symbols of the project's .py and .pyi files itself (at
 // most 2000, hidden, node_modules, __pycache__, venv and site-packages
 // directories left out) for names containing the query, case-insensitive,

@@ -249,6 +249,26 @@ func TestLSPWorkspaceSymbols(t *testing.T) {
 			})
 		}
 	})
+
+	t.Run("javascript without a jsconfig.json", func(t *testing.T) {
+		withNodeTools(t)
+		ts := newTestServer(t, Options{})
+		proj := filepath.Join(ts.workDir, "app")
+		writeFiles(t, ts.workDir, map[string]string{
+			"app/index.js":     "function startThing() {}\nmodule.exports = { startThing }\n",
+			"app/lib/util.js":  "function helperThing() {}\nmodule.exports = { helperThing }\n",
+			"app/lib/types.ts": "export function typedThing(): number { return 1 }\n",
+		})
+		l := lspSession{t: t, ts: ts, lang: "javascript", proj: proj}
+		l.post("/lsp/start", l.server())
+		t.Cleanup(func() { l.post("/lsp/stop", l.server()) })
+		// Files that import nothing of each other are all searched.
+		assert.ElementsMatch(t, []symbolAt{
+			{"startThing", function, "index.js", 0},
+			{"helperThing", function, "lib/util.js", 0},
+			{"typedThing", function, "lib/types.ts", 0},
+		}, symbolsAt(t, proj, l.workspaceSymbols("Thing")))
+	})
 }
 
 func TestProjectSources(t *testing.T) {

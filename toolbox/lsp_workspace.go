@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -90,24 +91,63 @@ func (c *lspClient) workspaceSymbols(ctx context.Context, query string) ([]wire.
 	return parseSymbols(raw, "")
 }
 
-// anchorProject opens one of the project's sources when no document is
-// open. typescript-language-server searches the projects of its open
-// documents only and answers "No Project" before the first is opened,
-// whereas an SDK user searches a project right after starting its server.
-// The file stays open, as if the user had opened it.
+// anchorProject opens project sources so that the server searches them.
+// typescript-language-server searches the projects of its open documents
+// only, and answers "No Project" before the first is opened, whereas an
+// SDK user searches a project right after starting its server: so one
+// source is opened when none is. A project with no tsconfig.json or
+// jsconfig.json is, to the server, its open files and what they import,
+// so there every source is opened, up to maxLooseSources. Files opened
+// here stay open, as if the user had opened them.
 func (c *lspClient) anchorProject() error {
+	files, err := c.projectSources()
+	if err != nil || len(files) == 0 {
+		return nil // nothing to anchor on: the server answers as it can
+	}
+	if c.looseProject() {
+		return c.openAll(files[:min(len(files), maxLooseSources)])
+	}
 	c.mu.Lock()
 	n := len(c.opened)
 	c.mu.Unlock()
 	if n > 0 {
 		return nil
 	}
-	files, err := c.projectSources()
-	if err != nil || len(files) == 0 {
-		return nil // nothing to anchor on: the server answers as it can
-	}
 	_, err = c.open(fileURI(c.preferredSource(files)))
 	return err
+}
+
+// maxLooseSources bounds the files opened for a search of a project with
+// no tsconfig.json: the server checks every open file.
+const maxLooseSources = 200
+
+// looseProject tells a TypeScript or JavaScript project without a
+// tsconfig.json or jsconfig.json at its root.
+func (c *lspClient) looseProject() bool {
+	if c.language != "typescript" && c.language != "javascript" {
+		return false
+	}
+	for _, name := range []string{"tsconfig.json", "jsconfig.json"} {
+		if _, err := os.Stat(filepath.Join(c.root, name)); err == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// openAll opens those of files that are not open yet; one deleted since
+// it was listed is passed over.
+func (c *lspClient) openAll(files []string) error {
+	for _, f := range files {
+		_, err := c.ensureOpen(fileURI(f))
+		if ae := asAPIError(err); ae != nil && ae.status == http.StatusNotFound {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // preferredSource is the first of files with the language's preferred
