@@ -100,18 +100,19 @@ func (c *lspClient) workspaceSymbols(ctx context.Context, query string) ([]wire.
 // so there every source is opened, up to maxLooseSources. Files opened
 // here stay open, as if the user had opened them.
 func (c *lspClient) anchorProject() error {
+	loose := c.looseProject()
+	c.mu.Lock()
+	anyOpen := len(c.opened) > 0
+	c.mu.Unlock()
+	if anyOpen && !loose {
+		return nil
+	}
 	files, err := c.projectSources()
 	if err != nil || len(files) == 0 {
 		return nil // nothing to anchor on: the server answers as it can
 	}
-	if c.looseProject() {
+	if loose {
 		return c.openAll(files[:min(len(files), maxLooseSources)])
-	}
-	c.mu.Lock()
-	n := len(c.opened)
-	c.mu.Unlock()
-	if n > 0 {
-		return nil
 	}
 	_, err = c.open(fileURI(c.preferredSource(files)))
 	return err
