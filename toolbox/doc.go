@@ -51,7 +51,10 @@
 // A session is one shell that runs its commands in turn, so `cd` and
 // `export` carry over. A sync command reads /dev/null; an async one reads
 // a FIFO of its own that POST .../command/{id}/input writes to, echoing
-// the input into stdout unless suppressInputEcho. GET .../logs?follow=true
+// the input into stdout unless suppressInputEcho; the input is answered
+// 204 with no body, and input to a command that has ended (or ends before
+// reading it all) 410 COMMAND_ALREADY_COMPLETED, which SDK 0.218 raises
+// as DaytonaCommandAlreadyCompletedError. GET .../logs?follow=true
 // is a WebSocket of binary messages, each a 3-byte stream marker (01 01 01
 // stdout, 02 02 02 stderr) and that stream's bytes, closed normally once
 // the command has ended. The session's shell leads a terminal session of
@@ -75,6 +78,23 @@
 // set, the file endpoints refuse anything that resolves outside that
 // directory, through ".." or through symlinks, with 403. Process execution is
 // never confined: it runs arbitrary shell commands as the sandbox user.
+//
+// # Language servers
+//
+// POST /lsp/start runs one server per language and project: pylsp for
+// python, typescript-language-server for typescript and javascript.
+// Documents not opened by the client are opened when asked about, since
+// servers answer only for open documents. GET /lsp/workspacesymbols asks
+// the server's workspace/symbol where it has one, after opening one of
+// the project's sources if none is open (typescript-language-server
+// answers "No Project" before the first), or all of them, at most 200, in
+// a project without tsconfig.json or jsconfig.json (which, to the server,
+// is only its open files and what they import). pylsp has no
+// workspace/symbol, so for it the toolbox searches
+// the document symbols of the project's .py and .pyi files itself (at
+// most 2000, hidden, node_modules, __pycache__, venv and site-packages
+// directories left out) for names containing the query, case-insensitive,
+// imports left out as typescript-language-server leaves them out.
 //
 // # What protects it
 //

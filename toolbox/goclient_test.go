@@ -2,6 +2,7 @@ package toolbox
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -129,6 +130,15 @@ func TestOfficialGoClient(t *testing.T) {
 		logs, _, err := p.GetSessionCommandLogs(ctx, "go-sess", started.CmdId).Execute()
 		require.NoError(t, err)
 		assert.Equal(t, "hi ada\n", logs.Stdout)
+		resp, err = p.SendInput(ctx, "go-sess", started.CmdId).Request(*tb.NewSessionSendInputRequest("late\n")).Execute()
+		require.Error(t, err, "input to a command that has ended")
+		assert.Equal(t, http.StatusGone, resp.StatusCode)
+		var gone *tb.GenericOpenAPIError
+		require.ErrorAs(t, err, &gone)
+		var body wire.ErrorResponse
+		require.NoError(t, json.Unmarshal(gone.Body(), &body))
+		assert.Equal(t, wire.CodeCommandAlreadyCompleted, body.Code)
+		assert.Equal(t, wire.SourceDaemon, body.Source)
 
 		entry, _, err := p.GetEntrypointSession(ctx).Execute()
 		require.NoError(t, err)
@@ -213,8 +223,9 @@ func TestOfficialGoClient(t *testing.T) {
 		list, _, err := l.Completions(ctx).Request(*tb.NewLspCompletionParams("python", "py", *tb.NewLspPosition(3, 3), "file://m.py")).Execute()
 		require.NoError(t, err)
 		assert.NotEmpty(t, list.Items)
-		_, _, err = l.WorkspaceSymbols(ctx).Query("hello").LanguageId("python").PathToProject("py").Execute()
+		ws, _, err := l.WorkspaceSymbols(ctx).Query("hello").LanguageId("python").PathToProject("py").Execute()
 		require.NoError(t, err)
+		assert.Equal(t, []string{"hello"}, symbolNames(toLspSymbols(ws)))
 		ok(l.DidClose(ctx).Request(*tb.NewLspDocumentRequest("python", "py", "file://m.py")).Execute())
 		ok(l.Stop(ctx).Request(srv).Execute())
 	})

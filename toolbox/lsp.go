@@ -553,23 +553,6 @@ func (c *lspClient) documentSymbols(ctx context.Context, uri string) ([]wire.Lsp
 	return parseSymbols(raw, doc)
 }
 
-// workspaceSymbols asks the server for symbols across the project. A
-// server that offers none (pylsp) answers an empty list.
-func (c *lspClient) workspaceSymbols(ctx context.Context, query string) ([]wire.LspSymbol, error) {
-	if !c.caps.workspaceSymbol {
-		return []wire.LspSymbol{}, nil
-	}
-	raw, err := c.call(ctx, "workspace/symbol", map[string]string{"query": query})
-	if err != nil {
-		var ce *lspCallError
-		if errors.As(err, &ce) && ce.Code == rpcMethodNotFound {
-			return []wire.LspSymbol{}, nil
-		}
-		return nil, err
-	}
-	return parseSymbols(raw, "")
-}
-
 // lspSymbolWire is any of LSP's symbol shapes: SymbolInformation and
 // WorkspaceSymbol carry a location, DocumentSymbol a range and children.
 type lspSymbolWire struct {

@@ -3,7 +3,9 @@ package toolbox
 import (
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -104,8 +106,10 @@ func TestLSPPython(t *testing.T) {
 	list := l.completions("shapes.py", 9, 5)
 	assert.Contains(t, completionLabels(list), "sqrt", "completions of math.")
 
-	// pylsp offers no workspace symbols; the answer is an empty list.
-	assert.Empty(t, l.workspaceSymbols("Circle"))
+	// pylsp has no workspace/symbol; the toolbox searches the project's
+	// document symbols itself.
+	ws := l.workspaceSymbols("Circle")
+	assert.ElementsMatch(t, []string{"Circle", "unit_circle"}, symbolNames(ws))
 
 	l.post("/lsp/did-close", l.doc("shapes.py"))
 	l.post("/lsp/stop", l.server())
@@ -141,6 +145,163 @@ func TestLSPTypeScript(t *testing.T) {
 
 	l.post("/lsp/did-close", l.doc(filepath.Join(proj, "src", "main.ts")))
 	l.post("/lsp/stop", l.server())
+}
+
+// symbolAt is how a workspace symbol is checked: its name, kind and where
+// it starts, the file relative to the project.
+type symbolAt struct {
+	name string
+	kind int
+	file string
+	line int
+}
+
+func symbolsAt(t *testing.T, proj string, syms []wire.LspSymbol) []symbolAt {
+	t.Helper()
+	out := []symbolAt{}
+	for _, s := range syms {
+		p, ok := strings.CutPrefix(s.Location.URI, "file://")
+		require.True(t, ok, "uri %q", s.Location.URI)
+		rel, err := filepath.Rel(proj, p)
+		require.NoError(t, err)
+		out = append(out, symbolAt{s.Name, s.Kind, filepath.ToSlash(rel), s.Location.Range.Start.Line})
+	}
+	return out
+}
+
+// TestLSPWorkspaceSymbols searches projects right after their servers
+// start, before any document is opened, as an SDK user does.
+func TestLSPWorkspaceSymbols(t *testing.T) {
+	const (
+		class    = 5
+		method   = 6
+		function = 12
+	)
+	t.Run("python", func(t *testing.T) {
+		requireTool(t, "pylsp")
+		ts := newTestServer(t, Options{})
+		writeFiles(t, ts.workDir, map[string]string{
+			"proj/shapes.py":         "import math\n\nclass Circle:\n    def area(self, r):\n        return math.pi * r * r\n\ndef unit_circle():\n    return Circle()\n",
+			"proj/geo/util.py":       "from shapes import Circle\nimport os\n\ndef make_circle():\n    return Circle()\n\nclass CircleCache:\n    pass\n",
+			"proj/.venv/lib/site.py": "class Circle:\n    pass\n",
+			"proj/__pycache__/c.py":  "class Circle:\n    pass\n",
+			"proj/notes.txt":         "class Circle:\n",
+		})
+		proj := filepath.Join(ts.workDir, "proj")
+		l := lspSession{t: t, ts: ts, lang: "python", proj: "proj"}
+		l.post("/lsp/start", l.server())
+		t.Cleanup(func() { l.post("/lsp/stop", l.server()) })
+		circles := []symbolAt{
+			{"make_circle", function, "geo/util.py", 3},
+			{"CircleCache", class, "geo/util.py", 6},
+			{"Circle", class, "shapes.py", 2},
+			{"unit_circle", function, "shapes.py", 6},
+		}
+		for _, tt := range []struct {
+			name, query string
+			want        []symbolAt
+		}{
+			{"definitions only: neither imports nor hidden, cached or other files", "Circle", circles},
+			{"case does not matter", "circle", circles},
+			{"a part of a name", "it_ci", []symbolAt{{"unit_circle", function, "shapes.py", 6}}},
+			{"a method", "area", []symbolAt{{"area", method, "shapes.py", 3}}},
+			{"nothing matches", "no_such_symbol", []symbolAt{}},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				assert.ElementsMatch(t, tt.want, symbolsAt(t, proj, l.workspaceSymbols(tt.query)))
+			})
+		}
+		t.Run("an empty query lists every symbol", func(t *testing.T) {
+			assert.Subset(t, symbolsAt(t, proj, l.workspaceSymbols("")), append(circles, symbolAt{"area", method, "shapes.py", 3}))
+		})
+		t.Run("the answer is an empty list, not null", func(t *testing.T) {
+			q := url.Values{"languageId": {"python"}, "pathToProject": {"proj"}, "query": {"no_such_symbol"}}
+			resp := ts.get(t, "/lsp/workspacesymbols?"+q.Encode())
+			require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+			assert.JSONEq(t, "[]", string(resp.body))
+		})
+	})
+
+	t.Run("typescript", func(t *testing.T) {
+		withNodeTools(t)
+		ts := newTestServer(t, Options{})
+		proj := filepath.Join(ts.workDir, "web")
+		writeFiles(t, ts.workDir, map[string]string{
+			"web/tsconfig.json":           `{"compilerOptions":{"strict":true,"target":"es2020","module":"commonjs"}}`,
+			"web/jest.config.js":          "module.exports = {}\n",
+			"web/src/geometry.ts":         "export class Polygon {}\n\nexport function makeSquare(): Polygon {\n  return new Polygon()\n}\n",
+			"web/src/main.ts":             "import { makeSquare } from './geometry'\nexport const square = makeSquare()\n",
+			"web/node_modules/dep/dep.ts": "export function makeSquare(): number { return 1 }\n",
+		})
+		l := lspSession{t: t, ts: ts, lang: "typescript", proj: proj}
+		l.post("/lsp/start", l.server())
+		t.Cleanup(func() { l.post("/lsp/stop", l.server()) })
+		for _, tt := range []struct {
+			name, query string
+			want        []symbolAt
+		}{
+			{"a function, where it is defined", "makeSquare", []symbolAt{{"makeSquare", function, "src/geometry.ts", 2}}},
+			{"a class", "Polygon", []symbolAt{{"Polygon", class, "src/geometry.ts", 0}}},
+			{"nothing matches", "noSuchSymbol", []symbolAt{}},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				assert.ElementsMatch(t, tt.want, symbolsAt(t, proj, l.workspaceSymbols(tt.query)))
+			})
+		}
+	})
+
+	t.Run("javascript without a jsconfig.json", func(t *testing.T) {
+		withNodeTools(t)
+		ts := newTestServer(t, Options{})
+		proj := filepath.Join(ts.workDir, "app")
+		writeFiles(t, ts.workDir, map[string]string{
+			"app/index.js":     "function startThing() {}\nmodule.exports = { startThing }\n",
+			"app/lib/util.js":  "function helperThing() {}\nmodule.exports = { helperThing }\n",
+			"app/lib/types.ts": "export function typedThing(): number { return 1 }\n",
+		})
+		l := lspSession{t: t, ts: ts, lang: "javascript", proj: proj}
+		l.post("/lsp/start", l.server())
+		t.Cleanup(func() { l.post("/lsp/stop", l.server()) })
+		// Files that import nothing of each other are all searched.
+		assert.ElementsMatch(t, []symbolAt{
+			{"startThing", function, "index.js", 0},
+			{"helperThing", function, "lib/util.js", 0},
+			{"typedThing", function, "lib/types.ts", 0},
+		}, symbolsAt(t, proj, l.workspaceSymbols("Thing")))
+	})
+}
+
+func TestProjectSources(t *testing.T) {
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{
+		"b.py": "", "a/z.py": "", "a/types.pyi": "", "a/notes.md": "",
+		".git/hook.py": "", ".venv/x.py": "", "node_modules/m/y.py": "", "__pycache__/c.py": "",
+		"venv/lib/site-packages/s.py": "", "web/app.js": "", "web/app.ts": "",
+	})
+	require.NoError(t, os.Symlink(filepath.Join(root, "b.py"), filepath.Join(root, "link.py")))
+	for _, tt := range []struct {
+		language  string
+		want      []string
+		preferred string
+	}{
+		{"python", []string{"a/types.pyi", "a/z.py", "b.py"}, "a/z.py"},
+		{"typescript", []string{"web/app.js", "web/app.ts"}, "web/app.ts"},
+		{"javascript", []string{"web/app.js", "web/app.ts"}, "web/app.js"},
+	} {
+		t.Run(tt.language, func(t *testing.T) {
+			c := &lspClient{language: tt.language, root: root}
+			files, err := c.projectSources()
+			require.NoError(t, err)
+			var rel []string
+			for _, f := range files {
+				r, err := filepath.Rel(root, f)
+				require.NoError(t, err)
+				rel = append(rel, filepath.ToSlash(r))
+			}
+			assert.Equal(t, tt.want, rel, "in path order; hidden, dependency and cache directories and symlinks left out")
+			assert.Equal(t, filepath.Join(root, tt.preferred), c.preferredSource(files))
+		})
+	}
 }
 
 func TestLSPErrors(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sandplane/sandplane/toolbox/wire"
 )
 
 // longAgo is a deadline that has passed: setting it interrupts a write
@@ -62,7 +64,9 @@ func (s *session) removeInputDirLocked() {
 // it into the command's stdout first, as a terminal shows what is typed
 // before the program answers it. A command that does not read blocks the
 // write once the pipe is full; ctx ending (the client leaving) gives up.
-// Errors: 409 when c has ended or reads no input (it was run sync).
+// Errors: 410 COMMAND_ALREADY_COMPLETED when c has ended, before or during
+// the write (SDK 0.218 raises DaytonaCommandAlreadyCompletedError for it);
+// 409 when c reads no input because it was run sync.
 func (s *session) sendInput(ctx context.Context, c *sessionCommand, data string) error {
 	c.inputMu.Lock()
 	defer c.inputMu.Unlock()
@@ -74,7 +78,7 @@ func (s *session) sendInput(ctx context.Context, c *sessionCommand, data string)
 	s.mu.Unlock()
 	switch {
 	case ended:
-		return errorf(http.StatusConflict, "command has already ended: input goes to a running command")
+		return commandCompleted("command has already ended: input goes to a running command")
 	case in == nil:
 		return errorf(http.StatusConflict, "command reads no input: only a command run with runAsync takes input")
 	}
@@ -86,9 +90,15 @@ func (s *session) sendInput(ctx context.Context, c *sessionCommand, data string)
 		case ctx.Err() != nil:
 			return errorf(http.StatusRequestTimeout, "input interrupted: the command did not read it")
 		case errors.Is(err, os.ErrClosed):
-			return errorf(http.StatusConflict, "command has ended before it read all input")
+			return commandCompleted("command has ended before it read all input")
 		}
 		return errorf(http.StatusInternalServerError, "writing input: %v", err)
 	}
 	return nil
+}
+
+// commandCompleted is the daemon's answer to input for a command that has
+// finished: gone, with the domain code the SDKs map to a class of its own.
+func commandCompleted(msg string) error {
+	return codedf(http.StatusGone, wire.CodeCommandAlreadyCompleted, "%s", msg)
 }

@@ -55,6 +55,7 @@ func TestSessionInput(t *testing.T) {
 		id := ts.execAsync(t, "in", wire.SessionExecuteRequest{Command: reader})
 		resp := ts.sendInput(t, "in", id, wire.SessionSendInputRequest{Data: ref("hello world\n")})
 		require.Equal(t, http.StatusNoContent, resp.status, "body: %s", resp.body)
+		assert.Empty(t, resp.body, "input is answered with no content: the output goes to the logs")
 		code, logs := ts.waitCommand(t, "in", id)
 		assert.Equal(t, 0, code)
 		assert.Equal(t, "hello world\ngot: hello world\n", logs.Stdout, "the input is echoed, as a terminal shows typing")
@@ -93,6 +94,19 @@ func TestSessionInput(t *testing.T) {
 		})
 	})
 
+	t.Run("a command that ends while input is pending", func(t *testing.T) {
+		// head reads a little and exits; the rest fills the pipe and the
+		// write waits until the command's end closes it.
+		id := ts.execAsync(t, "in", wire.SessionExecuteRequest{Command: "head -c 10 >/dev/null", SuppressInputEcho: true})
+		resp := ts.sendInput(t, "in", id, wire.SessionSendInputRequest{Data: ref(strings.Repeat("x", 4<<20))})
+		require.Equal(t, http.StatusGone, resp.status, "body: %s", resp.body)
+		e := resp.apiErr(t)
+		assert.Equal(t, wire.CodeCommandAlreadyCompleted, e.Code)
+		assert.Contains(t, e.Message, "before it read all input")
+		code, _ := ts.waitCommand(t, "in", id)
+		assert.Equal(t, 0, code)
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		ended := ts.execAsync(t, "in", wire.SessionExecuteRequest{Command: "true"})
 		ts.waitCommand(t, "in", ended)
@@ -103,19 +117,22 @@ func TestSessionInput(t *testing.T) {
 			name, session, cmd string
 			body               any
 			status             int
-			msg                string
+			code, msg          string
 		}{
-			{"ended command", "in", ended, wire.SessionSendInputRequest{Data: ref("x\n")}, http.StatusConflict, "already ended"},
-			{"no data", "in", running, map[string]string{}, http.StatusBadRequest, "data is required"},
-			{"data not a string", "in", running, `{"data":1}`, http.StatusBadRequest, "invalid request body"},
-			{"unknown command", "in", "nope", wire.SessionSendInputRequest{Data: ref("x")}, http.StatusNotFound, "command not found"},
-			{"unknown session", "zzz", running, wire.SessionSendInputRequest{Data: ref("x")}, http.StatusNotFound, "session not found"},
+			{"ended command", "in", ended, wire.SessionSendInputRequest{Data: ref("x\n")}, http.StatusGone, wire.CodeCommandAlreadyCompleted, "already ended"},
+			{"no data", "in", running, map[string]string{}, http.StatusBadRequest, "BAD_REQUEST", "data is required"},
+			{"data not a string", "in", running, `{"data":1}`, http.StatusBadRequest, "INVALID_REQUEST_BODY", "invalid request body"},
+			{"unknown command", "in", "nope", wire.SessionSendInputRequest{Data: ref("x")}, http.StatusNotFound, wire.CodeProcessNotFound, "command not found"},
+			{"unknown session", "zzz", running, wire.SessionSendInputRequest{Data: ref("x")}, http.StatusNotFound, wire.CodeProcessNotFound, "session not found"},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				resp := ts.sendInput(t, tt.session, tt.cmd, tt.body)
 				require.Equal(t, tt.status, resp.status, "body: %s", resp.body)
-				assert.Contains(t, resp.apiErr(t).Message, tt.msg)
+				e := resp.apiErr(t)
+				assert.Contains(t, e.Message, tt.msg)
+				assert.Equal(t, tt.code, e.Code)
+				assert.Equal(t, wire.SourceDaemon, e.Source)
 			})
 		}
 	})
