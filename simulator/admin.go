@@ -106,6 +106,8 @@ func (s *Simulator) AdminKey() string { return s.cfg.AdminKey }
 //	GET    /_sim/cost                      CostReport; query overrides the prices, limit and cursor page its rows
 //	POST   /_sim/sandboxes/{id}/vanish     make a sandbox disappear
 //	POST   /_sim/jobs/run                  run the auto-stop/archive/delete jobs now
+//	GET    /_sim/webhooks                  webhook endpoints and every delivery attempt
+//	PUT    /_sim/webhooks                  replace the endpoints and/or the secret (org=all)
 //
 // Errors have the main API's NestJS body and status (writeAPIError).
 func (s *Simulator) adminRoutes(mux *http.ServeMux) {
@@ -141,6 +143,8 @@ func (a adminAPI) routes() []adminRoute {
 		{"GET /_sim/cost", true, a.cost},
 		{"POST /_sim/sandboxes/{id}/vanish", true, a.vanish},
 		{"POST /_sim/jobs/run", true, a.runJobs},
+		{"GET /_sim/webhooks", true, a.webhookStatus},
+		{"PUT /_sim/webhooks", true, a.setWebhooks},
 	}
 }
 

@@ -83,6 +83,13 @@ type Config struct {
 	ProxyIdleKeepAlive time.Duration
 	// Logger receives operational messages. Default: discard.
 	Logger *slog.Logger
+	// Webhooks are the URLs every organization's webhooks are delivered
+	// to, as Daytona's Svix delivers them (webhooks.go); the admin API
+	// (PUT /_sim/webhooks) replaces them at run time.
+	Webhooks []string
+	// WebhookSecret signs the deliveries: whsec_ and the base64 of 16 to
+	// 64 bytes. Empty: a generated one (Run prints it).
+	WebhookSecret string
 
 	// egress points the secrets proxy's upstream at test servers; tests
 	// only (egress.go).

@@ -54,7 +54,6 @@ var outOfScopeTags = map[string]string{
 var notYetTags = map[string]string{
 	"warm-pools": "warm pools (v0.205.1): planned, on the simulator's own pool of started sandboxes",
 	"preview":    "the proxy's calls to the API (signing key, preview warning): planned; the simulator is its own proxy meanwhile",
-	"webhooks":   "webhook delivery (Svix): planned; the same events go to the socket.io gateway meanwhile",
 }
 
 // notYetOps are single operations of the newest API not yet served.

@@ -45,6 +45,9 @@ type eventBus struct {
 
 	// onEmit, when set, sees the name of every event queued (the metrics).
 	onEmit func(name string)
+	// onWebhook, when set, sees every event with its organization and
+	// data, under the simulator's lock (the webhooks).
+	onWebhook func(org, name string, data any)
 	// accepted counts the clients ever let in.
 	accepted atomic.Int64
 
@@ -94,6 +97,9 @@ func (b *eventBus) emit(org, name string, data any) {
 	}
 	if b.onEmit != nil {
 		b.onEmit(name)
+	}
+	if b.onWebhook != nil {
+		b.onWebhook(org, name, data)
 	}
 	b.mu.Lock()
 	if !b.closed {

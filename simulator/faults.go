@@ -12,7 +12,8 @@ import (
 // Fault scripts the outcome of the requests it matches. The zero fields do
 // nothing, so a fault can combine a delay with a status, or a vanish with a
 // normal answer. Its Op is an operationId of the API, "toolbox" for
-// toolbox requests, "preview" for preview traffic, or "*".
+// toolbox requests, "preview" for preview traffic, "*" for all of those,
+// or "webhook" for webhook deliveries (drop, duplicate, delay).
 type Fault = faults.Fault
 
 // RandomFaults injects faults at random, reproducibly for a given seed.
@@ -25,7 +26,7 @@ type Duration = faults.Duration
 // faultOps are the ops a fault may name: the API's operationIds, and the
 // toolbox and preview traffic; "*" is every one.
 var faultOps = sync.OnceValue(func() faults.Ops {
-	ops := faults.Ops{"*": true, "toolbox": true, "preview": true}
+	ops := faults.Ops{"*": true, "toolbox": true, "preview": true, faults.OpWebhook: true}
 	for _, rt := range apiRoutes() {
 		ops[rt.op] = true
 	}

@@ -32,6 +32,10 @@ const DefaultListen = "127.0.0.1:4026"
 // show on a command line. Run prints a key it generated as this variable.
 const EnvAdminKey = "SANDPLANE_SIM_ADMIN_KEY"
 
+// EnvWebhookSecret is the variable that holds the webhook secret; Run
+// prints one it generated as this variable.
+const EnvWebhookSecret = "SANDPLANE_SIM_WEBHOOK_SECRET"
+
 // The workload runtimes RunConfig.Workloads names.
 const (
 	WorkloadsNative = "native"
@@ -123,7 +127,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		defer release()
 		cfg.Backend = be
 	}
-	generated := cfg.AdminKey == ""
+	generated := generatedKeys{admin: cfg.AdminKey == "", webhook: cfg.WebhookSecret == ""}
 	sim, err := New(cfg.Config)
 	if err != nil {
 		_ = cfg.Backend.Close()
@@ -347,21 +351,27 @@ func (cfg RunConfig) dockerRuntime(ctx context.Context, rb *RuntimeBackendConfig
 	return func() { _ = d.Close(); _ = cli.Close() }, nil
 }
 
+// generatedKeys says which credentials the simulator made itself, to be
+// printed once.
+type generatedKeys struct{ admin, webhook bool }
+
 // serve serves sim on ln until ctx ends, then shuts down within
-// shutdownTimeout (internal/serve). generated says whether the admin key
-// is the simulator's own, to be printed once.
-func (cfg RunConfig) serve(ctx context.Context, ln net.Listener, sim *Simulator, generated bool) error {
+// shutdownTimeout (internal/serve).
+func (cfg RunConfig) serve(ctx context.Context, ln net.Listener, sim *Simulator, generated generatedKeys) error {
 	addr := ln.Addr().String()
 	cfg.Logger.Info("Daytona simulator serving", "api", "http://"+addr+"/api", "admin", "http://"+addr+"/_sim/info")
 	export := "export DAYTONA_API_URL=http://" + addr + "/api"
 	if len(cfg.APIKeys) == 0 {
 		export += " DAYTONA_API_KEY=sim"
 	}
-	if generated {
-		// Printed once, here, so that the one who started the simulator
-		// can use its admin API; it is never logged. A given key is the
-		// user's, who has it.
+	// Printed once, here, so that the one who started the simulator can
+	// use its admin API and verify its webhooks; they are never logged. A
+	// given one is the user's, who has it.
+	if generated.admin {
 		export += " " + EnvAdminKey + "=" + sim.AdminKey()
+	}
+	if generated.webhook {
+		export += " " + EnvWebhookSecret + "=" + sim.webhooks.Secret()
 	}
 	fmt.Fprintln(cfg.Out, export)
 	return serve.Serve(ctx, ln, sim.Handler(), serve.WithClock(cfg.Clock), serve.WithGrace(shutdownTimeout), serve.WithStarted(func() {

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"encoding/base64"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -149,8 +150,8 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	assert.True(t, Identify(context.Background(), http.DefaultClient, "http://"+r.addr))
 
 	m := regexp.MustCompile(`^export DAYTONA_API_URL=http://` + regexp.QuoteMeta(r.addr) + `/api DAYTONA_API_KEY=sim ` +
-		EnvAdminKey + `=([A-Za-z0-9_-]{43,})\n$`).FindStringSubmatch(r.out.String())
-	require.NotNil(t, m, "the start line says what to export, with the generated admin key: %q", r.out.String())
+		EnvAdminKey + `=([A-Za-z0-9_-]{43,}) ` + EnvWebhookSecret + `=(whsec_[A-Za-z0-9+/=]{32,})\n$`).FindStringSubmatch(r.out.String())
+	require.NotNil(t, m, "the start line says what to export, with the generated admin key and webhook secret: %q", r.out.String())
 	code, _ := r.do("GET", "/_sim/info", m[1], nil)
 	assert.Equal(t, http.StatusOK, code, "the printed key opens the admin API")
 	code, _ = r.do("GET", "/_sim/info", "any-key", nil)
@@ -165,7 +166,8 @@ func TestRunServesUntilCancelled(t *testing.T) {
 }
 
 func TestRunPrintsNoKeyItWasGiven(t *testing.T) {
-	r := startRun(t, RunConfig{Workloads: WorkloadsNone, Config: Config{APIKeys: []string{"only-key"}, AdminKey: "given-admin"}})
+	r := startRun(t, RunConfig{Workloads: WorkloadsNone, Config: Config{APIKeys: []string{"only-key"}, AdminKey: "given-admin",
+		WebhookSecret: "whsec_" + base64.StdEncoding.EncodeToString([]byte("a webhook secret of 32 bytes...."))}})
 	assert.Equal(t, "export DAYTONA_API_URL=http://"+r.addr+"/api\n", r.out.String(), "the keys are the user's own")
 	code, _ := r.do("GET", "/api/sandbox", "only-key", nil)
 	assert.Equal(t, http.StatusOK, code)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/sandplane/sandplane/simulator/internal/secrets"
 	"github.com/sandplane/sandplane/simulator/internal/sshgw"
 	"github.com/sandplane/sandplane/simulator/internal/store"
+	"github.com/sandplane/sandplane/simulator/internal/webhooks"
 )
 
 // Simulator is a stateful Daytona API. It is safe for concurrent use.
@@ -79,6 +81,10 @@ type Simulator struct {
 	// serves, 0 until ServeSSH.
 	gateway *sshgw.Server
 	sshPort atomic.Int32
+	// webhooks delivers the events as Daytona's webhooks (webhooks.go);
+	// startedAt is when every organization's webhooks were initialized.
+	webhooks  *webhooks.Dispatcher
+	startedAt time.Time
 }
 
 // New returns a running simulator. Close stops it.
@@ -135,6 +141,12 @@ func New(cfg Config) (*Simulator, error) {
 		s.spec = sp
 	}
 	s.events = newEventBus(s.keyOrg)
+	wh, err := newWebhooks(s)
+	if err != nil {
+		return nil, err
+	}
+	s.webhooks, s.startedAt = wh, s.clk.Now()
+	s.events.onWebhook = webhooksOf(s).send
 	s.metrics = newSimMetrics(s)
 	s.calls.observe = func(c Call) { s.metrics.observe(s, c) }
 	s.events.onEmit = func(name string) { s.metrics.events.WithLabelValues(name).Inc() }
@@ -178,6 +190,7 @@ func (s *Simulator) Close() error {
 	}
 	s.wg.Wait()
 	s.events.close()
+	s.webhooks.Close()
 	return s.backend.Close()
 }
 

@@ -20,12 +20,13 @@ const envSimAdminKey = simulator.EnvAdminKey
 
 // simFlags are the flags of `sandplane sim`.
 type simFlags struct {
-	listen, sshListen, profile, backend, root, baseURL, image, adminKey, specPath string
-	apiKeys, snapshots                                                            []string
-	minute, proxyIdleKeepAlive                                                    time.Duration
-	seed                                                                          uint64
-	warmPool                                                                      int
-	noValidate, debug                                                             bool
+	listen, sshListen, profile, backend, root, baseURL, image, adminKey, specPath, webhookSecret string
+	webhooks                                                                                     []string
+	apiKeys, snapshots                                                                           []string
+	minute, proxyIdleKeepAlive                                                                   time.Duration
+	seed                                                                                         uint64
+	warmPool                                                                                     int
+	noValidate, debug                                                                            bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -67,6 +68,8 @@ func (s *simFlags) bind(cmd *cobra.Command) {
 	f.StringVar(&s.listen, "listen", simulator.DefaultListen, "address to serve on; one that is not loopback needs --api-key")
 	f.StringVar(&s.sshListen, "ssh-listen", "", "address of the SSH gateway, where an SSH access token is the user name (default: --listen's host, port 22222, or a free one when taken; off: none)")
 	f.StringSliceVar(&s.apiKeys, "api-key", nil, "accepted API key, repeatable; on loopback any key is accepted when none is given")
+	f.StringSliceVar(&s.webhooks, "webhook", nil, "URL every organization's webhooks are delivered to, as Daytona's (Svix-signed), repeatable")
+	f.StringVar(&s.webhookSecret, "webhook-secret", "", "whsec_ secret the webhooks are signed with ($"+simulator.EnvWebhookSecret+"; default: generated and printed at start)")
 	f.StringVar(&s.adminKey, "admin-key", "", "bearer key of the /_sim admin API ($"+envSimAdminKey+"; default: generated and printed at start)")
 	f.StringVar(&s.profile, "profile", "instant", "transition delays: instant, or daytona (create 1.2-1.7 s, start 0.7-0.8 s, restore 33-66 s)")
 	f.DurationVar(&s.minute, "minute", time.Minute, "length of one interval minute; the 10 s jobs and activity timings scale with it")
@@ -103,6 +106,10 @@ func (s *simFlags) runConfig(getenv func(string) string) (simulator.RunConfig, e
 	if adminKey == "" {
 		adminKey = getenv(envSimAdminKey)
 	}
+	webhookSecret := s.webhookSecret
+	if webhookSecret == "" {
+		webhookSecret = getenv(simulator.EnvWebhookSecret)
+	}
 	var snaps []simulator.Snapshot
 	for _, name := range s.snapshots {
 		snaps = append(snaps, simulator.Snapshot{Name: name})
@@ -121,6 +128,8 @@ func (s *simFlags) runConfig(getenv func(string) string) (simulator.RunConfig, e
 			Snapshots:          snaps,
 			WarmPool:           s.warmPool,
 			ProxyIdleKeepAlive: s.proxyIdleKeepAlive,
+			Webhooks:           s.webhooks,
+			WebhookSecret:      webhookSecret,
 		},
 		Listen:        s.listen,
 		SSHListen:     s.sshListen,

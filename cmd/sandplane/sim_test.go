@@ -145,8 +145,10 @@ func TestSimFlagsMapOntoRunConfig(t *testing.T) {
 			"--minute", "2s", "--backend", "docker", "--seed", "7", "--root", "/state", "--base-url", "http://sim.example",
 			"--snapshot", "one", "--snapshot", "*", "--warm-pool", "3", "--docker-image", "img:1", "--spec", "/spec.yaml",
 			"--no-validate", "--debug", "--proxy-idle-keep-alive", "90s", "--ssh-listen", "127.0.0.1:2200",
+			"--webhook", "http://127.0.0.1:9000/a", "--webhook", "http://127.0.0.1:9000/b", "--webhook-secret", "whsec_x",
 		}, want: func(c *simulator.RunConfig) {
 			c.SSHListen = "127.0.0.1:2200"
+			c.Webhooks, c.WebhookSecret = []string{"http://127.0.0.1:9000/a", "http://127.0.0.1:9000/b"}, "whsec_x"
 			c.Listen, c.Workloads, c.Root, c.DockerImage = "0.0.0.0:4100", "docker", "/state", "img:1"
 			c.APIKeys, c.AdminKey = []string{"a", "b", "c"}, "adm"
 			c.Profile, c.Minute, c.Seed = simulator.DaytonaProfile(), 2*time.Second, 7
@@ -156,6 +158,8 @@ func TestSimFlagsMapOntoRunConfig(t *testing.T) {
 		}},
 		{name: "the admin key from the environment", env: map[string]string{envSimAdminKey: "from-env"},
 			want: func(c *simulator.RunConfig) { c.AdminKey = "from-env" }},
+		{name: "the webhook secret from the environment", env: map[string]string{simulator.EnvWebhookSecret: "whsec_env"},
+			want: func(c *simulator.RunConfig) { c.WebhookSecret = "whsec_env" }},
 		{name: "the flag before the environment", args: []string{"--admin-key", "from-flag"}, env: map[string]string{envSimAdminKey: "from-env"},
 			want: func(c *simulator.RunConfig) { c.AdminKey = "from-flag" }},
 		{name: "an unknown profile", args: []string{"--profile", "slow"}, code: provider.InvalidArgument},

@@ -23,7 +23,9 @@ type Fault struct {
 	// organization.
 	Org string `json:"org,omitempty"`
 	// Op is the operationId to match ("createSandbox", "startSandbox", ...),
-	// "toolbox" for toolbox requests, "preview" for preview traffic, or "*".
+	// "toolbox" for toolbox requests, "preview" for preview traffic, "*"
+	// for all of those, or OpWebhook for webhook deliveries, which only a
+	// fault naming it reaches.
 	Op string `json:"op"`
 	// Sandbox restricts the fault to one sandbox, by id or name.
 	Sandbox string `json:"sandbox,omitempty"`
@@ -47,9 +49,18 @@ type Fault struct {
 	// Vanish makes the sandbox disappear, as if deleted out of band: before
 	// the request is handled, or for createSandbox right after it answers.
 	Vanish bool `json:"vanish,omitempty"`
+	// Drop loses a webhook delivery before it reaches the receiver, which
+	// then gets it again on the retry schedule (OpWebhook only).
+	Drop bool `json:"drop,omitempty"`
+	// Duplicate delivers a webhook twice with one svix-id (OpWebhook only).
+	Duplicate bool `json:"duplicate,omitempty"`
 
 	seen, applied int
 }
+
+// OpWebhook is the Op of faults on webhook deliveries. "*" does not cover
+// it: a fault meant for requests must not start losing a host's webhooks.
+const OpWebhook = "webhook"
 
 // Random injects faults at random, reproducibly for a given seed.
 type Random struct {
@@ -101,7 +112,24 @@ func (f *Fault) Check(ops Ops) error {
 	if f.After < 0 || f.Times < 0 || f.Delay < 0 || f.RetryAfter < 0 {
 		return errors.New("after, times, delay and retryAfter cannot be negative")
 	}
+	if f.Op == OpWebhook {
+		return f.checkWebhookOutcome()
+	}
+	if f.Drop || f.Duplicate {
+		return errors.New("drop and duplicate act on webhook deliveries: give them op " + OpWebhook)
+	}
 	return f.checkOutcome()
+}
+
+// checkWebhookOutcome says what is wrong with what a webhook fault does.
+func (f *Fault) checkWebhookOutcome() error {
+	if f.Status != 0 || f.FailStart != "" || f.Vanish {
+		return errors.New("a webhook fault drops, duplicates or delays a delivery: give drop, duplicate or delay, not status, failStart or vanish")
+	}
+	if !f.Drop && !f.Duplicate && f.Delay == 0 {
+		return errors.New("the fault does nothing: give it drop, duplicate or a delay")
+	}
+	return nil
 }
 
 // checkOutcome says what is wrong with what f does.
@@ -121,6 +149,9 @@ func (r *Random) Check(ops Ops) error {
 		return fmt.Errorf("rate %v is not a probability: give one from 0 to 1", r.Rate)
 	}
 	for _, op := range r.Ops {
+		if op == OpWebhook {
+			return errors.New("random faults do not reach webhook deliveries: script them with a fault of op " + OpWebhook)
+		}
 		if err := ops.check(op); err != nil {
 			return err
 		}
@@ -257,7 +288,7 @@ func (f *Set) Match(op, org string, ids ...string) (Fault, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, ft := range f.list {
-		if ft.Op != "*" && ft.Op != op {
+		if ft.Op != op && (ft.Op != "*" || op == OpWebhook) {
 			continue
 		}
 		if ft.Org != "" && ft.Org != org {
@@ -283,7 +314,7 @@ func (f *Set) Match(op, org string, ids ...string) (Fault, bool) {
 	if r == nil {
 		r = f.random[""]
 	}
-	if r != nil {
+	if r != nil && op != OpWebhook {
 		return r.draw(op)
 	}
 	return Fault{}, false

@@ -61,7 +61,7 @@ type Config struct {
 	// ignores proxies.
 	Client *http.Client
 	// Fault, when set, is asked about every attempt.
-	Fault func(org, eventType string) (Fault, bool)
+	Fault func(Message) (Fault, bool)
 	// LogSize bounds the attempt log; 0 is 1000.
 	LogSize int
 }
@@ -84,10 +84,25 @@ type Attempt struct {
 	Payload string `json:"payload"`
 }
 
-// Message is one event for every endpoint.
+// Message is what Send sends.
+type Message struct {
+	// Org is the organization the event is of.
+	Org string
+	// EventType is the event's name, sandbox.created say.
+	EventType string
+	// EventID, when set, is the sender's idempotency key, Svix's eventId.
+	EventID string
+	// Subject is what the event is about (a sandbox id), for Fault.
+	Subject string
+	// Payload is sent as JSON.
+	Payload any
+}
+
+// message is a Message on its way, with its svix-id.
 type message struct {
-	id, eventID, org, eventType string
-	body                        []byte
+	Message
+	id   string
+	body []byte
 }
 
 // Dispatcher sends messages to its endpoints. It is safe for concurrent
@@ -193,15 +208,14 @@ func (d *Dispatcher) Endpoints() []string {
 	return append([]string(nil), d.endpoints...)
 }
 
-// Send delivers payload, as JSON, to every endpoint as a message of
-// eventType for org, and returns the message's svix-id. eventID, when set,
-// is the caller's idempotency key, as Svix's eventId.
-func (d *Dispatcher) Send(org, eventType, eventID string, payload any) (string, error) {
-	body, err := json.Marshal(payload)
+// Send queues m for every endpoint and returns its svix-id; the attempts
+// run in the background.
+func (d *Dispatcher) Send(msg Message) (string, error) {
+	body, err := json.Marshal(msg.Payload)
 	if err != nil {
-		return "", fmt.Errorf("encode the %s webhook: %w", eventType, err)
+		return "", fmt.Errorf("encode the %s webhook: %w", msg.EventType, err)
 	}
-	m := &message{id: newMessageID(), eventID: eventID, org: org, eventType: eventType, body: body}
+	m := &message{Message: msg, id: newMessageID(), body: body}
 	for _, ep := range d.Endpoints() {
 		d.schedule(m, ep, 1, 0)
 	}
@@ -246,7 +260,7 @@ func (d *Dispatcher) attempt(m *message, ep string, n int, r *retry) {
 	}
 	ft, faulted := Fault{}, false
 	if d.cfg.Fault != nil {
-		ft, faulted = d.cfg.Fault(m.org, m.eventType)
+		ft, faulted = d.cfg.Fault(m.Message)
 	}
 	if faulted && ft.Delay > 0 && !d.wait(ft.Delay) {
 		return
@@ -289,7 +303,7 @@ func (d *Dispatcher) forget(r *retry) {
 // deliver sends one attempt and logs what came of it.
 func (d *Dispatcher) deliver(m *message, ep string, n int, ft Fault, faulted bool) Attempt {
 	now := d.cfg.Clock.Now()
-	a := Attempt{MessageID: m.id, EventID: m.eventID, Organization: m.org, EventType: m.eventType, Endpoint: ep,
+	a := Attempt{MessageID: m.id, EventID: m.EventID, Organization: m.Org, EventType: m.EventType, Endpoint: ep,
 		Attempt: n, At: now, Payload: string(m.body)}
 	if faulted {
 		a.Fault = ft.describe()

@@ -70,7 +70,7 @@ func (r *receiver) deliveries() []delivery {
 	return append([]delivery(nil), r.got...)
 }
 
-func newDispatcher(t *testing.T, clk *clocktest.Fake, r *receiver, fault func(org, eventType string) (webhooks.Fault, bool)) *webhooks.Dispatcher {
+func newDispatcher(t *testing.T, clk *clocktest.Fake, r *receiver, fault func(webhooks.Message) (webhooks.Fault, bool)) *webhooks.Dispatcher {
 	t.Helper()
 	d, err := webhooks.New(webhooks.Config{Endpoints: []string{r.srv.URL + "/hook"}, Clock: clk, Fault: fault})
 	require.NoError(t, err)
@@ -92,7 +92,7 @@ func TestDeliveryIsSignedAsSvixSigns(t *testing.T) {
 	clk := clocktest.NewFake(time.Now())
 	r := newReceiver(t)
 	d := newDispatcher(t, clk, r, nil)
-	id, err := d.Send("org-1", "sandbox.state.updated", "", payload)
+	id, err := d.Send(webhooks.Message{Org: "org-1", EventType: "sandbox.state.updated", Payload: payload})
 	require.NoError(t, err)
 	<-r.arrived
 	got := r.deliveries()
@@ -143,7 +143,7 @@ func TestRetriesAndFaults(t *testing.T) {
 			clk := clocktest.NewFake(time.Now())
 			r := newReceiver(t, tc.answers...)
 			var once sync.Once
-			fault := func(string, string) (webhooks.Fault, bool) {
+			fault := func(webhooks.Message) (webhooks.Fault, bool) {
 				hit := false
 				once.Do(func() { hit = tc.fault != nil })
 				if hit {
@@ -152,7 +152,7 @@ func TestRetriesAndFaults(t *testing.T) {
 				return webhooks.Fault{}, false
 			}
 			d := newDispatcher(t, clk, r, fault)
-			id, err := d.Send("org-1", "sandbox.created", "", payload)
+			id, err := d.Send(webhooks.Message{Org: "org-1", EventType: "sandbox.created", Payload: payload})
 			require.NoError(t, err)
 			for i, step := range tc.advances {
 				if step > 0 {
@@ -196,7 +196,7 @@ func TestScheduleEnds(t *testing.T) {
 	}
 	r := newReceiver(t, answers...)
 	d := newDispatcher(t, clk, r, nil)
-	_, err := d.Send("org-1", "volume.created", "ev-1", payload)
+	_, err := d.Send(webhooks.Message{Org: "org-1", EventType: "volume.created", EventID: "ev-1", Payload: payload})
 	require.NoError(t, err)
 	<-r.arrived
 	for _, wait := range webhooks.Schedule {
@@ -216,7 +216,7 @@ func TestCloseCancelsRetries(t *testing.T) {
 	clk := clocktest.NewFake(time.Now())
 	r := newReceiver(t, 500)
 	d := newDispatcher(t, clk, r, nil)
-	_, err := d.Send("org-1", "sandbox.created", "", payload)
+	_, err := d.Send(webhooks.Message{Org: "org-1", EventType: "sandbox.created", Payload: payload})
 	require.NoError(t, err)
 	<-r.arrived
 	require.NoError(t, clk.BlockUntilWaiters(t.Context(), 1))
