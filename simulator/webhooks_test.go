@@ -10,9 +10,9 @@ import (
 	"time"
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
-	svix "github.com/svix/svix-webhooks/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	svix "github.com/svix/svix-webhooks/go"
 
 	"github.com/sandplane/sandplane/simulator/internal/webhooks"
 )

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	svix "github.com/svix/svix-webhooks/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	svix "github.com/svix/svix-webhooks/go"
 
 	"github.com/sandplane/sandplane/provider/clock/clocktest"
 	"github.com/sandplane/sandplane/simulator/internal/webhooks"
