@@ -52,9 +52,8 @@ var outOfScopeTags = map[string]string{
 // notYetTags are areas of the newest API the simulator is to serve but
 // does not yet: a request to them is the catch-all 404.
 var notYetTags = map[string]string{
-	"warm-pools": "warm pools (v0.205.1): planned, on the simulator's own pool of started sandboxes",
-	"preview":    "the proxy's calls to the API (signing key, preview warning): planned; the simulator is its own proxy meanwhile",
-	"webhooks":   "webhook delivery (Svix): planned; the same events go to the socket.io gateway meanwhile",
+	"preview":  "the proxy's calls to the API (signing key, preview warning): planned; the simulator is its own proxy meanwhile",
+	"webhooks": "webhook delivery (Svix): planned; the same events go to the socket.io gateway meanwhile",
 }
 
 // notYetOps are single operations of the newest API not yet served.
@@ -90,6 +89,7 @@ var sdkOps = []string{
 	"getSnapshotBuildLogsUrl", "getSnapshotBuildLogs", "listVolumes", "createVolume", "getVolume",
 	"getVolumeByName", "deleteVolume", "getPushAccess", "HealthController_live", "HealthController_check",
 	"ConfigController_getConfig", "getSandboxSigningKey", "rotateSigningKey", "setTtl",
+	"listWarmPools", "createWarmPool", "updateWarmPool", "deleteWarmPool",
 }
 
 type opStatus struct {

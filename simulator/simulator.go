@@ -55,11 +55,14 @@ type Simulator struct {
 	// (enforceNetwork).
 	netMu sync.Mutex
 
-	mu     store.Lock
-	rows   *store.Store[*sandbox] // the sandboxes (store.go)
-	pool   []*sandbox             // started warm-pool sandboxes
-	costs  *cost.Book
-	signed map[string]*signedToken
+	mu   store.Lock
+	rows *store.Store[*sandbox] // the sandboxes (store.go)
+	// pools are the warm pools by id; poolIndex finds the one a create
+	// can take from by poolKey (warmpools.go).
+	pools     map[string]*warmPool
+	poolIndex map[string]*warmPool
+	costs     *cost.Book
+	signed    map[string]*signedToken
 	// snapshots, volumes and SSH tokens (snapshots.go, volumes.go,
 	// sandboxextra.go); name indexes are keyed by nameKey, general
 	// snapshots under the organization "".
@@ -95,6 +98,8 @@ func New(cfg Config) (*Simulator, error) {
 		vols:      map[string]*volumeRec{},
 		volNames:  map[string]*volumeRec{},
 		ssh:       map[string]*sshAccess{},
+		pools:     map[string]*warmPool{},
+		poolIndex: map[string]*warmPool{},
 		ids:       rand.NewChaCha8(seed),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		calls:     newCallLog(cfg.CallLogSize),
@@ -136,9 +141,21 @@ func New(cfg Config) (*Simulator, error) {
 	s.handler = s.routes()
 	s.eng.startJobs()
 	s.mu.Lock()
-	s.eng.fillPoolLocked()
+	s.defaultPoolLocked()
 	s.mu.Unlock()
 	return s, nil
+}
+
+// defaultPoolLocked makes the pool of Config.WarmPool: the default
+// snapshot's in the default region, the simulator's own, which every
+// organization's creates take from and GET /warm-pools lists. Called with
+// s.mu held.
+func (s *Simulator) defaultPoolLocked() {
+	if s.cfg.WarmPool <= 0 {
+		return
+	}
+	sn := s.snapNames[nameKey("", s.cfg.DefaultSnapshot)]
+	s.eng.newPoolLocked(warmPoolOrg, sn, s.cfg.Regions[0], s.cfg.WarmPool)
 }
 
 // Handler serves the API, the toolbox proxy, preview traffic and the admin
@@ -264,6 +281,7 @@ func (s *Simulator) vanishLocked(sb *sandbox) {
 	enterBilling(sb.ledger, s.clk.Now(), stDestroyed)
 	s.rows.Drop(sb)
 	sb.notify()
+	s.eng.leavePoolLocked(sb)
 	s.eng.forgetSecretsLocked(sb.ID)
 	if !s.syncWork {
 		id := sb.ID
