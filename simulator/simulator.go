@@ -141,21 +141,9 @@ func New(cfg Config) (*Simulator, error) {
 	s.handler = s.routes()
 	s.eng.startJobs()
 	s.mu.Lock()
-	s.defaultPoolLocked()
+	s.eng.defaultPoolLocked()
 	s.mu.Unlock()
 	return s, nil
-}
-
-// defaultPoolLocked makes the pool of Config.WarmPool: the default
-// snapshot's in the default region, the simulator's own, which every
-// organization's creates take from and GET /warm-pools lists. Called with
-// s.mu held.
-func (s *Simulator) defaultPoolLocked() {
-	if s.cfg.WarmPool <= 0 {
-		return
-	}
-	sn := s.snapNames[nameKey("", s.cfg.DefaultSnapshot)]
-	s.eng.newPoolLocked(warmPoolOrg, sn, s.cfg.Regions[0], s.cfg.WarmPool)
 }
 
 // Handler serves the API, the toolbox proxy, preview traffic and the admin

@@ -32,8 +32,8 @@ type warmPool struct {
 	CPU, GPU, Mem, Disk   int
 	OSUser                string
 	Env                   map[string]string
-	// ErrorReason is the last failure to start a member; nil while they
-	// start.
+	// ErrorReason is the last failure to start a member; nil until one
+	// fails, and again after an update replaced the failed ones.
 	ErrorReason          *string
 	CreatedAt, UpdatedAt time.Time
 	// members are the unclaimed sandboxes, oldest first, started or still
@@ -129,6 +129,18 @@ func (s reconciler) newPoolLocked(org string, sn *snapshotRec, target string, si
 	return p
 }
 
+// defaultPoolLocked makes the pool of Config.WarmPool: the default
+// snapshot's in the default region, the simulator's own, which every
+// organization's creates take from and GET /warm-pools lists. Called with
+// s.mu held.
+func (s reconciler) defaultPoolLocked() {
+	if s.cfg.WarmPool <= 0 {
+		return
+	}
+	sn := s.snapNames[nameKey("", s.cfg.DefaultSnapshot)]
+	s.newPoolLocked(warmPoolOrg, sn, s.cfg.Regions[0], s.cfg.WarmPool)
+}
+
 // fillPoolLocked tops p up to its size with new members, which start in
 // the background. Called with s.mu held.
 func (s reconciler) fillPoolLocked(p *warmPool) {
@@ -189,13 +201,32 @@ func (s reconciler) leavePoolLocked(sb *sandbox) {
 
 // poolFailedLocked records why a member of p failed to start. The member
 // stays, errored, in its place, so that a backend that cannot start it
-// is not asked again at once; resizing or deleting the pool removes it.
+// is not asked again at once; an update of the pool replaces it, a delete
+// removes it.
 // Called with s.mu held.
 func (s reconciler) poolFailedLocked(sb *sandbox, reason string) {
 	if sb.pool != nil {
 		sb.pool.ErrorReason = &reason
 		sb.pool.UpdatedAt = s.clk.Now()
 	}
+}
+
+// dropFailedLocked destroys p's members that failed to start and clears
+// its errorReason, so that an update tries again with new ones. Called
+// with s.mu held.
+func (s reconciler) dropFailedLocked(p *warmPool) {
+	kept := p.members[:0]
+	for _, sb := range p.members {
+		if sb.errored() {
+			s.softDeleteLocked(sb)
+			s.kick(sb)
+			continue
+		}
+		kept = append(kept, sb)
+	}
+	clear(p.members[len(kept):])
+	p.members = kept
+	p.ErrorReason = nil
 }
 
 // matchPoolLocked is the pool whose members a create of org with spec can
@@ -383,6 +414,7 @@ type updateWarmPoolBody struct {
 
 // update is PATCH /warm-pools/{id}: the pool's new size, which destroys
 // the surplus members (shrink) or starts new ones (grow); 0 drains it.
+// Members that failed to start are replaced, as a retry.
 func (s warmPoolAPI) update(c *call) (reply, *apiError) {
 	var body updateWarmPoolBody
 	if err := c.decodeBody(&body); err != nil {
@@ -399,6 +431,7 @@ func (s warmPoolAPI) update(c *call) (reply, *apiError) {
 		return reply{}, err
 	}
 	p.Size, p.UpdatedAt = size, s.clk.Now()
+	s.eng.dropFailedLocked(p)
 	s.eng.shrinkPoolLocked(p)
 	s.eng.fillPoolLocked(p)
 	return reply{http.StatusOK, p.dto()}, nil
@@ -422,7 +455,7 @@ func (s warmPoolAPI) remove(c *call) (reply, *apiError) {
 
 // waitWarmCreate charges a create that took a pooled sandbox its latency,
 // d on the simulator's clock, until the caller or the simulator goes.
-func (s *Simulator) waitWarmCreate(ctx context.Context, d time.Duration) {
+func (s creation) waitWarmCreate(ctx context.Context, d time.Duration) {
 	if d <= 0 {
 		return
 	}

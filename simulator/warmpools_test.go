@@ -3,7 +3,9 @@ package simulator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/simulator/internal/backend"
 	"github.com/sandplane/sandplane/simulator/internal/cost"
 )
 
@@ -479,4 +482,39 @@ func TestWarmPoolLatency(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failingStart is a backend whose workloads fail to start until told
+// otherwise.
+type failingStart struct {
+	backend.None
+	fail atomic.Bool
+}
+
+func (b *failingStart) Start(ctx context.Context, w Workload) (string, error) {
+	if b.fail.Load() {
+		return "", errors.New("no room on the runner")
+	}
+	return b.None.Start(ctx, w)
+}
+
+// TestWarmPoolReportsAFailedStart: a member that fails to start keeps its
+// place and says why in errorReason, without a storm of new attempts; an
+// update replaces it.
+func TestWarmPoolReportsAFailedStart(t *testing.T) {
+	be := &failingStart{}
+	be.fail.Store(true)
+	h := newHarness(t, func(c *Config) { c.Backend = be })
+	p := h.createPool(poolBody{"snapshot": defaultSnapshot, "pool": 1})
+	var got warmPoolDTO
+	require.Eventually(t, func() bool { got = h.pool(p.ID); return got.ErrorReason != nil }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, "no room on the runner", *got.ErrorReason)
+	assert.Zero(t, got.CurrentSize)
+	assert.Len(t, h.members(p.ID), 1, "the failed member keeps its place")
+
+	be.fail.Store(false)
+	code, b, _ := h.raw("PATCH", "/api/warm-pools/"+p.ID, poolBody{"pool": 1})
+	require.Equal(t, http.StatusOK, code, string(b))
+	require.Eventually(t, func() bool { got = h.pool(p.ID); return got.CurrentSize == 1 }, 10*time.Second, time.Millisecond)
+	assert.Nil(t, got.ErrorReason, "the update replaced the failed member")
 }
