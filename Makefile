@@ -71,7 +71,8 @@ stress: test-deps
 
 ## bench: each figure beside its baseline measured in the same run, as a ratio
 # Lifecycle benchmarks spawn real workloads: a fixed count keeps them short.
-# The simulator's are request loops: they run on time. The relay's take a
+# The simulator's are request loops: they run on time (SimWarmPoolCreate, a
+# pool-served create beside a cold one, waits out the Daytona profile's). The relay's take a
 # fixed number of interleaved samples per path, so one pass is the run. The
 # pool's wait out Daytona's latencies (a fixed count), and play a day on a
 # fake clock.

@@ -183,7 +183,7 @@ func (a adminAPI) info(w http.ResponseWriter, r *http.Request, sc scope, scoped 
 		Seed: s.cfg.Seed, Validation: s.spec != nil && !s.cfg.DisableValidation, SpecExceptions: SpecExceptions()}
 	if scoped {
 		s.mu.RLock()
-		n := s.rows.CountOrgs(func(org string) bool { return org != warmPoolOrg && sc.owns(org) })
+		n := s.rows.CountOrgs(func(org string) bool { return !isPoolOrg(org) && sc.owns(org) })
 		s.mu.RUnlock()
 		info.Sandboxes = &n
 	}

@@ -78,7 +78,7 @@ func (s creation) create(c *call) (reply, *apiError) {
 		s.mu.Unlock()
 		return reply{}, aerr
 	}
-	sb := s.sandboxForCreateLocked(c, p)
+	sb, warm := s.sandboxForCreateLocked(c, p)
 	if err := s.secrets.Mount(c.org, sb.ID, p.mounts); err != nil {
 		// A secret deleted since checkMounts, which nothing orders with
 		// the create: the sandbox is made, mounting none, and says so.
@@ -95,7 +95,14 @@ func (s creation) create(c *call) (reply, *apiError) {
 		return reply{http.StatusOK, d}, nil
 	}
 	s.eng.kick(sb)
+	var hold time.Duration
+	if warm {
+		hold = s.cfg.Profile.WarmCreate.Draw(s.rng)
+	}
 	s.mu.Unlock()
+	// A cold create's latency is its creating step; a warm hit's is the
+	// API call alone.
+	s.waitWarmCreate(c.ctx(), hold)
 	return sandboxesOf(s.Simulator).replyStarted(c, sb, tbx, true)
 }
 
@@ -112,6 +119,7 @@ type createPlan struct {
 	mounts map[string]string
 	// Resolved by admitCreateLocked.
 	snap    Snapshot
+	snapID  string
 	snapRef string
 	owner   *sandbox
 }
@@ -220,39 +228,59 @@ func (s creation) admitCreateLocked(org string, p *createPlan) *apiError {
 	}
 	var aerr *apiError
 	p.snap, p.snapRef, p.owner, aerr = s.createChecksLocked(org, p.req, p.build)
+	if aerr == nil && !p.build {
+		// Resolved just now, so it is there.
+		p.snapID = snapshotsOf(s.Simulator).findSnapshotLocked(org, p.snap.Name).ID
+	}
 	return aerr
 }
 
-// sandboxForCreateLocked is the sandbox a create gets: a warm-pool one
-// when the request asks nothing a pool sandbox lacks, else a new one.
+// sandboxForCreateLocked is the sandbox a create gets: a started member
+// of the warm pool that matches its spec, else a new one. warm tells which.
 // Called with s.mu held.
-func (s creation) sandboxForCreateLocked(c *call, p createPlan) *sandbox {
-	if s.warmFitsLocked(c, p) {
-		if sb := s.eng.takePoolLocked(); sb != nil {
-			s.handOverLocked(c, sb, p.name)
-			return sb
+func (s creation) sandboxForCreateLocked(c *call, p createPlan) (sb *sandbox, warm bool) {
+	if spec, ok := s.poolSpecLocked(c, p); ok {
+		if pool := s.eng.matchPoolLocked(c.org, spec); pool != nil {
+			if sb := s.eng.takePoolLocked(pool); sb != nil {
+				s.handOverLocked(c, sb, p.name, pool)
+				return sb, true
+			}
 		}
 	}
-	sb := s.eng.newSandboxLocked(c.org, p.name, p.snap)
+	sb = s.eng.newSandboxLocked(c.org, p.name, p.snap)
 	sb.Target = p.target
-	return sb
+	return sb, false
 }
 
-// warmFitsLocked reports whether a warm-pool sandbox, started from the
-// default snapshot in the default region with nothing of its own, can serve
-// the create.
-func (s creation) warmFitsLocked(c *call, p createPlan) bool {
+// poolSpecLocked is what a pool's members must have to serve the create,
+// and false when no pooled sandbox can serve it: a build, a link, volumes,
+// network settings and secrets all shape the sandbox before it starts (a
+// secret's placeholder is in its env from the start), and a fault of the
+// call's start needs a start to fail. Called with s.mu held.
+func (s creation) poolSpecLocked(c *call, p createPlan) (poolSpec, bool) {
 	req := p.req
-	return !p.build && req.GPU == nil && len(req.Volumes) == 0 && req.LinkedSandbox == nil && p.snapRef == "" &&
-		(req.NetworkBlockAll == nil || !*req.NetworkBlockAll) && (req.NetworkAllowList == nil || *req.NetworkAllowList == "") &&
-		p.snap.Name == s.cfg.DefaultSnapshot && len(req.Env) == 0 && len(p.mounts) == 0 && p.target == s.cfg.Regions[0] &&
-		(req.User == nil || *req.User == "" || *req.User == "daytona") && c.fault.FailStart == ""
+	if p.build || req.GPU != nil || len(req.Volumes) > 0 || req.LinkedSandbox != nil ||
+		req.NetworkBlockAll != nil && *req.NetworkBlockAll || req.NetworkAllowList != nil && *req.NetworkAllowList != "" ||
+		len(p.mounts) > 0 || c.fault.FailStart != "" {
+		return poolSpec{}, false
+	}
+	user := "daytona"
+	if req.User != nil && *req.User != "" {
+		user = *req.User
+	}
+	env := req.Env
+	if env == nil {
+		env = map[string]string{}
+	}
+	return poolSpec{SnapID: p.snapID, Target: p.target, CPU: p.snap.CPU, GPU: p.snap.GPU, Mem: p.snap.Memory,
+		Disk: p.snap.Disk, OSUser: user, Env: env}, true
 }
 
-// handOverLocked gives a started warm-pool sandbox to the caller's
-// organization: Daytona resets createdAt, and the org change counts as
-// activity. Called with s.mu held.
-func (s creation) handOverLocked(c *call, sb *sandbox, name string) {
+// handOverLocked gives a started member of pool to the caller's
+// organization: the pool stops paying for it, Daytona resets createdAt,
+// and the org change counts as activity; the pool refills. Called with
+// s.mu held.
+func (s creation) handOverLocked(c *call, sb *sandbox, name string, pool *warmPool) {
 	now := s.clk.Now()
 	enterBilling(sb.ledger, now, stDestroyed)
 	sb.OrgID = c.org
@@ -263,7 +291,7 @@ func (s creation) handOverLocked(c *call, sb *sandbox, name string) {
 	sb.CreatedAt, sb.UpdatedAt, sb.LastActivity = now, now, now
 	sb.ledger = &cost.Ledger{ID: sb.ID, OrgID: c.org, Name: name, CPU: sb.CPU, Memory: sb.Memory, Disk: sb.Disk}
 	s.costs.Open(sb.ledger, now, cost.Running)
-	s.eng.fillPoolLocked()
+	s.eng.fillPoolLocked(pool)
 	sb.proxyBase = s.toolboxProxyURL(c.r)
 }
 

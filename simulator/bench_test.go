@@ -498,3 +498,66 @@ func BenchmarkSimHandlerList(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSimWarmPoolCreate times a create that a warm pool serves
+// (subject) beside a cold create in the same run (baseline), as the mean
+// latency of one create in ms, on the Daytona profile and the real clock:
+// what a pool saves a caller. Each loop runs a batch of each kind in
+// parallel; the cold one differs from the pool's spec by its env alone.
+// Between loops, untimed, the pool refills and the batch is deleted, so
+// that the store does not grow with the loops.
+func BenchmarkSimWarmPoolCreate(b *testing.B) {
+	const batch = benchWorkers
+	sim, err := New(Config{Seed: 1, Profile: DaytonaProfile()})
+	require.NoError(b, err)
+	srv := httptest.NewServer(sim.Handler())
+	b.Cleanup(func() {
+		srv.Close()
+		sim.Close()
+	})
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	out := do(b, c, "POST", srv.URL+"/api/warm-pools", []byte(`{"snapshot":"`+defaultSnapshot+`","pool":`+strconv.Itoa(batch)+`}`), http.StatusCreated)
+	var pool struct{ ID string }
+	require.NoError(b, json.Unmarshal(out, &pool))
+
+	var subject, baseline atomic.Int64
+	timed := func(body string, total *atomic.Int64) []string {
+		ids := make([]string, batch)
+		parallel(batch, batch, func(i int) {
+			t0 := time.Now()
+			out := do(b, c, "POST", srv.URL+"/api/sandbox", []byte(body), http.StatusOK)
+			total.Add(int64(time.Since(t0)))
+			var sb struct{ ID string }
+			if err := json.Unmarshal(out, &sb); err != nil {
+				b.Error(err)
+			}
+			ids[i] = sb.ID
+		})
+		return ids
+	}
+	for b.Loop() {
+		waitPoolReady(sim, pool.ID, batch)
+		warm := timed(`{}`, &subject)
+		cold := timed(`{"env":{"COLD":"1"}}`, &baseline)
+		parallel(2*batch, benchWorkers, func(i int) {
+			do(b, c, "DELETE", srv.URL+"/api/sandbox/"+append(warm, cold...)[i], nil, http.StatusOK)
+		})
+	}
+	n := float64(b.N * batch)
+	b.ReportMetric(time.Duration(subject.Load()).Seconds()*1000/n, "ms/create-subject")
+	b.ReportMetric(time.Duration(baseline.Load()).Seconds()*1000/n, "ms/create-baseline")
+	b.ReportMetric(float64(subject.Load())/float64(baseline.Load()), "x-baseline")
+}
+
+// waitPoolReady waits until the pool id has n started members.
+func waitPoolReady(sim *Simulator, id string, n int) {
+	for {
+		sim.mu.RLock()
+		ready := sim.pools[id].currentSize()
+		sim.mu.RUnlock()
+		if ready >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // the refill runs on the real clock of the Daytona profile
+	}
+}

@@ -65,8 +65,11 @@ type Config struct {
 	Snapshots []Snapshot
 	// Regions are the valid targets; the first is the default. Default: "us".
 	Regions []string
-	// WarmPool is how many pre-started sandboxes of the default snapshot to
-	// keep; a matching create takes one over and answers started at once.
+	// WarmPool is the size of the default warm pool: started sandboxes of
+	// the default snapshot in the default region, the simulator's own,
+	// which a matching create of any organization takes over at once
+	// (warmpools.go). GET /warm-pools lists it; no organization changes
+	// it. 0: no default pool.
 	WarmPool int
 	// Prices turn the accounted seconds into a cost. Default: DefaultPrices().
 	Prices Prices

@@ -42,8 +42,8 @@ func enterBilling(l *cost.Ledger, now time.Time, state string) {
 	l.Enter(now, billingOf(state), state == stDestroyed)
 }
 
-// Cost reports the running and stopped seconds of every sandbox so far, the
-// warm pool excluded, priced with p (the configured prices when p is zero).
+// Cost reports the running and stopped seconds of every sandbox so far,
+// the warm pools' unclaimed ones in rows of their own (SandboxCost.WarmPool), priced with p (the configured prices when p is zero).
 func (s *Simulator) Cost(p Prices) CostReport {
 	rep, _ := s.cost(p, everyOrg, "", 0)
 	return rep
@@ -63,8 +63,10 @@ func (s *Simulator) cost(p Prices, sc scope, after string, limit int) (CostRepor
 		}
 		from = n + 1
 	}
-	// The warm pool's sandboxes are the simulator's, not a caller's.
-	owns := func(org string) bool { return org != warmPoolOrg && sc.owns(org) }
+	// The default pool's sandboxes are the simulator's, not a caller's:
+	// only the report of every organization has them. An organization's
+	// own pools are billed to it.
+	owns := func(org string) bool { return (sc.all || org != warmPoolOrg) && sc.owns(org) }
 	now := s.clk.Now()
 	rep := CostReport{Prices: p, Sandboxes: []SandboxCost{}}
 	s.mu.RLock()

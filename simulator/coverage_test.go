@@ -52,8 +52,7 @@ var outOfScopeTags = map[string]string{
 // notYetTags are areas of the newest API the simulator is to serve but
 // does not yet: a request to them is the catch-all 404.
 var notYetTags = map[string]string{
-	"warm-pools": "warm pools (v0.205.1): planned, on the simulator's own pool of started sandboxes",
-	"preview":    "the proxy's calls to the API (signing key, preview warning): planned; the simulator is its own proxy meanwhile",
+	"preview": "the proxy's calls to the API (signing key, preview warning): planned; the simulator is its own proxy meanwhile",
 }
 
 // notYetOps are single operations of the newest API not yet served.
@@ -89,6 +88,7 @@ var sdkOps = []string{
 	"getSnapshotBuildLogsUrl", "getSnapshotBuildLogs", "listVolumes", "createVolume", "getVolume",
 	"getVolumeByName", "deleteVolume", "getPushAccess", "HealthController_live", "HealthController_check",
 	"ConfigController_getConfig", "getSandboxSigningKey", "rotateSigningKey", "setTtl",
+	"listWarmPools", "createWarmPool", "updateWarmPool", "deleteWarmPool",
 }
 
 type opStatus struct {

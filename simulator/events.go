@@ -92,7 +92,7 @@ func (b *eventBus) clients() int {
 
 // emit queues an event for org's sockets.
 func (b *eventBus) emit(org, name string, data any) {
-	if b == nil || org == "" || org == warmPoolOrg {
+	if b == nil || org == "" || isPoolOrg(org) {
 		return
 	}
 	if b.onEmit != nil {

@@ -62,7 +62,7 @@ func (s reconciler) jobFor(sb *sandbox, now time.Time) engine.Job {
 	return engine.Due(engine.Row{
 		State: sb.State, Desired: sb.Desired,
 		Settled:      !sb.Pending && !sb.busy,
-		Pool:         sb.OrgID == warmPoolOrg,
+		Pool:         sb.pool != nil,
 		LastActivity: sb.LastActivity,
 		AutoStop:     sb.AutoStop, AutoArchive: sb.AutoArchive, AutoDelete: sb.AutoDelete, AutoPause: sb.AutoPause,
 		AutoDestroyAt: sb.autoDestroyAt(),

@@ -59,8 +59,8 @@ func (m *simMetrics) observe(s *Simulator, c Call) {
 type stateCollector struct{ s *Simulator }
 
 var (
-	sandboxesDesc = prometheus.NewDesc("sandplane_sim_sandboxes", "Sandboxes by raw state (the warm pool's aside).", []string{"state"}, nil)
-	poolDesc      = prometheus.NewDesc("sandplane_sim_warm_pool_sandboxes", "Sandboxes of the warm pool.", nil, nil)
+	sandboxesDesc = prometheus.NewDesc("sandplane_sim_sandboxes", "Sandboxes by raw state (the warm pools' aside).", []string{"state"}, nil)
+	poolDesc      = prometheus.NewDesc("sandplane_sim_warm_pool_sandboxes", "Unclaimed sandboxes of the warm pools.", nil, nil)
 	snapshotsDesc = prometheus.NewDesc("sandplane_sim_snapshots", "Snapshots by state.", []string{"state"}, nil)
 	volumesDesc   = prometheus.NewDesc("sandplane_sim_volumes", "Volumes by state.", []string{"state"}, nil)
 	clientsDesc   = prometheus.NewDesc("sandplane_sim_event_clients", "Clients connected to the socket.io gateway.", nil, nil)
@@ -78,7 +78,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	pool := 0
 	s.mu.RLock()
 	for sb := range s.rows.All() {
-		if sb.OrgID == warmPoolOrg {
+		if sb.pool != nil || isPoolOrg(sb.OrgID) {
 			pool++
 			continue
 		}

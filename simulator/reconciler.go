@@ -9,7 +9,7 @@ import (
 )
 
 // reconciler moves sandboxes through their transitions, keeps the warm
-// pool filled, and runs the auto-stop, auto-archive and auto-delete jobs
+// pools filled (warmpools.go), and runs the auto-stop, auto-archive and auto-delete jobs
 // (jobs.go), over the simulator's store and backend. The lifecycle itself
 // (which step comes next, how long it takes, which job is due, running a
 // step on the clock) is internal/engine's; the reconciler applies it to
@@ -140,6 +140,7 @@ func (s reconciler) finish(sb *sandbox, st step, gen uint64, url string, err err
 		}
 		sb.ErrorReason = &reason
 		sb.toolboxURL = ""
+		s.poolFailedLocked(sb, reason)
 		if st.builds() {
 			sb.setState(s.clk, stBuildFailed)
 		} else {
@@ -177,9 +178,7 @@ func (s reconciler) finish(sb *sandbox, st step, gen uint64, url string, err err
 		s.forgetSecretsLocked(sb.ID)
 		s.rows.Drop(sb)
 		sb.notify()
-	}
-	if sb.OrgID == warmPoolOrg && sb.State == stStarted {
-		s.pool = append(s.pool, sb)
+		s.leavePoolLocked(sb)
 	}
 }
 
@@ -221,35 +220,6 @@ func (s reconciler) waitStarted(ctx context.Context, sb *sandbox, d time.Duratio
 			return nil
 		}
 	}
-}
-
-// fillPoolLocked tops the warm pool up to its size. Called with s.mu held.
-func (s reconciler) fillPoolLocked() {
-	if s.cfg.WarmPool <= 0 || s.closed {
-		return
-	}
-	// The pool's sandboxes, started or still starting, are the indexed
-	// rows of its organization.
-	for n := s.rows.Count(warmPoolOrg); n < s.cfg.WarmPool; n++ {
-		snap := s.snapshots[s.cfg.DefaultSnapshot]
-		sb := s.newSandboxLocked(warmPoolOrg, "", snap)
-		s.rows.Insert(sb)
-		s.kick(sb)
-	}
-}
-
-// takePoolLocked hands a warm sandbox over, or returns nil.
-func (s reconciler) takePoolLocked() *sandbox {
-	for len(s.pool) > 0 {
-		sb := s.pool[0]
-		s.pool = s.pool[1:]
-		if sb.gone || sb.State != stStarted {
-			continue
-		}
-		s.rows.Drop(sb)
-		return sb
-	}
-	return nil
 }
 
 // newSandboxLocked builds a row as Daytona inserts it: unknown, desired

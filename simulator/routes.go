@@ -77,7 +77,7 @@ func apiRoutes() []route {
 		{"POST", "/api/sandbox/{sandboxIdOrName}/ports/{port}/signed-preview-url/{token}/expire", "expireSignedPortPreviewUrl", part(sandboxesOf, sandboxAPI.expireSignedPreviewURL)},
 		{"GET", "/api/sandbox/{sandboxId}/toolbox-proxy-url", "getToolboxProxyUrl", part(sandboxesOf, sandboxAPI.toolboxProxyURLHandler)},
 		{"GET", "/api/sandbox/{sandboxIdOrName}/build-logs-url", "getBuildLogsUrl", part(sandboxesOf, sandboxAPI.buildLogsURL)},
-	}, slices.Concat(extraRoutes(), secretRoutes(), webhookRoutes())...)
+	}, slices.Concat(extraRoutes(), secretRoutes(), warmPoolRoutes(), webhookRoutes())...)
 }
 
 // publicOps need no API key.

@@ -134,6 +134,9 @@ type sandbox struct {
 
 	// cost accounting
 	ledger *cost.Ledger
+	// pool is the warm pool sb is an unclaimed member of; nil once taken
+	// (warmpools.go).
+	pool *warmPool
 
 	// events (see events.go): the bus, the toolboxProxyUrl base the
 	// events' DTOs carry, and the states last announced.

@@ -59,11 +59,14 @@ type Simulator struct {
 	// (enforceNetwork).
 	netMu sync.Mutex
 
-	mu     store.Lock
-	rows   *store.Store[*sandbox] // the sandboxes (store.go)
-	pool   []*sandbox             // started warm-pool sandboxes
-	costs  *cost.Book
-	signed map[string]*signedToken
+	mu   store.Lock
+	rows *store.Store[*sandbox] // the sandboxes (store.go)
+	// pools are the warm pools by id; poolIndex finds the one a create
+	// can take from by poolKey (warmpools.go).
+	pools     map[string]*warmPool
+	poolIndex map[string]*warmPool
+	costs     *cost.Book
+	signed    map[string]*signedToken
 	// snapshots, volumes and SSH tokens (snapshots.go, volumes.go,
 	// sandboxextra.go); name indexes are keyed by nameKey, general
 	// snapshots under the organization "".
@@ -107,6 +110,8 @@ func New(cfg Config) (*Simulator, error) {
 		vols:      map[string]*volumeRec{},
 		volNames:  map[string]*volumeRec{},
 		ssh:       map[string]*sshAccess{},
+		pools:     map[string]*warmPool{},
+		poolIndex: map[string]*warmPool{},
 		ids:       rand.NewChaCha8(seed),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		calls:     newCallLog(cfg.CallLogSize),
@@ -160,7 +165,7 @@ func New(cfg Config) (*Simulator, error) {
 	s.handler = s.routes()
 	s.eng.startJobs()
 	s.mu.Lock()
-	s.eng.fillPoolLocked()
+	s.eng.defaultPoolLocked()
 	s.mu.Unlock()
 	return s, nil
 }
@@ -290,6 +295,7 @@ func (s *Simulator) vanishLocked(sb *sandbox) {
 	enterBilling(sb.ledger, s.clk.Now(), stDestroyed)
 	s.rows.Drop(sb)
 	sb.notify()
+	s.eng.leavePoolLocked(sb)
 	s.eng.forgetSecretsLocked(sb.ID)
 	if !s.syncWork {
 		id := sb.ID

@@ -433,6 +433,11 @@ func (s snapshotAPI) removeSnapshot(c *call) (reply, *apiError) {
 	if err != nil {
 		return reply{}, err
 	}
+	if p := s.eng.poolUsingLocked(sn.OrgID, sn.ID); p != nil {
+		// The pool would keep sandboxes of a snapshot nobody can name.
+		return reply{}, errorf(http.StatusConflict,
+			"Snapshot %s is in use by warm pool %s: delete the warm pool first (DELETE /warm-pools/%s)", sn.Name, p.ID, p.ID)
+	}
 	s.setSnapshotState(sn, snapRemoving)
 	sn.gone = true
 	delete(s.snapNames, nameKey(sn.OrgID, sn.Name))

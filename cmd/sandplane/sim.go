@@ -79,7 +79,7 @@ func (s *simFlags) bind(cmd *cobra.Command) {
 	f.StringVar(&s.root, "root", "", "state directory for workloads (default: a temporary directory removed on exit)")
 	f.StringVar(&s.baseURL, "base-url", "", "public base URL for toolboxProxyUrl and preview links (default: from each request's Host)")
 	f.StringSliceVar(&s.snapshots, "snapshot", nil, "extra snapshot name creates may use, repeatable; \"*\" accepts any")
-	f.IntVar(&s.warmPool, "warm-pool", 0, "pre-started sandboxes that creates take over instantly, as Daytona's warm pool")
+	f.IntVar(&s.warmPool, "warm-pool", 0, "size of the default warm pool: started sandboxes of the default snapshot that matching creates take over at once (listed in GET /warm-pools)")
 	f.StringVar(&s.image, "docker-image", config.Default(nil).DockerImage, "image of the docker backend's workload (built from this binary when missing)")
 	f.StringVar(&s.specPath, "spec", "", "Daytona OpenAPI document to validate against (default: the v"+strings.TrimPrefix(simulator.SpecVersion(), "v")+" one built in)")
 	f.BoolVar(&s.noValidate, "no-validate", false, "do not validate requests against the upstream OpenAPI document")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -185,4 +186,40 @@ func TestSimFlagsMapOntoRunConfig(t *testing.T) {
 			assert.Equal(t, want, got)
 		})
 	}
+}
+
+// `sandplane sim --warm-pool N` serves a default pool of N started
+// sandboxes of the default snapshot: GET /warm-pools lists it to any key,
+// and it refills after a plain create takes one.
+func TestSimWarmPoolFlagIsTheDefaultPool(t *testing.T) {
+	addr := testdaemon.FreeAddr(t)
+	runSim(t, addr, "--listen", addr, "--warm-pool", "2")
+	pools := func(key string) []map[string]any {
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/api/warm-pools", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var out []map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		return out
+	}
+	for _, key := range []string{"one-key", "another-key"} {
+		got := pools(key)
+		require.Len(t, got, 1, "%s sees the default pool", key)
+		assert.Equal(t, "daytonaio/sandbox:0.6.0-slim", got[0]["snapshot"], "the default snapshot")
+		assert.EqualValues(t, 2, got[0]["pool"])
+		assert.EqualValues(t, 2, got[0]["currentSize"], "the none backend starts them at once")
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/api/sandbox", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer one-key")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.EqualValues(t, 2, pools("one-key")[0]["currentSize"], "the pool refilled after the create took one")
 }

@@ -9,9 +9,12 @@ import (
 
 // SandboxCost is one sandbox's share of a Report.
 type SandboxCost struct {
-	ID             string  `json:"id"`
-	OrganizationID string  `json:"organizationId"`
-	Name           string  `json:"name"`
+	ID             string `json:"id"`
+	OrganizationID string `json:"organizationId"`
+	Name           string `json:"name"`
+	// WarmPool, on a warm pool's row, is the pool that paid for the
+	// sandbox until it was handed over (or destroyed unclaimed).
+	WarmPool       string  `json:"warmPool,omitempty"`
 	RunningSeconds float64 `json:"runningSeconds"`
 	StoppedSeconds float64 `json:"stoppedSeconds"`
 	Cost           float64 `json:"cost"`
@@ -169,7 +172,7 @@ func (b *Book) Page(p Prices, owns func(org string) bool, now time.Time, from ui
 			return false
 		}
 		run, stop := l.Totals(now)
-		out = append(out, SandboxCost{ID: l.ID, OrganizationID: l.OrgID, Name: l.Name,
+		out = append(out, SandboxCost{ID: l.ID, OrganizationID: l.OrgID, Name: l.Name, WarmPool: l.WarmPool,
 			RunningSeconds: run.Seconds(), StoppedSeconds: stop.Seconds(), Cost: p.Cost(l, run, stop)})
 		last = l.seq
 		return true

@@ -127,3 +127,21 @@ func TestBookTotalsOnlyTheOrganizationsAsked(t *testing.T) {
 		t.Errorf("page %+v, want the row of o alone", page)
 	}
 }
+
+// TestPageNamesThePoolThatPays: a warm pool's ledger keeps its row apart
+// from the caller's ledger of the same sandbox, and says which pool paid.
+func TestPageNamesThePoolThatPays(t *testing.T) {
+	b := NewBook(10)
+	pooled := &Ledger{ID: "a", OrgID: "o", WarmPool: "p", CPU: 1}
+	b.Open(pooled, t0, Running)
+	pooled.Enter(at(4), None, true) // handed over
+	b.Open(&Ledger{ID: "a", OrgID: "o", CPU: 1}, at(4), Running)
+	page, _ := b.Page(Prices{CPUPerSecond: 1}, everyOrg, at(10), 0, 0)
+	want := []SandboxCost{
+		{ID: "a", OrganizationID: "o", WarmPool: "p", RunningSeconds: 4, Cost: 4},
+		{ID: "a", OrganizationID: "o", RunningSeconds: 6, Cost: 6},
+	}
+	if len(page) != 2 || page[0] != want[0] || page[1] != want[1] {
+		t.Errorf("page %+v, want %+v", page, want)
+	}
+}

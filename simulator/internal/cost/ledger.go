@@ -37,8 +37,12 @@ func (p Prices) Cost(l *Ledger, running, stopped time.Duration) float64 {
 // (a resize) and price the whole of its seconds, as Daytona's report does.
 type Ledger struct {
 	ID, OrgID, Name string
-	CPU, Memory     int
-	Disk            int
+	// WarmPool is the pool that pays for the sandbox while it waits in
+	// it unclaimed; "" for a caller's sandbox. A handover closes the
+	// pool's ledger and opens the caller's.
+	WarmPool    string
+	CPU, Memory int
+	Disk        int
 
 	running time.Duration
 	stopped time.Duration

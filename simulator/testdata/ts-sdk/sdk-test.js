@@ -10,7 +10,9 @@
 // traffic; newest SDK only, against a simulator with a short minute),
 // "errors" (each error class the newest SDK makes of the simulator's and
 // the toolbox's error bodies, by instanceof), "secrets" (organization
-// secrets and a sandbox that mounts one; newest SDK only) or "docker-network" (the network
+// secrets and a sandbox that mounts one; newest SDK only), "warm-pools"
+// (daytona.warmPool CRUD and a create a pool serves; newest SDK only,
+// against a simulator with --warm-pool 1) or "docker-network" (the network
 // block, with OUTSIDE_URL a server beyond the sandbox's network). Prints one
 // JSON line of observations after its last call, and never calls
 // process.exit on success: the process must end by itself.
@@ -522,6 +524,49 @@ async function secretsScenario(daytona) {
   seen.deleted = await failsWith(() => daytona.secret.get(secret.id), 'a deleted secret')
 }
 
+// warmPools drives daytona.warmPool of the newest SDK against a simulator
+// with a default pool (--warm-pool 1): list, create a pool of the default
+// pool's snapshot, a create it serves at once, update, the refusals of a
+// second pool and of a change to the default one, delete, and the taken
+// sandbox still there after.
+async function warmPools(daytona) {
+  const listed = await daytona.warmPool.list()
+  seen.listed = listed.length
+  const def = listed.find((p) => p.organizationId === '00000000-0000-0000-0000-000000000000')
+  check(def, 'the default pool is listed')
+  seen.defaultPool = { id: def.id, snapshot: def.snapshot, pool: def.pool }
+
+  const pool = await daytona.warmPool.create({ snapshot: def.snapshot, pool: 2 })
+  seen.pool = pool.id
+  seen.created = { pool: pool.pool, snapshot: pool.snapshot, target: pool.target, osUser: pool.osUser,
+    env: pool.env, cpu: pool.cpu, mem: pool.mem, disk: pool.disk, errorReason: pool.errorReason }
+  seen.ready = await eventually(async () => {
+    const p = (await daytona.warmPool.list()).find((p) => p.id === pool.id)
+    return p && p.currentSize === 2 && p.currentSize
+  }, 'the pool is filled')
+
+  const sandbox = await daytona.create({ snapshot: def.snapshot, labels: { suite: 'ts-warm-pools' } }, { timeout: 60 })
+  seen.id = sandbox.id
+  seen.sandboxState = sandbox.state
+  seen.sandboxWarmPoolId = sandbox.warmPoolId === undefined ? 'absent' : sandbox.warmPoolId
+  const exec = await sandbox.process.executeCommand('echo warm')
+  seen.exec = exec.result.trim()
+
+  seen.duplicate = await failsWith(() => daytona.warmPool.create({ snapshot: def.snapshot, pool: 1 }), 'a second pool')
+  seen.defaultChange = await failsWith(() => daytona.warmPool.update(def.id, { pool: 3 }), 'a change to the default pool')
+
+  const resized = await daytona.warmPool.update(pool.id, { pool: 1 })
+  seen.resized = { pool: resized.pool, currentSize: resized.currentSize }
+  await daytona.warmPool.delete(pool.id)
+  seen.after = (await daytona.warmPool.list()).map((p) => p.id)
+  seen.deletedAgain = await failsWith(() => daytona.warmPool.delete(pool.id), 'a deleted pool')
+
+  const still = await daytona.get(sandbox.id)
+  seen.kept = still.state
+  await still.delete()
+  await gone(daytona, sandbox.id)
+}
+
 async function main() {
   const daytona = new Daytona({
     apiKey: process.env.DAYTONA_API_KEY,
@@ -539,6 +584,7 @@ async function main() {
     'docker-build': dockerBuild,
     'native-build': nativeBuild,
     secrets: secretsScenario,
+    'warm-pools': warmPools,
   }[scenario]
   check(run, 'a known scenario')
   await run(daytona)
