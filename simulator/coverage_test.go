@@ -52,7 +52,6 @@ var outOfScopeTags = map[string]string{
 // notYetTags are areas of the newest API the simulator is to serve but
 // does not yet: a request to them is the catch-all 404.
 var notYetTags = map[string]string{
-	"preview": "the proxy's calls to the API (signing key, preview warning): planned; the simulator is its own proxy meanwhile",
 }
 
 // notYetOps are single operations of the newest API not yet served.

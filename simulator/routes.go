@@ -50,6 +50,24 @@ type route struct {
 
 var pathParam = regexp.MustCompile(`\{([A-Za-z]+)\}`)
 
+// muxPatterns are where the routes ServeMux cannot take by their own
+// pattern are registered. The document's
+// /preview/{signedPreviewToken}/{port}/sandbox-id and
+// /preview/{sandboxId}/validate/{authToken} both match
+// /preview/x/validate/sandbox-id and neither is more specific, which
+// ServeMux refuses; with its last segment a wildcard the first is the less
+// specific, and its handler checks that segment.
+var muxPatterns = map[string]string{
+	"getSandboxIdFromSignedPreviewUrlToken": "/api/preview/{signedPreviewToken}/{port}/{tail}",
+}
+
+func muxPattern(rt route) string {
+	if p, ok := muxPatterns[rt.op]; ok {
+		return p
+	}
+	return rt.pattern
+}
+
 func apiRoutes() []route {
 	return append([]route{
 		{"GET", "/api/sandbox", "listSandboxes", part(listsOf, listAPI.listSandboxes)},
@@ -77,7 +95,7 @@ func apiRoutes() []route {
 		{"POST", "/api/sandbox/{sandboxIdOrName}/ports/{port}/signed-preview-url/{token}/expire", "expireSignedPortPreviewUrl", part(sandboxesOf, sandboxAPI.expireSignedPreviewURL)},
 		{"GET", "/api/sandbox/{sandboxId}/toolbox-proxy-url", "getToolboxProxyUrl", part(sandboxesOf, sandboxAPI.toolboxProxyURLHandler)},
 		{"GET", "/api/sandbox/{sandboxIdOrName}/build-logs-url", "getBuildLogsUrl", part(sandboxesOf, sandboxAPI.buildLogsURL)},
-	}, slices.Concat(extraRoutes(), secretRoutes(), warmPoolRoutes(), webhookRoutes())...)
+	}, slices.Concat(extraRoutes(), secretRoutes(), warmPoolRoutes(), webhookRoutes(), previewRoutes())...)
 }
 
 // publicOps need no API key.
@@ -87,7 +105,7 @@ func (s *Simulator) routes() http.Handler {
 	s.proxies = s.newProxies()
 	mux := http.NewServeMux()
 	for _, rt := range apiRoutes() {
-		mux.Handle(rt.method+" "+rt.pattern, s.apiHandler(rt))
+		mux.Handle(rt.method+" "+muxPattern(rt), s.apiHandler(rt))
 	}
 	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(identHeader, "simulator")
@@ -286,7 +304,13 @@ func (s *Simulator) serveAPI(c *call) (status int, faultID string) {
 		s.writeAPIError(c.w, c.r, e)
 		return e.Status, c.faultID
 	}
-	if !publicOps[c.op] {
+	switch {
+	case publicOps[c.op]:
+	case proxyOps[c.op]:
+		if aerr := previewsOf(s).authenticateProxy(c.r); aerr != nil {
+			return fail(aerr)
+		}
+	default:
 		org, aerr := s.authenticate(c.r)
 		if aerr != nil {
 			return fail(aerr)
@@ -315,9 +339,10 @@ func (s *Simulator) serveAPI(c *call) (status int, faultID string) {
 			c.r.Header.Set("Content-Type", "application/json")
 		}
 	}
-	if target != "" {
+	if target != "" && !proxyOps[c.op] {
 		// Daytona's access guard runs before any pipe or validation: an
 		// unknown sandbox is a 404 whatever else is wrong with the request.
+		// The proxy's calls see every organization's sandboxes.
 		s.mu.RLock()
 		_, gerr := s.lookup(c.org, target)
 		s.mu.RUnlock()

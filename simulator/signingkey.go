@@ -3,8 +3,6 @@ package simulator
 import (
 	"crypto/rand"
 	"encoding/base64"
-	"net/http"
-	"strconv"
 )
 
 // The signing key of a sandbox's pre-signed file URLs (fileurls.go), which
@@ -48,11 +46,5 @@ func (s extraAPI) signingKeyReply(c *call, rotate bool) (reply, *apiError) {
 	}
 	key := sb.signingKey
 	s.mu.Unlock()
-	h := c.w.Header()
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(len(key)))
-	h.Set("Cache-Control", "no-store")
-	c.w.WriteHeader(http.StatusOK)
-	_, _ = c.w.Write([]byte(key))
-	return reply{status: rawReply}, nil
+	return textReply(c, key), nil
 }

@@ -124,11 +124,11 @@ func SpecExceptions() []SpecException {
 			apply:     stringParam(op, "interval"),
 		})
 	}
-	for _, op := range []string{"getSandboxSigningKey", "rotateSigningKey"} {
+	for _, op := range []string{"getSandboxSigningKey", "rotateSigningKey", "getSigningKey", "getSandboxIdFromSignedPreviewUrlToken"} {
 		out = append(out, SpecException{
 			Operation: op,
-			What:      "the key is a text/plain body, not a JSON string",
-			Why:       "NestJS sends a string a handler returns as text, unquoted; every SDK reads the body as the key",
+			What:      "the string (a key, a sandbox id) is a text/plain body, not a JSON string",
+			Why:       "NestJS sends a string a handler returns as text, unquoted; every client reads the body as the string",
 			apply:     textBody(op),
 		})
 	}
