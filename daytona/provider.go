@@ -488,14 +488,16 @@ var _ provider.Toolboxer = (*Provider)(nil)
 
 // Toolbox returns the base URL of the sandbox's toolbox, Daytona's
 // {toolboxProxyUrl}/{id}, and the header that authenticates to it: the API
-// key, which Daytona's proxy accepts. not_found, failed_precondition (not
-// started: Daytona's proxy would answer 400).
+// key, which Daytona's proxy accepts. A paused sandbox's toolbox is given
+// too: Daytona's proxy resumes it for the first request. not_found,
+// failed_precondition (neither started nor paused: Daytona's proxy would
+// answer 400).
 func (p *Provider) Toolbox(ctx context.Context, idOrName string) (string, http.Header, error) {
 	sb, err := p.get(ctx, idOrName)
 	if err != nil {
 		return "", nil, err
 	}
-	if st := mapState(sb.GetState()); st != provider.StateStarted {
+	if st := mapState(sb.GetState()); st != provider.StateStarted && st != provider.StatePaused {
 		return "", nil, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", sb.Id, st)
 	}
 	h := http.Header{}
