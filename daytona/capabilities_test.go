@@ -140,6 +140,17 @@ func TestAutoPause(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the other intervals refuse what auto-pause excludes", func(t *testing.T) {
+		h := newHarness(t)
+		sb, err := h.p.Create(ctx, provider.CreateRequest{AutoPauseInterval: ptr(5)})
+		require.NoError(t, err)
+		_, err = h.p.SetAutoStopInterval(ctx, sb.ID, 10)
+		assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "auto-stop beside auto-pause: %v", err)
+		_, err = h.p.SetAutoDeleteInterval(ctx, sb.ID, 0)
+		assert.Equal(t, provider.FailedPrecondition, provider.Code(err), "ephemeral beside auto-pause: %v", err)
+		_, err = h.p.Create(ctx, provider.CreateRequest{AutoPauseInterval: ptr(5), AutoStopInterval: ptr(10)})
+		assert.Equal(t, provider.InvalidArgument, provider.Code(err), "a create asking for both: %v", err)
+	})
 	h := newHarness(t)
 	_, err := h.p.SetAutoPauseInterval(ctx, "missing", 5)
 	assert.Equal(t, provider.NotFound, provider.Code(err))

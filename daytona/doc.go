@@ -66,6 +66,7 @@
 // is given, because Daytona's proxy resumes it for the first request.
 // classify also refines: a 404 "Secret ..." is preflight_failed on create
 // and invalid_argument on SetSecrets (the secret is missing, not the
-// sandbox), and an auto-pause refused beside auto-stop or on an ephemeral
-// sandbox is failed_precondition.
+// sandbox), and an interval setter refused for the sandbox's other
+// intervals (auto-stop and auto-pause both on, auto-pause on an ephemeral
+// sandbox) is failed_precondition.
 package daytona

@@ -39,6 +39,11 @@ const (
 	opPoolNew  op = "create warm pool"
 )
 
+// setsInterval reports the ops that set one of a sandbox's intervals.
+func (o op) setsInterval() bool {
+	return o == opAutoStop || o == opPause || o == opAutoDelete
+}
+
 // errTimedOut is the cause of a context ended by one of the provider's own
 // deadlines, as opposed to the caller's.
 var errTimedOut = errors.New("timed out")
@@ -77,9 +82,11 @@ func (p *Provider) classifyErr(ctx context.Context, op op, resp *http.Response, 
 		case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(msg, "Secret ") && op == opSecrets:
 			// Not the sandbox: the set names a secret nobody made.
 			code = provider.InvalidArgument
-		case resp.StatusCode == http.StatusBadRequest && op == opPause && strings.Contains(msg, "autoStopInterval"),
-			resp.StatusCode == http.StatusBadRequest && op == opPause && strings.HasPrefix(msg, "Ephemeral "):
-			// The interval is fine; the sandbox's other settings refuse it.
+		case resp.StatusCode == http.StatusBadRequest && op.setsInterval() &&
+			(strings.Contains(msg, "autoStopInterval and autoPauseInterval") || strings.HasPrefix(msg, "Ephemeral ")):
+			// The interval is fine; the sandbox's other intervals refuse it
+			// (at most one of auto-stop and auto-pause, none on an
+			// ephemeral sandbox).
 			code = provider.FailedPrecondition
 		case resp.StatusCode == http.StatusConflict && (op == opCreate || op == opPoolNew):
 			code = provider.AlreadyExists

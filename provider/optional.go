@@ -27,7 +27,7 @@ type AutoDeleter interface {
 	// SetAutoDeleteInterval deletes the sandbox once it has been stopped and
 	// idle for minutes; a negative value disables it and 0 deletes the
 	// sandbox as soon as it stops. It does not reset the idle clock.
-	// not_found.
+	// failed_precondition: 0 beside auto-pause (see AutoPauser). not_found.
 	SetAutoDeleteInterval(ctx context.Context, idOrName string, minutes int) (*Sandbox, error)
 }
 

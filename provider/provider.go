@@ -114,7 +114,8 @@ type Provider interface {
 	RefreshActivity(ctx context.Context, idOrName string) error
 
 	// SetAutoStopInterval sets the idle minutes before auto-stop; 0 disables.
-	// It does not reset the idle clock. not_found, invalid_argument (< 0).
+	// It does not reset the idle clock. not_found, invalid_argument (< 0),
+	// failed_precondition: minutes > 0 beside auto-pause (see AutoPauser).
 	SetAutoStopInterval(ctx context.Context, idOrName string, minutes int) (*Sandbox, error)
 
 	// Resize changes the sandbox's resources. not_found, invalid_argument;
