@@ -15,9 +15,10 @@ import (
 )
 
 // recordedLiterals are the secrets a recording run sends: the simulator's
-// API key, the replay's, and the env value exec_through_toolbox sets (a
-// copy of the constant in scenarios.go).
-var recordedLiterals = []string{simKey, replayKey, "conformance-value-1234"}
+// API key, the replay's, the env value exec_through_toolbox sets (a copy
+// of the constant in scenarios.go) and the value of the secret the
+// simulator's harness makes.
+var recordedLiterals = []string{simKey, replayKey, "conformance-value-1234", simSecret.Value}
 
 var (
 	// simTokenRE is the shape of the simulator's tokens, whose alphabets

@@ -1,7 +1,11 @@
 package conformance_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -26,7 +30,46 @@ import (
 // daytonaExpect is what daytona.Provider promises, on the real service and
 // on the simulator alike.
 var daytonaExpect = conformance.Expectations{
-	Traits: provider.Traits{Name: "daytona", SyncStop: true, ReapIntervalMinutes: 10.0 / 60, NoEntrypointLogs: true, NoStopReason: true},
+	Traits: provider.Traits{Name: "daytona", SyncStop: true, ReapIntervalMinutes: 10.0 / 60, NoEntrypointLogs: true, NoStopReason: true,
+		TTL: true, AutoPause: true, Secrets: true, WarmPools: true},
+}
+
+// simSecret is the secret a simulator harness makes in its organization
+// before the scenario, outside the recording: a replay knows it by the
+// same name and value, which no cassette holds.
+var simSecret = conformance.Secret{Name: "cf-mounted", Value: "cf-mounted-value-0123456789"}
+
+// withSecret is want with simSecret.
+func withSecret(want conformance.Expectations) conformance.Expectations {
+	fx := simSecret
+	want.Secret = &fx
+	return want
+}
+
+// createSecret makes simSecret in the simulator at base, as a host makes
+// its secrets (Daytona's dashboard): not through the provider, so no
+// request of the recording carries the value.
+func createSecret(ctx context.Context, base string) error {
+	body, err := json.Marshal(map[string]string{"name": simSecret.Name, "value": simSecret.Value})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/secret", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+simKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("create the scenario's secret: %s: %s", resp.Status, msg)
+	}
+	return nil
 }
 
 // simKey is the simulator's API key; recordings scrub it.
@@ -127,6 +170,9 @@ func simMaker(ctx context.Context, t *testing.T) (conformance.Harness, error) {
 		assert.NoError(t, sim.Close())
 		assert.Empty(t, sim.SpecViolations(), "simulator answers that do not match Daytona's OpenAPI document")
 	})
+	if err := createSecret(ctx, srv.URL); err != nil {
+		return nil, err
+	}
 	downBase := "http://" + testdaemon.FreeAddr(t)
 	run := runID()
 	// Workloads live under root, which shows in what they print.
@@ -134,7 +180,7 @@ func simMaker(ctx context.Context, t *testing.T) (conformance.Harness, error) {
 	p, down := daytonaPair(t, simKey, srv.URL, downBase, clk, rt, *minuteFlag)
 	return &conformance.Static{
 		P: p, Down: down, MinuteLen: *minuteFlag, Clk: clk,
-		Client: &http.Client{Transport: rt}, Run: run, Want: daytonaExpect,
+		Client: &http.Client{Transport: rt}, Run: run, Want: withSecret(daytonaExpect),
 	}, nil
 }
 
@@ -208,7 +254,7 @@ func replayMaker(dir string) conformance.HarnessMaker {
 		p, down := daytonaPair(t, replayKey, cassette.APIBase, cassette.UnreachableBase, clk, rp, minute)
 		return &conformance.Static{
 			P: p, Down: down, MinuteLen: minute, Clk: clk,
-			Client: &http.Client{Transport: rp}, Run: cassette.RunID, Want: daytonaExpect,
+			Client: &http.Client{Transport: rp}, Run: cassette.RunID, Want: withSecret(daytonaExpect),
 		}, nil
 	}
 }

@@ -39,5 +39,9 @@
 //
 // Differences between backends are never accidents: a harness states the
 // Traits its provider must report, and the scenarios check the behaviour
-// each trait describes.
+// each trait describes. The optional capabilities (TTL, auto-pause,
+// secrets) have a scenario each, skipped with its reason where the trait
+// is false, after checking that a create asking for the capability answers
+// unsupported there. The secrets scenario also needs a secret the harness
+// made in the backend (Expectations.Secret), whose value it never sends.
 package conformance

@@ -55,6 +55,17 @@ type Expectations struct {
 	Watch bool
 	// StopWithReason means the provider implements provider.ReasonStopper.
 	StopWithReason bool
+	// Secret is a secret the harness made in the backend's organization,
+	// for a provider with Traits.Secrets; nil skips the secrets scenario,
+	// as on a shared organization where a run should make none.
+	Secret *Secret
+}
+
+// Secret is a secret of the backend's organization: its name, which
+// sandboxes mount, and its value, which the suite checks no answer
+// carries. The suite never sends the value.
+type Secret struct {
+	Name, Value string
 }
 
 // Labels every sandbox of the suite carries.

@@ -38,6 +38,9 @@ var scenarios = []scenario{
 	{"cancelled_call", cancelledCall},
 	{"stop_reasons", stopReasons},
 	{"watch_sees_lifecycle", watchSeesLifecycle},
+	{"ttl_destroys_whatever_activity", ttlDestroysWhateverActivity},
+	{"idle_auto_pauses", idleAutoPauses},
+	{"secrets_stay_placeholders", secretsStayPlaceholders},
 }
 
 func createGetList(e *env) {
@@ -144,6 +147,8 @@ func traits(e *env) {
 	tr := e.p.Traits()
 	require.Equal(e.t, e.want.Traits, tr, "the provider's traits")
 	require.NotEmpty(e.t, tr.Name)
+	_, pools := e.p.(provider.WarmPooler)
+	assert.Equal(e.t, tr.WarmPools, pools, "Traits.WarmPools says whether %T implements provider.WarmPooler", e.p)
 
 	sb := e.create(provider.CreateRequest{Name: e.name("box"), AutoStopInterval: ptr(0)})
 	resized, err := e.p.Resize(e.ctx, sb.ID, provider.ResizeRequest{CPU: 1, Memory: 1})

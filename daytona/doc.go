@@ -51,4 +51,22 @@
 //     are neither of the local runtimes;
 //   - Create rejects a caller-chosen Id and a Runtime (invalid_argument):
 //     Daytona assigns ids and picks its own runtime.
+//
+// Daytona v0.205.1's newer capabilities are provider's optional interfaces
+// (Traits TTL, AutoPause, Secrets, WarmPools): TTLSetter, AutoPauser,
+// SecretsAttacher and WarmPooler, and CreateRequest's TTLMinutes,
+// AutoPauseInterval and Secrets. The pinned api-client (v0.190.0) has
+// neither their routes nor their fields, so the create sends the fields in
+// the client's AdditionalProperties, in the shape SDK 0.218 sends them
+// (secrets as one-entry {ENV: secretName} objects), and the routes go
+// through raw, the one place that calls Daytona without the client, with
+// the client's HTTP client, server URL, headers and key. A server older
+// than v0.205.1 answers their routes with NestJS's "Cannot" 404, which
+// classify makes unsupported. A paused sandbox is StatePaused; its toolbox
+// is given, because Daytona's proxy resumes it for the first request.
+// classify also refines: a 404 "Secret ..." is preflight_failed on create
+// and invalid_argument on SetSecrets (the secret is missing, not the
+// sandbox), and an interval setter refused for the sandbox's other
+// intervals (auto-stop and auto-pause both on, auto-pause on an ephemeral
+// sandbox) is failed_precondition.
 package daytona

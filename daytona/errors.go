@@ -32,7 +32,17 @@ const (
 	opResize   op = "resize"
 	opPreview  op = "preview URL"
 	opToolbox  op = "toolbox"
+	opTTL      op = "set TTL"
+	opPause    op = "set auto-pause interval"
+	opSecrets  op = "set secrets"
+	opWarmPool op = "warm pool"
+	opPoolNew  op = "create warm pool"
 )
+
+// setsInterval reports the ops that set one of a sandbox's intervals.
+func (o op) setsInterval() bool {
+	return o == opAutoStop || o == opPause || o == opAutoDelete
+}
 
 // errTimedOut is the cause of a context ended by one of the provider's own
 // deadlines, as opposed to the caller's.
@@ -66,11 +76,24 @@ func (p *Provider) classifyErr(ctx context.Context, op op, resp *http.Response, 
 			// NestJS's answer for a route it does not serve.
 			code = provider.Unsupported
 			msg = fmt.Sprintf("%s is not enabled on this Daytona server (%s)", op, msg)
-		case resp.StatusCode == http.StatusConflict && op == opCreate:
+		case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(msg, "Secret ") && op == opCreate:
+			// A secret the organization lacks, found before anything ran.
+			code = provider.PreflightFailed
+		case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(msg, "Secret ") && op == opSecrets:
+			// Not the sandbox: the set names a secret nobody made.
+			code = provider.InvalidArgument
+		case resp.StatusCode == http.StatusBadRequest && op.setsInterval() &&
+			(strings.Contains(msg, "autoStopInterval and autoPauseInterval") || strings.HasPrefix(msg, "Ephemeral ")):
+			// The interval is fine; the sandbox's other intervals refuse it
+			// (at most one of auto-stop and auto-pause, none on an
+			// ephemeral sandbox).
+			code = provider.FailedPrecondition
+		case resp.StatusCode == http.StatusConflict && (op == opCreate || op == opPoolNew):
 			code = provider.AlreadyExists
 		case resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(msg, "Sandbox failed to start"):
 			code = provider.CreateFailed
-		case resp.StatusCode == http.StatusBadRequest && op == opCreate && strings.HasPrefix(msg, "Snapshot "):
+		case resp.StatusCode == http.StatusBadRequest && op == opCreate && strings.HasPrefix(msg, "Snapshot "),
+			resp.StatusCode < 500 && op == opPoolNew && strings.HasPrefix(msg, "Snapshot "):
 			code = provider.PreflightFailed
 		case resp.StatusCode == http.StatusBadRequest && (op == opStart || op == opStop):
 			// Start and stop have no body to be invalid: their 400s refuse
@@ -112,7 +135,8 @@ func (p *Provider) classifyErr(ctx context.Context, op op, resp *http.Response, 
 
 // serverMessage is the message of a NestJS error body, or the status line.
 func serverMessage(resp *http.Response, err error) string {
-	var gen *apiclient.GenericOpenAPIError
+	// The api-client's GenericOpenAPIError, or a raw call's apiError.
+	var gen interface{ Body() []byte }
 	if errors.As(err, &gen) {
 		var body struct {
 			Message json.RawMessage `json:"message"`

@@ -54,6 +54,10 @@ func (p *Provider) Traits() provider.Traits {
 		ReapIntervalMinutes: 10.0 / 60,
 		NoEntrypointLogs:    true,
 		NoStopReason:        true,
+		TTL:                 true,
+		AutoPause:           true,
+		Secrets:             true,
+		WarmPools:           true,
 	}
 }
 
@@ -103,6 +107,10 @@ func (p *Provider) Create(ctx context.Context, req provider.CreateRequest) (*pro
 		return nil, provider.Errorf(provider.InvalidArgument, "Daytona runs sandboxes on its own runtime: leave Runtime empty (got %q)", req.Runtime)
 	case req.AutoStopInterval != nil && *req.AutoStopInterval < 0:
 		return nil, provider.Errorf(provider.InvalidArgument, "autoStopInterval must not be negative (0 disables auto-stop)")
+	case req.TTLMinutes < 0:
+		return nil, provider.Errorf(provider.InvalidArgument, "ttlMinutes must not be negative (0 means no TTL)")
+	case req.AutoPauseInterval != nil && *req.AutoPauseInterval < 0:
+		return nil, provider.Errorf(provider.InvalidArgument, "autoPauseInterval must not be negative (0 disables auto-pause)")
 	}
 	body := apiclient.CreateSandbox{}
 	if req.Name != "" {
@@ -112,13 +120,17 @@ func (p *Provider) Create(ctx context.Context, req provider.CreateRequest) (*pro
 	if req.Snapshot != "" && req.Snapshot != "default" {
 		body.Snapshot = &req.Snapshot
 	}
-	if len(req.EnvVars) > 0 {
-		body.Env = &req.EnvVars
+	// Always an env, as SDK 0.218 sends it: {} for none.
+	env := req.EnvVars
+	if env == nil {
+		env = map[string]string{}
 	}
+	body.Env = &env
 	if l := withSession(req.Labels, req.SessionID); len(l) > 0 {
 		body.Labels = &l
 	}
 	daytonaFields(&body, req, p.cfg.Target)
+	newerCreateFields(&body, req)
 	sb, err := p.create(ctx, req, body)
 	if err != nil {
 		if provider.Code(err) == provider.CreateFailed && req.Name != "" {
@@ -476,14 +488,16 @@ var _ provider.Toolboxer = (*Provider)(nil)
 
 // Toolbox returns the base URL of the sandbox's toolbox, Daytona's
 // {toolboxProxyUrl}/{id}, and the header that authenticates to it: the API
-// key, which Daytona's proxy accepts. not_found, failed_precondition (not
-// started: Daytona's proxy would answer 400).
+// key, which Daytona's proxy accepts. A paused sandbox's toolbox is given
+// too: Daytona's proxy resumes it for the first request. not_found,
+// failed_precondition (neither started nor paused: Daytona's proxy would
+// answer 400).
 func (p *Provider) Toolbox(ctx context.Context, idOrName string) (string, http.Header, error) {
 	sb, err := p.get(ctx, idOrName)
 	if err != nil {
 		return "", nil, err
 	}
-	if st := mapState(sb.GetState()); st != provider.StateStarted {
+	if st := mapState(sb.GetState()); st != provider.StateStarted && st != provider.StatePaused {
 		return "", nil, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", sb.Id, st)
 	}
 	h := http.Header{}

@@ -10,8 +10,8 @@ import (
 
 // mapState is the one translation of Daytona's (derived, display) states
 // into the contract's six. Transitions toward running are starting, toward
-// rest stopping; archived and paused sandboxes are stopped (start brings
-// them back); a sandbox being resized, snapshotted or forked keeps running.
+// rest stopping (pausing too); archived sandboxes are stopped and paused
+// ones paused (start brings both back); a sandbox being resized, snapshotted or forked keeps running.
 // A state this client does not know is an error, so that nobody waits on it
 // forever.
 func mapState(s apiclient.SandboxState) provider.State {
@@ -25,8 +25,10 @@ func mapState(s apiclient.SandboxState) provider.State {
 		return provider.StateStarting
 	case apiclient.SANDBOXSTATE_STOPPING, apiclient.SANDBOXSTATE_PAUSING, apiclient.SANDBOXSTATE_ARCHIVING:
 		return provider.StateStopping
-	case apiclient.SANDBOXSTATE_STOPPED, apiclient.SANDBOXSTATE_ARCHIVED, apiclient.SANDBOXSTATE_PAUSED:
+	case apiclient.SANDBOXSTATE_STOPPED, apiclient.SANDBOXSTATE_ARCHIVED:
 		return provider.StateStopped
+	case apiclient.SANDBOXSTATE_PAUSED:
+		return provider.StatePaused
 	case apiclient.SANDBOXSTATE_DESTROYING, apiclient.SANDBOXSTATE_DESTROYED:
 		// A destroying sandbox has already lost its name; it cannot come back.
 		return provider.StateDestroyed
@@ -57,13 +59,14 @@ func toSandbox(sb *apiclient.Sandbox) *provider.Sandbox {
 		UpdatedAt:          timestamp(sb.UpdatedAt),
 		LastActivityAt:     timestamp(sb.LastActivityAt),
 	}
+	newer(out, sb.AdditionalProperties)
 	return out
 }
 
 // fromListItem maps a list item, which is a Sandbox without env and a few
 // other fields.
 func fromListItem(it *apiclient.SandboxListItem) provider.Sandbox {
-	return provider.Sandbox{
+	out := provider.Sandbox{
 		ID:                 it.Id,
 		Name:               it.Name,
 		State:              mapState(it.GetState()),
@@ -78,6 +81,8 @@ func fromListItem(it *apiclient.SandboxListItem) provider.Sandbox {
 		UpdatedAt:          timestamp(it.UpdatedAt),
 		LastActivityAt:     timestamp(it.LastActivityAt),
 	}
+	newer(&out, it.AdditionalProperties)
+	return out
 }
 
 // errorReason names a state the contract cannot express when Daytona gives
@@ -91,6 +96,21 @@ func errorReason(s apiclient.SandboxState, reason string) string {
 		return "Daytona state " + string(s)
 	}
 	return reason
+}
+
+// newer copies to out the fields of a sandbox that Daytona added after the
+// pinned api-client (v0.205.1's autoPauseInterval and autoDestroyAt), which
+// the client leaves in its AdditionalProperties; absent or odd ones stay
+// zero.
+func newer(out *provider.Sandbox, extra map[string]any) {
+	if n, ok := extra["autoPauseInterval"].(float64); ok && n > 0 {
+		out.AutoPauseInterval = int(n)
+	}
+	if s, ok := extra["autoDestroyAt"].(string); ok {
+		if t := timestamp(&s); !t.IsZero() {
+			out.AutoDestroyAt = &t
+		}
+	}
 }
 
 // autoDelete is Daytona's autoDeleteInterval as the contract says it: -1

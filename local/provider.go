@@ -119,7 +119,10 @@ func New(baseURL string, opts ...Option) (*Provider, error) {
 // URL is the daemon's base URL.
 func (p *Provider) URL() string { return p.base }
 
-// Traits of the local control plane.
+// Traits of the local control plane. It has none of Daytona's optional
+// capabilities (TTL, AutoPause, Secrets, WarmPools): its sandboxes are a
+// developer's own, which auto-stop and auto-delete already bound, and a
+// create that asks for one answers unsupported.
 func (p *Provider) Traits() provider.Traits {
 	return provider.Traits{Name: "local", StopStoppedIsNoop: true, ResizeIsNoop: true, SyncStop: true, ReapIntervalMinutes: 1}
 }

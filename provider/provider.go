@@ -43,6 +43,7 @@ const (
 	StateStarted   = wire.Started
 	StateStopping  = wire.Stopping
 	StateStopped   = wire.Stopped
+	StatePaused    = wire.Paused
 	StateDestroyed = wire.Destroyed
 	StateError     = wire.Error
 
@@ -113,7 +114,8 @@ type Provider interface {
 	RefreshActivity(ctx context.Context, idOrName string) error
 
 	// SetAutoStopInterval sets the idle minutes before auto-stop; 0 disables.
-	// It does not reset the idle clock. not_found, invalid_argument (< 0).
+	// It does not reset the idle clock. not_found, invalid_argument (< 0),
+	// failed_precondition: minutes > 0 beside auto-pause (see AutoPauser).
 	SetAutoStopInterval(ctx context.Context, idOrName string, minutes int) (*Sandbox, error)
 
 	// Resize changes the sandbox's resources. not_found, invalid_argument;
@@ -177,4 +179,19 @@ type Traits struct {
 	// carries no errorReason, because the backend does not record why
 	// (Daytona).
 	NoStopReason bool
+	// TTL: the provider implements TTLSetter and honours
+	// CreateRequest.TTLMinutes; without it a create with a TTL answers
+	// unsupported.
+	TTL bool
+	// AutoPause: the provider implements AutoPauser and honours
+	// CreateRequest.AutoPauseInterval, and its sandboxes can be
+	// StatePaused; without it a create with a non-zero interval answers
+	// unsupported.
+	AutoPause bool
+	// Secrets: the provider implements SecretsAttacher and honours
+	// CreateRequest.Secrets; without it a create with secrets answers
+	// unsupported.
+	Secrets bool
+	// WarmPools: the provider implements WarmPooler.
+	WarmPools bool
 }

@@ -38,6 +38,9 @@ func validateCreate(req *provider.CreateRequest) error {
 	if err := validateDaytonaFields(req); err != nil {
 		return err
 	}
+	if err := refuseUnsupported(req); err != nil {
+		return err
+	}
 	if req.Runtime != "" && !req.Runtime.Valid() {
 		return provider.Errorf(provider.InvalidArgument, "runtime %q is unknown: use native or docker", req.Runtime)
 	}
@@ -99,6 +102,27 @@ func validateDaytonaFields(req *provider.CreateRequest) error {
 		if f.v < 0 {
 			return provider.Errorf(provider.InvalidArgument, "%s must not be negative, got %d", f.name, f.v)
 		}
+	}
+	return nil
+}
+
+// refuseUnsupported refuses the Daytona fields the daemon does not honour
+// and must not ignore, unlike IgnoredFields': a host that asked for a TTL,
+// auto-pause or secrets relies on them (a sandbox that outlives its TTL,
+// a workload without its credentials), so their absence is an error, not
+// a warning. 0 and empty are what not asking is.
+func refuseUnsupported(req *provider.CreateRequest) error {
+	switch {
+	case req.TTLMinutes < 0:
+		return provider.Errorf(provider.InvalidArgument, "ttlMinutes must not be negative, got %d", req.TTLMinutes)
+	case req.AutoPauseInterval != nil && *req.AutoPauseInterval < 0:
+		return provider.Errorf(provider.InvalidArgument, "autoPauseInterval must not be negative, got %d", *req.AutoPauseInterval)
+	case req.TTLMinutes > 0:
+		return provider.Errorf(provider.Unsupported, "the local control plane has no TTL: leave ttlMinutes 0 and delete the sandbox yourself, or use autoStopInterval with autoDeleteInterval")
+	case req.AutoPauseInterval != nil && *req.AutoPauseInterval > 0:
+		return provider.Errorf(provider.Unsupported, "the local control plane does not pause sandboxes: leave autoPauseInterval 0 and use autoStopInterval")
+	case len(req.Secrets) > 0:
+		return provider.Errorf(provider.Unsupported, "the local control plane keeps no secrets: pass values in envVars (they never reach a log)")
 	}
 	return nil
 }

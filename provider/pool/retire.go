@@ -36,7 +36,9 @@ func classify(sb *provider.Sandbox, err error) verdict {
 	switch sb.State {
 	case provider.StateStarted:
 		return vRunning
-	case provider.StateStopped:
+	case provider.StateStopped, provider.StatePaused:
+		// A paused sandbox is at rest as a stopped one is, and start
+		// brings it back the same way.
 		return vStopped
 	case provider.StateDestroyed:
 		return vGone

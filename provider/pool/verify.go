@@ -11,7 +11,8 @@ import (
 // VerifyEmpty is the zero-leak check: it lists every sandbox on prov that
 // carries the labels of the pool named name (WithName; "" is "default") and
 // fails with one error naming each that is live, that is, neither stopped
-// nor destroyed: started, on its way, or in error. Stopped ones are not
+// (nor paused, which is as much at rest) nor destroyed: started, on its
+// way, or in error. Stopped ones are not
 // leaks: their create-time auto-delete reaps them with no help from the
 // host. Run it after Shutdown (with an in-memory store on a provider
 // without auto-delete, Shutdown deletes the parked ones too).
@@ -28,7 +29,7 @@ func VerifyEmpty(ctx context.Context, prov provider.Provider, name string) error
 	}
 	var live []string
 	for _, sb := range list {
-		if sb.State == provider.StateStopped || sb.State == provider.StateDestroyed {
+		if sb.State == provider.StateStopped || sb.State == provider.StatePaused || sb.State == provider.StateDestroyed {
 			continue
 		}
 		live = append(live, sb.ID+" ("+string(sb.State)+")")

@@ -176,6 +176,7 @@ func (e Runtime) Valid() bool {
 const (
 	Destroyed SandboxState = "destroyed"
 	Error     SandboxState = "error"
+	Paused    SandboxState = "paused"
 	Started   SandboxState = "started"
 	Starting  SandboxState = "starting"
 	Stopped   SandboxState = "stopped"
@@ -188,6 +189,8 @@ func (e SandboxState) Valid() bool {
 	case Destroyed:
 		return true
 	case Error:
+		return true
+	case Paused:
 		return true
 	case Started:
 		return true
@@ -233,6 +236,11 @@ type CreateSandboxRequest struct {
 	// lastActivityAt, which reaching stopped and refresh-activity move.
 	AutoDeleteInterval *int `json:"autoDeleteInterval,omitempty"`
 
+	// AutoPauseInterval As Daytona's: idle minutes before the sandbox pauses; 0 disables. At
+	// most one of it and autoStopInterval may be non-zero. The local
+	// control plane refuses a non-zero one (unsupported).
+	AutoPauseInterval *int `json:"autoPauseInterval,omitempty"`
+
 	// AutoStopInterval Idle minutes before auto-stop; 0 disables; the daemon default when absent.
 	AutoStopInterval *int `json:"autoStopInterval,omitempty"`
 
@@ -267,6 +275,11 @@ type CreateSandboxRequest struct {
 	Public  bool    `json:"public,omitempty"`
 	Runtime Runtime `json:"runtime,omitempty"`
 
+	// Secrets Secrets of the organization to mount, env var name to secret name, as
+	// on Daytona: the workload's env holds a placeholder, never the value.
+	// The local control plane refuses secrets (unsupported).
+	Secrets map[string]string `json:"secrets,omitempty"`
+
 	// SessionID The agent session the sandbox belongs to (one sandbox, one session); list and events filter by it.
 	SessionID *string `json:"sessionId,omitempty"`
 
@@ -275,6 +288,11 @@ type CreateSandboxRequest struct {
 
 	// Target Daytona's region. Accepted and ignored locally, where every sandbox runs on this machine.
 	Target string `json:"target,omitempty"`
+
+	// TTLMinutes As Daytona's: the sandbox is destroyed this many minutes after the
+	// create, whatever its state or activity; 0 or absent, never. The
+	// local control plane refuses a TTL (unsupported).
+	TTLMinutes int `json:"ttlMinutes,omitempty"`
 }
 
 // EntrypointLogs defines model for EntrypointLogs.
@@ -398,6 +416,12 @@ type SandboxInfo struct {
 	// AutoDeleteInterval Minutes stopped before auto-delete; -1 means never.
 	AutoDeleteInterval int `json:"autoDeleteInterval"`
 
+	// AutoDestroyAt When the sandbox's TTL destroys it; absent for none.
+	AutoDestroyAt *time.Time `json:"autoDestroyAt,omitempty"`
+
+	// AutoPauseInterval Idle minutes before auto-pause; 0 or absent means never.
+	AutoPauseInterval int `json:"autoPauseInterval,omitempty"`
+
 	// AutoStopInterval Idle minutes before auto-stop; 0 means never.
 	AutoStopInterval int       `json:"autoStopInterval"`
 	CreatedAt        time.Time `json:"createdAt"`
@@ -425,8 +449,12 @@ type SandboxInfo struct {
 	Runtime Runtime `json:"runtime"`
 
 	// SessionID The agent session the sandbox belongs to; null when it belongs to none.
-	SessionID *string      `json:"sessionId"`
-	Snapshot  string       `json:"snapshot"`
+	SessionID *string `json:"sessionId"`
+	Snapshot  string  `json:"snapshot"`
+
+	// State paused: frozen with its memory by auto-pause (Daytona's); start, or
+	// toolbox traffic on Daytona, resumes it. The local control plane never
+	// pauses a sandbox.
 	State     SandboxState `json:"state"`
 	UpdatedAt time.Time    `json:"updatedAt"`
 }
@@ -436,7 +464,9 @@ type SandboxList struct {
 	Items []SandboxInfo `json:"items"`
 }
 
-// SandboxState defines model for SandboxState.
+// SandboxState paused: frozen with its memory by auto-pause (Daytona's); start, or
+// toolbox traffic on Daytona, resumes it. The local control plane never
+// pauses a sandbox.
 type SandboxState string
 
 // StopRequest defines model for StopRequest.

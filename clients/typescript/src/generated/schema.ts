@@ -338,8 +338,13 @@ export interface components {
             /** @description What this request's credentials are worth: authenticated when it carried the daemon's token (or the daemon takes every local caller), required when it carried none or another, with why and what to do. Every call but GET /v1/info and the probes needs the token. */
             auth?: components["schemas"]["Auth"];
         };
-        /** @enum {string} */
-        SandboxState: "starting" | "started" | "stopping" | "stopped" | "destroyed" | "error";
+        /**
+         * @description paused: frozen with its memory by auto-pause (Daytona's); start, or
+         *     toolbox traffic on Daytona, resumes it. The local control plane never
+         *     pauses a sandbox.
+         * @enum {string}
+         */
+        SandboxState: "starting" | "started" | "stopping" | "stopped" | "paused" | "destroyed" | "error";
         SandboxInfo: {
             id: string;
             /** @description Always the id (sandboxes of daemons before one identity may have another). */
@@ -371,6 +376,13 @@ export interface components {
             autoStopInterval: number;
             /** @description Minutes stopped before auto-delete; -1 means never. */
             autoDeleteInterval: number;
+            /** @description Idle minutes before auto-pause; 0 or absent means never. */
+            autoPauseInterval?: number;
+            /**
+             * Format: date-time
+             * @description When the sandbox's TTL destroys it; absent for none.
+             */
+            autoDestroyAt?: string;
             /** @description Whether the previews answer without the token. */
             public: boolean;
             /** @description Why the sandbox last stopped or failed, for example "auto_stopped", "exited: code 1", or "container_removed" (its docker container, and its files, were removed outside sandplane: start refuses). */
@@ -426,6 +438,26 @@ export interface components {
             };
             /** @description Idle minutes before auto-stop; 0 disables; the daemon default when absent. */
             autoStopInterval?: number;
+            /**
+             * @description As Daytona's: the sandbox is destroyed this many minutes after the
+             *     create, whatever its state or activity; 0 or absent, never. The
+             *     local control plane refuses a TTL (unsupported).
+             */
+            ttlMinutes?: number;
+            /**
+             * @description As Daytona's: idle minutes before the sandbox pauses; 0 disables. At
+             *     most one of it and autoStopInterval may be non-zero. The local
+             *     control plane refuses a non-zero one (unsupported).
+             */
+            autoPauseInterval?: number;
+            /**
+             * @description Secrets of the organization to mount, env var name to secret name, as
+             *     on Daytona: the workload's env holds a placeholder, never the value.
+             *     The local control plane refuses secrets (unsupported).
+             */
+            secrets?: {
+                [key: string]: string;
+            };
         };
         StopRequest: {
             /** @description Why the caller stops the sandbox, for example "pool: evicted"; at most 64 characters. */

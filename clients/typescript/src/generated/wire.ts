@@ -70,8 +70,13 @@ export interface components {
         };
         /** @enum {string} */
         Runtime: "native" | "docker";
-        /** @enum {string} */
-        SandboxState: "starting" | "started" | "stopping" | "stopped" | "destroyed" | "error";
+        /**
+         * @description paused: frozen with its memory by auto-pause (Daytona's); start, or
+         *     toolbox traffic on Daytona, resumes it. The local control plane never
+         *     pauses a sandbox.
+         * @enum {string}
+         */
+        SandboxState: "starting" | "started" | "stopping" | "stopped" | "paused" | "destroyed" | "error";
         CreateSandboxRequest: {
             /**
              * @description The sandbox's one identity: its id and its name are the same string. Give
@@ -119,6 +124,26 @@ export interface components {
             };
             /** @description Idle minutes before auto-stop; 0 disables; the daemon default when absent. */
             autoStopInterval?: number;
+            /**
+             * @description As Daytona's: the sandbox is destroyed this many minutes after the
+             *     create, whatever its state or activity; 0 or absent, never. The
+             *     local control plane refuses a TTL (unsupported).
+             */
+            ttlMinutes?: number;
+            /**
+             * @description As Daytona's: idle minutes before the sandbox pauses; 0 disables. At
+             *     most one of it and autoStopInterval may be non-zero. The local
+             *     control plane refuses a non-zero one (unsupported).
+             */
+            autoPauseInterval?: number;
+            /**
+             * @description Secrets of the organization to mount, env var name to secret name, as
+             *     on Daytona: the workload's env holds a placeholder, never the value.
+             *     The local control plane refuses secrets (unsupported).
+             */
+            secrets?: {
+                [key: string]: string;
+            };
         };
         SandboxInfo: {
             id: string;
@@ -151,6 +176,13 @@ export interface components {
             autoStopInterval: number;
             /** @description Minutes stopped before auto-delete; -1 means never. */
             autoDeleteInterval: number;
+            /** @description Idle minutes before auto-pause; 0 or absent means never. */
+            autoPauseInterval?: number;
+            /**
+             * Format: date-time
+             * @description When the sandbox's TTL destroys it; absent for none.
+             */
+            autoDestroyAt?: string;
             /** @description Whether the previews answer without the token. */
             public: boolean;
             /** @description Why the sandbox last stopped or failed, for example "auto_stopped", "exited: code 1", or "container_removed" (its docker container, and its files, were removed outside sandplane: start refuses). */
