@@ -51,8 +51,7 @@ var outOfScopeTags = map[string]string{
 
 // notYetTags are areas of the newest API the simulator is to serve but
 // does not yet: a request to them is the catch-all 404.
-var notYetTags = map[string]string{
-}
+var notYetTags = map[string]string{}
 
 // notYetOps are single operations of the newest API not yet served.
 var notYetOps = map[string]string{}
