@@ -7,6 +7,9 @@
 // loads the TypeScript client's browser build from a page on another
 // localhost port, calling the daemon across origins.
 //
+// Against `sandplane sim`, it opens a signed preview URL of a sandbox's page
+// (no API key, no preview token) and sees it refused once expired.
+//
 // The tests skip, saying so, only when no Chromium binary is installed
 // (Debian: apt-get install chromium); the TypeScript client's also when
 // node or npm is missing, and fails when clients/typescript's packages are
