@@ -31,7 +31,12 @@ import (
 // children, real HTTP on loopback. They prove what unit tests with fakes
 // cannot: what survives a kill -9.
 
-func TestMain(m *testing.M) { os.Exit(testdaemon.Main(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(cookieJarEnv) != "" {
+		os.Exit(serveCookieJar()) // a sandbox's workload, not a test run
+	}
+	os.Exit(testdaemon.Main(m))
+}
 
 const slowConfig = `
 snapshots:

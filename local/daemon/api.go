@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/sandplane/sandplane/local/daemon/internal/api"
@@ -149,7 +150,7 @@ func (c createdResponse) VisitCreateSandboxResponse(w http.ResponseWriter) error
 // ignoredWarning is an RFC 9111 Warning value (299, a persistent
 // warning) naming fields: 299 sandplane "accepted and ignored: cpu, gpu".
 func ignoredWarning(fields []string) string {
-	return `299 sandplane "accepted and ignored: ` + strings.Join(fields, ", ") + `"`
+	return warningValue("accepted and ignored: " + strings.Join(fields, ", "))
 }
 
 func (a strictAPI) GetSandbox(ctx context.Context, req api.GetSandboxRequestObject) (api.GetSandboxResponseObject, error) {
@@ -222,15 +223,34 @@ func (a strictAPI) GetPreviewURL(ctx context.Context, req api.GetPreviewURLReque
 	if err != nil {
 		return nil, err
 	}
-	return previewResponse(p), nil
+	warning, err := a.s.opts.Manager.PreviewWarning(ctx, req.IDOrName)
+	if err != nil {
+		return nil, err
+	}
+	return previewResponse{p, warning}, nil
 }
 
-// previewResponse carries the sandbox's token, which no cache may keep.
-type previewResponse provider.Preview
+// previewResponse carries the sandbox's token, which no cache may keep,
+// and, in a Warning header, what the preview must warn of
+// (manager.PreviewWarning): that the sandbox can read other previews'
+// cookies.
+type previewResponse struct {
+	preview provider.Preview
+	warning string
+}
 
 func (p previewResponse) VisitGetPreviewURLResponse(w http.ResponseWriter) error {
 	w.Header().Set("Cache-Control", "no-store")
-	return api.GetPreviewURL200JSONResponse(p).VisitGetPreviewURLResponse(w)
+	if p.warning != "" {
+		w.Header().Set("Warning", warningValue(p.warning))
+	}
+	return api.GetPreviewURL200JSONResponse(p.preview).VisitGetPreviewURLResponse(w)
+}
+
+// warningValue is an RFC 9111 Warning value (299, a persistent warning)
+// of text, a quoted string: 299 sandplane "text".
+func warningValue(text string) string {
+	return `299 sandplane ` + strconv.Quote(text)
 }
 
 func (a strictAPI) GetEntrypointLogs(ctx context.Context, req api.GetEntrypointLogsRequestObject) (api.GetEntrypointLogsResponseObject, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -137,7 +138,7 @@ func (p previewResolver) Resolve(ctx context.Context, idOrName string, port int)
 	}
 	tg := relay.Target{
 		ID:       t.ID,
-		URL:      &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(t.HostPort))},
+		URL:      &url.URL{Scheme: "http", Host: netip.AddrPortFrom(t.Addr, uint16(t.HostPort)).String()},
 		Token:    gate,
 		AutoStop: t.AutoStop,
 		Minute:   t.Minute,
@@ -252,6 +253,9 @@ func (s *Server) openPreview(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
+	if warning, _ := s.opts.Manager.PreviewWarning(r.Context(), sb.ID); warning != "" {
+		w.Header().Set("Warning", warningValue(warning))
+	}
 	if strings.Contains(r.Header.Get("Accept"), "application/json") {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"url": u.String()})

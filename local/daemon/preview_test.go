@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/driver/drivertest"
+	"github.com/sandplane/sandplane/local/launcher"
 	"github.com/sandplane/sandplane/local/manager"
 	"github.com/sandplane/sandplane/provider"
 	"github.com/sandplane/sandplane/provider/relay"
@@ -52,6 +54,7 @@ func newPreviewHarness(t *testing.T, token string, configure ...func(*Options)) 
 		Snapshots: map[string]manager.Snapshot{
 			manager.DefaultSnapshot: {Command: []string{"w"}, Ready: "none"},
 			"web":                   {Command: []string{"w"}, Ready: "none", Ports: []int{3000}},
+			"isolated":              {Command: []string{"w"}, Ready: "none", Isolation: "bwrap"},
 		},
 		PortMin: 15300, PortMax: 15399,
 		Minute:      time.Minute,
@@ -92,7 +95,14 @@ func newPreviewHarness(t *testing.T, token string, configure ...func(*Options)) 
 // what it saw of the request, and port names which one it is.
 func (h *previewHarness) serve(port int) {
 	h.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	h.serveOn(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)))
+}
+
+// serveOn is serve on addr, a sandbox's own loopback address and port.
+func (h *previewHarness) serveOn(addr netip.AddrPort) {
+	h.t.Helper()
+	port := int(addr.Port())
+	ln, err := net.Listen("tcp", addr.String())
 	require.NoError(h.t, err)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"port": port, "host": r.Host, "uri": r.RequestURI, "header": r.Header})
@@ -451,4 +461,38 @@ func TestClientPushActivityIgnoresPreviewTraffic(t *testing.T) {
 
 	_, info, _ := h.get("", "/v1/info")
 	assert.Contains(t, info, `"activity":"client-push"`)
+}
+
+// A sandbox with a network of its own is reached on its own loopback
+// address, where browsers send no preview cookie, and its preview answer
+// warns of nothing; one on the host's network can listen on 127.0.0.1,
+// where they send every preview's, and its answer says so in a Warning.
+func TestPreviewWarnsOfASandboxOnTheHostsNetwork(t *testing.T) {
+	h := newPreviewHarness(t, "")
+	ctx := context.Background()
+	iso, err := h.m.Create(ctx, provider.CreateRequest{ID: "iso", Snapshot: "isolated"})
+	require.NoError(t, err)
+	shared, err := h.m.Create(ctx, provider.CreateRequest{ID: "shared"})
+	require.NoError(t, err)
+
+	code, body, header := h.get("", "/v1/sandboxes/iso/preview-url")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Empty(t, header.Values("Warning"))
+	var pv provider.Preview
+	require.NoError(t, json.Unmarshal([]byte(body), &pv))
+	own := netip.AddrPortFrom(launcher.OwnAddress(iso.Port), uint16(iso.Port))
+	h.serveOn(own)
+	code, body, _ = h.get("4000-iso.localhost:1", "/", provider.PreviewTokenHeader, pv.Token)
+	require.Equal(t, http.StatusOK, code, body)
+	var seen seenRequest
+	require.NoError(t, json.Unmarshal([]byte(body), &seen))
+	assert.Equal(t, own.String(), seen.Host, "the relay reaches the sandbox at its own address")
+
+	code, body, header = h.get("", "/v1/sandboxes/shared/preview-url")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, []string{`299 sandplane "sandbox shared shares the host's network (isolation: none): it can listen on 127.0.0.1, ` +
+		`where browsers send the preview cookies of every sandbox, and read the cookies of other previews; ` +
+		`isolate it (isolation: bwrap, or docker's own network) to keep them from it"`}, header.Values("Warning"))
+	_, _, header = h.get("", "/open/"+shared.ID, "Accept", "application/json")
+	assert.Len(t, header.Values("Warning"), 1, "the dashboard's preview link warns too")
 }

@@ -30,11 +30,18 @@ type Spec struct {
 	// Env is the workload's complete environment (PORT included). Values are
 	// secret: never log them.
 	Env map[string]string
-	// Port is the host port the workload is reached at, on 127.0.0.1. A
-	// workload on the host's network (HostNetwork) serves there itself; one
-	// with a network of its own serves on SandboxPort, and Port leads there:
-	// docker publishes it, an isolated native workload's init forwards it.
+	// Port is the host port the workload is reached at, on HostIP. A
+	// workload on the host's network (HostNetwork) serves there itself, on
+	// 127.0.0.1; one with a network of its own serves on SandboxPort, and
+	// Port leads there: docker publishes it, an isolated native workload's
+	// init forwards it.
 	Port int
+	// HostIP is the loopback address the host ports of a workload with a
+	// network of its own are bound on; the zero Addr means 127.0.0.1. An
+	// address of its own keeps browsers from sending it the cookies of
+	// 127.0.0.1 and of *.localhost, which are scoped by host, never by
+	// port. A workload on the host's network ignores it.
+	HostIP netip.Addr
 	// SandboxPort is the port the workload serves on in a network of its
 	// own; 0 means Port.
 	SandboxPort int
@@ -98,6 +105,21 @@ type Binder interface {
 type PortMapping struct {
 	Sandbox int
 	Host    int
+}
+
+// HostAddr is the loopback address s's host ports are bound on: HostIP, or
+// 127.0.0.1.
+func (s Spec) HostAddr() netip.Addr {
+	if s.HostIP.IsValid() {
+		return s.HostIP
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+}
+
+// HostAddrPort is where the workload of s is reached on the host: its own
+// port, Port, on HostAddr.
+func (s Spec) HostAddrPort() netip.AddrPort {
+	return netip.AddrPortFrom(s.HostAddr(), uint16(s.Port))
 }
 
 // Inside is the port the workload of s serves on in a network of its own.
@@ -202,8 +224,9 @@ type Driver interface {
 // the launcher dials the port. The default readiness, an HTTP answer, needs
 // neither: no proxy writes one.
 type Prober interface {
-	// Probe reports whether the workload behind h serves on port.
-	Probe(ctx context.Context, h Handle, port int) (bool, error)
+	// Probe reports whether the workload behind h serves on addr, one of
+	// its host ports.
+	Probe(ctx context.Context, h Handle, addr netip.AddrPort) (bool, error)
 }
 
 // PortLister is implemented by runtimes whose workloads share the host's

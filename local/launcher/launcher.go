@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -33,6 +34,15 @@ type Config struct {
 	StartGate sync.Locker
 	// Logger receives what cleanup could not do (slog.Default()).
 	Logger *slog.Logger
+	// OwnAddresses gives every workload with a network of its own (one
+	// that is not on the host's, driver.HostNetwork) a loopback address of
+	// its own, OwnAddress of its first host port, to bind its host ports
+	// on: the daemon's previews need it, the simulator does not. Browsers
+	// send a cookie of a host to every port of it, and *.localhost resolves
+	// to 127.0.0.1 and [::1]; a sandbox's listener on either would be sent
+	// every preview's cookie by a page that points a browser at
+	// <port>-<another id>.localhost:<its own port>.
+	OwnAddresses bool
 }
 
 // Launcher starts workloads on one driver and waits until they serve: the
@@ -110,6 +120,8 @@ type Request struct {
 type Workload struct {
 	Handle driver.Handle
 	Port   int
+	// Addr is the loopback address of its host ports (Spec.HostAddr).
+	Addr netip.Addr
 	// Ports are the host ports by sandbox port, when the request gave
 	// SandboxPorts.
 	Ports map[int]int
@@ -157,13 +169,13 @@ func (l *Launcher) Launch(ctx context.Context, req Request) (Workload, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := l.waitReady(ctx, h, spec.Port, req.Ready); err != nil {
+	if err := l.waitReady(ctx, h, spec.HostAddrPort(), req.Ready); err != nil {
 		// The output first: removing a container takes its logs with it.
 		out := l.output(ctx, h, spec.Dir, req.Redact)
 		l.abandon(spec, h)
 		return fail(notReady(err, out))
 	}
-	return Workload{Handle: h, Port: spec.Port, Ports: ports}, nil
+	return Workload{Handle: h, Port: spec.Port, Addr: spec.HostAddr(), Ports: ports}, nil
 }
 
 // Warm lets a driver that can (driver.Warmer) prepare a launch like spec's,
@@ -205,9 +217,36 @@ func notReady(err error, output string) error {
 	return provider.Errorf(provider.CreateFailed, "%v%s", err, outputSuffix(output))
 }
 
-// allocate takes the host ports of req: one, or one per sandbox port. On
-// error it holds none.
+// allocate takes the host ports of req, one or one per sandbox port, and
+// their address (see Config.OwnAddresses). On error it holds none.
 func (l *Launcher) allocate(req Request) (driver.Spec, map[int]int, error) {
+	spec, ports, err := l.allocatePorts(req)
+	if err == nil && l.cfg.OwnAddresses && !l.onHost(spec) {
+		spec.HostIP = OwnAddress(spec.Port)
+	}
+	return spec, ports, err
+}
+
+// OwnAddress is the loopback address of a workload whose first host port
+// is port: 127.1.<port / 256>.<port % 256>. Linux routes all of
+// 127.0.0.0/8 to lo, so binding it needs no setup; 127.1.0.0/16 is clear
+// of the addresses systems give themselves (127.0.0.53, Debian's
+// 127.0.1.1). The address is unique while the port is held, and a port
+// range never hands out a port twice on one machine, even across daemons,
+// so no address is shared either; a restart that takes the port again
+// takes the address again, and costs nothing to find.
+func OwnAddress(port int) netip.Addr {
+	return netip.AddrFrom4([4]byte{127, 1, byte(port >> 8), byte(port)})
+}
+
+// onHost reports whether spec's workload runs on the host's network.
+func (l *Launcher) onHost(spec driver.Spec) bool {
+	hn, _ := l.cfg.Driver.(driver.HostNetwork)
+	return hn != nil && hn.SharesHostNetwork(spec)
+}
+
+// allocatePorts takes the host ports of req. On error it holds none.
+func (l *Launcher) allocatePorts(req Request) (driver.Spec, map[int]int, error) {
 	spec := req.Spec
 	if len(req.SandboxPorts) == 0 {
 		port, err := l.cfg.Ports.Allocate(req.PreferPort)
@@ -241,8 +280,7 @@ func (l *Launcher) allocate(req Request) (driver.Spec, map[int]int, error) {
 // setPortEnv tells the workload which port to bind for each of its ports:
 // PORT for its own, PORT_<sandbox port> for every one.
 func (l *Launcher) setPortEnv(spec *driver.Spec) {
-	hn, _ := l.cfg.Driver.(driver.HostNetwork)
-	onHost := hn != nil && hn.SharesHostNetwork(*spec)
+	onHost := l.onHost(*spec)
 	bind := func(m driver.PortMapping) string {
 		if onHost {
 			return strconv.Itoa(m.Host)

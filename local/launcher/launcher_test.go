@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/sandplane/sandplane/internal/leakcheck"
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local/driver"
+	"github.com/sandplane/sandplane/local/driver/drivertest"
 	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/local/launcher"
@@ -197,7 +199,8 @@ func TestLaunchRecordsUnderTheGateAndKeepsThePreferredPort(t *testing.T) {
 	w, err := h.launch(req)
 	require.NoError(t, err)
 	assert.Equal(t, first.Port, w.Port, "the preferred port, free again, is taken")
-	assert.Equal(t, w, recorded, "recorded before it was ready")
+	assert.Equal(t, launcher.Workload{Handle: w.Handle, Port: w.Port}, recorded, "recorded before it was ready")
+	assert.Equal(t, netip.MustParseAddr("127.0.0.1"), w.Addr, "without OwnAddresses a workload is on 127.0.0.1")
 	assert.True(t, h.gate.TryLock(), "the gate is free once the launch returns")
 	h.gate.Unlock()
 }
@@ -485,5 +488,63 @@ func TestRedactor(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, launcher.Redactor(tt.env)(tt.in))
 		})
+	}
+}
+
+// With OwnAddresses, a workload with a network of its own gets the
+// loopback address of its first host port, which its spec binds and its
+// Workload names; one on the host's network stays on 127.0.0.1, where it
+// binds for itself.
+func TestOwnAddresses(t *testing.T) {
+	tests := []struct {
+		name      string
+		runtime   provider.Runtime
+		isolation string
+		own       bool
+	}{
+		{"isolated native", provider.RuntimeNative, "bwrap", true},
+		{"docker", provider.RuntimeDocker, "", true},
+		{"native on the host's network", provider.RuntimeNative, "none", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := drivertest.New(tt.runtime)
+			ports := launcher.NewPortRange(17400, 17420, "")
+			t.Cleanup(ports.Close)
+			l, err := launcher.New(launcher.Config{Driver: fake, Ports: ports, OwnAddresses: true})
+			require.NoError(t, err)
+			w, err := l.Launch(context.Background(), launcher.Request{
+				Spec:         driver.Spec{SandboxID: "s", Dir: t.TempDir(), Command: []string{"w"}, Isolation: tt.isolation},
+				SandboxPorts: []int{4000, 5000},
+				Ready:        launcher.ReadyNone,
+			})
+			require.NoError(t, err)
+			specs := fake.Specs()
+			require.Len(t, specs, 1)
+			want := netip.MustParseAddr("127.0.0.1")
+			if tt.own {
+				want = launcher.OwnAddress(w.Port)
+				assert.Equal(t, want, specs[0].HostIP, "the spec binds the sandbox's own address")
+			} else {
+				assert.False(t, specs[0].HostIP.IsValid(), "a workload on the host's network binds 127.0.0.1 itself")
+			}
+			assert.Equal(t, want, w.Addr)
+			assert.Equal(t, want, specs[0].HostAddr())
+		})
+	}
+}
+
+// Each port has an address of its own, none of them 127.0.0.1 or a
+// neighbour's, and none outside loopback.
+func TestOwnAddressIsOnePerPort(t *testing.T) {
+	seen := map[netip.Addr]int{}
+	for port := 1; port <= 65535; port++ {
+		a := launcher.OwnAddress(port)
+		require.True(t, a.IsLoopback(), "port %d: %s", port, a)
+		require.NotEqual(t, netip.MustParseAddr("127.0.0.1"), a)
+		if prev, ok := seen[a]; ok {
+			t.Fatalf("ports %d and %d share %s", prev, port, a)
+		}
+		seen[a] = port
 	}
 }

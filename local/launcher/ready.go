@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -78,7 +78,8 @@ var probeClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKee
 // often keeps a launch close to the workload's own start-up time. Its exit
 // is learnt from the driver's Wait, once, not asked at every poll (an
 // engine inspect, for docker).
-func (l *Launcher) waitReady(ctx context.Context, h driver.Handle, port int, r Readiness) error {
+func (l *Launcher) waitReady(ctx context.Context, h driver.Handle, addr netip.AddrPort, r Readiness) error {
+	port := int(addr.Port())
 	if r.mode == modeNone {
 		return nil
 	}
@@ -88,7 +89,7 @@ func (l *Launcher) waitReady(ctx context.Context, h driver.Handle, port int, r R
 	defer stopWatching()
 	backoff := 500 * time.Microsecond
 	for {
-		ready, err := l.ready(ctx, h, port, r)
+		ready, err := l.ready(ctx, h, addr, r)
 		if err != nil {
 			return err
 		}
@@ -139,15 +140,14 @@ func (l *Launcher) watchExit(ctx context.Context, h driver.Handle) (<-chan exitR
 }
 
 // ready checks once whether the workload is up.
-func (l *Launcher) ready(ctx context.Context, h driver.Handle, port int, r Readiness) (bool, error) {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+func (l *Launcher) ready(ctx context.Context, h driver.Handle, addr netip.AddrPort, r Readiness) (bool, error) {
 	switch {
 	case r.mode == modeHTTP:
-		return l.answers(ctx, "http://"+addr+r.path), nil
+		return l.answers(ctx, "http://"+addr.String()+r.path), nil
 	case l.prober() != nil:
-		return l.prober().Probe(ctx, h, port)
+		return l.prober().Probe(ctx, h, addr)
 	}
-	c, err := net.DialTimeout("tcp", addr, probeTimeout)
+	c, err := net.DialTimeout("tcp", addr.String(), probeTimeout)
 	if err != nil {
 		return false, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,7 +195,14 @@ type probeSabotage struct {
 	off atomic.Bool
 }
 
-func (p *probeSabotage) Probe(ctx context.Context, h driver.Handle, port int) (bool, error) {
+// The launcher asks a driver that is a Prober: one that stopped being one
+// would be dialled instead, and wait for a port no one listens on.
+var (
+	_ driver.Prober = (*probeSabotage)(nil)
+	_ driver.Prober = (*probeGate)(nil)
+)
+
+func (p *probeSabotage) Probe(ctx context.Context, h driver.Handle, addr netip.AddrPort) (bool, error) {
 	if p.off.Load() {
 		return true, nil
 	}
@@ -385,7 +393,7 @@ func newProbeGate() *probeGate {
 	return &probeGate{Fake: drivertest.New(provider.RuntimeNative), asked: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (p *probeGate) Probe(ctx context.Context, h driver.Handle, port int) (bool, error) {
+func (p *probeGate) Probe(ctx context.Context, h driver.Handle, addr netip.AddrPort) (bool, error) {
 	p.once.Do(func() { close(p.asked) })
 	select {
 	case <-p.release:

@@ -377,6 +377,9 @@ func (m *Manager) addLaunchers() error {
 			// A workload being spawned is never taken for an orphan.
 			StartGate: m.spawnMu.RLocker(),
 			Logger:    m.opts.Logger,
+			// Previews' cookies are the daemon's to keep: see
+			// launcher.Config.OwnAddresses.
+			OwnAddresses: true,
 		})
 		if err != nil {
 			return provider.Errorf(provider.InvalidArgument, "manager: runtime %s: %v", name, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -446,7 +447,7 @@ func TestPreviewTarget(t *testing.T) {
 	require.NoError(t, err)
 	tg, err := h.m.PreviewTarget(ctx, "t", DefaultPort)
 	require.NoError(t, err)
-	assert.Equal(t, PreviewTarget{ID: "t", HostPort: s.Port, Token: tok, AutoStop: 3 * time.Second, Minute: time.Second}, tg)
+	assert.Equal(t, PreviewTarget{ID: "t", HostPort: s.Port, Addr: netip.MustParseAddr("127.0.0.1"), Token: tok, AutoStop: 3 * time.Second, Minute: time.Second}, tg)
 	tg, err = h.m.PreviewTarget(ctx, "t", 3000)
 	require.NoError(t, err)
 	assert.NotEqual(t, s.Port, tg.HostPort)

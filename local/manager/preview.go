@@ -3,11 +3,14 @@ package manager
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -63,6 +66,14 @@ func hostPorts(r *record) []int {
 	return out
 }
 
+// hostAddr is the loopback address of r's host ports (record.HostIP).
+func hostAddr(r *record) netip.Addr {
+	if a, err := netip.ParseAddr(r.HostIP); err == nil {
+		return a
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+}
+
 // releasePorts gives back the host ports r held.
 func (m *Manager) releasePorts(r *record) {
 	for _, p := range hostPorts(r) {
@@ -75,7 +86,11 @@ func (m *Manager) previewURL(r *record, port, host int) string {
 	if m.opts.PreviewURL != nil {
 		return m.opts.PreviewURL(r.ID, port)
 	}
-	return fmt.Sprintf("http://%s:%d", m.opts.PreviewHost, host)
+	h := m.opts.PreviewHost
+	if r.HostIP != "" {
+		h = r.HostIP // the sandbox's own address: nothing listens on PreviewHost's
+	}
+	return "http://" + net.JoinHostPort(h, strconv.Itoa(host))
 }
 
 // previewLink is r's previewUrl: its workload port, for a browser.
@@ -158,8 +173,11 @@ func (m *Manager) record(id string) (*record, error) {
 type PreviewTarget struct {
 	// ID is the sandbox's id.
 	ID string
-	// HostPort is the host port the sandbox port maps to, on 127.0.0.1.
+	// HostPort is the host port the sandbox port maps to, on Addr.
 	HostPort int
+	// Addr is the loopback address of the sandbox's host ports: its own,
+	// or 127.0.0.1 (record.HostIP).
+	Addr netip.Addr
 	// Token is the sandbox's secret ("" for a workload started before
 	// sandboxes had one).
 	Token string
@@ -200,7 +218,45 @@ func (m *Manager) PreviewTarget(ctx context.Context, idOrName string, port int) 
 	if !ok {
 		return t, m.undeclared(r, port)
 	}
-	t.HostPort = host
+	t.HostPort, t.Addr = host, hostAddr(r)
 	t.AutoStop, t.Minute = provider.IntervalDuration(r.AutoStopInterval, m.opts.Minute), m.opts.Minute
 	return t, nil
+}
+
+// PreviewWarning is what a preview of sandbox idOrName must warn of, ""
+// when nothing: a started sandbox whose host ports are on 127.0.0.1 can
+// read the preview cookies of every other sandbox. Browsers scope cookies
+// by host, never by port, and resolve *.localhost to 127.0.0.1, so a page
+// that points a browser at <port>-<another id>.localhost:<a port of its
+// own> has it send that preview's cookie there. A sandbox on the host's
+// network listens where it likes, and nothing can keep it from 127.0.0.1;
+// an isolated one listens only on its own address (launcher.OwnAddress).
+// Errors are Get's.
+func (m *Manager) PreviewWarning(ctx context.Context, idOrName string) (string, error) {
+	s, err := m.Get(ctx, idOrName)
+	if err != nil || s.State != provider.StateStarted {
+		return "", err
+	}
+	r, err := m.record(s.ID)
+	if err != nil || r.HostIP != "" || r.Port == 0 {
+		return "", err
+	}
+	if !m.sharesHostNetwork(r) {
+		return fmt.Sprintf("sandbox %s was started before sandboxes had loopback addresses of their own, and its ports are on 127.0.0.1, "+
+			"where browsers send the preview cookies of every sandbox: stop and start it", s.ID), nil
+	}
+	return fmt.Sprintf("sandbox %s shares the host's network (isolation: none): it can listen on 127.0.0.1, "+
+		"where browsers send the preview cookies of every sandbox, and read the cookies of other previews; "+
+		"isolate it (isolation: bwrap, or docker's own network) to keep them from it", s.ID), nil
+}
+
+// sharesHostNetwork reports whether r's workload runs on the host's
+// network, as its runtime says of its snapshot.
+func (m *Manager) sharesHostNetwork(r *record) bool {
+	hn, ok := m.opts.Runtimes[r.Runtime].(driver.HostNetwork)
+	if !ok {
+		return false
+	}
+	snap := m.opts.Snapshots[r.Snapshot]
+	return hn.SharesHostNetwork(driver.Spec{Isolation: snap.Isolation, Network: snap.Network})
 }

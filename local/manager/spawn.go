@@ -43,6 +43,7 @@ type spawnJob struct {
 	declared []int // the snapshot's ports inside the sandbox, workload first
 
 	extra map[int]int // the host ports of the declared ports but the first
+	addr  string      // their address (record.HostIP)
 	next  *prepared
 }
 
@@ -94,6 +95,10 @@ func (j *spawnJob) prepare(ctx context.Context, spec *driver.Spec) error {
 	}
 	// The launcher adds PORT and PORT_<port>, which only it sets.
 	spec.Env = spawnEnv(base, j.env)
+	j.addr = ""
+	if spec.HostIP.IsValid() {
+		j.addr = spec.HostIP.String()
+	}
 	j.extra = nil
 	for _, pm := range spec.ExtraPorts {
 		if j.extra == nil {
@@ -125,6 +130,7 @@ func (j *spawnJob) record(h driver.Handle, port int) error {
 		r.Handle = &h
 		r.Port, r.LastPort, r.SandboxPort = port, port, j.declared[0]
 		r.ExtraPorts, r.LastExtraPorts = cloneInts(j.extra), cloneInts(j.extra)
+		r.HostIP = j.addr
 	}, false); err != nil {
 		return err
 	}

@@ -42,15 +42,22 @@ type record struct {
 	// before ports were declared: the snapshot's). ExtraPorts are the host
 	// ports of the other declared ports, by sandbox port. The Last ones are
 	// taken again by the next start when free.
-	Port             int         `json:"port"`
-	LastPort         int         `json:"lastPort,omitempty"`
-	SandboxPort      int         `json:"sandboxPort,omitempty"`
-	ExtraPorts       map[int]int `json:"extraPorts,omitempty"`
-	LastExtraPorts   map[int]int `json:"lastExtraPorts,omitempty"`
-	CreatedAt        time.Time   `json:"createdAt"`
-	UpdatedAt        time.Time   `json:"updatedAt"`
-	LastActivityAt   time.Time   `json:"lastActivityAt"`
-	AutoStopInterval int         `json:"autoStopInterval"`
+	Port           int         `json:"port"`
+	LastPort       int         `json:"lastPort,omitempty"`
+	SandboxPort    int         `json:"sandboxPort,omitempty"`
+	ExtraPorts     map[int]int `json:"extraPorts,omitempty"`
+	LastExtraPorts map[int]int `json:"lastExtraPorts,omitempty"`
+	// HostIP is the loopback address the host ports of the last spawn are
+	// bound on, the sandbox's own (launcher.OwnAddress) when it has a
+	// network of its own; "" is 127.0.0.1: a workload on the host's
+	// network, or one spawned before sandboxes had addresses of their own.
+	// Recorded, not derived, so that a daemon that adopts the workload
+	// after a restart reaches it where it listens.
+	HostIP           string    `json:"hostIp,omitempty"`
+	CreatedAt        time.Time `json:"createdAt"`
+	UpdatedAt        time.Time `json:"updatedAt"`
+	LastActivityAt   time.Time `json:"lastActivityAt"`
+	AutoStopInterval int       `json:"autoStopInterval"`
 	// CPU (cores) and Memory (GiB) are the limits the create asked for;
 	// the docker runtime enforces them, zero is none.
 	CPU    int `json:"cpu,omitempty"`

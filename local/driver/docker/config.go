@@ -72,13 +72,16 @@ func (r *Driver) containerSpec(spec driver.Spec) containerSpec {
 		labels[LabelPrefix+k] = v
 	}
 
-	// Each port of the workload is published on loopback: the host port
-	// leads to the port it serves on in the container.
+	// Each port of the workload is published on loopback, on the
+	// sandbox's own address (spec.HostIP) where it has one: the host port
+	// leads to the port it serves on in the container. IPv4 only, so that
+	// nothing of the sandbox listens on [::1], which browsers resolve
+	// *.localhost to as well.
 	exposed, bindings := nat.PortSet{}, nat.PortMap{}
 	for _, m := range spec.Mappings() {
 		port := nat.Port(strconv.Itoa(m.Sandbox) + "/tcp")
 		exposed[port] = struct{}{}
-		bindings[port] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: strconv.Itoa(m.Host)}}
+		bindings[port] = []nat.PortBinding{{HostIP: spec.HostAddr().String(), HostPort: strconv.Itoa(m.Host)}}
 	}
 	cfg := &container.Config{
 		Image:        spec.Image,

@@ -15,7 +15,8 @@
 // toolbox image this way from its own binary.
 //
 // The workload's port is the same number inside and out, published on
-// 127.0.0.1 only, so the workload must listen on $PORT on all of the
+// loopback only (Spec.HostAddr: the sandbox's own address when the launcher
+// gives it one, else 127.0.0.1; IPv4, never [::1]), so the workload must listen on $PORT on all of the
 // container's interfaces: the engine's proxy cannot reach a server bound to
 // the container's 127.0.0.1.
 //
@@ -29,7 +30,7 @@
 //     address or by name (the engine's DNS on the network answers names, but
 //     the bridge drops the packets);
 //   - the host reaches every container, and the published port stays on the
-//     host's 127.0.0.1 only;
+//     host's loopback only;
 //   - a container still reaches the host (host.docker.internal, below) and,
 //     through the engine's NAT, every network the host reaches: egress is
 //     not restricted, and a service the host runs on a bridge address or on

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -723,11 +724,11 @@ func (r *Driver) Orphans(ctx context.Context, root string, known []driver.Handle
 // still open after a short window, on the runtime's clock, counts as held.
 // It asks the engine nothing: the launcher's poll checks that the
 // container still runs. unavailable, or ctx's error.
-func (r *Driver) Probe(ctx context.Context, h driver.Handle, port int) (bool, error) {
+func (r *Driver) Probe(ctx context.Context, h driver.Handle, addr netip.AddrPort) (bool, error) {
 	dctx, cancel := r.withTimeout(ctx, time.Second)
 	defer cancel()
 	var d net.Dialer
-	conn, err := d.DialContext(dctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	conn, err := d.DialContext(dctx, "tcp", addr.String())
 	if err != nil {
 		return false, ctx.Err()
 	}

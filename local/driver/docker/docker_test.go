@@ -84,7 +84,7 @@ func TestPortsLeadToTheirContainerPorts(t *testing.T) {
 
 	assert.Equal(t, "hello from the test server\n", getWhenUp(t, baseURL(spec.Port)+"/"), "the host port leads to 4000 inside")
 	assert.Equal(t, "4000", info(t, spec.Port).Env["PORT"])
-	ok, err := h.rt.Probe(ctx, hd, spec.Port)
+	ok, err := h.rt.Probe(ctx, hd, spec.HostAddrPort())
 	require.NoError(t, err)
 	assert.True(t, ok)
 	c, err := h.cli.ContainerInspect(ctx, hd.ContainerID)
@@ -360,7 +360,7 @@ func TestProbe(t *testing.T) {
 		hd := h.start(ctx, spec)
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			ok, err := h.rt.Probe(ctx, hd, spec.Port)
+			ok, err := h.rt.Probe(ctx, hd, spec.HostAddrPort())
 			require.NoError(t, err)
 			if ok {
 				break
@@ -372,7 +372,7 @@ func TestProbe(t *testing.T) {
 		assert.NoError(t, err, "once the probe succeeds the workload answers")
 
 		require.NoError(t, h.rt.Stop(ctx, hd, 10*time.Second))
-		ok, err := h.rt.Probe(ctx, hd, spec.Port)
+		ok, err := h.rt.Probe(ctx, hd, spec.HostAddrPort())
 		require.NoError(t, err)
 		assert.False(t, ok, "a stopped container does not serve")
 	})
@@ -391,7 +391,7 @@ func TestProbe(t *testing.T) {
 			require.True(t, time.Now().Before(deadline), "the server never started")
 			time.Sleep(10 * time.Millisecond) // a poll of the condition; the deadline only stops a hang
 		}
-		ok, err := h.rt.Probe(ctx, hd, spec.Port)
+		ok, err := h.rt.Probe(ctx, hd, spec.HostAddrPort())
 		require.NoError(t, err)
 		assert.False(t, ok, "the engine's proxy accepts, but nothing inside does")
 	})

@@ -96,7 +96,7 @@ func TestCreateAsksTheEngineLittle(t *testing.T) {
 		}
 
 		getWhenUp(t, baseURL(spec.Port)+"/")
-		ok, err := rt.Probe(ctx, hd, spec.Port)
+		ok, err := rt.Probe(ctx, hd, spec.HostAddrPort())
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Empty(t, log.take(), "a probe asks the engine nothing")
@@ -140,12 +140,12 @@ func TestHostNetwork(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, c.HostConfig.NetworkMode.IsHost(), "%s", c.HostConfig.NetworkMode)
 	assert.Empty(t, c.HostConfig.PortBindings)
-	ok, err := h.rt.Probe(ctx, hd, spec.Port)
+	ok, err := h.rt.Probe(ctx, hd, spec.HostAddrPort())
 	require.NoError(t, err)
 	assert.True(t, ok)
 
 	require.NoError(t, h.rt.Stop(ctx, hd, 0))
-	ok, err = h.rt.Probe(ctx, hd, spec.Port)
+	ok, err = h.rt.Probe(ctx, hd, spec.HostAddrPort())
 	require.NoError(t, err)
 	assert.False(t, ok, "a stopped container does not serve")
 	hd2, err := h.rt.Start(ctx, spec)

@@ -2,6 +2,7 @@ package docker_test
 
 import (
 	"net"
+	"net/netip"
 	"strconv"
 	"testing"
 
@@ -53,9 +54,9 @@ func TestSandboxesCannotReachEachOther(t *testing.T) {
 	// The host still reaches both, on the published loopback ports.
 	for _, hd := range []struct {
 		h    driver.Handle
-		port int
-	}{{ha, a.Port}, {hb, b.Port}} {
-		ok, err := h.rt.Probe(ctx, hd.h, hd.port)
+		addr netip.AddrPort
+	}{{ha, a.HostAddrPort()}, {hb, b.HostAddrPort()}} {
+		ok, err := h.rt.Probe(ctx, hd.h, hd.addr)
 		require.NoError(t, err)
 		assert.True(t, ok)
 	}

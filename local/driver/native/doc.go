@@ -147,7 +147,8 @@
 // Asked for per snapshot (isolation: bwrap) or daemon-wide (WithIsolation,
 // the daemon's isolation setting), on top of pid-namespace containment. The
 // outer init (PID 1 of the sandbox's PID namespace, in the host's network)
-// holds the sandbox port, bound on 127.0.0.1 before Start returns, and
+// holds the sandbox port, bound on Spec.HostAddr (the sandbox's own
+// loopback address when the launcher gives it one) before Start returns, and
 // forwards each connection to a unix socket in Spec.Dir/run; its main
 // command is bubblewrap, whose command is an inner init, PID 1 of bwrap's
 // own PID namespace, which forwards from that socket to 127.0.0.1:$PORT in
@@ -170,7 +171,9 @@
 //     invisible. Own /dev (bwrap's minimal one), IPC and UTS namespaces.
 //   - Own network namespace with loopback only: no route to the host's
 //     services, other sandboxes or the internet; the sandbox port is the one
-//     way in, forwarded from 127.0.0.1:<port> on the host.
+//     way in, forwarded from Spec.HostAddr:<port> on the host. It can
+//     listen on no address of the host's, so 127.0.0.1 and [::1], where
+//     browsers send every preview's cookie, are out of its reach.
 //   - A user namespace in which no capability is left (dropped for root too)
 //     and no further user namespace can be made.
 //

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -166,7 +167,7 @@ func (r *Driver) planBwrap(spec driver.Spec, path, dir string) (nsinit.Config, [
 	for i, m := range spec.Mappings() {
 		// Bound here, so that the port is the workload's before Start
 		// returns and a taken port fails the spawn rather than the init.
-		ln, err := listenFile(m.Host)
+		ln, err := listenFile(netip.AddrPortFrom(spec.HostAddr(), uint16(m.Host)))
 		if err != nil {
 			return fail(err)
 		}
@@ -189,12 +190,15 @@ func (r *Driver) planBwrap(spec driver.Spec, path, dir string) (nsinit.Config, [
 	return outer, files, outer.Forwards[0].Socket, nil
 }
 
-// listenFile binds 127.0.0.1:port and returns the listener as a file to
-// hand on.
-func listenFile(port int) (*os.File, error) {
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+// listenFile binds addr (the sandbox's own loopback address, spec.HostIP,
+// and a host port) and returns the listener as a file to hand on. The
+// workload itself, in a network namespace of its own, can listen on none of
+// the host's addresses: 127.0.0.1 and [::1], where browsers send the
+// cookies of every preview, stay out of its reach.
+func listenFile(addr netip.AddrPort) (*os.File, error) {
+	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
 	if err != nil {
-		return nil, classify(phaseSpawn, fmt.Sprintf("listen on port %d", port), err)
+		return nil, classify(phaseSpawn, fmt.Sprintf("listen on %s", addr), err)
 	}
 	f, err := ln.File()
 	ln.Close() // f is a duplicate: the socket stays bound

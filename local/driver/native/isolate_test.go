@@ -147,7 +147,7 @@ func testIsolatedSandbox(t *testing.T, root string) {
 
 	t.Run("port forwarded from the host", func(t *testing.T) {
 		require.Eventually(t, func() bool {
-			ok, err := r.Probe(testCtx(t), h, spec.Port)
+			ok, err := r.Probe(testCtx(t), h, spec.HostAddrPort())
 			return err == nil && ok
 		}, hangGuard, 20*time.Millisecond)
 		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(spec.Port) + "/")
@@ -195,13 +195,13 @@ func TestIsolatedReadinessGoesThroughTheForwarder(t *testing.T) {
 	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(spec.Port)))
 	require.NoError(t, err, "the forwarder holds the port from Start on")
 	c.Close()
-	ok, err := r.Probe(testCtx(t), h, spec.Port)
+	ok, err := r.Probe(testCtx(t), h, spec.HostAddrPort())
 	require.NoError(t, err)
 	assert.False(t, ok, "ready before the workload listens")
 
 	require.NoError(t, os.WriteFile(filepath.Join(spec.Dir, homeDir, "go"), nil, 0o600))
 	require.Eventually(t, func() bool {
-		ok, err := r.Probe(testCtx(t), h, spec.Port)
+		ok, err := r.Probe(testCtx(t), h, spec.HostAddrPort())
 		return err == nil && ok
 	}, hangGuard, 20*time.Millisecond, "never ready")
 }
@@ -219,7 +219,7 @@ func TestIsolatedPortsAreForwardedToTheirSandboxPorts(t *testing.T) {
 	assert.False(t, r.SharesHostNetwork(spec), "an isolated workload has a network of its own")
 	h := start(t, r, spec)
 	require.Eventually(t, func() bool {
-		ok, err := r.Probe(testCtx(t), h, spec.Port)
+		ok, err := r.Probe(testCtx(t), h, spec.HostAddrPort())
 		return err == nil && ok
 	}, hangGuard, 20*time.Millisecond, "the workload's own port never answered through its forwarder")
 

@@ -7,11 +7,11 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -381,10 +381,10 @@ func (r *Driver) Remove(ctx context.Context, h driver.Handle) error {
 	return nil
 }
 
-// Probe reports whether h's workload serves on port. An isolated workload is
+// Probe reports whether h's workload serves on addr. An isolated workload is
 // asked through its forwarder's socket, since the forwarder accepts on the
 // port for it; any other is dialled. ctx's error only.
-func (r *Driver) Probe(ctx context.Context, h driver.Handle, port int) (bool, error) {
+func (r *Driver) Probe(ctx context.Context, h driver.Handle, addr netip.AddrPort) (bool, error) {
 	// A full accept queue drops SYNs and a connect retries them for
 	// minutes: one second is an answer.
 	dctx, cancel := clock.WithTimeout(ctx, r.clk, probeDial)
@@ -393,7 +393,7 @@ func (r *Driver) Probe(ctx context.Context, h driver.Handle, port int) (bool, er
 		return nsinit.Probe(dctx, c.forward), ctx.Err()
 	}
 	var d net.Dialer
-	conn, err := d.DialContext(dctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	conn, err := d.DialContext(dctx, "tcp", addr.String())
 	if err != nil {
 		return false, ctx.Err()
 	}
