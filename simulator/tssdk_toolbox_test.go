@@ -138,21 +138,25 @@ func lookPathIn(name, path string) (string, error) {
 type simProcess struct {
 	url, apiKey, adminKey string
 	stderr                *testdaemon.Buffer
+	cmd                   *exec.Cmd
+	// done is closed once the process has ended.
+	done chan struct{}
 }
 
-// startSimProcess runs `sandplane sim --backend backend` (the binary built
-// from this tree) on a free loopback port with env added, and stops it
-// when t ends; stopping removes its sandboxes.
-func startSimProcess(t *testing.T, backend string, env []string) *simProcess {
+// startSimProcess runs `sandplane sim --backend backend args...` (the
+// binary built from this tree) on a free loopback port with env added, and
+// stops it when t ends; stopping removes its sandboxes.
+func startSimProcess(t *testing.T, backend string, env []string, args ...string) *simProcess {
 	t.Helper()
 	addr := testdaemon.FreeAddr(t)
 	sim := &simProcess{url: "http://" + addr, apiKey: "ts-sdk-toolbox-key", adminKey: "ts-sdk-toolbox-admin", stderr: &testdaemon.Buffer{}}
-	cmd := exec.Command(testdaemon.Binary(t), "sim", "--listen", addr, "--backend", backend, "--root", t.TempDir(),
-		"--api-key", sim.apiKey, "--admin-key", sim.adminKey)
+	cmd := exec.Command(testdaemon.Binary(t), append([]string{"sim", "--listen", addr, "--backend", backend, "--root", t.TempDir(),
+		"--api-key", sim.apiKey, "--admin-key", sim.adminKey}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = sim.stderr, sim.stderr
 	require.NoError(t, cmd.Start())
 	done := make(chan struct{})
+	sim.cmd, sim.done = cmd, done
 	go func() {
 		_ = cmd.Wait()
 		close(done)
