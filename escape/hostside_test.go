@@ -82,13 +82,21 @@ func (w *world) uploadTrick(t *testing.T, path string) fileTrick {
 	return fileTrick{method: http.MethodPost, path: "/files/upload?path=" + url.QueryEscape(path), contentType: ct, body: buf.Bytes()}
 }
 
-// snapshot is what dir holds, name to content, to tell a change.
-func snapshot(dir string) map[string]string {
+// planted are the names the tricks write under.
+var planted = []string{"planted", "moved-in"}
+
+// marks is what tells that a trick wrote where it must not: the target
+// file's content (it must stay as it is), and every file under dir with a
+// planted name. The rest of dir is left out: the daemon itself rewrites
+// the records it keeps there.
+func marks(dir, file string) map[string]string {
 	out := map[string]string{}
+	if b, err := os.ReadFile(file); err == nil {
+		out[file] = string(b)
+	}
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			b, _ := os.ReadFile(p)
-			out[p] = string(b)
+		if err == nil && slices.Contains(planted, d.Name()) {
+			out[p] = "planted"
 		}
 		return nil
 	})
@@ -118,7 +126,7 @@ func diff(before, after map[string]string) []string {
 // escaped when an answer holds a secret or anything under dir changed.
 func (w *world) tryFileAPI(t *testing.T, dir, file, pattern string) verdict {
 	t.Helper()
-	before := snapshot(dir)
+	before := marks(dir, file)
 	var answers []string
 	opened := 0
 	for _, tr := range w.tricks(t, dir, file, pattern) {
@@ -128,7 +136,7 @@ func (w *world) tryFileAPI(t *testing.T, dir, file, pattern string) verdict {
 			opened++
 		}
 	}
-	changed := diff(before, snapshot(dir))
+	changed := diff(before, marks(dir, file))
 	v := verdict{outcome: escape.Blocked, leaked: w.secrets.found(strings.Join(answers, "\n"))}
 	v.evidence = fmt.Sprintf("%d requests, %d answered 2xx; changed under the target: %v", len(answers), opened, changed)
 	if len(v.leaked) > 0 || len(changed) > 0 {

@@ -17,6 +17,7 @@ import (
 	"github.com/sandplane/sandplane/escape"
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/wire"
 )
 
 // world is one runtime's setting for the suite: a daemon with a token, a
@@ -85,6 +86,13 @@ func newWorld(t *testing.T, rt escape.Runtime, config string, dw *dockerWorld) *
 	}
 	w.d = testdaemon.Start(t, testdaemon.Options{Root: root, Token: w.secrets["daemon token"], Config: config,
 		Env: []string{"ESCAPE_DAEMON_SECRET=" + w.secrets["daemon env"]}})
+	if rt != escape.Docker {
+		info, err := w.d.P.Info(context.Background())
+		require.NoError(t, err)
+		if info.Containment != wire.PIDNamespace {
+			t.Skipf("native sandboxes are contained by %q here: the table holds for pid-namespace containment, where /proc, signals and a delete are the sandbox's own", info.Containment)
+		}
+	}
 	prt := provider.RuntimeNative
 	if rt == escape.Docker {
 		prt = provider.RuntimeDocker
