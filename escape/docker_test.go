@@ -41,6 +41,7 @@ func newDockerWorld(t *testing.T) *dockerWorld {
 	return dw
 }
 
+// config is the daemon's YAML: the default snapshot on the test's image.
 func (dw *dockerWorld) config() string { return fmt.Sprintf("dockerImage: %s\n", dw.image) }
 
 // removeRoot removes the containers and images labelled with root.
@@ -69,6 +70,7 @@ func (dw *dockerWorld) removeRoot(t *testing.T, root string) {
 	}
 }
 
+// inspect is sandbox id's container.
 func (dw *dockerWorld) inspect(t *testing.T, id string) container.InspectResponse {
 	t.Helper()
 	c, err := dw.cli.ContainerInspect(context.Background(), docker.ContainerName(id))

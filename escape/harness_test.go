@@ -87,6 +87,8 @@ type box struct {
 	workDir string
 }
 
+// do calls b's toolbox as clients do: at its base URL with the header
+// the provider gives, and returns the status and body.
 func (b *box) do(t *testing.T, method, path, contentType string, body io.Reader) (int, []byte) {
 	t.Helper()
 	base, header, err := b.d.P.Toolbox(context.Background(), b.ID)
@@ -104,6 +106,7 @@ func (b *box) do(t *testing.T, method, path, contentType string, body io.Reader)
 	return resp.StatusCode, out
 }
 
+// postJSON posts v as JSON to b's toolbox.
 func (b *box) postJSON(t *testing.T, path string, v any) (int, []byte) {
 	t.Helper()
 	body, err := json.Marshal(v)
@@ -232,6 +235,7 @@ func parseResults(t *testing.T, out string) map[string]escape.Result {
 	return res
 }
 
+// jsonBytes is v as JSON.
 func jsonBytes(v any) ([]byte, error) { return json.Marshal(v) }
 
 // multipartFile writes a multipart body with content as the part "file"

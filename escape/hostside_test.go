@@ -68,6 +68,7 @@ func (w *world) tricks(t *testing.T, dir, file, pattern string) []fileTrick {
 	return out
 }
 
+// jsonTrick is a JSON POST of v to path.
 func (w *world) jsonTrick(t *testing.T, path string, v any) fileTrick {
 	t.Helper()
 	b, err := jsonBytes(v)
@@ -75,6 +76,7 @@ func (w *world) jsonTrick(t *testing.T, path string, v any) fileTrick {
 	return fileTrick{method: http.MethodPost, path: path, contentType: "application/json", body: b}
 }
 
+// uploadTrick is an upload to path.
 func (w *world) uploadTrick(t *testing.T, path string) fileTrick {
 	t.Helper()
 	var buf bytes.Buffer

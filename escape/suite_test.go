@@ -132,6 +132,8 @@ func (w *world) hostPathOfB(t *testing.T) string {
 	return found
 }
 
+// probeConfig is what A's probe is told: addresses, ids and paths an
+// attacker could learn, never a secret.
 func (w *world) probeConfig(t *testing.T, servicePort, simPort int, previewURL string) probeConfig {
 	t.Helper()
 	_, daemonPort := splitPort(t, w.d.Addr)
@@ -242,6 +244,7 @@ func (w *world) runProbe(t *testing.T) map[string]verdict {
 	return out2
 }
 
+// splitPort is addr's host and port.
 func splitPort(t *testing.T, addr string) (string, int) {
 	t.Helper()
 	u, err := url.Parse("http://" + addr)
@@ -266,6 +269,8 @@ func (w *world) stillWorks(t *testing.T) {
 	assert.Contains(t, string(b), w.secrets["neighbour file"], "B's file is intact")
 }
 
+// bwrapWorks says why bwrap cannot isolate here, or nil: installed, and
+// able to make the namespaces the runtime asks for.
 func bwrapWorks() error {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		return fmt.Errorf("bubblewrap is not installed: apt-get install bubblewrap")

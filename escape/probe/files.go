@@ -37,8 +37,11 @@ func readAll(paths, dirs []string) escape.Result {
 	return escape.Result{Outcome: out, Evidence: strings.Join(ev, "; "), Read: read}
 }
 
+// tryNeighbourFiles reads the neighbour's files by the paths an attacker
+// would guess, and walks its directory.
 func tryNeighbourFiles(c *config) escape.Result { return readAll(c.Paths, c.Walk) }
 
+// tryHostFiles reads the host user's canary.
 func tryHostFiles(c *config) escape.Result { return readAll([]string{c.HostFile}, nil) }
 
 // marker is the variable every process of a sandbox carries.

@@ -18,6 +18,7 @@ import (
 	"github.com/sandplane/sandplane/escape"
 )
 
+// result is an outcome with its evidence.
 func result(escaped bool, ev []string) escape.Result {
 	out := escape.Blocked
 	if escaped {
@@ -342,4 +343,5 @@ func tryRawSocket(*config) escape.Result {
 	return result(err == nil, []string{"socket(AF_PACKET, SOCK_RAW): " + shortErr(err)})
 }
 
+// htons is v in network byte order.
 func htons(v uint16) uint16 { return v<<8 | v>>8 }

@@ -24,6 +24,7 @@ import (
 	"time"
 )
 
+// main runs the mode its first argument names.
 func main() {
 	if len(os.Args) < 3 {
 		fmt.Fprintln(os.Stderr, "usage: probe run|links CONFIG.json | probe linger NONCE")
@@ -51,6 +52,7 @@ func main() {
 	}
 }
 
+// readConfig reads the test's config, or exits.
 func readConfig(path string) *config {
 	b, err := os.ReadFile(path)
 	if err != nil {

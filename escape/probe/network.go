@@ -35,6 +35,7 @@ type call struct {
 	err    error
 }
 
+// do makes one request with header and returns what answered.
 func do(method, url, body string, header http.Header) call {
 	req, err := http.NewRequestWithContext(context.Background(), method, url, strings.NewReader(body))
 	if err != nil {
@@ -55,6 +56,7 @@ func do(method, url, body string, header http.Header) call {
 	return call{status: resp.StatusCode, body: b}
 }
 
+// String is the call's status, or why nothing answered.
 func (c call) String() string {
 	if c.status == 0 {
 		return "no answer (" + shortErr(c.err) + ")"
@@ -62,6 +64,7 @@ func (c call) String() string {
 	return strconv.Itoa(c.status)
 }
 
+// shortErr is err's message, cut to its end.
 func shortErr(err error) string {
 	if err == nil {
 		return "ok"
@@ -82,14 +85,17 @@ type target struct {
 	ok func(call) bool
 }
 
+// bearer carries token as a bearer credential.
 func bearer(token string) http.Header {
 	return http.Header{"Authorization": {"Bearer " + token}}
 }
 
+// previewToken carries token as a sandbox's preview token.
 func previewToken(token string) http.Header {
 	return http.Header{"X-Daytona-Preview-Token": {token}}
 }
 
+// is2xx: the endpoint let the caller in.
 func is2xx(c call) bool { return c.status >= 200 && c.status < 300 }
 
 // attack calls t at every base, first with no credential, then, where
@@ -123,6 +129,7 @@ func attack(c *config, bases []string, t target) escape.Result {
 	return escape.Result{Outcome: escape.Blocked, Evidence: strings.Join(ev, "; "), Read: read}
 }
 
+// hostBases are port on each of the hosts the probe tries.
 func hostBases(c *config, port int) []string {
 	var out []string
 	for _, h := range c.Hosts {
@@ -131,10 +138,12 @@ func hostBases(c *config, port int) []string {
 	return out
 }
 
+// tryDaemonAPI lists the daemon's sandboxes, a token-guarded call.
 func tryDaemonAPI(c *config) escape.Result {
 	return attack(c, hostBases(c, c.DaemonPort), target{method: "GET", path: "/v1/sandboxes", header: bearer, ok: is2xx})
 }
 
+// trySimulator calls the simulator's admin API and its Daytona API.
 func trySimulator(c *config) escape.Result {
 	bases := hostBases(c, c.SimPort)
 	admin := attack(c, bases, target{method: "GET", path: "/_sim/calls?org=all", header: bearer, ok: is2xx})
@@ -146,6 +155,7 @@ func trySimulator(c *config) escape.Result {
 	return out
 }
 
+// tryNeighbourToolbox runs a command in the neighbour through its toolbox.
 func tryNeighbourToolbox(c *config) escape.Result {
 	return attack(c, c.Neighbour.Toolbox, target{
 		method: "POST", path: "/process/execute", body: `{"command":"echo reached"}`,
@@ -153,6 +163,7 @@ func tryNeighbourToolbox(c *config) escape.Result {
 	})
 }
 
+// tryNeighbourPreview opens the neighbour's preview through the daemon.
 func tryNeighbourPreview(c *config) escape.Result {
 	return attack(c, hostBases(c, c.DaemonPort), target{
 		method: "GET", path: c.Neighbour.PreviewPath + "api/info",
@@ -160,6 +171,7 @@ func tryNeighbourPreview(c *config) escape.Result {
 	})
 }
 
+// tryHostLoopback reaches a service the host keeps on loopback.
 func tryHostLoopback(c *config) escape.Result {
 	var ev, read []string
 	out := escape.Blocked
@@ -174,6 +186,7 @@ func tryHostLoopback(c *config) escape.Result {
 	return escape.Result{Outcome: out, Evidence: strings.Join(ev, "; "), Read: read}
 }
 
+// tryDockerSocket lists the engine's containers through its socket.
 func tryDockerSocket(c *config) escape.Result {
 	var ev, read []string
 	out := escape.Blocked

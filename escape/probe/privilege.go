@@ -30,6 +30,7 @@ func status(field string) string {
 	return ""
 }
 
+// capNames are the dangerous capabilities of a capability set in hex.
 func capNames(hex string) []string {
 	set, _ := strconv.ParseUint(hex, 16, 64)
 	var out []string
@@ -78,6 +79,7 @@ func trySetuid(*config) escape.Result {
 	return result(len(reach) > 0, ev)
 }
 
+// first is at most n of s.
 func first(s []string, n int) []string {
 	if len(s) > n {
 		return s[:n]
