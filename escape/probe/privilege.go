@@ -71,8 +71,9 @@ func trySetuid(*config) escape.Result {
 	if nnp != "1" && len(suid) > 0 {
 		reach = capNames(bnd)
 	}
+	uidMap, _ := os.ReadFile("/proc/self/uid_map")
 	ev := []string{
-		fmt.Sprintf("uid %d, CapEff %s, CapBnd %s, NoNewPrivs %s", os.Getuid(), eff, bnd, nnp),
+		fmt.Sprintf("uid %d (uid_map %s), CapEff %s, CapBnd %s, NoNewPrivs %s", os.Getuid(), strings.Join(strings.Fields(string(uidMap)), " "), eff, bnd, nnp),
 		fmt.Sprintf("%d setuid-root programs (%s)", len(suid), strings.Join(first(suid, 4), " ")),
 		fmt.Sprintf("dangerous capabilities held %v, reachable %v", held, reach),
 	}
