@@ -7,7 +7,7 @@ BIN       := bin/sandplane
 # Static, so the same binary runs on the host and inside a FROM-scratch image.
 export CGO_ENABLED ?= 0
 
-.PHONY: all run build test test-go test-deps ts-deps fuzz stress bench generate check-generate lint clean
+.PHONY: all run build test test-go test-deps ts-deps fuzz stress bench generate check-generate lint clean escape
 
 all: build
 
@@ -25,6 +25,12 @@ run: build
 test: test-deps
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m ./...
 	@$(MAKE) --no-print-directory fuzz
+
+## escape: the escape suite alone: a probe inside a sandbox tries every way out, on each runtime the
+## machine has (native, native-bwrap, docker), and prints each entry's result per runtime
+## (docs/security.md, "The escape suite")
+escape:
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m -v -run 'TestEscape|TestDocsHoldTheTable|TestProbeTriesEveryProbeEntry' ./escape/...
 
 ## fuzz: each fuzz target for FUZZTIME beyond its committed corpus (which
 ## the test run above already replays); a crasher lands in the package's

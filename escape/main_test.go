@@ -1,0 +1,10 @@
+package escape_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/sandplane/sandplane/internal/testdaemon"
+)
+
+func TestMain(m *testing.M) { os.Exit(testdaemon.Main(m)) }
