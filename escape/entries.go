@@ -103,11 +103,11 @@ var Entries = []Entry{
 		Stops: map[Runtime]string{NativeBwrap: "/sys is read-only", Docker: "/sys/fs/cgroup is read-only"},
 		Gaps:  map[Runtime]Gap{Native: gap(HostCan, "the host's /sys/fs/cgroup")}},
 	{Name: "proc-sys-write", Tries: "open for writing (never written) `core_pattern`, `modprobe`, `sysrq-trigger`, `drop_caches`: core_pattern runs a program as the host's root",
-		Stops: map[Runtime]string{Docker: "/proc/sys is read-only, sysrq-trigger masked"},
-		Gaps: map[Runtime]Gap{
-			Native:      gap(HostCan, "the host's /proc/sys"),
-			NativeBwrap: gap(AsRoot, "a root daemon's bwrap maps the sandbox's uid 0 to the host's root: without capabilities, but /proc/sys checks only the owner"),
-		}},
+		Stops: map[Runtime]string{
+			NativeBwrap: "/proc/sys and sysrq-trigger bound read-only (a root daemon's sandbox uid 0 is the host's root, and a sysctl checks only its owner)",
+			Docker:      "/proc/sys is read-only, sysrq-trigger masked",
+		},
+		Gaps: map[Runtime]Gap{Native: gap(HostCan, "the host's /proc/sys")}},
 	{Name: "kernel-module", Tries: "`finit_module` (of /dev/null, which loads nothing)",
 		Stops: map[Runtime]string{NativeBwrap: "no capabilities", Docker: "no CAP_SYS_MODULE, seccomp"},
 		Gaps:  map[Runtime]Gap{Native: gap(HostCan, "a root daemon's workloads hold CAP_SYS_MODULE")}},

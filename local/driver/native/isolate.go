@@ -214,6 +214,10 @@ func (r *Driver) SharesHostNetwork(spec driver.Spec) bool {
 	return r.isolationOf(spec) == IsolationNone
 }
 
+// procReadOnly are the parts of /proc that change the machine, not the
+// sandbox: read-only inside it.
+var procReadOnly = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"}
+
 // bwrapArgs lays out an isolated sandbox's file system and namespaces.
 // Order matters: a later mount covers an earlier one.
 func bwrapArgs(spec driver.Spec, path, dir string) []string {
@@ -226,8 +230,17 @@ func bwrapArgs(spec driver.Spec, path, dir string) []string {
 		"--ro-bind", "/", "/",
 		"--dev", "/dev",
 		"--proc", "/proc",
-		"--bind", filepath.Join(spec.Dir, tmpDir), "/tmp",
 	}
+	// The sandbox's uid 0 is the host's root when the daemon runs as root
+	// (one uid mapped onto itself), and the kernel checks only the owner
+	// bits of a sysctl: a writable /proc/sys would let it set
+	// kernel.core_pattern, which the kernel runs as the host's root. The
+	// kernel's knobs in /proc are bound read-only over themselves, in the
+	// sandbox's own /proc, as container runtimes do.
+	for _, p := range procReadOnly {
+		a = append(a, "--ro-bind-try", p, p)
+	}
+	a = append(a, "--bind", filepath.Join(spec.Dir, tmpDir), "/tmp")
 	hidden := []string{"/tmp"}
 	hide := func(p string) {
 		if p == "" || !filepath.IsAbs(p) || under(p, hidden) {
