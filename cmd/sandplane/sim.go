@@ -18,6 +18,10 @@ import (
 // command line.
 const envSimAdminKey = simulator.EnvAdminKey
 
+// envSimAPIKeys holds the accepted API keys, comma-separated, so that they
+// need not show on a command line, which every local user can read.
+const envSimAPIKeys = "SANDPLANE_SIM_API_KEYS"
+
 // simFlags are the flags of `sandplane sim`.
 type simFlags struct {
 	listen, sshListen, profile, backend, root, baseURL, image, adminKey, specPath, webhookSecret string
@@ -67,7 +71,7 @@ func (s *simFlags) bind(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&s.listen, "listen", simulator.DefaultListen, "address to serve on; one that is not loopback needs --api-key")
 	f.StringVar(&s.sshListen, "ssh-listen", "", "address of the SSH gateway, where an SSH access token is the user name (default: --listen's host, port 22222, or a free one when taken; off: none)")
-	f.StringSliceVar(&s.apiKeys, "api-key", nil, "accepted API key, repeatable; on loopback any key is accepted when none is given")
+	f.StringSliceVar(&s.apiKeys, "api-key", nil, "accepted API key, repeatable ($"+envSimAPIKeys+", comma-separated); on loopback any key is accepted when none is given")
 	f.StringSliceVar(&s.webhooks, "webhook", nil, "URL every organization's webhooks are delivered to, as Daytona's (Svix-signed), repeatable")
 	f.StringVar(&s.webhookSecret, "webhook-secret", "", "whsec_ secret the webhooks are signed with ($"+simulator.EnvWebhookSecret+"; default: generated and printed at start)")
 	f.StringVar(&s.adminKey, "admin-key", "", "bearer key of the /_sim admin API ($"+envSimAdminKey+"; default: generated and printed at start)")
@@ -106,6 +110,10 @@ func (s *simFlags) runConfig(getenv func(string) string) (simulator.RunConfig, e
 	if adminKey == "" {
 		adminKey = getenv(envSimAdminKey)
 	}
+	apiKeys := s.apiKeys
+	if len(apiKeys) == 0 && getenv(envSimAPIKeys) != "" {
+		apiKeys = strings.Split(getenv(envSimAPIKeys), ",")
+	}
 	webhookSecret := s.webhookSecret
 	if webhookSecret == "" {
 		webhookSecret = getenv(simulator.EnvWebhookSecret)
@@ -117,7 +125,7 @@ func (s *simFlags) runConfig(getenv func(string) string) (simulator.RunConfig, e
 	toolbox := simToolbox()
 	return simulator.RunConfig{
 		Config: simulator.Config{
-			APIKeys:            s.apiKeys,
+			APIKeys:            apiKeys,
 			AdminKey:           adminKey,
 			Profile:            prof,
 			Minute:             s.minute,

@@ -159,6 +159,8 @@ func TestSimFlagsMapOntoRunConfig(t *testing.T) {
 		}},
 		{name: "the admin key from the environment", env: map[string]string{envSimAdminKey: "from-env"},
 			want: func(c *simulator.RunConfig) { c.AdminKey = "from-env" }},
+		{name: "the API keys from the environment", env: map[string]string{envSimAPIKeys: "k1,k2"},
+			want: func(c *simulator.RunConfig) { c.APIKeys = []string{"k1", "k2"} }},
 		{name: "the webhook secret from the environment", env: map[string]string{simulator.EnvWebhookSecret: "whsec_env"},
 			want: func(c *simulator.RunConfig) { c.WebhookSecret = "whsec_env" }},
 		{name: "the flag before the environment", args: []string{"--admin-key", "from-flag"}, env: map[string]string{envSimAdminKey: "from-env"},
