@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/internal/browsertest"
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local/launcher"
 	"github.com/sandplane/sandplane/provider"
@@ -80,46 +81,6 @@ func cookieJarConfig(t *testing.T) string {
 			name, exe, cookieJarEnv, isolation)
 	}
 	return "snapshots:\n" + snap("jar", "bwrap") + snap("shared-jar", "none")
-}
-
-// cookieBrowser starts a headless Chromium with a fresh profile, or skips
-// t when there is none; Cleanup ends it.
-func cookieBrowser(t *testing.T) context.Context {
-	t.Helper()
-	exe := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		t.Skip("no chromium binary on PATH: install it (Debian: apt-get install chromium) to run the preview cookie attack in a real browser")
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("no-proxy-server", true),
-	)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	// The first run starts the browser and must not carry a timeout.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")))
-	return ctx
 }
 
 // navigate loads u in the browser, within a bound, and returns the load's
@@ -217,7 +178,7 @@ func TestPreviewCookiesCannotBeStolen(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("bubblewrap is not installed: apt-get install bubblewrap")
 	}
-	ctx := cookieBrowser(t)
+	ctx := browsertest.Start(t, "the preview cookie attack in a real browser")
 	d := testdaemon.Start(t, testdaemon.Options{Config: cookieJarConfig(t)})
 	create := func(snapshot string) *provider.Sandbox {
 		s, err := d.P.Create(context.Background(), provider.CreateRequest{Snapshot: snapshot, AutoStopInterval: ptr(0)})

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandplane/sandplane/internal/browsertest"
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
@@ -33,18 +33,6 @@ func TestMain(m *testing.M) {
 	nsinit.Main() // before flag.Parse, which would refuse an init's flags
 	flag.Parse()
 	os.Exit(testdaemon.Main(m))
-}
-
-// chromium finds Debian's chromium or another Chrome on PATH.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("no chromium binary on PATH: install it (Debian: apt-get install chromium) to run the dashboard's browser test")
-	return ""
 }
 
 // startDaemon runs `sandplane serve` with its own root and a one-second
@@ -66,34 +54,7 @@ func startDaemon(t *testing.T) *testdaemon.Daemon {
 // browser starts a headless Chromium with a fresh profile; Cleanup ends it.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	exe := chromium(t)
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(exe),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1360, 760),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.Flag("hide-scrollbars", true),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	// The first run starts the browser and must not carry a timeout.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")))
-	return ctx
+	return browsertest.Start(t, "the dashboard's browser tests", chromedp.WindowSize(1360, 760), chromedp.Flag("hide-scrollbars", true))
 }
 
 // step runs actions with a generous bound, so that a broken page fails the
