@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -99,19 +100,7 @@ type poolSpec struct {
 func (p *warmPool) fits(spec poolSpec) bool {
 	return p.snapID == spec.SnapID && p.Target == spec.Target &&
 		p.CPU == spec.CPU && p.GPU == spec.GPU && p.Mem == spec.Mem && p.Disk == spec.Disk &&
-		p.OSUser == spec.OSUser && mapsEqual(p.Env, spec.Env)
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+		p.OSUser == spec.OSUser && maps.Equal(p.Env, spec.Env)
 }
 
 // newPoolLocked makes a pool of snapshot sn for org and fills it. Called
