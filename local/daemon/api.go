@@ -134,15 +134,21 @@ type createdResponse struct {
 }
 
 func (c createdResponse) VisitCreateSandboxResponse(w http.ResponseWriter) error {
-	body, err := json.Marshal(c.sandbox)
-	if err != nil {
-		return err
-	}
 	if len(c.ignored) > 0 {
 		w.Header().Set("Warning", ignoredWarning(c.ignored))
 	}
+	return writeBody(w, http.StatusCreated, c.sandbox)
+}
+
+// writeBody answers v as JSON with status, for the responses whose
+// optional headers the generated ones would send empty.
+func writeBody(w http.ResponseWriter, status int, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
+	w.WriteHeader(status)
 	_, err = w.Write(append(body, '\n'))
 	return err
 }
@@ -231,8 +237,8 @@ func (a strictAPI) GetPreviewURL(ctx context.Context, req api.GetPreviewURLReque
 }
 
 // previewResponse carries the sandbox's token, which no cache may keep,
-// and, in a Warning header, what the preview must warn of
-// (manager.PreviewWarning): that the sandbox can read other previews'
+// and, in a Warning header when there is one, what the preview must warn
+// of (manager.PreviewWarning): that the sandbox can read other previews'
 // cookies.
 type previewResponse struct {
 	preview provider.Preview
@@ -244,7 +250,7 @@ func (p previewResponse) VisitGetPreviewURLResponse(w http.ResponseWriter) error
 	if p.warning != "" {
 		w.Header().Set("Warning", warningValue(p.warning))
 	}
-	return api.GetPreviewURL200JSONResponse(p.preview).VisitGetPreviewURLResponse(w)
+	return writeBody(w, http.StatusOK, p.preview)
 }
 
 // warningValue is an RFC 9111 Warning value (299, a persistent warning)

@@ -1651,6 +1651,11 @@ func (r GetEntrypointLogsResponse) ContentType() string {
 	return ""
 }
 
+// GetPreviewURLResponse200Headers the declared response headers of an HTTP 200 response for GetPreviewURL
+type GetPreviewURLResponse200Headers struct {
+	Warning string
+}
+
 type GetPreviewURLResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1658,6 +1663,8 @@ type GetPreviewURLResponse struct {
 	JSON200 *wire.PreviewURL
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetPreviewURLResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2424,6 +2431,19 @@ func ParseGetPreviewURLResponse(rsp *http.Response) (*GetPreviewURLResponse, err
 		}
 		response.JSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetPreviewURLResponse200Headers
+		if values := rsp.Header.Values("Warning"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Warning", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Warning = value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil

@@ -783,6 +783,14 @@ export interface operations {
             /** @description Where the port is reachable from the host, through the daemon. */
             200: {
                 headers: {
+                    /**
+                     * @description Present when the sandbox's ports are on the host's 127.0.0.1
+                     *     (native without isolation, docker on the host network, or a
+                     *     sandbox started by an older daemon), where a page of another
+                     *     sandbox can read this preview's cookie:
+                     *     `299 sandplane "..."` says so and what to do.
+                     */
+                    Warning?: string;
                     [name: string]: unknown;
                 };
                 content: {

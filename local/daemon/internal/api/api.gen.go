@@ -833,15 +833,23 @@ type GetPreviewURLResponseObject interface {
 	VisitGetPreviewURLResponse(w http.ResponseWriter) error
 }
 
-type GetPreviewURL200JSONResponse wire.PreviewURL
+type GetPreviewURL200ResponseHeaders struct {
+	Warning string
+}
+
+type GetPreviewURL200JSONResponse struct {
+	Body    wire.PreviewURL
+	Headers GetPreviewURL200ResponseHeaders
+}
 
 func (response GetPreviewURL200JSONResponse) VisitGetPreviewURLResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Warning", fmt.Sprint(response.Headers.Warning))
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
