@@ -90,6 +90,14 @@ func (p *Provider) classifyErr(ctx context.Context, op op, resp *http.Response, 
 			code = provider.FailedPrecondition
 		case resp.StatusCode == http.StatusConflict && (op == opCreate || op == opPoolNew):
 			code = provider.AlreadyExists
+		case resp.StatusCode == http.StatusForbidden && op == opWarmPool && strings.HasPrefix(msg, "Warm pool "):
+			// A pool the server keeps for every organization, which none
+			// may change: the key is fine (a refused key is "Forbidden
+			// resource"), so this must not count against it.
+			code = provider.FailedPrecondition
+		case resp.StatusCode < 500 && (op == opPoolNew || op == opWarmPool) && strings.Contains(msg, "quota"):
+			// A size beyond what the organization may keep warm.
+			code = provider.ResourceExhausted
 		case resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(msg, "Sandbox failed to start"):
 			code = provider.CreateFailed
 		case resp.StatusCode == http.StatusBadRequest && op == opCreate && strings.HasPrefix(msg, "Snapshot "),

@@ -35,6 +35,11 @@ func TestClassify(t *testing.T) {
 			return err
 		},
 		opAutoStop: func(p *Provider) error { _, err := p.SetAutoStopInterval(context.Background(), "x", 1); return err },
+		opWarmPool: func(p *Provider) error { _, err := p.ResizeWarmPool(context.Background(), "x", 1); return err },
+		opPoolNew: func(p *Provider) error {
+			_, err := p.CreateWarmPool(context.Background(), provider.WarmPoolRequest{Snapshot: "s", Size: 1})
+			return err
+		},
 	}
 	tests := []struct {
 		name   string
@@ -57,6 +62,11 @@ func TestClassify(t *testing.T) {
 		{"validation list", opCreate, 400, "", `{"statusCode":400,"message":["a must be x","b must be y"]}`, provider.InvalidArgument, "a must be x, b must be y"},
 		{"bad key", opGet, 401, "", nest(401, "Invalid credentials"), provider.Unauthenticated, "Invalid credentials"},
 		{"no permission", opList, 403, "", nest(403, "Access denied"), provider.PermissionDenied, "Access denied"},
+		{"a key without the pool scope", opWarmPool, 403, "", nest(403, "Forbidden resource"), provider.PermissionDenied, "Forbidden resource"},
+		{"a pool no organization may change", opWarmPool, 403, "", nest(403, "Warm pool p is the server's own"), provider.FailedPrecondition, "Warm pool p"},
+		{"a pool beyond the quota", opPoolNew, 400, "", nest(400, "pool must be at most 100 (the warm pool quota)"), provider.ResourceExhausted, "quota"},
+		{"a pool of the same snapshot", opPoolNew, 409, "", nest(409, "Warm pool p already keeps sandboxes of s"), provider.AlreadyExists, "Warm pool p"},
+		{"a pool of an unknown snapshot", opPoolNew, 404, "", nest(404, "Snapshot s not found"), provider.PreflightFailed, "Snapshot s"},
 		{"route missing", opResize, 404, "", nest(404, "Cannot POST /api/sandbox/x/resize"), provider.Unsupported, "resize is not enabled"},
 		{"rate limited", opGet, 429, "", nest(429, "ThrottlerException: Too Many Requests"), provider.ResourceExhausted, "Too Many Requests"},
 		{"server error", opGet, 500, "", nest(500, "An unexpected error occurred."), provider.Internal, "An unexpected error occurred."},
