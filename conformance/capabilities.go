@@ -1,10 +1,12 @@
 package conformance
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,4 +160,114 @@ func secretsStayPlaceholders(e *env) {
 	assert.Equal(e.t, provider.PreflightFailed, provider.Code(err), "create mounting a secret nobody made: %v", err)
 	_, err = e.p.Get(e.ctx, e.name("never"))
 	assert.ErrorIs(e.t, err, provider.ErrNotFound, "the refused create made nothing")
+}
+
+// warmPoolServesCreate: a warm pool fills with started sandboxes, and a
+// create that asks for what they have is answered by one of them, whose
+// workload was running before the create was sent; a create with an env
+// of its own is not. The pool follows a resize, and a delete removes it
+// but not the sandbox it handed over.
+func warmPoolServesCreate(e *env) {
+	wp, ok := e.p.(provider.WarmPooler)
+	require.Equal(e.t, e.want.Traits.WarmPools, ok, "Traits.WarmPools says whether %T implements provider.WarmPooler", e.p)
+	if !ok {
+		// No create field asks for a pool: a provider without one serves
+		// every create cold, which is all there is to check.
+		e.t.Skipf("%s keeps no warm pools (Traits.WarmPools is false)", e.want.Traits.Name)
+		return
+	}
+	snap := e.want.WarmPoolSnapshot
+	if snap == "" {
+		e.t.Skipf("the harness names no snapshot to keep a warm pool of (Expectations.WarmPoolSnapshot)")
+		return
+	}
+	const size = 2
+	pool, err := wp.CreateWarmPool(e.ctx, provider.WarmPoolRequest{Snapshot: snap, Size: size})
+	require.NoError(e.t, err, "create a warm pool of %s", snap)
+	deleted := false
+	e.t.Cleanup(func() {
+		// Before the sweep (cleanups run last first), so that no member
+		// outlives the scenario; the scenario's context is done by now.
+		if !deleted {
+			if err := wp.DeleteWarmPool(context.WithoutCancel(e.ctx), pool.ID); err != nil {
+				e.t.Errorf("delete warm pool %s: %v", pool.ID, err)
+			}
+		}
+	})
+	assert.Equal(e.t, snap, pool.Snapshot)
+	assert.Equal(e.t, size, pool.Size)
+	_, err = wp.CreateWarmPool(e.ctx, provider.WarmPoolRequest{Snapshot: snap, Size: 1})
+	assert.Equal(e.t, provider.AlreadyExists, provider.Code(err), "a second pool of the same snapshot: %v", err)
+
+	e.waitPool(wp, pool.ID, size, 1)
+	// A member's workload has run since the pool started it: a minute
+	// more tells its age from a cold sandbox's, started by its create.
+	e.sleep(e.wait(1))
+	warm := e.create(provider.CreateRequest{Name: e.name("warm"), Snapshot: snap, AutoStopInterval: ptr(0)})
+	cold := e.create(provider.CreateRequest{Name: e.name("cold"), Snapshot: snap, EnvVars: map[string]string{"CF_COLD": "1"}, AutoStopInterval: ptr(0)})
+	assert.GreaterOrEqual(e.t, e.workloadAge(warm), e.wait(0.9), "served by the pool: its workload ran before the create")
+	assert.Less(e.t, e.workloadAge(cold), e.wait(0.9), "a create with an env of its own is started for it")
+	assert.Equal(e.t, e.name("warm"), warm.Name, "the takeover gives the sandbox the create's name")
+	assert.Equal(e.t, e.h.RunID(), warm.Labels[LabelRun], "and its labels")
+	e.waitPool(wp, pool.ID, size, 1) // it refills
+
+	resized, err := wp.ResizeWarmPool(e.ctx, pool.ID, 1)
+	require.NoError(e.t, err, "shrink")
+	assert.Equal(e.t, 1, resized.Size)
+	e.waitPool(wp, pool.ID, 1, 1)
+	_, err = wp.ResizeWarmPool(e.ctx, pool.ID, -1)
+	assert.Equal(e.t, provider.InvalidArgument, provider.Code(err), "a negative size: %v", err)
+
+	require.NoError(e.t, wp.DeleteWarmPool(e.ctx, pool.ID), "delete")
+	deleted = true
+	assert.Nil(e.t, e.findPool(wp, pool.ID), "a deleted pool is not listed")
+	assert.NoError(e.t, wp.DeleteWarmPool(e.ctx, pool.ID), "deleting a missing pool is not an error")
+	_, err = wp.ResizeWarmPool(e.ctx, pool.ID, 1)
+	assert.Equal(e.t, provider.NotFound, provider.Code(err), "resize a deleted pool: %v", err)
+	assert.Equal(e.t, provider.StateStarted, e.get(warm.ID).State, "the sandbox the pool handed over stays")
+}
+
+// findPool is the pool id as the provider lists it, or nil.
+func (e *env) findPool(wp provider.WarmPooler, id string) *provider.WarmPool {
+	e.t.Helper()
+	list, err := wp.WarmPools(e.ctx)
+	require.NoError(e.t, err, "list warm pools")
+	for i := range list {
+		if list[i].ID == id {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+// waitPool polls until pool id has size sandboxes ready, for at most
+// minutes interval minutes plus fixedSlack.
+func (e *env) waitPool(wp provider.WarmPooler, id string, size int, minutes float64) *provider.WarmPool {
+	e.t.Helper()
+	var last *provider.WarmPool
+	for i := e.polls(minutes); i > 0; i-- {
+		last = e.findPool(wp, id)
+		require.NotNil(e.t, last, "warm pool %s is not listed", id)
+		if last.Size == size && last.Ready == size {
+			return last
+		}
+		e.sleep(e.pace())
+	}
+	e.t.Fatalf("warm pool %s has %d of %d sandboxes ready (%s), not %d, after %.1f interval minutes and %v",
+		id, last.Ready, last.Size, last.ErrorReason, size, minutes, fixedSlack)
+	return nil
+}
+
+// workloadAge is how long the sandbox's workload, the parent of the
+// toolbox's shell, had run when the shell started: the two processes'
+// start times, in clock ticks since boot (/proc/<pid>/stat's 22nd field,
+// the 20th after the command name, which may hold spaces).
+func (e *env) workloadAge(sb *provider.Sandbox) time.Duration {
+	e.t.Helper()
+	out := e.exec(sb, `start() { sed 's/^.*) //' /proc/$1/stat | cut -d' ' -f20; }; `+
+		`echo $(( ($(start $$) - $(start $PPID)) * 1000 / $(getconf CLK_TCK) ))`)
+	require.Zero(e.t, out.ExitCode, out.Result)
+	ms, err := strconv.Atoi(strings.TrimSpace(out.Result))
+	require.NoError(e.t, err, "the workload's age: %s", out.Result)
+	return time.Duration(ms) * time.Millisecond
 }

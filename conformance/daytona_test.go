@@ -39,10 +39,18 @@ var daytonaExpect = conformance.Expectations{
 // same name and value, which no cassette holds.
 var simSecret = conformance.Secret{Name: "cf-mounted", Value: "cf-mounted-value-0123456789"}
 
-// withSecret is want with simSecret.
-func withSecret(want conformance.Expectations) conformance.Expectations {
+// simSnapshot is the simulator's default snapshot, which the warm-pool
+// scenario keeps a pool of.
+const simSnapshot = "daytonaio/sandbox:0.6.0-slim"
+
+// simExpect is daytonaExpect on a simulator of the suite's own, live or
+// replayed: with simSecret, and a snapshot to keep a warm pool of, since
+// no other scenario's creates share its simulator.
+func simExpect() conformance.Expectations {
+	want := daytonaExpect
 	fx := simSecret
 	want.Secret = &fx
+	want.WarmPoolSnapshot = simSnapshot
 	return want
 }
 
@@ -159,6 +167,7 @@ func simMaker(ctx context.Context, t *testing.T) (conformance.Harness, error) {
 		Backend:           be,
 		Seed:              1,
 		ValidateResponses: true,
+		DefaultSnapshot:   simSnapshot,
 	})
 	if err != nil {
 		_ = be.Close()
@@ -180,7 +189,7 @@ func simMaker(ctx context.Context, t *testing.T) (conformance.Harness, error) {
 	p, down := daytonaPair(t, simKey, srv.URL, downBase, clk, rt, *minuteFlag)
 	return &conformance.Static{
 		P: p, Down: down, MinuteLen: *minuteFlag, Clk: clk,
-		Client: &http.Client{Transport: rt}, Run: run, Want: withSecret(daytonaExpect),
+		Client: &http.Client{Transport: rt}, Run: run, Want: simExpect(),
 	}, nil
 }
 
@@ -254,7 +263,7 @@ func replayMaker(dir string) conformance.HarnessMaker {
 		p, down := daytonaPair(t, replayKey, cassette.APIBase, cassette.UnreachableBase, clk, rp, minute)
 		return &conformance.Static{
 			P: p, Down: down, MinuteLen: minute, Clk: clk,
-			Client: &http.Client{Transport: rp}, Run: cassette.RunID, Want: withSecret(daytonaExpect),
+			Client: &http.Client{Transport: rp}, Run: cassette.RunID, Want: simExpect(),
 		}, nil
 	}
 }

@@ -55,6 +55,12 @@ type Expectations struct {
 	Watch bool
 	// StopWithReason means the provider implements provider.ReasonStopper.
 	StopWithReason bool
+	// WarmPoolSnapshot is the snapshot, by name, that the warm-pool
+	// scenario keeps a pool of, for a provider with Traits.WarmPools: a
+	// create naming it with no env of its own is what the pool's members
+	// serve. Empty skips the scenario, as on a shared organization whose
+	// creates a pool would serve.
+	WarmPoolSnapshot string
 	// Secret is a secret the harness made in the backend's organization,
 	// for a provider with Traits.Secrets; nil skips the secrets scenario,
 	// as on a shared organization where a run should make none.

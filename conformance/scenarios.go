@@ -41,6 +41,7 @@ var scenarios = []scenario{
 	{"ttl_destroys_whatever_activity", ttlDestroysWhateverActivity},
 	{"idle_auto_pauses", idleAutoPauses},
 	{"secrets_stay_placeholders", secretsStayPlaceholders},
+	{"warm_pool_serves_create", warmPoolServesCreate},
 }
 
 func createGetList(e *env) {
