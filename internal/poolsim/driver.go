@@ -37,9 +37,12 @@ type driver struct {
 	transit map[string]bool // request id: in transit (sent, or answered and unread)
 	buf     []byte
 	sched   []metrics.Sample
-	// idleSyscalls is how many goroutines were in a system call before
-	// the run began.
+	// idleSyscalls is how many goroutines sit in a system call for good:
+	// those that did before the run began, and those settle learns.
 	idleSyscalls uint64
+	// parked counts the settle spins in a row in which nothing moved but
+	// goroutines in system calls beyond idleSyscalls.
+	parked int
 	// wall paces the driver's own yields: the one clock here that is not
 	// simulated.
 	wall clock.Clock
@@ -123,17 +126,38 @@ func (b *countedBody) Close() error {
 	return b.ReadCloser.Close()
 }
 
+// parkedSpins is how many settle spins (each at least a 10 µs wait) more
+// goroutines than idleSyscalls may stay in system calls before the extra
+// ones count as parked there for good: far longer than a file or socket
+// call of the run takes.
+const parkedSpins = 2000
+
 // quiet reports whether nothing but the driver can make progress now: no
 // message in transit, and the scheduler counts no goroutine running but the
-// driver, none runnable and none in a system call. The counts are
-// approximate, so settle asks twice.
+// driver, none runnable and none in a system call but those parked there.
+// The counts are approximate, so settle asks twice.
 func (d *driver) quiet() bool {
-	if d.inTransit() != 0 {
-		return false
-	}
 	metrics.Read(d.sched)
 	running, runnable, syscall := d.sched[0].Value.Uint64(), d.sched[1].Value.Uint64(), d.sched[2].Value.Uint64()
-	return running <= 1 && runnable == 0 && syscall <= d.idleSyscalls
+	d.learnParked(syscall)
+	return d.inTransit() == 0 && running <= 1 && runnable == 0 && syscall <= d.idleSyscalls
+}
+
+// learnParked counts how long more goroutines than idleSyscalls have sat
+// in system calls, and once that is parkedSpins, takes them for parked: a
+// goroutine that entered its system call for good after the baseline was
+// read (os/signal's loop starts lazily, and on a busy machine late) would
+// otherwise hold settle forever.
+func (d *driver) learnParked(syscall uint64) {
+	if syscall <= d.idleSyscalls {
+		// One of them has left (a signal arrived): count it again when it
+		// is back.
+		d.idleSyscalls, d.parked = syscall, 0
+		return
+	}
+	if d.parked++; d.parked >= parkedSpins {
+		d.idleSyscalls, d.parked = syscall, 0
+	}
 }
 
 func (d *driver) settle() {
@@ -146,7 +170,7 @@ func (d *driver) settle() {
 		calm = 0
 		if spins == 100000 && os.Getenv("DRIVER_DEBUG") != "" {
 			n := runtime.Stack(d.buf, true)
-			fmt.Fprintf(os.Stderr, "driver stuck: %d in transit\n%s\n", d.inTransit(), d.buf[:n])
+			fmt.Fprintf(os.Stderr, "driver stuck: %d in transit, sched %d/%d/%d idle %d parked %d\n%s\n", d.inTransit(), d.sched[0].Value.Uint64(), d.sched[1].Value.Uint64(), d.sched[2].Value.Uint64(), d.idleSyscalls, d.parked, d.buf[:n])
 		}
 		// Yield to goroutines in a syscall, which Gosched does not wait
 		// for; settle loops until quiet however long that takes.

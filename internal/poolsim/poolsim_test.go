@@ -2,13 +2,16 @@ package poolsim
 
 import (
 	"context"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
+	"github.com/sandplane/sandplane/provider/clock/clocktest"
 	"github.com/sandplane/sandplane/provider/pool"
 )
 
@@ -103,4 +106,39 @@ func TestRunChargesEachPathItsStages(t *testing.T) {
 		assert.Positive(t, r.USD, r.Policy)
 	}
 	assert.Less(t, results[1].RunningH, results[2].RunningH, "parking running keeps it running longer")
+}
+
+// A goroutine that enters a system call for good after the driver read its
+// baseline (os/signal's loop, started late on a busy machine) does not hold
+// settle forever: it is learnt as parked.
+func TestSettleLearnsAGoroutineParkedInASystemCall(t *testing.T) {
+	d := newDriver(clocktest.NewFake(time.Unix(0, 0)), nil)
+	var fds [2]int
+	require.NoError(t, unix.Pipe(fds[:])) // blocking ends: a read waits in the kernel
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		var b [1]byte
+		_, _ = unix.Read(fds[0], b[:])
+	}()
+	t.Cleanup(func() {
+		_, _ = unix.Write(fds[1], []byte{0})
+		<-released
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+	})
+	require.Eventually(t, func() bool {
+		metrics.Read(d.sched)
+		return d.sched[2].Value.Uint64() > d.idleSyscalls
+	}, 10*time.Second, time.Millisecond, "the reader is in its system call")
+	settled := make(chan struct{})
+	go func() {
+		d.settle()
+		close(settled)
+	}()
+	select {
+	case <-settled:
+	case <-time.After(time.Minute):
+		t.Fatal("settle waited on a goroutine parked in a system call")
+	}
 }
