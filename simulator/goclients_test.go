@@ -172,10 +172,16 @@ func TestOfficialGoClientsThroughTheSimulator(t *testing.T) {
 // 01 stdout, 02 02 02 stderr) and that stream's bytes.
 func followLogs(t *testing.T, h *harness, sandboxID, session, cmdID string) (stdout, stderr string) {
 	t.Helper()
+	return followToolboxLogs(t, h, sandboxID, "/process/session/"+session+"/command/"+cmdID+"/logs")
+}
+
+// followToolboxLogs is followLogs of the toolbox's logs at path (a
+// command's, or the entrypoint's).
+func followToolboxLogs(t *testing.T, h *harness, sandboxID, path string) (stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	url := "ws" + strings.TrimPrefix(h.srv.URL, "http") + "/toolbox/" + sandboxID +
-		"/process/session/" + session + "/command/" + cmdID + "/logs?follow=true"
+	url := "ws" + strings.TrimPrefix(h.srv.URL, "http") + "/toolbox/" + sandboxID + path + "?follow=true"
 	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + testKey}},
 	})

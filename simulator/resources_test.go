@@ -194,11 +194,18 @@ func TestSandboxExtras(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, string(body))
 		assert.Contains(t, hdr.Values(warningHeader), "domainAllowList is recorded but not enforced: the simulator does not filter by domain", "at create too")
 	})
-	t.Run("fork is for VMs", func(t *testing.T) {
-		code, body, _ := h.raw("POST", "/api/sandbox/"+sb.Id+"/fork", map[string]any{})
-		assert.Equal(t, http.StatusUnprocessableEntity, code)
-		assert.Equal(t, "Forking is not supported for this sandbox", h.nestError(body).Message)
+	t.Run("fork makes a new sandbox", func(t *testing.T) {
 		assert.Equal(t, "[]", string(mustGet(t, h, "/api/sandbox/"+sb.Id+"/forks")))
+		code, body, _ := h.raw("POST", "/api/sandbox/"+sb.Id+"/fork", map[string]any{})
+		require.Equal(t, http.StatusOK, code, string(body))
+		fork := decode(t, body)
+		assert.NotEqual(t, sb.Id, fork["id"])
+		assert.Equal(t, "started", fork["state"])
+		var forks []map[string]any
+		require.NoError(t, json.Unmarshal(mustGet(t, h, "/api/sandbox/"+sb.Id+"/forks"), &forks))
+		require.Len(t, forks, 1)
+		assert.Equal(t, fork["id"], forks[0]["id"])
+		assert.Equal(t, sb.Id, decode(t, mustGet(t, h, "/api/sandbox/"+fork["id"].(string)+"/parent"))["id"])
 	})
 	t.Run("SSH access tokens", func(t *testing.T) {
 		code, body, hdr := h.raw("POST", "/api/sandbox/"+sb.Id+"/ssh-access?expiresInMinutes=5", nil)

@@ -107,6 +107,10 @@ type sandbox struct {
 	imageRef  string
 	buildLogs *liveLog
 
+	// forkParent is the sandbox this one was forked from (fork.go), ""
+	// for none; it stays when the parent is deleted.
+	forkParent string
+
 	// gen increments at every step the engine takes, so a step that
 	// completes after the row moved on (or vanished) is dropped.
 	gen     uint64

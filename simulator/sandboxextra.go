@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ func extraRoutes() []route {
 		{"POST", "/api/sandbox/{sandboxIdOrName}/fork", "forkSandbox", part(extrasOf, extraAPI.forkSandbox)},
 		{"GET", "/api/sandbox/{sandboxIdOrName}/forks", "getSandboxForks", part(extrasOf, extraAPI.getSandboxForks)},
 		{"GET", "/api/sandbox/{sandboxIdOrName}/parent", "getSandboxParent", part(extrasOf, extraAPI.getSandboxParent)},
-		{"GET", "/api/sandbox/{sandboxIdOrName}/ancestors", "getSandboxAncestors", part(extrasOf, extraAPI.getSandboxForks)},
+		{"GET", "/api/sandbox/{sandboxIdOrName}/ancestors", "getSandboxAncestors", part(extrasOf, extraAPI.getSandboxAncestors)},
 		{"POST", "/api/sandbox/{sandboxIdOrName}/snapshot", "createSandboxSnapshot", part(snapshotsOf, snapshotAPI.createSandboxSnapshot)},
 		{"POST", "/api/sandbox/{sandboxIdOrName}/ssh-access", "createSshAccess", part(extrasOf, extraAPI.createSSHAccess)},
 		{"DELETE", "/api/sandbox/{sandboxIdOrName}/ssh-access", "revokeSshAccess", part(extrasOf, extraAPI.revokeSSHAccess)},
@@ -215,27 +216,6 @@ func (sb *sandbox) policy() NetworkPolicy {
 		p.AllowList = *sb.NetworkAllowList
 	}
 	return p
-}
-
-// forkSandbox: forking is for VM classes; a container sandbox gets 422.
-func (s extraAPI) forkSandbox(c *call) (reply, *apiError) {
-	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
-		return reply{}, errorf(http.StatusUnprocessableEntity, "Forking is not supported for this sandbox")
-	})
-}
-
-// getSandboxForks (and getSandboxAncestors): container sandboxes have
-// none.
-func (s extraAPI) getSandboxForks(c *call) (reply, *apiError) {
-	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
-		return reply{http.StatusOK, []sandboxDTO{}}, nil
-	})
-}
-
-func (s extraAPI) getSandboxParent(c *call) (reply, *apiError) {
-	return s.withSandbox(c, func(sb *sandbox) (reply, *apiError) {
-		return reply{}, errorf(http.StatusNotFound, "Sandbox %s has no parent", c.params["sandboxIdOrName"])
-	})
 }
 
 // sshAccess is one SSH access token of a sandbox.
@@ -435,9 +415,13 @@ func (s reconciler) cascadeDeleteLocked(owner *sandbox) {
 // workloadLocked is what the backend runs for sb. Called with s.mu held.
 func (s reconciler) workloadLocked(sb *sandbox) Workload {
 	w := Workload{SandboxID: sb.ID, User: sb.User, Env: copyMap(sb.Env), Labels: copyMap(sb.Labels),
-		Image: sb.imageRef, Network: sb.policy(), CPU: sb.CPU, Memory: sb.Memory, Egress: s.egressLocked(sb)}
+		Image: sb.imageRef, Network: sb.policy(), CPU: sb.CPU, Memory: sb.Memory, Egress: s.egressLocked(sb),
+		ForkOf: sb.forkParent}
 	if sb.Snapshot != nil {
 		w.Snapshot = *sb.Snapshot
+		if sn := snapshotsOf(s.Simulator).findSnapshotLocked(sb.OrgID, *sb.Snapshot); sn != nil {
+			w.Entrypoint = slices.Clone(sn.Entrypoint)
+		}
 	}
 	for _, m := range sb.Volumes {
 		vm := VolumeMount{VolumeID: m.VolumeID, MountPath: m.MountPath}

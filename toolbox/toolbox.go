@@ -34,6 +34,12 @@ const (
 // whose home cannot be shown at /home/daytona).
 const HomeAliasEnv = "SANDPLANE_HOME_ALIAS"
 
+// EntrypointEnv is the variable through which whoever starts `sandplane
+// toolbox` without arguments to spare (a parked workload, an image's fixed
+// ENTRYPOINT) sets Options.Entrypoint: a shell command line. The toolbox
+// takes it out of its environment, so that commands do not inherit it.
+const EntrypointEnv = "SANDPLANE_ENTRYPOINT"
+
 // Options configures the toolbox server. Only WorkDir matters in practice;
 // everything else has a default.
 type Options struct {

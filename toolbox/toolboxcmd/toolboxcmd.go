@@ -23,7 +23,7 @@ const tokenEnv = "SANDPLANE_SANDBOX_TOKEN"
 
 // entrypointEnv holds a shell command that the toolbox starts as the
 // sandbox's entrypoint, for images that cannot pass arguments.
-const entrypointEnv = "SANDPLANE_ENTRYPOINT"
+const entrypointEnv = toolbox.EntrypointEnv
 
 // New is the toolbox command: `sandplane toolbox`, and the whole of
 // `sandplane-toolbox`. version is what GET /api/info reports.

@@ -30,7 +30,22 @@ type Workload struct {
 	// Egress, when set, sends the workload's outbound HTTP(S) through the
 	// simulator's secrets proxy (EgressBackend); nil leaves it direct.
 	Egress *Egress
+	// Entrypoint is the snapshot's own entrypoint, which the sandbox's
+	// toolbox runs as its session "entrypoint", as Daytona's daemon does.
+	// Empty runs the image's ENTRYPOINT and CMD (ImageBackend), or
+	// DefaultEntrypoint where there is none.
+	Entrypoint []string
+	// ForkOf, when set, is the sandbox whose files this workload starts
+	// with on its first start (ForkBackend).
+	ForkOf string
 }
+
+// DefaultEntrypoint is what a sandbox runs as its entrypoint when neither
+// its snapshot nor its image names one: what Daytona's default sandbox
+// image runs (its Dockerfile, images/sandbox in Daytona's repository, ends
+// with ENTRYPOINT ["sleep", "infinity"]), so that every sandbox has an
+// entrypoint session, as on Daytona.
+var DefaultEntrypoint = []string{"sleep", "infinity"}
 
 // Backend runs the workloads behind simulated sandboxes. Implementations are
 // safe for concurrent use; the simulator never runs two operations on one

@@ -4,7 +4,10 @@
 // state machine), and NewRuntime, which runs each sandbox's toolbox on a
 // sandplane runtime: native processes through local/launcher, or docker
 // containers with the docker capabilities (snapshot images, volumes,
-// network rules, links, resize) when given an engine client.
+// network rules, links, resize) when given an engine client. Every
+// workload's toolbox runs the sandbox's entrypoint (Workload.Entrypoint,
+// DefaultEntrypoint), and a fork's first start copies its source's files
+// (Workload.ForkOf: the native home, or a commit of the docker container).
 //
 // It knows nothing of the simulator's HTTP surface or its records: the
 // simulator hands it a Workload per sandbox and routes toolbox and preview

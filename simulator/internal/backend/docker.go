@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -56,6 +57,10 @@ const (
 	snapshotRepo = "sandplane-sim/snapshot"
 	// toolboxDir is where a snapshot image carries the toolbox.
 	toolboxDir = "/.sandplane"
+	// labelEntrypoint holds, on a snapshot image, the JSON argv of the
+	// sandbox's entrypoint: the snapshot's own, or the ENTRYPOINT and CMD
+	// of the image it was made from, which the toolbox's took the place of.
+	labelEntrypoint = "io.sandplane.simulator.entrypoint"
 )
 
 // dockerExt is the docker backend's state beyond its workloads.
@@ -76,6 +81,8 @@ type dockerExt struct {
 	linked map[string]string
 	// limited holds the sandboxes whose container egress.Limit confines.
 	limited map[string]bool
+	// forks holds, per fork, the image its container is made from (fork.go).
+	forks map[string]string
 	// made holds the images, volumes and networks this backend made, which
 	// Close removes: the simulator's state, and with it what they were
 	// for, ends with it.
@@ -94,7 +101,7 @@ var (
 
 func newDockerBackend(b *runtimeBackend) Backend {
 	b.ext = &dockerExt{b: b, cli: b.cfg.Docker, instance: uuid.NewString()[:8], owner: OwnerLabel(),
-		home: map[string][]string{}, linked: map[string]string{}, limited: map[string]bool{},
+		home: map[string][]string{}, linked: map[string]string{}, limited: map[string]bool{}, forks: map[string]string{},
 		images: map[string]bool{}, volumes: map[string]bool{}, networks: map[string]bool{}}
 	ctx, cancel := clock.WithTimeout(context.Background(), b.cfg.Clock, sweepTimeout)
 	defer cancel()
@@ -162,6 +169,16 @@ func (d dockerBackend) Close() error {
 	return err
 }
 
+// withLabel is a copy of labels with k set to v.
+func withLabel(labels map[string]string, k, v string) map[string]string {
+	out := make(map[string]string, len(labels)+1)
+	for lk, lv := range labels {
+		out[lk] = lv
+	}
+	out[k] = v
+	return out
+}
+
 func keys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -216,7 +233,7 @@ func (d dockerBackend) PrepareImage(ctx context.Context, spec ImageSpec) (string
 	base := spec.ImageName
 	if spec.Dockerfile != "" {
 		base = "sandplane-sim/build:" + e.tagOf(spec.SnapshotID)
-		if err := e.build(ctx, base, map[string]string{"Dockerfile": spec.Dockerfile}, w); err != nil {
+		if err := e.build(ctx, base, map[string]string{"Dockerfile": spec.Dockerfile}, nil, w); err != nil {
 			return "", logs.String(), fmt.Errorf("build the image: %w", err)
 		}
 		// The derived image keeps it as a parent; the tag goes.
@@ -229,8 +246,12 @@ func (d dockerBackend) PrepareImage(ctx context.Context, spec ImageSpec) (string
 	if err != nil {
 		return "", logs.String(), err
 	}
+	labels, err := e.entrypointLabel(ctx, base, spec.Entrypoint)
+	if err != nil {
+		return "", logs.String(), err
+	}
 	fmt.Fprintf(w, "adding the toolbox to %s\n", base)
-	if err := e.build(ctx, ref, map[string]string{"Dockerfile": dockerfile}, w); err != nil {
+	if err := e.build(ctx, ref, map[string]string{"Dockerfile": dockerfile}, labels, w); err != nil {
 		return "", logs.String(), fmt.Errorf("add the toolbox to image %s: %w", base, err)
 	}
 	e.note(e.images, ref, true)
@@ -295,9 +316,65 @@ func (e *dockerExt) derived(ctx context.Context, base, snapshotID string) (strin
 	return b.String(), nil
 }
 
+// entrypointLabel is the label of a snapshot image made from base that
+// names its entrypoint: own when the snapshot has one, else base's
+// ENTRYPOINT and CMD, which the derived image replaces by the toolbox's.
+func (e *dockerExt) entrypointLabel(ctx context.Context, base string, own []string) (map[string]string, error) {
+	ep := own
+	if len(ep) == 0 {
+		var err error
+		if ep, err = e.imageCommand(ctx, base); err != nil {
+			return nil, err
+		}
+	}
+	if len(ep) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(ep)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{labelEntrypoint: string(b)}, nil
+}
+
+// imageCommand is what ref runs, its ENTRYPOINT and CMD, or nil for an
+// image that runs the toolbox itself (the simulator's own image, or one
+// made from it), which is the toolbox's to run, not its entrypoint's.
+func (e *dockerExt) imageCommand(ctx context.Context, ref string) ([]string, error) {
+	info, err := e.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("inspect image %s: %w", ref, err)
+	}
+	if info.Config == nil {
+		return nil, nil
+	}
+	tb, err := e.cli.ImageInspect(ctx, e.b.cfg.Image)
+	if err == nil && tb.Config != nil && slices.Equal(tb.Config.Entrypoint, info.Config.Entrypoint) {
+		return nil, nil
+	}
+	return append(append([]string(nil), info.Config.Entrypoint...), info.Config.Cmd...), nil
+}
+
+// imageEntrypoint is the entrypoint a snapshot image names
+// (labelEntrypoint), nil when it names none.
+func (e *dockerExt) imageEntrypoint(ctx context.Context, ref string) ([]string, error) {
+	info, err := e.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("inspect image %s: %w", ref, err)
+	}
+	if info.Config == nil || info.Config.Labels[labelEntrypoint] == "" {
+		return nil, nil
+	}
+	var ep []string
+	if err := json.Unmarshal([]byte(info.Config.Labels[labelEntrypoint]), &ep); err != nil {
+		return nil, fmt.Errorf("image %s: label %s: %w", ref, labelEntrypoint, err)
+	}
+	return ep, nil
+}
+
 // build runs a classic build of files (a Dockerfile, no other context) as
-// tag and returns its output.
-func (e *dockerExt) build(ctx context.Context, tag string, files map[string]string, logs io.Writer) error {
+// tag, with labels beside the simulator's own, and returns its output.
+func (e *dockerExt) build(ctx context.Context, tag string, files, labels map[string]string, logs io.Writer) error {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	names := make([]string, 0, len(files))
@@ -317,7 +394,7 @@ func (e *dockerExt) build(ctx context.Context, tag string, files map[string]stri
 		return err
 	}
 	resp, err := e.cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{
-		Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: map[string]string{LabelSim: "image"},
+		Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: withLabel(labels, LabelSim, "image"),
 	})
 	if err != nil {
 		return err
@@ -391,6 +468,9 @@ func (e *dockerExt) prepare(ctx context.Context, spec *driver.Spec, w Workload) 
 	if w.Image != "" {
 		spec.Image = w.Image
 	}
+	if ref := e.forkImage(w.SandboxID); ref != "" {
+		spec.Image = ref
+	}
 	for _, m := range w.Volumes {
 		spec.Mounts = append(spec.Mounts, driver.Mount{Volume: VolumeName(m.VolumeID), Subpath: m.Subpath, Target: m.MountPath})
 	}
@@ -416,9 +496,10 @@ func (e *dockerExt) started(ctx context.Context, w Workload, _ driver.Handle) er
 	return err
 }
 
-// removed deletes the link network a sandbox owned, and the one it was
-// linked on once nothing is left on it.
+// removed deletes the link network a sandbox owned, the one it was
+// linked on once nothing is left on it, and the image a fork was made from.
 func (e *dockerExt) removed(ctx context.Context, sandboxID string) {
+	e.dropFork(ctx, sandboxID)
 	e.mu.Lock()
 	link := e.linked[sandboxID]
 	delete(e.home, sandboxID)

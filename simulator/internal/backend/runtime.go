@@ -174,6 +174,9 @@ func (b *runtimeBackend) Start(ctx context.Context, w Workload) (string, error) 
 	if running {
 		return baseURL(lastPort), nil
 	}
+	if err := b.forkFrom(ctx, w, wl); err != nil {
+		return "", err
+	}
 	home, token, err := sandboxFiles(wl.dir)
 	if err != nil {
 		return "", err
@@ -265,7 +268,14 @@ func (b *runtimeBackend) launchRequest(w Workload, wl *workload, home, token str
 			if err := b.addEgress(spec, wl.dir, w.Egress); err != nil {
 				return err
 			}
-			return b.prepare(ctx, spec, w, home)
+			if err := b.prepare(ctx, spec, w, home); err != nil {
+				return err
+			}
+			// Through the environment, not argv: a parked workload's argv
+			// was fixed before it knew its sandbox.
+			ep, err := b.entrypoint(ctx, w)
+			spec.Env[toolbox.EntrypointEnv] = toolbox.ShellJoin(ep)
+			return err
 		},
 		Redact: launcher.Redactor(secrets),
 	}

@@ -46,6 +46,21 @@ func (b *runtimeBackend) prepare(ctx context.Context, spec *driver.Spec, w Workl
 	return nil
 }
 
+// entrypoint is what w's toolbox runs as its entrypoint session: the
+// snapshot's own, else its image's (docker), else DefaultEntrypoint.
+func (b *runtimeBackend) entrypoint(ctx context.Context, w Workload) ([]string, error) {
+	if len(w.Entrypoint) > 0 {
+		return w.Entrypoint, nil
+	}
+	if b.ext != nil && w.Image != "" {
+		ep, err := b.ext.imageEntrypoint(ctx, w.Image)
+		if err != nil || len(ep) > 0 {
+			return ep, err
+		}
+	}
+	return DefaultEntrypoint, nil
+}
+
 // started applies, once the toolbox answers, what can only be set on a
 // running workload (docker networks and limits).
 func (b *runtimeBackend) started(ctx context.Context, w Workload, h driver.Handle) error {

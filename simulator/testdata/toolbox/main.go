@@ -91,6 +91,9 @@ func serve(ctx context.Context, addr, wd string) error {
 		// The simulator's backend hands every workload its secret, and its
 		// toolbox proxy sends it: the test toolbox checks it as the real one.
 		Token: os.Getenv("SANDPLANE_SANDBOX_TOKEN"),
+		// As `sandplane toolbox` does: the backend names each sandbox's
+		// entrypoint there, and its commands do not inherit it.
+		Entrypoint: takeEnv(toolbox.EntrypointEnv),
 	})
 	if c, ok := tb.(io.Closer); ok {
 		defer c.Close()
@@ -119,4 +122,11 @@ func serve(ctx context.Context, addr, wd string) error {
 		return err
 	}
 	return nil
+}
+
+// takeEnv returns $name and takes it out of the environment.
+func takeEnv(name string) string {
+	v := os.Getenv(name)
+	_ = os.Unsetenv(name)
+	return v
 }

@@ -12,7 +12,9 @@
 // the toolbox's error bodies, by instanceof), "secrets" (organization
 // secrets and a sandbox that mounts one; newest SDK only), "warm-pools"
 // (daytona.warmPool CRUD and a create a pool serves; newest SDK only,
-// against a simulator with --warm-pool 1) or "docker-network" (the network
+// against a simulator with --warm-pool 1), "entrypoint", "fork" and
+// "pause" (the entrypoint session, sandbox.fork with its lineage, and
+// pause and resume; newest SDK only) or "docker-network" (the network
 // block, with OUTSIDE_URL a server beyond the sandbox's network). Prints one
 // JSON line of observations after its last call, and never calls
 // process.exit on success: the process must end by itself.
@@ -154,9 +156,11 @@ async function resources(daytona) {
   check(fromSnap.state === 'started', 'start resumes a paused sandbox')
   check((await fromSnap.process.executeCommand('echo resumed')).result.trim() === 'resumed', 'its toolbox answers again')
 
-  // The calls a container sandbox answers with an error.
-  seen.fork = await failsWith(() => fromSnap.fork({ name: 'f' }), 'fork')
-  check(/Forking is not supported/.test(seen.fork), 'fork is refused as Daytona refuses it')
+  // A fork is a new started sandbox from the same snapshot.
+  const forked = await fromSnap.fork({ name: 'f' })
+  check(forked.state === 'started' && forked.id !== fromSnap.id && forked.name === 'f', 'the fork is a new started sandbox')
+  check(forked.snapshot === 'ts-snap', 'the fork has its source\'s snapshot')
+  await forked.delete()
 
   // Network settings, SSH access, metrics, resize.
   await fromSnap.updateNetworkSettings({ networkBlockAll: true })
@@ -398,6 +402,88 @@ async function autopause(daytona) {
   await gone(daytona, sandbox.id)
 }
 
+// entrypoint: every sandbox has its entrypoint session, Daytona's default
+// (sleep infinity) or its snapshot's entrypoint, whose logs the SDK reads
+// at once and follows over the WebSocket. Newest SDK only.
+async function entrypoint(daytona) {
+  const plain = await daytona.create({}, { timeout: 60 })
+  const session = await plain.process.getEntrypointSession()
+  check(session.sessionId === 'entrypoint' && session.commands.length === 1, 'the default sandbox has an entrypoint session')
+  seen.defaultCommand = session.commands[0].command
+  await plain.delete()
+
+  const command = ['sh', '-c', 'echo entry-up; sleep 0.3; echo entry-warn >&2']
+  await daytona.snapshot.create({ name: 'ts-entry', image: 'python:3.12-slim', entrypoint: command }, { timeout: 60 })
+  const sandbox = await daytona.create({ snapshot: 'ts-entry' }, { timeout: 60 })
+  seen.id = sandbox.id
+  let out = ''
+  let err = ''
+  await sandbox.process.getEntrypointLogs(
+    (chunk) => (out += chunk),
+    (chunk) => (err += chunk),
+  )
+  seen.followed = { stdout: out, stderr: err }
+  const logs = await sandbox.process.getEntrypointLogs()
+  seen.logs = { stdout: logs.stdout, stderr: logs.stderr }
+  const ended = await sandbox.process.getEntrypointSession()
+  seen.entryCommand = ended.commands[0].command
+  seen.exitCode = ended.commands[0].exitCode
+  await sandbox.delete()
+  await gone(daytona, sandbox.id)
+  await daytona.snapshot.delete('ts-entry')
+}
+
+// fork: sandbox.fork copies the filesystem into a new started sandbox,
+// the source keeps running, writes on either side stay there, and the
+// API's lineage calls (through the SDK's own API client) answer. Newest
+// SDK only.
+async function fork(daytona) {
+  const source = await daytona.create({ labels: { suite: 'ts-fork' } }, { timeout: 60 })
+  seen.id = source.id
+  await source.fs.uploadFile(Buffer.from('from the source\n'), 'kept.txt')
+  const forked = await source.fork({ name: 'ts-forked' })
+  await source.refreshData()
+  seen.fork = { id: forked.id, name: forked.name, state: forked.state, sourceState: source.state }
+  check(forked.id !== source.id, 'the fork has its own id')
+  seen.copied = (await forked.fs.downloadFile('kept.txt')).toString()
+  await forked.fs.uploadFile(Buffer.from('fork only\n'), 'fork.txt')
+  await source.fs.uploadFile(Buffer.from('source only\n'), 'source.txt')
+  seen.inSource = (await source.process.executeCommand('ls')).result.trim().split(/\s+/)
+  seen.inFork = (await forked.process.executeCommand('ls')).result.trim().split(/\s+/)
+  const grand = await forked.fork()
+  const api = source.sandboxApi
+  seen.forks = (await api.getSandboxForks(source.id)).data.map((s) => s.id)
+  seen.parent = (await api.getSandboxParent(grand.id)).data.id
+  seen.ancestors = (await api.getSandboxAncestors(grand.id)).data.map((s) => s.id)
+  seen.lineage = { fork: forked.id, grand: grand.id }
+  for (const s of [grand, forked, source]) {
+    await s.delete()
+    await gone(daytona, s.id)
+  }
+}
+
+// pause: sandbox.pause waits until paused, and start resumes the same
+// processes (a background counter goes on from where it stood). Newest
+// SDK only.
+async function pauseScenario(daytona) {
+  const sandbox = await daytona.create({}, { timeout: 60 })
+  seen.id = sandbox.id
+  await sandbox.process.executeCommand('nohup sh -c "while true; do date +%s%N >> ticks; sleep 0.05; done" >/dev/null 2>&1 &')
+  await sleep(300)
+  await sandbox.pause()
+  seen.paused = sandbox.state
+  await sandbox.refreshData()
+  seen.pausedOnGet = sandbox.state
+  const ticks = async () => Number((await sandbox.fs.downloadFile('ticks')).toString().trim().split('\n').length)
+  await sandbox.start()
+  seen.started = sandbox.state
+  const atResume = await ticks()
+  await sleep(300)
+  seen.ranOn = (await ticks()) > atResume
+  await sandbox.delete()
+  await gone(daytona, sandbox.id)
+}
+
 // expectClass runs f, which must throw, and reports the error's class
 // checks: each name of want must hold by instanceof, and the fields the
 // SDK read from the body.
@@ -585,6 +671,9 @@ async function main() {
     'native-build': nativeBuild,
     secrets: secretsScenario,
     'warm-pools': warmPools,
+    entrypoint,
+    fork,
+    pause: pauseScenario,
   }[scenario]
   check(run, 'a known scenario')
   await run(daytona)
