@@ -453,7 +453,26 @@ func (r *Driver) replace(ctx context.Context, old container.InspectResponse, wan
 	// start removes. An image it was made from by an earlier replace is a
 	// parent of the new commit now, and goes when that does.
 	_ = r.api(ctx).ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	r.dropCarried(ctx, spec, committed.ID)
 	return h, nil
+}
+
+// dropCarried removes, best effort, the images earlier replaces of spec's
+// sandbox committed that no container uses, but keep: the commit of a
+// daemon killed mid-commit, which the engine finishes on its own, after the
+// restarted daemon's Sweep may have looked. The engine refuses to remove
+// one a container still uses, or the new commit's parent.
+func (r *Driver) dropCarried(ctx context.Context, spec driver.Spec, keep string) {
+	list, err := r.api(ctx).ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", LabelRoot+"="+spec.Root), filters.Arg("label", labelCarried+"="+spec.SandboxID))})
+	if err != nil {
+		return
+	}
+	for _, img := range list {
+		if img.ID != keep && img.Labels[LabelRoot] == spec.Root && img.Labels[labelCarried] == spec.SandboxID {
+			_, _ = r.api(ctx).ImageRemove(ctx, img.ID, image.RemoveOptions{PruneChildren: true})
+		}
+	}
 }
 
 // afterCommit runs between a replace's commit and what follows it; tests
