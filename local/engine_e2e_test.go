@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,6 +57,9 @@ func startPrivateDocker(t *testing.T) *privateDocker {
 		WorkDir:    "/home/daytona",
 		Labels:     map[string]string{dockertest.Label: "true"},
 	}
+	if sh, ok := docker.StaticBusybox(); ok {
+		img.Files["bin/sh"] = sh
+	}
 	require.NoError(t, docker.BuildScratchImage(context.Background(), cli, tag, img))
 	config := fmt.Sprintf(`dockerImage: %[1]s
 snapshots:
@@ -74,6 +81,26 @@ func (p *privateDocker) containers(t *testing.T) []container.Summary {
 	})
 	require.NoError(t, err)
 	return list
+}
+
+// carried counts the images that carry a sandbox's files into a new
+// container; only one a container runs from may stay.
+func (p *privateDocker) carried(t *testing.T) int {
+	t.Helper()
+	list, err := p.cli.ImageList(context.Background(), image.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", docker.LabelRoot+"="+p.d.Root), filters.Arg("label", "io.sandplane.carried"))})
+	require.NoError(t, err)
+	return len(list)
+}
+
+// leftovers names the daemon's containers, and counts the carried images.
+func (p *privateDocker) leftovers(t *testing.T) string {
+	t.Helper()
+	var names []string
+	for _, c := range p.containers(t) {
+		names = append(names, strings.Join(c.Names, ",")+" "+c.State)
+	}
+	return fmt.Sprintf("containers %v and %d carried images", names, p.carried(t))
 }
 
 // keepFile makes a folder in the sandbox, proof of its files after a start.
@@ -209,4 +236,53 @@ func TestEngineGoesAwayDuringCreate(t *testing.T) {
 		assert.NotContains(t, []provider.State{provider.StateStarting, provider.StateStopping}, s.State, "sandbox %s is stuck", s.ID)
 	}
 	assert.Empty(t, list, "the failed create left no record")
+}
+
+// TestDaemonKilledDuringASnapshot kills the daemon with SIGKILL while a
+// start commits a sandbox's filesystem to carry it into a new container
+// (its port was taken while it was stopped), at several points of the
+// commit: the restarted daemon leaves no container but the sandbox's, no
+// record starting, and the sandbox starts with its files.
+func TestDaemonKilledDuringASnapshot(t *testing.T) {
+	needShell(t)
+	for _, after := range []time.Duration{0, 100 * time.Millisecond, 300 * time.Millisecond, time.Second} {
+		t.Run(after.String(), func(t *testing.T) {
+			p := startPrivateDocker(t)
+			ctx := context.Background()
+			s := dockerCreate(t, p.d, provider.CreateRequest{Name: "snap"})
+			// Enough to make the commit take a while.
+			require.Zero(t, execute(t, p.d.P, s, "dd if=/dev/urandom of=big bs=1M count=200 2>/dev/null && echo kept > state.txt").ExitCode)
+			_, err := p.d.P.Stop(ctx, s.ID)
+			require.NoError(t, err)
+			squatter, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)))
+			require.NoError(t, err)
+			defer squatter.Close()
+
+			killed, answered := p.d, make(chan struct{})
+			go func() {
+				defer close(answered)
+				_, _ = killed.P.Start(ctx, s.ID) // its answer is lost with the daemon
+			}()
+
+			time.Sleep(after) // a point of the commit to kill the daemon at
+			killed.Kill9()
+			<-answered
+			t.Logf("killed with the engine holding %s", p.leftovers(t))
+			p.d = p.d.Restart(t)
+
+			got := settled(t, p, s.ID)
+			if got.State == provider.StateStopped {
+				got, err = p.d.P.Start(ctx, s.ID)
+				require.NoError(t, err, "daemon stderr:\n%s", p.d.Stderr)
+			}
+			assert.Equal(t, "kept\n", execute(t, p.d.P, got, "cat state.txt").Result)
+			names := []string{}
+			for _, c := range p.containers(t) {
+				names = append(names, c.Names...)
+			}
+			assert.Equal(t, []string{"/" + docker.ContainerName(s.ID)}, names, "only the sandbox's container is left")
+			require.Eventually(t, func() bool { return p.carried(t) <= 1 }, engineAfterFault, 100*time.Millisecond,
+				"an image an interrupted commit left is swept: %s", p.leftovers(t))
+		})
+	}
 }
