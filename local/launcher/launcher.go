@@ -207,14 +207,22 @@ func (l *Launcher) output(ctx context.Context, h driver.Handle, dir string, reda
 
 // notReady is the error of a workload that did not come up: a
 // *NotReadyError with its output when it ended (create_failed) or timed out
-// (unavailable).
+// (unavailable); the runtime's error when it could not tell, unavailable
+// when the runtime did not answer, else create_failed.
 func notReady(err error, output string) error {
 	var nr *NotReadyError
 	if errors.As(err, &nr) {
 		nr.Output = output
 		return provider.Errorf(nr.code(), "%w", nr)
 	}
-	return provider.Errorf(provider.CreateFailed, "%v%s", err, outputSuffix(output))
+	code := provider.CreateFailed
+	if provider.Code(err) == provider.Unavailable {
+		// The runtime stopped answering while the workload came up (an
+		// engine that went away): not the command's fault, and a retry
+		// once it answers can succeed.
+		code = provider.Unavailable
+	}
+	return provider.Errorf(code, "%v%s", err, outputSuffix(output))
 }
 
 // allocate takes the host ports of req, one or one per sandbox port, and

@@ -183,7 +183,13 @@ func (m *Manager) Create(ctx context.Context, req provider.CreateRequest) (provi
 	next, err := m.spawn(ctx, e, snap, started)
 	if err != nil {
 		<-durable // its syncs outlive no create
-		return provider.Sandbox{}, m.rollBackCreate(e, err)
+		err = m.rollBackCreate(e, err)
+		if provider.Code(err) == provider.Unavailable {
+			// Its runtime may not have answered the removal of what it
+			// made either; the record that owned it is gone now.
+			m.reapLater(e.rec.Runtime)
+		}
+		return provider.Sandbox{}, err
 	}
 	if err := <-durable; err != nil {
 		next.discard()

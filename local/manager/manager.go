@@ -174,6 +174,9 @@ type Manager struct {
 	// is on record, and for writing while orphans are listed, so that a
 	// workload being spawned is never taken for an orphan.
 	spawnMu sync.RWMutex
+	// reaping are the runtimes whose orphans a reap waits to end; guarded
+	// by mu.
+	reaping map[provider.Runtime]bool
 	// recovered is closed once the work a restart left is done.
 	recovered chan struct{}
 	// flush writes moved activity times in batches.

@@ -263,43 +263,64 @@ func (m *Manager) settle(e *entry, reason string) {
 func (m *Manager) orphans(ctx context.Context) map[provider.Runtime][]driver.Handle {
 	m.spawnMu.Lock()
 	defer m.spawnMu.Unlock()
-	var known []driver.Handle
-	spared := map[string]bool{}
-	m.mu.Lock()
-	for _, e := range m.reg.order {
-		id := e.rec.ID
-		if e.rec.Handle != nil {
-			known = append(known, *e.rec.Handle)
-		}
-		if e.unreadable != nil && !e.released {
-			spared[id] = true
-		}
-	}
-	m.mu.Unlock()
+	known, spared := m.owned()
 	out := map[provider.Runtime][]driver.Handle{}
-	for name, rt := range m.opts.Runtimes {
-		list, err := rt.Orphans(ctx, m.opts.Root, known)
+	for name := range m.opts.Runtimes {
+		list, err := m.orphansOf(ctx, name, known, spared)
 		if err != nil {
 			m.log.Warn("cannot look for orphaned workloads", "runtime", name, "err", err)
 			continue
 		}
-		marker, _ := rt.(driver.Marker)
-		for _, h := range list {
-			switch {
-			case marker != nil:
-				id, err := marker.SandboxOf(ctx, h)
-				if err != nil || spared[id] {
-					m.log.Warn("leaving a workload of a sandbox whose record is unreadable running", "runtime", name, "sandbox", id, "pid", h.PID, "container", h.ContainerID, "err", err)
-					continue
-				}
-			case len(spared) > 0:
-				m.log.Warn("leaving an unknown workload running: this runtime cannot tell whether it belongs to a sandbox whose record is unreadable", "runtime", name, "pid", h.PID, "container", h.ContainerID)
-				continue
-			}
-			out[name] = append(out[name], h)
+		if len(list) > 0 {
+			out[name] = list
 		}
 	}
 	return out
+}
+
+// owned are the handles on record, and the sandboxes whose workloads stay
+// though no handle of theirs can be read.
+func (m *Manager) owned() (known []driver.Handle, spared map[string]bool) {
+	spared = map[string]bool{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.reg.order {
+		if e.rec.Handle != nil {
+			known = append(known, *e.rec.Handle)
+		}
+		if e.unreadable != nil && !e.released {
+			spared[e.rec.ID] = true
+		}
+	}
+	return known, spared
+}
+
+// orphansOf is orphans on runtime name alone; known are the handles on
+// record, spared the sandboxes whose workloads stay. The caller holds
+// spawnMu. An error says the runtime cannot tell.
+func (m *Manager) orphansOf(ctx context.Context, name provider.Runtime, known []driver.Handle, spared map[string]bool) ([]driver.Handle, error) {
+	rt := m.opts.Runtimes[name]
+	list, err := rt.Orphans(ctx, m.opts.Root, known)
+	if err != nil {
+		return nil, err
+	}
+	marker, _ := rt.(driver.Marker)
+	var out []driver.Handle
+	for _, h := range list {
+		switch {
+		case marker != nil:
+			id, err := marker.SandboxOf(ctx, h)
+			if err != nil || spared[id] {
+				m.log.Warn("leaving a workload of a sandbox whose record is unreadable running", "runtime", name, "sandbox", id, "pid", h.PID, "container", h.ContainerID, "err", err)
+				continue
+			}
+		case len(spared) > 0:
+			m.log.Warn("leaving an unknown workload running: this runtime cannot tell whether it belongs to a sandbox whose record is unreadable", "runtime", name, "pid", h.PID, "container", h.ContainerID)
+			continue
+		}
+		out = append(out, h)
+	}
+	return out, nil
 }
 
 // endAll kills and removes the workloads listed, a few at a time, and says

@@ -51,6 +51,11 @@ const (
 const (
 	ReasonGone       = driver.ReasonWorkloadRemoved
 	ReasonNotStarted = "container created but never started"
+	// ReasonEngineGone is the exit of a container that ended because its
+	// engine went away (stopped, crashed or restarted), which stops the
+	// containers it runs unless live-restore keeps them. Its filesystem
+	// stays: Start runs it again once the engine is back.
+	ReasonEngineGone = "docker engine restart: container stopped"
 )
 
 // Driver runs workloads as Docker containers. It is safe for concurrent use.
@@ -79,6 +84,8 @@ type Driver struct {
 	absent absentNames
 	// exits tells Wait when to look.
 	exits exitFeed
+	// lost are the containers that ran when the engine stopped answering.
+	lost lostContainers
 }
 
 var (
@@ -446,7 +453,26 @@ func (r *Driver) replace(ctx context.Context, old container.InspectResponse, wan
 	// start removes. An image it was made from by an earlier replace is a
 	// parent of the new commit now, and goes when that does.
 	_ = r.api(ctx).ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	r.dropCarried(ctx, spec, committed.ID)
 	return h, nil
+}
+
+// dropCarried removes, best effort, the images earlier replaces of spec's
+// sandbox committed that no container uses, but keep: the commit of a
+// daemon killed mid-commit, which the engine finishes on its own, after the
+// restarted daemon's Sweep may have looked. The engine refuses to remove
+// one a container still uses, or the new commit's parent.
+func (r *Driver) dropCarried(ctx context.Context, spec driver.Spec, keep string) {
+	list, err := r.api(ctx).ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", LabelRoot+"="+spec.Root), filters.Arg("label", labelCarried+"="+spec.SandboxID))})
+	if err != nil {
+		return
+	}
+	for _, img := range list {
+		if img.ID != keep && img.Labels[LabelRoot] == spec.Root && img.Labels[labelCarried] == spec.SandboxID {
+			_, _ = r.api(ctx).ImageRemove(ctx, img.ID, image.RemoveOptions{PruneChildren: true})
+		}
+	}
 }
 
 // afterCommit runs between a replace's commit and what follows it; tests
@@ -517,7 +543,9 @@ func handle(id string) driver.Handle {
 }
 
 // Status inspects the container. A container that no longer exists is not
-// running, with reason driver.ReasonWorkloadRemoved. unavailable.
+// running, with reason driver.ReasonWorkloadRemoved; one that ran when its
+// engine went away, and is stopped now, ended with ReasonEngineGone.
+// unavailable.
 func (r *Driver) Status(ctx context.Context, h driver.Handle) (driver.Status, error) {
 	if h.ContainerID == "" {
 		return driver.Status{Exit: driver.Exit{Reason: ReasonGone}}, nil
@@ -533,9 +561,14 @@ func (r *Driver) Status(ctx context.Context, h driver.Handle) (driver.Status, er
 		return driver.Status{}, provider.Errorf(provider.Internal, "inspect container %.12s: the engine reported no state", h.ContainerID)
 	}
 	if c.State.Running {
+		r.lost.forget(h.ContainerID) // the engine came back with it running
 		return driver.Status{Running: true}, nil
 	}
-	return driver.Status{Exit: exitOf(c.State)}, nil
+	exit := exitOf(c.State)
+	if exit.Reason != ReasonGone && r.lost.has(h.ContainerID) {
+		exit = driver.Exit{Reason: ReasonEngineGone}
+	}
+	return driver.Status{Exit: exit}, nil
 }
 
 // exitOf says how a container that does not run ended.
@@ -580,7 +613,10 @@ func killedBy(sig syscall.Signal) driver.Exit {
 // for containers adopted after a restart. Every waiter shares one
 // subscription to the Engine's event stream, and inspects its container
 // only when an event of it arrives or the stream (re)connects, so a running
-// container costs the engine no request. unavailable, or ctx's error.
+// container costs the engine no request. A container that ended because the
+// engine went away ends with ReasonEngineGone, whether Wait saw it end or
+// a Wait after the engine came back found it ended. unavailable, or ctx's
+// error.
 func (r *Driver) Wait(ctx context.Context, h driver.Handle) (driver.Exit, error) {
 	if h.ContainerID == "" {
 		return driver.Exit{Reason: ReasonGone}, nil
@@ -588,22 +624,101 @@ func (r *Driver) Wait(ctx context.Context, h driver.Handle) (driver.Exit, error)
 	// Subscribed before the first look, so that an end after it is heard.
 	maybeEnded, cancel := r.exits.subscribe(h.ContainerID)
 	defer cancel()
+	seenRunning := false
+	var breaks uint64
 	for {
+		before := r.exits.breaks()
 		st, err := r.Status(ctx, h)
 		switch {
 		case ctx.Err() != nil:
 			return driver.Exit{}, ctx.Err()
+		case provider.Code(err) == provider.Unavailable:
+			// Waited for, so it ran when last seen: should it have
+			// ended when the engine is back, the engine ended it.
+			r.lost.note(h.ContainerID)
+			return driver.Exit{}, err
 		case err != nil:
 			return driver.Exit{}, err
 		case !st.Running:
-			return st.Exit, nil
+			return r.ended(ctx, h.ContainerID, st.Exit, seenRunning && before != breaks)
 		}
+		seenRunning, breaks = true, before
 		select {
 		case <-ctx.Done():
 			return driver.Exit{}, ctx.Err()
 		case <-maybeEnded:
 		}
 	}
+}
+
+// ended is Wait's answer for container id, found ended with exit (which
+// Status has given ReasonEngineGone if the engine's going away ended it, as
+// far as it knew): missed says the event stream broke since Wait saw it
+// running, so it may have ended with the engine too. While the engine is
+// going away how it ended is not known yet, and unavailable; the next
+// Wait, once the engine is back, says it.
+func (r *Driver) ended(ctx context.Context, id string, exit driver.Exit, missed bool) (driver.Exit, error) {
+	switch {
+	case exit.Reason == ReasonGone || exit.Reason == ReasonEngineGone:
+	case missed:
+		r.lost.note(id)
+		exit = driver.Exit{Reason: ReasonEngineGone}
+	case !r.answersAfresh(ctx):
+		r.lost.note(id)
+		return driver.Exit{}, provider.Errorf(provider.Unavailable,
+			"container %.12s: the docker engine at %s is going away and stopped it: start dockerd (or set DOCKER_HOST), then retry; a sandbox keeps its files",
+			id, r.host())
+	}
+	return exit, nil
+}
+
+// answersAfresh reports whether the engine accepts a new connection. One
+// that is shutting down closes its listener first, then stops its
+// containers, while it still answers on the connections already open, the
+// event stream's among them: a container that died while no new connection
+// is accepted was stopped by the engine's going away, not by its workload
+// or by a docker stop.
+func (r *Driver) answersAfresh(ctx context.Context) bool {
+	ctx, cancel := r.withTimeout(ctx, pingTimeout)
+	defer cancel()
+	// Close only drops the client's idle connections; it stays usable.
+	_ = r.cli.Close()
+	_, err := r.cli.Ping(ctx)
+	return !client.IsErrConnectionFailed(err)
+}
+
+// pingTimeout bounds answersAfresh's ping.
+const pingTimeout = 5 * time.Second
+
+// lostContainers are the containers that ran when their engine stopped
+// answering (a Wait was waiting for them), until they are seen running
+// again or removed: one found stopped meanwhile was stopped by the engine's
+// going away, and Status says so for as long as it stays stopped.
+type lostContainers struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+}
+
+func (l *lostContainers) note(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ids == nil {
+		l.ids = map[string]struct{}{}
+	}
+	l.ids[id] = struct{}{}
+}
+
+func (l *lostContainers) has(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.ids[id]
+	return ok
+}
+
+func (l *lostContainers) forget(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.ids, id)
 }
 
 // Stop stops the container (SIGTERM, then SIGKILL after grace, rounded up to
@@ -634,6 +749,7 @@ func (r *Driver) Remove(ctx context.Context, h driver.Handle) error {
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return r.classify("remove container", err)
 	}
+	r.lost.forget(h.ContainerID)
 	if inspectErr == nil && c.Config != nil && c.Config.Labels[labelCarried] != "" {
 		r.dropImage(ctx, c.Image)
 	}

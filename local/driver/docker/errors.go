@@ -3,7 +3,9 @@ package docker
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
+	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/client"
@@ -27,7 +29,7 @@ func (r *Driver) classify(what string, err error) error {
 		return provider.Errorf(provider.Unavailable,
 			"%s: permission denied on the docker engine socket at %s: add your user to the docker group or set DOCKER_HOST: %w",
 			what, r.host(), err)
-	case client.IsErrConnectionFailed(err), cerrdefs.IsUnavailable(err):
+	case client.IsErrConnectionFailed(err), cerrdefs.IsUnavailable(err), cutOff(err):
 		return provider.Errorf(provider.Unavailable,
 			"%s: docker engine not answering at %s: start dockerd or set DOCKER_HOST: %w", what, r.host(), err)
 	case cerrdefs.IsNotFound(err):
@@ -50,6 +52,15 @@ func (r *Driver) classify(what string, err error) error {
 		return provider.Errorf(provider.DeadlineExceeded, "%s: %w", what, err)
 	}
 	return provider.Errorf(provider.Internal, "%s: %w", what, err)
+}
+
+// cutOff reports whether err is a connection to the engine that broke
+// while it answered: an engine that stopped or crashed in the middle of a
+// request (a build, a stop that waits), which the client reports as the
+// transport's error rather than as a failed connection.
+func cutOff(err error) bool {
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // as re-codes err as code unless it says the engine is unreachable or the

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -29,6 +33,9 @@ func TestClassify(t *testing.T) {
 		{"conflict", cerrdefs.ErrConflict, provider.FailedPrecondition},
 		{"invalid argument", cerrdefs.ErrInvalidArgument, provider.InvalidArgument},
 		{"engine unavailable", cerrdefs.ErrUnavailable, provider.Unavailable},
+		{"engine gone mid-answer", fmt.Errorf("read build output: %w", io.ErrUnexpectedEOF), provider.Unavailable},
+		{"connection reset", &net.OpError{Op: "read", Net: "unix", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, provider.Unavailable},
+		{"broken pipe", &net.OpError{Op: "write", Net: "unix", Err: os.NewSyscallError("write", syscall.EPIPE)}, provider.Unavailable},
 		{"unauthorized", cerrdefs.ErrUnauthenticated, provider.Unauthenticated},
 		{"permission denied", cerrdefs.ErrPermissionDenied, provider.PermissionDenied},
 		{"not implemented", cerrdefs.ErrNotImplemented, provider.Unsupported},

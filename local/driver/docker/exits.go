@@ -19,8 +19,8 @@ const (
 // subscription to the Engine's event stream (die and destroy of
 // containers) for all of them, instead of a wait request per container.
 // A waiter learns nothing but "look again": on an event of its container,
-// and on every (re)connection of the stream, since an event may have been
-// missed while it was down. It runs from the first subscription until
+// when the stream breaks, and on every (re)connection of the stream, since
+// an event may have been missed while it was down. It runs from the first subscription until
 // Close.
 type exitFeed struct {
 	r *Driver
@@ -30,6 +30,16 @@ type exitFeed struct {
 	running bool
 	ctx     context.Context
 	stop    context.CancelFunc
+	// lost counts the connections of the stream that broke: the engine
+	// went away, and events of then may never have come.
+	lost uint64
+}
+
+// breaks is how many connections of the stream have broken so far.
+func (f *exitFeed) breaks() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lost
 }
 
 // subscribe returns a channel that receives a value whenever container id
@@ -119,6 +129,13 @@ func (f *exitFeed) follow(ctx context.Context) bool {
 		case m := <-msgs:
 			f.tick(m.Actor.ID)
 		case <-errs:
+			// The engine went away: every waiter looks, and learns
+			// that it cannot tell, rather than wait for an event that
+			// may never come.
+			f.mu.Lock()
+			f.lost++
+			f.mu.Unlock()
+			f.tickAll()
 			return true
 		}
 	}
