@@ -176,10 +176,19 @@ func TestInfoReportsContainment(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var info struct {
-		Containment string `json:"containment"`
+		Containment       string `json:"containment"`
+		Isolation         string `json:"isolation"`
+		IsolationFallback string `json:"isolationFallback"`
 	}
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
 	assert.Equal(t, "pid-namespace", info.Containment, "this machine has PID namespaces")
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		assert.Equal(t, "none", info.Isolation, "without bubblewrap a default daemon cannot isolate")
+		assert.Contains(t, info.IsolationFallback, "apt-get install bubblewrap", "and says how to")
+		return
+	}
+	assert.Equal(t, "bwrap", info.Isolation, "a default daemon isolates where bubblewrap works")
+	assert.Empty(t, info.IsolationFallback)
 }
 
 // TestIsolatedDaemonEndToEnd: isolation set daemon-wide reaches the
