@@ -22,7 +22,7 @@ func (cfg RunConfig) settleIsolation(ctx context.Context, nat *native.Driver) er
 		return provider.Errorf(provider.Code(err), "--isolation %s: %s", cfg.Isolation, provider.Message(err))
 	}
 	if err := nat.IsolationFallback(); err != nil {
-		cfg.Logger.Warn(UnisolatedWarning, "reason", err)
+		cfg.Logger.Warn(UnisolatedWarning, "reason", provider.Message(err))
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func (s *Server) info(full bool) provider.Info {
 	info.Containment = wire.InfoContainment(s.opts.Containment)
 	info.Isolation = wire.InfoIsolation(s.opts.Isolation)
 	if s.opts.IsolationFallback != nil {
-		info.IsolationFallback = s.opts.IsolationFallback.Error()
+		info.IsolationFallback = provider.Message(s.opts.IsolationFallback)
 	}
 	info.Activity = wire.ActivityDaytona
 	if s.opts.PreviewNotActivity {

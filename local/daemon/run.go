@@ -165,7 +165,7 @@ func settleIsolation(ctx context.Context, nat *native.Driver, log *slog.Logger) 
 		return fmt.Errorf("isolation: bwrap: %w", err)
 	}
 	if err := nat.IsolationFallback(); err != nil {
-		log.Warn(UnisolatedWarning, "reason", err)
+		log.Warn(UnisolatedWarning, "reason", provider.Message(err))
 	}
 	return nil
 }
