@@ -89,6 +89,7 @@ var (
 	_ driver.Prober      = (*Driver)(nil)
 	_ driver.Containment = (*Driver)(nil)
 	_ driver.HostNetwork = (*Driver)(nil)
+	_ driver.PortDialer  = (*Driver)(nil)
 	_ driver.Warmer      = (*Driver)(nil)
 )
 
