@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandplane/sandplane/internal/testdaemon"
+	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -22,7 +23,9 @@ import (
 // measured alternately in the same run. It reports too the ratio to the same
 // bare spawn in a new PID and mount namespace (x-contained), where the
 // daemon runs each workload: what the containment's clone costs the kernel,
-// before any init or /proc of the daemon's.
+// before any init or /proc of the daemon's. The daemon is a default one,
+// isolated where bubblewrap works, as a user's is; BenchmarkIsolatedCreate
+// sets isolation's own cost beside none.
 func BenchmarkCreateToStarted(b *testing.B) {
 	d := startDaemon(b, "")
 	ctx := context.Background()
@@ -83,4 +86,34 @@ func median(d []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
+}
+
+// BenchmarkIsolatedCreate measures what isolation costs a create: a create
+// until started on a daemon with isolation: bwrap (the default where
+// bubblewrap works) beside the same create on one with isolation: none,
+// alternately in the same run. The difference is bubblewrap's namespaces and
+// mounts, the forwarder in front of the workload's port, and the parked
+// init that only unisolated creates find.
+func BenchmarkIsolatedCreate(b *testing.B) {
+	if err := native.New().ProbeIsolation(context.Background()); err != nil {
+		b.Skipf("bubblewrap does not isolate here: %v", err)
+	}
+	isolated := testdaemon.Start(b, testdaemon.Options{Config: "isolation: bwrap\n"})
+	open := testdaemon.Start(b, testdaemon.Options{Config: "isolation: none\n"})
+	ctx := context.Background()
+	create := func(d *testdaemon.Daemon) time.Duration {
+		start := time.Now()
+		s, err := d.P.Create(ctx, provider.CreateRequest{AutoStopInterval: ptr(0)})
+		require.NoError(b, err)
+		took := time.Since(start)
+		require.NoError(b, d.P.Delete(ctx, s.ID))
+		return took
+	}
+	// The figures are the medians; ns/op counts both creates and deletes.
+	var subject, baseline []time.Duration
+	for i := 0; i < b.N; i++ {
+		subject = append(subject, create(isolated))
+		baseline = append(baseline, create(open))
+	}
+	reportVersus(b, subject, baseline)
 }

@@ -122,7 +122,11 @@ func portFree(port int) bool {
 }
 
 // TestNothingOfASandboxOutlivesIt is the regression test for workloads that
-// outlived their sandbox's stop, delete, and a kill -9 of the daemon.
+// outlived their sandbox's stop, delete, and a kill -9 of the daemon. Its
+// daemons run unisolated: the escaping server must be reachable on the
+// host's 127.0.0.1 to prove it served and then that it is gone, and
+// containment must hold where bubblewrap does not run (an isolated
+// sandbox's end is isolate_test's).
 func TestNothingOfASandboxOutlivesIt(t *testing.T) {
 	tests := []struct {
 		name string
@@ -138,7 +142,7 @@ func TestNothingOfASandboxOutlivesIt(t *testing.T) {
 		{"kill -9 of the daemon, restart, delete", func(t *testing.T, d *testdaemon.Daemon, s *provider.Sandbox) {
 			d.Kill9()
 			assert.NotEmpty(t, sandboxProcesses(t, s.ID), "the sandbox runs on without its daemon")
-			d2 := startDaemon(t, d.Root)
+			d2 := startUnisolatedDaemon(t, d.Root)
 			// The restarted daemon checks its sandboxes in the background and
 			// asks for a retry meanwhile.
 			var err error
@@ -151,7 +155,7 @@ func TestNothingOfASandboxOutlivesIt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := startDaemon(t, "")
+			d := startUnisolatedDaemon(t, "")
 			s, err := d.P.Create(context.Background(), provider.CreateRequest{AutoStopInterval: ptr(0)})
 			require.NoError(t, err)
 			port := escape(t, d.P, s)
@@ -176,10 +180,19 @@ func TestInfoReportsContainment(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var info struct {
-		Containment string `json:"containment"`
+		Containment       string `json:"containment"`
+		Isolation         string `json:"isolation"`
+		IsolationFallback string `json:"isolationFallback"`
 	}
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
 	assert.Equal(t, "pid-namespace", info.Containment, "this machine has PID namespaces")
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		assert.Equal(t, "none", info.Isolation, "without bubblewrap a default daemon cannot isolate")
+		assert.Contains(t, info.IsolationFallback, "apt-get install bubblewrap", "and says how to")
+		return
+	}
+	assert.Equal(t, "bwrap", info.Isolation, "a default daemon isolates where bubblewrap works")
+	assert.Empty(t, info.IsolationFallback)
 }
 
 // TestIsolatedDaemonEndToEnd: isolation set daemon-wide reaches the
@@ -217,9 +230,10 @@ func TestIsolatedDaemonEndToEnd(t *testing.T) {
 
 // TestCreatesFindAnInitParked: the daemon parks an init as it starts and
 // again after each create; a create runs its sandbox under it; the parked
-// init ends with the daemon.
+// init ends with the daemon. Unisolated: only inits without bwrap park
+// (native.Driver's parkable).
 func TestCreatesFindAnInitParked(t *testing.T) {
-	d := startDaemon(t, "")
+	d := startUnisolatedDaemon(t, "")
 	resp, err := http.Get(d.URL + "/v1/info")
 	require.NoError(t, err)
 	var info struct{ PID int }

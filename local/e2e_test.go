@@ -51,6 +51,15 @@ func startDaemon(t testing.TB, root string, env ...string) *testdaemon.Daemon {
 	return testdaemon.Start(t, testdaemon.Options{Root: root, Config: slowConfig, Env: env})
 }
 
+// startUnisolatedDaemon is startDaemon with isolation: none, for a test
+// that must see a sandbox as the host does: a port its workload binds on
+// the host's 127.0.0.1, or an init parked ahead (only unisolated inits
+// park).
+func startUnisolatedDaemon(t testing.TB, root string, env ...string) *testdaemon.Daemon {
+	t.Helper()
+	return testdaemon.Start(t, testdaemon.Options{Root: root, Config: slowConfig + "isolation: none\n", Env: env})
+}
+
 // toolboxDo calls the sandbox's toolbox the way clients do: at the base URL
 // and with the header local.Provider's Toolbox returns.
 func toolboxDo(t *testing.T, p *local.Provider, s *provider.Sandbox, method, path, body string) *http.Response {

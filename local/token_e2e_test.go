@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandplane/sandplane/internal/testdaemon"
 	"github.com/sandplane/sandplane/local"
+	"github.com/sandplane/sandplane/local/launcher"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -91,8 +92,13 @@ func TestToolboxNeedsTheSandboxToken(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "http://"+label+".localhost:"+daemonPort, s.PreviewURL, "the browser's form")
 
-	// At the toolbox's own port, where any local process can reach it.
-	toolbox := "http://127.0.0.1:" + strconv.Itoa(s.Port)
+	// At the toolbox's own port, where any local process can reach it: on
+	// the sandbox's own loopback address when it is isolated.
+	host := "127.0.0.1"
+	if !s.Unisolated {
+		host = launcher.OwnAddress(s.Port).String()
+	}
+	toolbox := "http://" + net.JoinHostPort(host, strconv.Itoa(s.Port))
 	attack := func(host, origin, ctype, tok string) int {
 		req, err := http.NewRequest(http.MethodPost, toolbox+"/process/execute", strings.NewReader(`{"command":"id"}`))
 		require.NoError(t, err)

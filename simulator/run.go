@@ -81,6 +81,11 @@ type RunConfig struct {
 	// built, runs it, as the daemon's does, so that the two share one image.
 	// Empty: the image runs this executable's toolbox command.
 	ToolboxServer string
+	// Isolation is the native workloads' (native.IsolationBwrap or
+	// native.IsolationNone). Empty: bwrap where a probe at start shows
+	// bubblewrap works, else none, which Run logs once; an explicit bwrap
+	// that cannot work fails Run (preflight_failed).
+	Isolation string
 	// DockerImage is the docker workloads' image. When the engine lacks it,
 	// it is built from this executable (docker.Driver.UseToolboxImage).
 	// Required for WorkloadsDocker.
@@ -207,6 +212,11 @@ func (cfg RunConfig) check() (loopback bool, err error) {
 	default:
 		return false, provider.Errorf(provider.InvalidArgument, "unknown --backend %q (want native, docker or none)", cfg.Workloads)
 	}
+	switch cfg.Isolation {
+	case "", native.IsolationBwrap, native.IsolationNone:
+	default:
+		return false, provider.Errorf(provider.InvalidArgument, "unknown --isolation %q (want bwrap or none)", cfg.Isolation)
+	}
 	if cfg.Backend == nil && cfg.Workloads == WorkloadsDocker && cfg.DockerImage == "" {
 		return false, provider.Errorf(provider.InvalidArgument, "the docker backend needs an image: give one with --docker-image")
 	}
@@ -274,14 +284,15 @@ func (cfg RunConfig) newBackend(ctx context.Context) (be Backend, release func()
 		return NoneBackend(), func() {}, nil
 	}
 	var releases []func()
-	release = func() {
+	releaseAll := func() {
 		for _, r := range slices.Backward(releases) {
 			r()
 		}
 	}
+	// Not release itself, which a failed return sets to nil.
 	defer func() {
 		if err != nil {
-			release()
+			releaseAll()
 		}
 	}()
 	rb := RuntimeBackendConfig{Clock: cfg.Clock, Root: cfg.Root, Logger: cfg.Logger}
@@ -299,23 +310,28 @@ func (cfg RunConfig) newBackend(ctx context.Context) (be Backend, release func()
 			return nil, nil, err
 		}
 		releases = append(releases, closeDocker)
-	} else if err := cfg.nativeRuntime(&rb); err != nil {
+	} else if err := cfg.nativeRuntime(ctx, &rb); err != nil {
 		return nil, nil, err
 	}
 	be, err = NewRuntimeBackend(rb)
 	if err != nil {
 		return nil, nil, err
 	}
-	return be, release, nil
+	return be, releaseAll, nil
 }
 
-// nativeRuntime runs the workloads as processes of the toolbox.
-func (cfg RunConfig) nativeRuntime(rb *RuntimeBackendConfig) error {
+// nativeRuntime runs the workloads as processes of the toolbox, isolated
+// as cfg.Isolation says (settleIsolation).
+func (cfg RunConfig) nativeRuntime(ctx context.Context, rb *RuntimeBackendConfig) error {
 	// Its sandboxes end with it, however it ends: a simulator keeps them
 	// in memory only, and a later one would never find them again.
 	// The toolbox waits for its sandbox (nsinit.AwaitSandbox), so a parked
 	// init may start it ahead of the next create.
-	rb.Runtime, rb.Command = native.New(native.WithClock(cfg.Clock), native.WithParentDeath(), native.WithParkable(cfg.ToolboxServer)), cfg.Toolbox
+	nat := native.New(native.WithClock(cfg.Clock), native.WithParentDeath(), native.WithParkable(cfg.ToolboxServer), native.WithIsolation(cfg.Isolation))
+	if err := cfg.settleIsolation(ctx, nat); err != nil {
+		return err
+	}
+	rb.Runtime, rb.Command = nat, cfg.Toolbox
 	if len(rb.Command) == 0 {
 		self, err := os.Executable()
 		if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/sandplane/sandplane/local/driver/native"
 	"github.com/sandplane/sandplane/local/driver/native/nsinit"
 	"github.com/sandplane/sandplane/provider"
+	"github.com/sandplane/sandplane/provider/wire"
 )
 
 // The CLI tests run the built binary against a daemon process of their own:
@@ -45,6 +46,9 @@ func cliConfig(t *testing.T) string {
 snapshots:
   slow-start:
     command: [sh, -c, "sleep 1; exec '` + testdaemon.Binary(t) + `' toolbox"]
+    # The shell reaches the test's binary in the host's /tmp, which an
+    # isolated sandbox's private /tmp hides.
+    isolation: none
   exits-four:
     command: [sh, -c, "echo from-entrypoint; echo to-stderr >&2; sleep 0.3; exit 4"]
     ready: none
@@ -238,7 +242,11 @@ func TestRunRmLeavesNothingAfterSIGINT(t *testing.T) {
 	// $$ is the command's pid in the sandbox's PID namespace.
 	pid = inRoot(t, d.root, pid)
 	require.True(t, testdaemon.ProcessAlive(pid))
-	require.Len(t, markedProcesses(t, d.root), 4, "the sandbox's init, toolbox, session shell and sleep run")
+	want, tree := 4, "the sandbox's init, toolbox, session shell and sleep run"
+	if info, err := d.p.Info(context.Background()); err == nil && info.Isolation == wire.IsolationBwrap {
+		want, tree = 6, "the sandbox's outer init, bwrap, inner init, toolbox, session shell and sleep run"
+	}
+	require.Len(t, markedProcesses(t, d.root), want, tree)
 
 	require.NoError(t, r.cmd.Process.Signal(syscall.SIGINT))
 	assert.Equal(t, interruptedCode, r.wait(t), "stderr: %s", r.stderr)

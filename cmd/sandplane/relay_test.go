@@ -133,7 +133,10 @@ func TestRelayCommandInFrontOfDaytona(t *testing.T) {
 	// The simulator stands in for Daytona: its preview links are signed URLs
 	// that it proxies to a port the sandbox's own processes listen on.
 	simAddr := testdaemon.FreeAddr(t)
-	sim := startProc(t, nil, "sim", "--listen", simAddr, "--backend", "native", "--root", t.TempDir())
+	// Unisolated: the simulator's previews reach a port the workload opens
+	// on the host's loopback; an isolated sandbox's own network is reached
+	// only on its toolbox port so far.
+	sim := startProc(t, nil, "sim", "--listen", simAddr, "--backend", "native", "--isolation", "none", "--root", t.TempDir())
 	apiURL := "http://" + simAddr + "/api"
 	p, err := daytona.New(daytona.WithAPIKey("relay-test"), daytona.WithAPIURL(apiURL))
 	require.NoError(t, err)

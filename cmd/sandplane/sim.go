@@ -24,13 +24,13 @@ const envSimAPIKeys = "SANDPLANE_SIM_API_KEYS"
 
 // simFlags are the flags of `sandplane sim`.
 type simFlags struct {
-	listen, sshListen, profile, backend, root, baseURL, image, adminKey, specPath, webhookSecret string
-	webhooks                                                                                     []string
-	apiKeys, snapshots                                                                           []string
-	minute, proxyIdleKeepAlive                                                                   time.Duration
-	seed                                                                                         uint64
-	warmPool                                                                                     int
-	noValidate, debug                                                                            bool
+	listen, sshListen, profile, backend, isolation, root, baseURL, image, adminKey, specPath, webhookSecret string
+	webhooks                                                                                                []string
+	apiKeys, snapshots                                                                                      []string
+	minute, proxyIdleKeepAlive                                                                              time.Duration
+	seed                                                                                                    uint64
+	warmPool                                                                                                int
+	noValidate, debug                                                                                       bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -46,8 +46,8 @@ DAYTONA_API_KEY (or one of --api-key). On an address that is not loopback
 Sandboxes move through Daytona's states with the delays of --profile
 (instant, or daytona's measured figures), auto-stop/archive/delete run every
 10 s of --minute-scaled time, and each sandbox runs a real workload on
---backend (native processes by default, docker containers, or none for a pure
-state machine). The toolbox is served under /toolbox, preview links under
+--backend (native processes by default, isolated with bubblewrap where it
+works: see --isolation; docker containers; or none for a pure state machine). The toolbox is served under /toolbox, preview links under
 /_preview/<port>-<id> (reaching only ports the sandbox itself listens on),
 and the admin API (faults, call log, cost) under /_sim with its own key:
 --admin-key, $SANDPLANE_SIM_ADMIN_KEY, or one generated and printed at start.`,
@@ -78,6 +78,7 @@ func (s *simFlags) bind(cmd *cobra.Command) {
 	f.StringVar(&s.profile, "profile", "instant", "transition delays: instant, or daytona (create 1.2-1.7 s, start 0.7-0.8 s, restore 33-66 s)")
 	f.DurationVar(&s.minute, "minute", time.Minute, "length of one interval minute; the 10 s jobs and activity timings scale with it")
 	f.StringVar(&s.backend, "backend", simulator.WorkloadsNative, "what runs each sandbox: native (processes), docker (containers) or none (state machine only)")
+	f.StringVar(&s.isolation, "isolation", "", "isolation of the native backend's sandboxes: bwrap (bubblewrap: a private home, /tmp and root view, and a network of their own) or none (the host's view); default: bwrap where it works, else none, said once at start")
 	f.DurationVar(&s.proxyIdleKeepAlive, "proxy-idle-keep-alive", 0, "how long an open preview or toolbox connection that moves no bytes keeps its sandbox alive (0: while open, as Daytona)")
 	f.Uint64Var(&s.seed, "seed", 0, "seed for ids, delay jitter and random faults (0 picks one)")
 	f.StringVar(&s.root, "root", "", "state directory for workloads (default: a temporary directory removed on exit)")
@@ -142,6 +143,7 @@ func (s *simFlags) runConfig(getenv func(string) string) (simulator.RunConfig, e
 		Listen:        s.listen,
 		SSHListen:     s.sshListen,
 		Workloads:     s.backend,
+		Isolation:     s.isolation,
 		Root:          s.root,
 		Toolbox:       toolbox,
 		ToolboxServer: toolboxServer(toolbox),

@@ -145,10 +145,10 @@ func TestSimFlagsMapOntoRunConfig(t *testing.T) {
 			"--listen", "0.0.0.0:4100", "--api-key", "a,b", "--api-key", "c", "--admin-key", "adm", "--profile", "daytona",
 			"--minute", "2s", "--backend", "docker", "--seed", "7", "--root", "/state", "--base-url", "http://sim.example",
 			"--snapshot", "one", "--snapshot", "*", "--warm-pool", "3", "--docker-image", "img:1", "--spec", "/spec.yaml",
-			"--no-validate", "--debug", "--proxy-idle-keep-alive", "90s", "--ssh-listen", "127.0.0.1:2200",
+			"--no-validate", "--debug", "--proxy-idle-keep-alive", "90s", "--ssh-listen", "127.0.0.1:2200", "--isolation", "none",
 			"--webhook", "http://127.0.0.1:9000/a", "--webhook", "http://127.0.0.1:9000/b", "--webhook-secret", "whsec_x",
 		}, want: func(c *simulator.RunConfig) {
-			c.SSHListen = "127.0.0.1:2200"
+			c.SSHListen, c.Isolation = "127.0.0.1:2200", "none"
 			c.Webhooks, c.WebhookSecret = []string{"http://127.0.0.1:9000/a", "http://127.0.0.1:9000/b"}, "whsec_x"
 			c.Listen, c.Workloads, c.Root, c.DockerImage = "0.0.0.0:4100", "docker", "/state", "img:1"
 			c.APIKeys, c.AdminKey = []string{"a", "b", "c"}, "adm"

@@ -117,7 +117,10 @@ type Config struct {
 	// DockerImage is the image of the default snapshot on the docker runtime.
 	DockerImage string `yaml:"dockerImage"`
 	// Isolation is the native runtime's isolation for snapshots that name
-	// none: "none" (the default) or "bwrap".
+	// none: "bwrap" or "none". Empty (the default): bwrap where a probe at
+	// start shows bubblewrap works, else none, which the daemon logs once;
+	// an explicit "none" opts out without a word, and an explicit "bwrap"
+	// that cannot work stops the daemon at start.
 	Isolation string `yaml:"isolation"`
 	// PreviewIdleKeepAlive, when positive, is how long an open preview
 	// connection (a WebSocket, a stream) that moves no bytes keeps its

@@ -47,6 +47,10 @@ func (s *Server) info(full bool) provider.Info {
 		return info
 	}
 	info.Containment = wire.InfoContainment(s.opts.Containment)
+	info.Isolation = wire.InfoIsolation(s.opts.Isolation)
+	if s.opts.IsolationFallback != nil {
+		info.IsolationFallback = provider.Message(s.opts.IsolationFallback)
+	}
 	info.Activity = wire.ActivityDaytona
 	if s.opts.PreviewNotActivity {
 		info.Activity = wire.ActivityClientPush

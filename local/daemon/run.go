@@ -79,6 +79,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 	drivers, nat, closeDrivers := startDrivers(clk, set, cfg.ToolboxServer, log)
 	defer closeDrivers()
+	if err := settleIsolation(ctx, nat, log); err != nil {
+		return err
+	}
 	hub := NewHub(clk)
 	previewAddr := NewPreviewAddr(set.Listen)
 	m, err := manager.New(managerOptions(set, drivers, hub, previewAddr, clk, log))
@@ -87,7 +90,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer m.Close()
 	srv, err := New(Options{Manager: m, Hub: hub, Version: cfg.Version, Token: set.Token, Clock: clk, Logger: log,
-		Containment: nat.Containment(), PreviewIdleKeepAlive: set.PreviewIdleKeepAlive,
+		Containment: nat.Containment(), Isolation: nat.Isolation(), IsolationFallback: nat.IsolationFallback(), PreviewIdleKeepAlive: set.PreviewIdleKeepAlive,
 		PreviewNotActivity: set.Activity == config.ActivityClientPush})
 	if err != nil {
 		return err
@@ -152,6 +155,26 @@ func startDrivers(clk clock.Clock, set config.Config, toolboxServer string, log 
 	drivers[provider.RuntimeDocker] = d
 	return drivers, nat, func() { _ = d.Close() }
 }
+
+// settleIsolation fixes the native runtime's default isolation before any
+// sandbox starts (native.Driver.SettleIsolation) and says once when it
+// fell back to none. An isolation: bwrap that cannot work is an error
+// (preflight_failed) that names the fix.
+func settleIsolation(ctx context.Context, nat *native.Driver, log *slog.Logger) error {
+	if err := nat.SettleIsolation(ctx); err != nil {
+		return fmt.Errorf("isolation: bwrap: %w", err)
+	}
+	if err := nat.IsolationFallback(); err != nil {
+		log.Warn(UnisolatedWarning, "reason", provider.Message(err))
+	}
+	return nil
+}
+
+// UnisolatedWarning is the line the daemon logs at start when native
+// sandboxes run without isolation that nobody opted out of.
+const UnisolatedWarning = "native sandboxes run unisolated: each sees the host's files, /tmp and network, the daemon's root " +
+	"and other sandboxes' files and env; fix what the reason names so that bubblewrap isolates them, " +
+	"or set isolation: none in the config to run them so without this warning"
 
 // managerOptions maps the settings onto the manager's options.
 func managerOptions(set config.Config, drivers map[provider.Runtime]driver.Driver, hub *Hub, previews *PreviewAddr, clk clock.Clock, log *slog.Logger) manager.Options {

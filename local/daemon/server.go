@@ -48,6 +48,11 @@ type Options struct {
 	// Containment is how native sandboxes are contained, for GET /v1/info
 	// ("pid-namespace" or "process-group"); empty when none run here.
 	Containment string
+	// Isolation is the native runtime's isolation of snapshots that name
+	// none, for GET /v1/info ("bwrap" or "none"); IsolationFallback says
+	// why it is none when nobody asked for that.
+	Isolation         string
+	IsolationFallback error
 	// PreviewIdleKeepAlive, when positive, is how long an open preview
 	// connection that moves no bytes keeps counting as activity.
 	PreviewIdleKeepAlive time.Duration

@@ -33,6 +33,13 @@ func newTestServer(t *testing.T, token string) (*httptest.Server, *manager.Manag
 // newTestServerIn is newTestServer on an existing root.
 func newTestServerIn(t *testing.T, root, token string) (*httptest.Server, *manager.Manager) {
 	t.Helper()
+	return newTestServerWith(t, root, Options{Token: token, Containment: "pid-namespace"})
+}
+
+// newTestServerWith is newTestServerIn with more of the server's options;
+// Manager, Hub and Version are its own.
+func newTestServerWith(t *testing.T, root string, opts Options) (*httptest.Server, *manager.Manager) {
+	t.Helper()
 	hub := NewHub(nil)
 	m, err := manager.New(manager.Options{
 		OnEvent:   hub.Publish,
@@ -45,7 +52,8 @@ func newTestServerIn(t *testing.T, root, token string) (*httptest.Server, *manag
 	})
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
-	s, err := New(Options{Manager: m, Hub: hub, Version: "test", Token: token, Containment: "pid-namespace"})
+	opts.Manager, opts.Hub, opts.Version = m, hub, "test"
+	s, err := New(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	ts := httptest.NewServer(s.Handler())

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"time"
 
@@ -251,6 +252,16 @@ type HostNetwork interface {
 	// SharesHostNetwork reports whether spec's workload runs on the host's
 	// network.
 	SharesHostNetwork(spec Spec) bool
+}
+
+// PortDialer is implemented by runtimes that reach, from the host, any port
+// of a workload on a network of its own, not only those forwarded to host
+// ports (a native workload under bwrap isolation).
+type PortDialer interface {
+	// DialPort connects to port on the loopback of the workload whose
+	// sandbox directory is dir. unavailable: nothing listens there, or the
+	// workload has no network of its own.
+	DialPort(ctx context.Context, dir string, port int) (net.Conn, error)
 }
 
 // Marker is implemented by runtimes that can read back the sandbox id Start

@@ -647,6 +647,7 @@ func (m *Manager) info(r *record) provider.Sandbox {
 		AutoDeleteInterval: autoDeleteMinutes(r),
 		Public:             r.Public,
 		ErrorReason:        r.ErrorReason,
+		Unisolated:         m.unisolated(r),
 	}
 	if r.State == provider.StateStarted && r.Port > 0 {
 		s.PreviewURL = m.previewLink(r)

@@ -260,3 +260,20 @@ func (m *Manager) sharesHostNetwork(r *record) bool {
 	snap := m.opts.Snapshots[r.Snapshot]
 	return hn.SharesHostNetwork(driver.Spec{Isolation: snap.Isolation, Network: snap.Network})
 }
+
+// unisolated reports whether r is a native sandbox without isolation. A
+// running one is as it was spawned: on the host's network, its ports on
+// 127.0.0.1 (record.HostIP), which a daemon that adopted it after a
+// restart with other settings must not paper over; the few spawned isolated
+// before sandboxes had addresses of their own count too, as their ports are
+// there as well. One not running is what its next start gets, as the
+// runtime settled the isolation of its snapshot.
+func (m *Manager) unisolated(r *record) bool {
+	if r.Runtime != provider.RuntimeNative {
+		return false
+	}
+	if r.Port > 0 {
+		return r.HostIP == ""
+	}
+	return m.sharesHostNetwork(r)
+}

@@ -154,6 +154,24 @@ func (e InfoContainment) Valid() bool {
 	}
 }
 
+// Defines values for InfoIsolation.
+const (
+	IsolationBwrap InfoIsolation = "bwrap"
+	IsolationNone  InfoIsolation = "none"
+)
+
+// Valid indicates whether the value is a known member of the InfoIsolation enum.
+func (e InfoIsolation) Valid() bool {
+	switch e {
+	case IsolationBwrap:
+		return true
+	case IsolationNone:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Runtime.
 const (
 	Docker Runtime = "docker"
@@ -366,6 +384,12 @@ type Info struct {
 	// Containment How native sandboxes are contained. pid-namespace: each runs under an init in its own PID namespace, and the kernel ends every process of it when it stops. process-group: the fallback where namespaces are unavailable; a process that calls setsid outlives its sandbox.
 	Containment InfoContainment `json:"containment,omitempty"`
 
+	// Isolation How native sandboxes of snapshots that name no isolation are isolated. bwrap (the default where bubblewrap works): a private home, /tmp and root view, no sight of the daemon's root or other sandboxes, and a network namespace of their own with the workload's ports forwarded. none: they run unisolated, with the host's view of files, processes and network.
+	Isolation InfoIsolation `json:"isolation,omitempty"`
+
+	// IsolationFallback Why native sandboxes run unisolated although nobody set isolation: none (bubblewrap is not installed, or cannot create its namespaces here), and the fix; absent when they are isolated or their user opted out.
+	IsolationFallback string `json:"isolationFallback,omitempty"`
+
 	// Minute The length of one interval minute, as a Go duration ("1m0s").
 	Minute string `json:"minute,omitempty"`
 
@@ -386,6 +410,9 @@ type InfoActivity string
 
 // InfoContainment How native sandboxes are contained. pid-namespace: each runs under an init in its own PID namespace, and the kernel ends every process of it when it stops. process-group: the fallback where namespaces are unavailable; a process that calls setsid outlives its sandbox.
 type InfoContainment string
+
+// InfoIsolation How native sandboxes of snapshots that name no isolation are isolated. bwrap (the default where bubblewrap works): a private home, /tmp and root view, no sight of the daemon's root or other sandboxes, and a network namespace of their own with the workload's ports forwarded. none: they run unisolated, with the host's view of files, processes and network.
+type InfoIsolation string
 
 // PreviewURL defines model for PreviewUrl.
 type PreviewURL struct {
@@ -455,8 +482,11 @@ type SandboxInfo struct {
 	// State paused: frozen with its memory by auto-pause (Daytona's); start, or
 	// toolbox traffic on Daytona, resumes it. The local control plane never
 	// pauses a sandbox.
-	State     SandboxState `json:"state"`
-	UpdatedAt time.Time    `json:"updatedAt"`
+	State SandboxState `json:"state"`
+
+	// Unisolated A native sandbox without isolation (isolation: none, or the fallback where bubblewrap cannot work, Info.isolationFallback): it sees the host's files, /tmp and network, the daemon's root and other sandboxes. Absent for an isolated one and for docker's.
+	Unisolated bool      `json:"unisolated,omitempty"`
+	UpdatedAt  time.Time `json:"updatedAt"`
 }
 
 // SandboxList defines model for SandboxList.

@@ -41,6 +41,8 @@ const (
 	innerRun  = "/run/sandplane"
 	innerInit = "/run/" + nsinit.Name
 	fwdSocket = "fwd.sock"
+	// dialSocket reaches any port of the sandbox's loopback (DialPort).
+	dialSocket = "dial.sock"
 )
 
 // Descriptors of an isolated workload's outer init, after the status pipe:
@@ -185,6 +187,13 @@ func (r *Driver) planBwrap(spec driver.Spec, path, dir string) (nsinit.Config, [
 			Socket:   filepath.Join(spec.Dir, runDir, sock),
 		})
 	}
+	// Only the daemon's user reaches the socket from the host (the
+	// sandbox's directory is 0700), and inside it leads nowhere the
+	// workload could not connect to itself.
+	inner.Serves = append(inner.Serves, nsinit.Serve{
+		Socket: innerRun + "/" + dialSocket,
+		Target: net.JoinHostPort("127.0.0.1", nsinit.AnyPort),
+	})
 	args := append([]string{"bwrap"}, bwrapArgs(spec, path, dir)...)
 	outer.Args = append(append(args, "--", innerInit), inner.Flags()...)
 	return outer, files, outer.Forwards[0].Socket, nil

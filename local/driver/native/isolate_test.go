@@ -359,3 +359,37 @@ func TestMountRaced(t *testing.T) {
 		assert.Equal(t, tt.want, mountRaced(err), tt.stderr)
 	}
 }
+
+// TestDialPortReachesAnyPortOfAnIsolatedSandbox: a server the workload
+// starts on a port it never declared is reached from the host through
+// DialPort, and a port where nothing listens is unavailable.
+func TestDialPortReachesAnyPortOfAnIsolatedSandbox(t *testing.T) {
+	r := isolatedRuntime(t)
+	spec := isolatedSpec(t, "", `mkdir -p d && echo undeclared > d/who
+"$PY" -m http.server 8123 --bind 127.0.0.1 --directory d & exec "$PY" -m http.server "$PORT" --bind 127.0.0.1`)
+	spec.Env["PY"] = python3(t)
+	start(t, r, spec)
+	get := func() (string, error) {
+		c, err := r.DialPort(testCtx(t), spec.Dir, 8123)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "GET /who HTTP/1.0\r\n\r\n"); err != nil {
+			return "", err
+		}
+		b, err := io.ReadAll(c)
+		return string(b), err
+	}
+	var body string
+	require.Eventually(t, func() bool {
+		var err error
+		body, err = get()
+		return err == nil && strings.HasSuffix(body, "undeclared\n")
+	}, hangGuard, 20*time.Millisecond, "the undeclared port never answered: %q", body)
+
+	_, err := r.DialPort(testCtx(t), spec.Dir, 8124)
+	assert.Equal(t, provider.Unavailable, provider.Code(err), "nothing listens there: %v", err)
+	_, err = r.DialPort(testCtx(t), t.TempDir(), 8123)
+	assert.Equal(t, provider.Unavailable, provider.Code(err), "not an isolated sandbox: %v", err)
+}

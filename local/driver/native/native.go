@@ -54,8 +54,10 @@ type Driver struct {
 	userNS bool
 	// ownProc gives each init a mount namespace with a /proc of its own.
 	ownProc bool
-	// isolation applies to specs that name none.
-	isolation string
+	// isolation applies to specs that name none; isolationFallback says
+	// why SettleIsolation made it none.
+	isolation         string
+	isolationFallback error
 	// bwrapOK is set once bubblewrap has proven it can isolate here.
 	bwrapOK atomic.Bool
 	// init is the program every init runs; initErr why it is not the one
@@ -87,6 +89,7 @@ var (
 	_ driver.Prober      = (*Driver)(nil)
 	_ driver.Containment = (*Driver)(nil)
 	_ driver.HostNetwork = (*Driver)(nil)
+	_ driver.PortDialer  = (*Driver)(nil)
 	_ driver.Warmer      = (*Driver)(nil)
 )
 

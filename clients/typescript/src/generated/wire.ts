@@ -50,6 +50,13 @@ export interface components {
              * @enum {string}
              */
             containment?: "pid-namespace" | "process-group";
+            /**
+             * @description How native sandboxes of snapshots that name no isolation are isolated. bwrap (the default where bubblewrap works): a private home, /tmp and root view, no sight of the daemon's root or other sandboxes, and a network namespace of their own with the workload's ports forwarded. none: they run unisolated, with the host's view of files, processes and network.
+             * @enum {string}
+             */
+            isolation?: "bwrap" | "none";
+            /** @description Why native sandboxes run unisolated although nobody set isolation: none (bubblewrap is not installed, or cannot create its namespaces here), and the fix; absent when they are isolated or their user opted out. */
+            isolationFallback?: string;
             /** @description What this request's credentials are worth: authenticated when it carried the daemon's token (or the daemon takes every local caller), required when it carried none or another, with why and what to do. Every call but GET /v1/info and the probes needs the token. */
             auth?: components["schemas"]["Auth"];
         };
@@ -185,6 +192,8 @@ export interface components {
             autoDestroyAt?: string;
             /** @description Whether the previews answer without the token. */
             public: boolean;
+            /** @description A native sandbox without isolation (isolation: none, or the fallback where bubblewrap cannot work, Info.isolationFallback): it sees the host's files, /tmp and network, the daemon's root and other sandboxes. Absent for an isolated one and for docker's. */
+            unisolated?: boolean;
             /** @description Why the sandbox last stopped or failed, for example "auto_stopped", "exited: code 1", or "container_removed" (its docker container, and its files, were removed outside sandplane: start refuses). */
             errorReason?: string;
         };

@@ -178,6 +178,7 @@
         : el("span", { class: "none" }, "—")),
       el("td", { class: "name" }, el("strong", {}, s.name),
         s.public ? el("span", { class: "badge", "data-public": "" }, "public") : null,
+        s.unisolated ? el("span", { class: "badge", "data-unisolated": "", title: unisolatedTitle }, "unisolated") : null,
         s.name !== s.id ? el("small", { class: "id" }, s.id) : null,
         s.sessionId ? el("small", { class: "session" }, "session ", el("a", { href: "/?session=" + encodeURIComponent(s.sessionId) }, s.sessionId)) : null,
         labels ? el("small", { class: "labels" }, labels) : null),
@@ -500,9 +501,13 @@
     });
   }
 
+  const unisolatedTitle = "runs without isolation: it sees the host's files, /tmp and network, the daemon's root and other sandboxes";
+
   // fillInfo writes what the server renders on an open page: the daemon's
   // line, its interval minute and the create form's choices.
   function fillInfo(info) {
+    $("isolation").hidden = !info.isolationFallback;
+    $("isolation-why").textContent = info.isolationFallback || "";
     minuteMs = parseDuration(info.minute) || minuteMs;
     $("meta").replaceChildren("daemon ", el("b", {}, info.version || ""), ` · pid ${info.pid || "?"} · root `,
       el("code", {}, info.rootDir || ""), " · one interval minute = ", el("b", {}, info.minute || ""));

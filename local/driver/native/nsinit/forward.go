@@ -2,11 +2,13 @@ package nsinit
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -74,13 +76,52 @@ func forwardTCP(ln net.Listener, sock string) {
 	})
 }
 
+// AnyPort, as the port of a Serve's Target, has each connection name the
+// port it goes to: two bytes, big-endian, before any of its own (DialPort).
+const AnyPort = "*"
+
+// DialPort connects through the inner half behind the unix socket at path,
+// whose Target's port is AnyPort, to port there, and returns once the inner
+// half has reached it; an error when nothing listens there or ctx ends.
+func DialPort(ctx context.Context, path string, port int) (net.Conn, error) {
+	c, err := DialUnix(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], uint16(port))
+	if _, err := c.Write(b[:]); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if _, err := io.ReadFull(c, b[:1]); err != nil || b[0] != ack {
+		c.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("nothing listens on port %d behind %s", port, path)
+	}
+	return c, nil
+}
+
 // forwardUnix is the inner half: each connection on ln goes to target, and is
-// acknowledged once target accepted it.
+// acknowledged once target accepted it. A target on AnyPort takes the port
+// each connection names.
 func forwardUnix(ln net.Listener, target string) {
 	serveConns(ln, func(c net.Conn) {
 		defer c.Close()
+		addr := target
+		if host, port, _ := net.SplitHostPort(target); port == AnyPort {
+			var b [2]byte
+			if _, err := io.ReadFull(c, b[:]); err != nil {
+				return
+			}
+			addr = net.JoinHostPort(host, strconv.Itoa(int(binary.BigEndian.Uint16(b[:]))))
+		}
 		var d net.Dialer
-		t, err := d.DialContext(context.Background(), "tcp", target)
+		t, err := d.DialContext(context.Background(), "tcp", addr)
 		if err != nil {
 			return
 		}
