@@ -62,16 +62,21 @@ func (s egressPart) startEgress() error {
 }
 
 // egressUsable says why secrets cannot be mounted here, if they cannot: a
-// backend whose workloads do not reach the proxy (docker's bridge does
-// not reach the host's loopback). The none backend runs no workload and
-// keeps the mounts as records.
+// backend whose workloads do not reach the proxy (docker's bridge, and an
+// isolated native workload's network of its own, do not reach the host's
+// loopback). The none backend runs no workload and keeps the mounts as
+// records.
 func (s egressPart) egressUsable() *apiError {
 	if s.egress != nil || s.syncWork {
 		return nil
 	}
+	how := "Run the simulator with --backend native"
+	if s.backend.Name() == WorkloadsNative {
+		how = "Run the simulator with --isolation none (its sandboxes then share the host's network)"
+	}
 	return errorf(http.StatusBadRequest,
-		"Secrets are not supported on the %s backend: its workloads cannot reach the simulator's secrets proxy. Run the simulator with --backend native to use secrets, or create the sandbox without secrets",
-		s.backend.Name())
+		"Secrets are not supported on the %s backend as it runs: its workloads cannot reach the simulator's secrets proxy. %s to use secrets, or create the sandbox without secrets",
+		s.backend.Name(), how)
 }
 
 // errEgressBlocked is what the proxy's dial answers a sandbox whose

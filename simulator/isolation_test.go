@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,4 +120,50 @@ func TestRunRefusesAnUnknownIsolation(t *testing.T) {
 	err := Run(context.Background(), RunConfig{Isolation: "chroot"})
 	assert.Equal(t, provider.InvalidArgument, provider.Code(err), "%v", err)
 	assert.ErrorContains(t, err, `unknown --isolation "chroot"`)
+}
+
+// A preview of a port an isolated sandbox serves inside its own network
+// reaches that server, and never what the host serves on the same port of
+// its own loopback.
+func TestIsolatedPreviewReachesTheSandboxNotTheHost(t *testing.T) {
+	bwrapWorks(t)
+	decoy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "the host's own service")
+	}))
+	t.Cleanup(decoy.Close)
+	_, port, _ := net.SplitHostPort(decoy.Listener.Addr().String())
+	root := t.TempDir()
+	t.Cleanup(func() { testdaemon.KillMarked(t, root) })
+	r := startRun(t, RunConfig{Toolbox: []string{toolboxBinary(t)}, Root: root})
+
+	code, body := r.do("POST", "/api/sandbox", "run-key", map[string]any{"public": true})
+	require.Equal(t, http.StatusOK, code, string(body))
+	var sb struct{ ID string }
+	require.NoError(t, json.Unmarshal(body, &sb))
+	code, body = r.do("POST", "/toolbox/"+sb.ID+"/process/execute", "run-key", map[string]any{
+		"command": "sh -c 'PORT=" + port + " nohup " + toolboxBinary(t) + " >/dev/null 2>&1 &'"})
+	require.Equal(t, http.StatusOK, code, string(body))
+
+	var got string
+	require.Eventually(t, func() bool {
+		code, b := r.do("GET", "/_preview/"+port+"-"+sb.ID+"/_test/headers", "run-key", nil)
+		got = string(b)
+		return code == http.StatusOK
+	}, 30*time.Second, 100*time.Millisecond, "the sandbox's server never answered its preview: %s", got)
+	assert.NotContains(t, got, "the host's own service", "the preview went to the host's port")
+	assert.Contains(t, got, "Host", "the sandbox's own server answered (its /_test/headers)")
+}
+
+// An isolated native sandbox has no way to the secrets proxy on the host's
+// loopback: a create with secrets is refused, naming --isolation none.
+func TestIsolatedNativeRefusesSecrets(t *testing.T) {
+	bwrapWorks(t)
+	root := t.TempDir()
+	t.Cleanup(func() { testdaemon.KillMarked(t, root) })
+	r := startRun(t, RunConfig{Toolbox: []string{toolboxBinary(t)}, Root: root})
+	code, body := r.do("POST", "/api/secret", "run-key", map[string]any{"name": "k", "value": "v"})
+	require.Equal(t, http.StatusCreated, code, string(body))
+	code, body = r.do("POST", "/api/sandbox", "run-key", map[string]any{"secrets": []map[string]string{{"K": "k"}}})
+	assert.Equal(t, http.StatusBadRequest, code, string(body))
+	assert.Contains(t, string(body), "--isolation none")
 }

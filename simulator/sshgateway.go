@@ -100,8 +100,7 @@ func (o sshOpener) dialer(id string) func(ctx context.Context, port int) (net.Co
 			}
 			return nil, provider.Errorf(provider.Unavailable, "sandbox %s port %d: %v", id, port, err)
 		}
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", route.URL.Host)
+		return route.Dial(ctx)
 	}
 }
 

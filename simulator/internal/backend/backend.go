@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 )
@@ -90,6 +91,9 @@ type Route struct {
 	// Transport carries the request. Its pooled connections lead to this
 	// sandbox's workload only.
 	Transport http.RoundTripper
+	// Dial opens a connection to the route's port, as Transport does, for
+	// what is not HTTP (an SSH port forward).
+	Dial func(ctx context.Context) (net.Conn, error)
 }
 
 var (

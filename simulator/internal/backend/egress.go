@@ -32,9 +32,13 @@ type EgressBackend interface {
 	EgressProxy() bool
 }
 
-// EgressProxy: native workloads are processes of the simulator's host and
-// reach its loopback; a container's bridge does not.
-func (b *runtimeBackend) EgressProxy() bool { return b.native() }
+// EgressProxy: native workloads on the host's network reach its loopback;
+// an isolated one (bwrap, a network of its own) does not, nor does a
+// container's bridge.
+func (b *runtimeBackend) EgressProxy() bool {
+	hn, ok := b.cfg.Runtime.(driver.HostNetwork)
+	return b.native() && (!ok || hn.SharesHostNetwork(driver.Spec{}))
+}
 
 // egressCAFile is where, in the sandbox's directory (outside its home),
 // the workload finds the roots it trusts: the host's with the proxy's CA.

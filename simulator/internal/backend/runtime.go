@@ -102,9 +102,14 @@ type workload struct {
 	dir    string
 	token  string
 	// transport pools the connections to this workload only, so that a
-	// connection to one sandbox is never reused for another's request.
+	// connection to one sandbox is never reused for another's request. It
+	// dials with dial.
 	transport *http.Transport
+	dial      dialFunc
 }
+
+// dialFunc connects to an address of a workload, as net.Dialer.DialContext.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // NewRuntime returns a Backend that runs each sandbox's workload on a
 // local runtime, so toolbox calls run real commands on real files.
@@ -191,7 +196,8 @@ func (b *runtimeBackend) Start(ctx context.Context, w Workload) (string, error) 
 	}
 	b.mu.Lock()
 	wl.handle, wl.running, wl.port, wl.token = launched.Handle, true, launched.Port, token
-	wl.transport = newTransport()
+	wl.dial = b.dialer(wl.dir, launched.Port)
+	wl.transport = newTransport(wl.dial)
 	b.mu.Unlock()
 	return baseURL(launched.Port), nil
 }
@@ -298,12 +304,36 @@ func startError(err error) error {
 	return fmt.Errorf("the sandbox workload did not answer on port %d within %v%s", nr.Port, nr.Timeout, output)
 }
 
-func newTransport() *http.Transport {
+func newTransport(dial dialFunc) *http.Transport {
 	return &http.Transport{
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{}).DialContext,
+		DialContext:         dial,
 		MaxIdleConnsPerHost: 32,
 		ForceAttemptHTTP2:   false,
+	}
+}
+
+// dialer is how the proxy reaches the workload in dir: on the host's
+// network it is dialled where it listens; with a network of its own
+// (native under bwrap) every port but forwarded, the one the host holds
+// for it, is reached through the runtime, inside that network. Dialling
+// such a port on the host's loopback would reach whatever the host serves
+// there instead. The simulator's specs name no isolation: the runtime's
+// default is theirs.
+func (b *runtimeBackend) dialer(dir string, forwarded int) dialFunc {
+	d := &net.Dialer{}
+	inside, canDial := b.cfg.Runtime.(driver.PortDialer)
+	hn, mayShare := b.cfg.Runtime.(driver.HostNetwork)
+	if !canDial || !mayShare || hn.SharesHostNetwork(driver.Spec{}) {
+		return d.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		_, p, err := net.SplitHostPort(addr)
+		port, perr := strconv.Atoi(p)
+		if err != nil || perr != nil || port == forwarded {
+			return d.DialContext(ctx, network, addr)
+		}
+		return inside.DialPort(ctx, dir, port)
 	}
 }
 
@@ -497,6 +527,7 @@ func (b *runtimeBackend) route(ctx context.Context, sandboxID string, wl workloa
 			// What the workload would see through a published port.
 			Host:      net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			Transport: wl.transport,
+			Dial:      dialTo(wl.dial, ap.String()),
 		}, nil
 	}
 	lister, ok := b.cfg.Runtime.(driver.PortLister)
@@ -512,7 +543,12 @@ func (b *runtimeBackend) route(ctx context.Context, sandboxID string, wl workloa
 	if !ok {
 		return Route{}, notListening(sandboxID, port)
 	}
-	return Route{URL: &url.URL{Scheme: "http", Host: ap.String()}, Host: ap.String(), Transport: wl.transport}, nil
+	return Route{URL: &url.URL{Scheme: "http", Host: ap.String()}, Host: ap.String(), Transport: wl.transport, Dial: dialTo(wl.dial, ap.String())}, nil
+}
+
+// dialTo is dial bound to addr.
+func dialTo(dial dialFunc, addr string) func(context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) { return dial(ctx, "tcp", addr) }
 }
 
 // dialable picks, among the sandbox's listening sockets, one on port and
