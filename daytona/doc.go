@@ -40,7 +40,10 @@
 //   - auto-stop runs every 10 s, a sixth of a minute (ReapIntervalMinutes);
 //   - Resize is real when the organization has resize enabled, unsupported
 //     otherwise;
-//   - EntrypointLogs is unsupported: Daytona keeps build logs only;
+//   - EntrypointLogs reads the entrypoint session of the sandbox's toolbox
+//     (what the snapshot's entrypoint printed) and redacts the sandbox's env
+//     values, as the local control plane does; a toolbox older than the
+//     entrypoint session is unsupported;
 //   - an auto-stopped sandbox carries no errorReason: Daytona does not record
 //     why a sandbox stopped;
 //   - PreviewURL returns a signed preview URL (the token is in the URL, so it
