@@ -71,5 +71,8 @@
 // and invalid_argument on SetSecrets (the secret is missing, not the
 // sandbox), and an interval setter refused for the sandbox's other
 // intervals (auto-stop and auto-pause both on, auto-pause on an ephemeral
-// sandbox) is failed_precondition.
+// sandbox) is failed_precondition. EntrypointLogs goes through rawAt too,
+// to the sandbox's toolbox behind Daytona's proxy, after reading the
+// sandbox: a 404 there is a toolbox without the entrypoint session,
+// unsupported.
 package daytona
