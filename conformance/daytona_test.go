@@ -30,7 +30,7 @@ import (
 // daytonaExpect is what daytona.Provider promises, on the real service and
 // on the simulator alike.
 var daytonaExpect = conformance.Expectations{
-	Traits: provider.Traits{Name: "daytona", SyncStop: true, ReapIntervalMinutes: 10.0 / 60, NoEntrypointLogs: true, NoStopReason: true,
+	Traits: provider.Traits{Name: "daytona", SyncStop: true, ReapIntervalMinutes: 10.0 / 60, NoStopReason: true,
 		TTL: true, AutoPause: true, Secrets: true, WarmPools: true},
 }
 
@@ -38,6 +38,14 @@ var daytonaExpect = conformance.Expectations{
 // before the scenario, outside the recording: a replay knows it by the
 // same name and value, which no cassette holds.
 var simSecret = conformance.Secret{Name: "cf-mounted", Value: "cf-mounted-value-0123456789"}
+
+// simLogsSnapshot is the snapshot a simulator harness makes before the
+// scenario, outside the recording, whose entrypoint prints the line the
+// entrypoint-logs scenario looks for; a replay knows it by name.
+const simLogsSnapshot = "cf-logs"
+
+// simLogsEntrypoint is simLogsSnapshot's entrypoint.
+var simLogsEntrypoint = []string{"sh", "-c", `echo "cf-before $CF_SECRET cf-after"; exec sleep infinity`}
 
 // simSnapshot is the simulator's default snapshot, which the warm-pool
 // scenario keeps a pool of.
@@ -51,6 +59,7 @@ func simExpect() conformance.Expectations {
 	fx := simSecret
 	want.Secret = &fx
 	want.WarmPoolSnapshot = simSnapshot
+	want.LogsSnapshot = simLogsSnapshot
 	return want
 }
 
@@ -78,6 +87,65 @@ func createSecret(ctx context.Context, base string) error {
 		return fmt.Errorf("create the scenario's secret: %s: %s", resp.Status, msg)
 	}
 	return nil
+}
+
+// createLogsSnapshot makes simLogsSnapshot in the simulator at base, as a
+// host makes its snapshots, and waits until it is active.
+func createLogsSnapshot(ctx context.Context, base string) error {
+	body, err := json.Marshal(map[string]any{"name": simLogsSnapshot, "imageName": "example/logs:1", "entrypoint": simLogsEntrypoint})
+	if err != nil {
+		return err
+	}
+	if _, err := simCall(ctx, http.MethodPost, base+"/api/snapshots", body, http.StatusOK); err != nil {
+		return fmt.Errorf("create the logs snapshot: %w", err)
+	}
+	for {
+		b, err := simCall(ctx, http.MethodGet, base+"/api/snapshots/"+simLogsSnapshot, nil, http.StatusOK)
+		if err != nil {
+			return fmt.Errorf("read the logs snapshot: %w", err)
+		}
+		var sn struct {
+			State string `json:"state"`
+		}
+		if err := json.Unmarshal(b, &sn); err != nil {
+			return err
+		}
+		switch sn.State {
+		case "active":
+			return nil
+		case "error", "build_failed":
+			return fmt.Errorf("the logs snapshot is %s: %s", sn.State, b)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// simCall sends one request with the simulator's key, outside any
+// recording, and returns the body of an answer with status want.
+func simCall(ctx context.Context, method, url string, body []byte, want int) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+simKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != want {
+		return nil, fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, b)
+	}
+	return b, nil
 }
 
 // simKey is the simulator's API key; recordings scrub it.
@@ -180,6 +248,9 @@ func simMaker(ctx context.Context, t *testing.T) (conformance.Harness, error) {
 		assert.Empty(t, sim.SpecViolations(), "simulator answers that do not match Daytona's OpenAPI document")
 	})
 	if err := createSecret(ctx, srv.URL); err != nil {
+		return nil, err
+	}
+	if err := createLogsSnapshot(ctx, srv.URL); err != nil {
 		return nil, err
 	}
 	downBase := "http://" + testdaemon.FreeAddr(t)

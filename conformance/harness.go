@@ -61,6 +61,19 @@ type Expectations struct {
 	// serve. Empty skips the scenario, as on a shared organization whose
 	// creates a pool would serve.
 	WarmPoolSnapshot string
+	// LogsSnapshot is a snapshot, by name, that the harness made, whose
+	// entrypoint prints "cf-before $CF_SECRET cf-after" to its stdout and
+	// runs on: the entrypoint-logs scenario creates its sandbox of it.
+	// Empty: see ShellInWorkload.
+	LogsSnapshot string
+	// ShellInWorkload means the toolbox's shells are children of the
+	// workload (the local control plane), so that a command writes to the
+	// workload's own stdout through /proc/$PPID/fd/1; the entrypoint-logs
+	// scenario then prints its line that way on a sandbox of the default
+	// snapshot. Without it or a LogsSnapshot, the scenario checks only that
+	// the logs are read, as on a shared organization where a run should
+	// make no snapshot.
+	ShellInWorkload bool
 	// Secret is a secret the harness made in the backend's organization,
 	// for a provider with Traits.Secrets; nil skips the secrets scenario,
 	// as on a shared organization where a run should make none.

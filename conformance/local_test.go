@@ -29,6 +29,8 @@ var localExpect = conformance.Expectations{
 	DeclaredPorts:  true,
 	Watch:          true,
 	StopWithReason: true,
+	// The workload is the toolbox, whose shells are its children.
+	ShellInWorkload: true,
 }
 
 // dockerEnv is what the docker harnesses of one run share: the engine and

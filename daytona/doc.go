@@ -40,7 +40,10 @@
 //   - auto-stop runs every 10 s, a sixth of a minute (ReapIntervalMinutes);
 //   - Resize is real when the organization has resize enabled, unsupported
 //     otherwise;
-//   - EntrypointLogs is unsupported: Daytona keeps build logs only;
+//   - EntrypointLogs reads the entrypoint session of the sandbox's toolbox
+//     (what the snapshot's entrypoint printed) and redacts the sandbox's env
+//     values, as the local control plane does; a toolbox older than the
+//     entrypoint session is unsupported;
 //   - an auto-stopped sandbox carries no errorReason: Daytona does not record
 //     why a sandbox stopped;
 //   - PreviewURL returns a signed preview URL (the token is in the URL, so it
@@ -68,5 +71,8 @@
 // and invalid_argument on SetSecrets (the secret is missing, not the
 // sandbox), and an interval setter refused for the sandbox's other
 // intervals (auto-stop and auto-pause both on, auto-pause on an ephemeral
-// sandbox) is failed_precondition.
+// sandbox) is failed_precondition. EntrypointLogs goes through rawAt too,
+// to the sandbox's toolbox behind Daytona's proxy, after reading the
+// sandbox: a 404 there is a toolbox without the entrypoint session,
+// unsupported.
 package daytona

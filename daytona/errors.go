@@ -32,6 +32,7 @@ const (
 	opResize   op = "resize"
 	opPreview  op = "preview URL"
 	opToolbox  op = "toolbox"
+	opLogs     op = "entrypoint logs"
 	opTTL      op = "set TTL"
 	opPause    op = "set auto-pause interval"
 	opSecrets  op = "set secrets"
@@ -76,6 +77,11 @@ func (p *Provider) classifyErr(ctx context.Context, op op, resp *http.Response, 
 			// NestJS's answer for a route it does not serve.
 			code = provider.Unsupported
 			msg = fmt.Sprintf("%s is not enabled on this Daytona server (%s)", op, msg)
+		case resp.StatusCode == http.StatusNotFound && op == opLogs:
+			// The sandbox was found first: its toolbox is older than the
+			// entrypoint session.
+			code = provider.Unsupported
+			msg = fmt.Sprintf("this sandbox's toolbox serves no entrypoint session (%s): it predates Daytona's entrypoint logs; recreate the sandbox on a current snapshot", msg)
 		case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(msg, "Secret ") && op == opCreate:
 			// A secret the organization lacks, found before anything ran.
 			code = provider.PreflightFailed

@@ -52,7 +52,7 @@ func (p *Provider) Traits() provider.Traits {
 		ResizeIsNoop:        false,
 		SyncStop:            true,
 		ReapIntervalMinutes: 10.0 / 60,
-		NoEntrypointLogs:    true,
+		NoEntrypointLogs:    false,
 		NoStopReason:        true,
 		TTL:                 true,
 		AutoPause:           true,
@@ -478,10 +478,57 @@ func (p *Provider) PreviewURL(ctx context.Context, idOrName string, port int) (*
 	return &provider.Preview{URL: res.Url}, nil
 }
 
-// EntrypointLogs is unsupported: Daytona keeps build logs only.
+// EntrypointLogs reads the entrypoint session's logs from the sandbox's
+// toolbox (GET /process/session/entrypoint/logs): what the snapshot's
+// entrypoint, or its image's ENTRYPOINT and CMD, printed. Every value of
+// the env Daytona returns for the sandbox is redacted, as the local control
+// plane redacts its sandboxes' env. not_found; failed_precondition
+// (neither started nor paused); unsupported: the sandbox's toolbox has no
+// entrypoint session (a toolbox older than Daytona's entrypoint logs).
 func (p *Provider) EntrypointLogs(ctx context.Context, idOrName string) (*provider.EntrypointLogs, error) {
-	return nil, provider.Errorf(provider.Unsupported,
-		"Daytona keeps no entrypoint logs (build logs only): run your workload with its output in a file and read it through the toolbox")
+	sb, err := p.get(ctx, idOrName)
+	if err != nil {
+		return nil, err
+	}
+	if st := mapState(sb.GetState()); st != provider.StateStarted && st != provider.StatePaused {
+		return nil, provider.Errorf(provider.FailedPrecondition, "sandbox %s is %s: start it first", sb.Id, st)
+	}
+	rctx, cancel := p.bound(ctx, requestTimeout)
+	defer cancel()
+	var logs provider.EntrypointLogs
+	resp, err := p.rawAt(rctx, http.MethodGet, toolboxBase(sb)+"/process/session/entrypoint/logs", nil, &logs)
+	if err != nil {
+		return nil, p.classify(rctx, opLogs, resp, err)
+	}
+	redact := redactor(sb.Env)
+	logs.Stdout, logs.Stderr = redact(logs.Stdout), redact(logs.Stderr)
+	logs.Output = logs.Stdout + logs.Stderr
+	return &logs, nil
+}
+
+// minSecretLen keeps redactor from shredding output over values such as
+// "1" or "on", which are not secrets.
+const minSecretLen = 4
+
+// redactor hides every value of env at least minSecretLen bytes long as
+// [REDACTED], the longest first, so that a value holding another is
+// hidden whole.
+func redactor(env map[string]string) func(string) string {
+	var secrets []string
+	for _, v := range env {
+		if len(v) >= minSecretLen {
+			secrets = append(secrets, v)
+		}
+	}
+	if len(secrets) == 0 {
+		return func(s string) string { return s }
+	}
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	pairs := make([]string, 0, 2*len(secrets))
+	for _, v := range secrets {
+		pairs = append(pairs, v, "[REDACTED]")
+	}
+	return strings.NewReplacer(pairs...).Replace
 }
 
 var _ provider.Toolboxer = (*Provider)(nil)
@@ -502,7 +549,12 @@ func (p *Provider) Toolbox(ctx context.Context, idOrName string) (string, http.H
 	}
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+p.cfg.APIKey)
-	return strings.TrimRight(sb.ToolboxProxyUrl, "/") + "/" + sb.Id, h, nil
+	return toolboxBase(sb), h, nil
+}
+
+// toolboxBase is the base URL of sb's toolbox behind Daytona's proxy.
+func toolboxBase(sb *apiclient.Sandbox) string {
+	return strings.TrimRight(sb.ToolboxProxyUrl, "/") + "/" + sb.Id
 }
 
 // daytonaFields copies the fields the create body shares with Daytona's

@@ -109,8 +109,11 @@ func TestLifecycleOnTheSimulator(t *testing.T) {
 
 	_, err = p.Resize(ctx, sb.ID, provider.ResizeRequest{CPU: 2})
 	assert.NoError(t, err, "the simulator resizes, as Daytona does with its SANDBOX_RESIZE flag on")
-	_, err = p.EntrypointLogs(ctx, sb.ID)
-	assert.Equal(t, provider.Unsupported, provider.Code(err))
+	err = drive(h.clk, func() error {
+		_, err := p.EntrypointLogs(ctx, sb.ID)
+		return err
+	})
+	assert.Equal(t, provider.Unavailable, provider.Code(err), "a simulator without workloads has no toolbox to read logs from: %v", err)
 
 	drive(h.clk, func() error {
 		require.NoError(t, p.Delete(ctx, "box"))

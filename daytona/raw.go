@@ -24,12 +24,19 @@ func (e *apiError) Body() []byte { return e.body }
 
 // raw sends a request the pinned api-client (v0.190) has no method for:
 // routes Daytona added since (v0.205.1's TTL, auto-pause, secrets and
-// warm pools). It is the one such place. The request goes as the client's
+// warm pools), and the toolbox's entrypoint logs (rawAt). It is the one
+// such place. The request goes as the client's
 // would: to its server URL, through its HTTP client (so with the retry
 // transport), with its user agent, its default headers and the API key.
 // in (unless nil) is the JSON body and a 2xx answer is decoded into out
 // (unless nil). The returned response and error are what classify takes.
 func (p *Provider) raw(ctx context.Context, method, path string, in, out any) (*http.Response, error) {
+	return p.rawAt(ctx, method, strings.TrimRight(p.api.GetConfig().Servers[0].URL, "/")+path, in, out)
+}
+
+// rawAt is raw to a whole URL: a sandbox's toolbox behind Daytona's proxy,
+// which takes the API key as the API does.
+func (p *Provider) rawAt(ctx context.Context, method, url string, in, out any) (*http.Response, error) {
 	cfg := p.api.GetConfig()
 	var body io.Reader
 	if in != nil {
@@ -39,7 +46,7 @@ func (p *Provider) raw(ctx context.Context, method, path string, in, out any) (*
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(cfg.Servers[0].URL, "/")+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		return nil, err
 	}

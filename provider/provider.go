@@ -173,7 +173,9 @@ type Traits struct {
 	// an idle sandbox stops up to this much after its interval ends.
 	ReapIntervalMinutes float64
 	// NoEntrypointLogs: EntrypointLogs answers unsupported, because the
-	// backend keeps no workload output (Daytona keeps build logs only).
+	// backend keeps no workload output. Both backends keep it: the local
+	// control plane its workload's, Daytona its toolbox's entrypoint
+	// session.
 	NoEntrypointLogs bool
 	// NoStopReason: a sandbox that stopped on its own, auto-stop included,
 	// carries no errorReason, because the backend does not record why
