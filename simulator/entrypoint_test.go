@@ -112,15 +112,21 @@ func TestEntrypointSessionRestarts(t *testing.T) {
 	h.snapshotWith("counter", map[string]any{"imageName": "example/app:1", "entrypoint": []string{"sh", "-c", "echo run >> $HOME/runs; sleep 600"}})
 	sb := h.create(apiclient.CreateSandbox{Snapshot: apiclient.PtrString("counter")})
 	require.Equal(t, apiclient.SANDBOXSTATE_STARTED, sb.GetState(), sb.GetErrorReason())
+	// The entrypoint starts with the toolbox, not before the create
+	// answers: wait until it has run, so that the stop cannot come first.
+	runs := func(want string) func(c *assert.CollectT) {
+		return func(c *assert.CollectT) {
+			code, out := h.run(sb.Id, "cat $HOME/runs")
+			assert.Equal(c, 0, code, out)
+			assert.Equal(c, want, out, "the entrypoint ran once per start")
+		}
+	}
+	assert.EventuallyWithT(t, runs("run\n"), 10*time.Second, 50*time.Millisecond)
 	_, _, err := h.api.SandboxAPI.StopSandbox(h.ctx, sb.Id).Execute()
 	require.NoError(t, err)
 	h.waitState(sb.Id, apiclient.SANDBOXSTATE_STOPPED)
 	_, _, err = h.api.SandboxAPI.StartSandbox(h.ctx, sb.Id).Execute()
 	require.NoError(t, err)
 	h.waitState(sb.Id, apiclient.SANDBOXSTATE_STARTED)
-	var out string
-	require.Eventually(t, func() bool {
-		_, out = h.run(sb.Id, "cat $HOME/runs")
-		return out == "run\nrun\n"
-	}, 10*time.Second, 50*time.Millisecond, "the entrypoint ran once per start: %q", out)
+	assert.EventuallyWithT(t, runs("run\nrun\n"), 10*time.Second, 50*time.Millisecond)
 }
