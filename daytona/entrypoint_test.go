@@ -177,24 +177,3 @@ func TestEntrypointLogsOnTheSimulator(t *testing.T) {
 		assert.Contains(t, provider.Message(err), "no entrypoint session")
 	})
 }
-
-func TestRedactor(t *testing.T) {
-	tests := []struct {
-		name string
-		env  map[string]string
-		in   string
-		want string
-	}{
-		{"no env", nil, "plain", "plain"},
-		{"a value", map[string]string{"K": "hunter22"}, "pw hunter22.", "pw [REDACTED]."},
-		{"every occurrence", map[string]string{"K": "abcd"}, "abcd abcd", "[REDACTED] [REDACTED]"},
-		{"values under four bytes are no secrets", map[string]string{"K": "1", "B": "on", "C": "true"}, "1 on true", "1 on [REDACTED]"},
-		{"the longer value whole", map[string]string{"A": "secret", "B": "secret-and-more"}, "x secret-and-more y secret",
-			"x [REDACTED] y [REDACTED]"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, redactor(tt.env)(tt.in))
-		})
-	}
-}

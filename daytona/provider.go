@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandplane/sandplane/internal/redact"
+
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 	"github.com/google/uuid"
 
@@ -500,35 +502,10 @@ func (p *Provider) EntrypointLogs(ctx context.Context, idOrName string) (*provid
 	if err != nil {
 		return nil, p.classify(rctx, opLogs, resp, err)
 	}
-	redact := redactor(sb.Env)
+	redact := redact.Env(sb.Env)
 	logs.Stdout, logs.Stderr = redact(logs.Stdout), redact(logs.Stderr)
 	logs.Output = logs.Stdout + logs.Stderr
 	return &logs, nil
-}
-
-// minSecretLen keeps redactor from shredding output over values such as
-// "1" or "on", which are not secrets.
-const minSecretLen = 4
-
-// redactor hides every value of env at least minSecretLen bytes long as
-// [REDACTED], the longest first, so that a value holding another is
-// hidden whole.
-func redactor(env map[string]string) func(string) string {
-	var secrets []string
-	for _, v := range env {
-		if len(v) >= minSecretLen {
-			secrets = append(secrets, v)
-		}
-	}
-	if len(secrets) == 0 {
-		return func(s string) string { return s }
-	}
-	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
-	pairs := make([]string, 0, 2*len(secrets))
-	for _, v := range secrets {
-		pairs = append(pairs, v, "[REDACTED]")
-	}
-	return strings.NewReplacer(pairs...).Replace
 }
 
 var _ provider.Toolboxer = (*Provider)(nil)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandplane/sandplane/internal/redact"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -448,7 +450,7 @@ func TestNotReadyErrorSaysWhy(t *testing.T) {
 			if tt.command != nil {
 				req.Spec.Command = tt.command
 			}
-			req.Redact = launcher.Redactor(map[string]string{"KEY": "hunter2"})
+			req.Redact = redact.Env(map[string]string{"KEY": "hunter2"})
 			var port int
 			req.Record = func(_ driver.Handle, p int) error { port = p; return nil }
 			_, err := h.launch(req)
@@ -468,25 +470,6 @@ func TestNotReadyErrorSaysWhy(t *testing.T) {
 			if !tt.exited {
 				assert.Equal(t, tt.timeout, nr.Timeout)
 			}
-		})
-	}
-}
-
-func TestRedactor(t *testing.T) {
-	tests := []struct {
-		name string
-		env  map[string]string
-		in   string
-		want string
-	}{
-		{"no env", nil, "the key is hunter2", "the key is hunter2"},
-		{"a value", map[string]string{"KEY": "hunter2"}, "the key is hunter2, hunter2", "the key is [REDACTED], [REDACTED]"},
-		{"short values are no secrets", map[string]string{"DEBUG": "1", "ON": "true"}, "DEBUG=1 ON=true", "DEBUG=1 ON=[REDACTED]"},
-		{"a value inside another is hidden whole", map[string]string{"A": "hunter", "B": "hunter2x"}, "hunter2x and hunter", "[REDACTED] and [REDACTED]"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, launcher.Redactor(tt.env)(tt.in))
 		})
 	}
 }

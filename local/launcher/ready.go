@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"sort"
 	"strings"
 	"time"
 
@@ -252,29 +251,4 @@ func outputSuffix(output string) string {
 		return ""
 	}
 	return "; workload output: " + output
-}
-
-// minSecretLen keeps Redactor from shredding output over values such as "1"
-// or "true", which are not secrets.
-const minSecretLen = 4
-
-// Redactor returns a Request.Redact that hides every value of env at least
-// four characters long as [REDACTED]. Longer values go first, so that a
-// value containing another is hidden whole.
-func Redactor(env map[string]string) func(string) string {
-	var secrets []string
-	for _, v := range env {
-		if len(v) >= minSecretLen {
-			secrets = append(secrets, v)
-		}
-	}
-	if len(secrets) == 0 {
-		return func(s string) string { return s }
-	}
-	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
-	pairs := make([]string, 0, 2*len(secrets))
-	for _, s := range secrets {
-		pairs = append(pairs, s, "[REDACTED]")
-	}
-	return strings.NewReplacer(pairs...).Replace
 }

@@ -7,8 +7,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sandplane/sandplane/internal/redact"
+
 	"github.com/sandplane/sandplane/local/driver"
-	"github.com/sandplane/sandplane/local/launcher"
 	"github.com/sandplane/sandplane/provider"
 )
 
@@ -411,7 +412,7 @@ func (m *Manager) EntrypointLogs(ctx context.Context, idOrName string) (provider
 	if err != nil {
 		return provider.EntrypointLogs{}, err
 	}
-	redact := launcher.Redactor(env)
+	redact := redact.Env(env)
 	out, errOut := redact(string(stdout)), redact(string(stderr))
 	return provider.EntrypointLogs{Stdout: out, Stderr: errOut, Output: out + errOut}, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/sandplane/sandplane/internal/redact"
+
 	"github.com/sandplane/sandplane/local/driver"
 	"github.com/sandplane/sandplane/local/launcher"
 	"github.com/sandplane/sandplane/provider"
@@ -81,7 +83,7 @@ func (j *spawnJob) request() launcher.Request {
 		Prepare:      j.prepare,
 		Record:       j.record,
 		Undo:         j.undo,
-		Redact:       launcher.Redactor(j.env),
+		Redact:       redact.Env(j.env),
 	}
 }
 

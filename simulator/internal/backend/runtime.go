@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandplane/sandplane/internal/redact"
+
 	"github.com/docker/docker/client"
 	"github.com/google/uuid"
 
@@ -283,7 +285,7 @@ func (b *runtimeBackend) launchRequest(w Workload, wl *workload, home, token str
 			spec.Env[toolbox.EntrypointEnv] = toolbox.ShellJoin(ep)
 			return err
 		},
-		Redact: launcher.Redactor(secrets),
+		Redact: redact.Env(secrets),
 	}
 }
 
