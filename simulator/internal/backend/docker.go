@@ -87,6 +87,8 @@ type dockerExt struct {
 	// Close removes: the simulator's state, and with it what they were
 	// for, ends with it.
 	images, volumes, networks map[string]bool
+	// stopSweeps ends the sweeps after the first (sweepOften).
+	stopSweeps func()
 }
 
 // dockerBackend is the runtime backend on docker, with every capability.
@@ -106,11 +108,45 @@ func newDockerBackend(b *runtimeBackend) Backend {
 	ctx, cancel := clock.WithTimeout(context.Background(), b.cfg.Clock, sweepTimeout)
 	defer cancel()
 	b.ext.sweep(ctx)
+	b.ext.stopSweeps = b.ext.sweepOften()
 	return dockerBackend{b}
 }
 
-// sweepTimeout bounds the sweep of a new backend.
-const sweepTimeout = 30 * time.Second
+const (
+	// sweepTimeout bounds one sweep.
+	sweepTimeout = 30 * time.Second
+	// sweepEvery is how often a backend sweeps again after its first: a
+	// container that a dead simulator's create was still making when it
+	// died (the engine finishes a create its client left) appears only
+	// after that first sweep.
+	sweepEvery = 10 * time.Second
+)
+
+// sweepOften sweeps every sweepEvery, on the backend's clock, until the
+// function it returns is called; that waits for a sweep under way.
+func (e *dockerExt) sweepOften() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t := e.b.cfg.Clock.NewTicker(sweepEvery)
+	go func() {
+		defer close(done)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+				sctx, scancel := clock.WithTimeout(ctx, e.b.cfg.Clock, sweepTimeout)
+				e.sweep(sctx)
+				scancel()
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
 
 // sweep removes the containers that simulators of this machine left
 // behind when they died without removing them (kill -9): those whose
@@ -151,6 +187,7 @@ func (e *dockerExt) note(set map[string]bool, name string, made bool) {
 // Close removes the workloads, then the images, volumes and networks the
 // backend made.
 func (d dockerBackend) Close() error {
+	d.ext.stopSweeps()
 	err := d.runtimeBackend.Close()
 	e := d.ext
 	ctx := context.Background()
