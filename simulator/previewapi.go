@@ -90,10 +90,7 @@ func (s previewAPI) hasAccess(c *call) (reply, *apiError) {
 func (s previewAPI) signingKey(c *call) (reply, *apiError) {
 	var key string
 	e := s.sandbox(c, func(sb *sandbox) bool {
-		if sb.signingKey == "" {
-			sb.signingKey = newSigningKey()
-		}
-		key = sb.signingKey
+		key = sb.signingKeyLocked(false)
 		return true
 	})
 	if e != nil {

@@ -41,10 +41,16 @@ func (s extraAPI) signingKeyReply(c *call, rotate bool) (reply, *apiError) {
 		return reply{}, err
 	}
 	c.sandboxID = sb.ID
+	key := sb.signingKeyLocked(rotate)
+	s.mu.Unlock()
+	return textReply(c, key), nil
+}
+
+// signingKeyLocked is sb's signing key, made at the first ask, or anew
+// when rotate. Called with s.mu held.
+func (sb *sandbox) signingKeyLocked(rotate bool) string {
 	if rotate || sb.signingKey == "" {
 		sb.signingKey = newSigningKey()
 	}
-	key := sb.signingKey
-	s.mu.Unlock()
-	return textReply(c, key), nil
+	return sb.signingKey
 }
